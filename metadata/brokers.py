@@ -1,0 +1,110 @@
+"""Broker registry: who is in the cluster and whose lease is current (by the DB's clock)."""
+
+from __future__ import annotations
+
+import builtins
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.engine import Engine, Row
+
+from logformat.errors import ErrorCode, TierlogError
+from metadata.schema import brokers
+from metadata.types import BrokerInfo
+
+_COLUMNS = (
+    brokers.c.id,
+    brokers.c.url,
+    (brokers.c.lease_expires_at > func.now()).label("alive"),
+    brokers.c.lease_expires_at,
+    brokers.c.rack,
+    brokers.c.incarnation,
+)
+
+
+def _lease(lease_ms: int) -> timedelta:
+    if isinstance(lease_ms, bool) or not isinstance(lease_ms, int) or lease_ms <= 0:
+        raise TierlogError(ErrorCode.INVALID_REQUEST, f"lease_ms must be > 0, got {lease_ms!r}")
+    return timedelta(milliseconds=lease_ms)
+
+
+def _info(row: Row[*tuple[Any, ...]]) -> BrokerInfo:
+    return BrokerInfo(row.id, row.url, row.alive, row.lease_expires_at, row.rack, row.incarnation)
+
+
+class BrokerRepo:
+    """Leases are compared with now() in Postgres, so broker clocks never have to agree."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def register(
+        self, broker_id: int, url: str, lease_ms: int, rack: str | None = None
+    ) -> BrokerInfo:
+        """Join (or re-join) the cluster: upsert, start a lease, bump the incarnation."""
+        if isinstance(broker_id, bool) or not isinstance(broker_id, int) or broker_id < 0:
+            raise TierlogError(
+                ErrorCode.INVALID_REQUEST, f"broker id must be an integer >= 0, got {broker_id!r}"
+            )
+        lease = _lease(lease_ms)
+        ins = insert(brokers).values(
+            id=broker_id,
+            url=url,
+            rack=rack,
+            lease_expires_at=func.now() + lease,
+            registered_at=func.now(),
+            incarnation=1,
+        )
+        stmt = ins.on_conflict_do_update(
+            index_elements=[brokers.c.id],
+            set_={
+                "url": ins.excluded.url,
+                "rack": ins.excluded.rack,
+                "lease_expires_at": ins.excluded.lease_expires_at,
+                "registered_at": ins.excluded.registered_at,
+                "incarnation": brokers.c.incarnation + 1,
+            },
+        ).returning(*_COLUMNS)
+        with self.engine.begin() as conn:
+            return _info(conn.execute(stmt).one())
+
+    def heartbeat(self, broker_id: int, lease_ms: int) -> bool:
+        """Extend a current lease. False if unknown or already expired: then re-register,
+        because the controller may have acted on the expiry (new incarnation)."""
+        stmt = (
+            update(brokers)
+            .where(brokers.c.id == broker_id, brokers.c.lease_expires_at > func.now())
+            .values(lease_expires_at=func.now() + _lease(lease_ms))
+        )
+        with self.engine.begin() as conn:
+            return conn.execute(stmt).rowcount == 1
+
+    def deregister(self, broker_id: int) -> None:
+        """Clean shutdown: the lease ends now, so leadership moves without waiting it out."""
+        stmt = (
+            update(brokers)
+            .where(brokers.c.id == broker_id, brokers.c.lease_expires_at > func.now())
+            .values(lease_expires_at=func.now())
+        )
+        with self.engine.begin() as conn:
+            conn.execute(stmt)
+
+    def get(self, broker_id: int) -> BrokerInfo | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(*_COLUMNS).where(brokers.c.id == broker_id)).first()
+        return None if row is None else _info(row)
+
+    def list(self) -> builtins.list[BrokerInfo]:
+        with self.engine.connect() as conn:
+            return [_info(r) for r in conn.execute(select(*_COLUMNS).order_by(brokers.c.id))]
+
+    def live_ids(self) -> builtins.list[int]:
+        stmt = (
+            select(brokers.c.id)
+            .where(brokers.c.lease_expires_at > func.now())
+            .order_by(brokers.c.id)
+        )
+        with self.engine.connect() as conn:
+            return list(conn.execute(stmt).scalars())

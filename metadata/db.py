@@ -1,0 +1,71 @@
+"""Engine creation and schema migration (Alembic, programmatic, safe under concurrency)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.util import CommandError
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import Engine, make_url
+
+from metadata.schema import NOTIFY_CHANNEL
+
+__all__ = ["MIGRATIONS_DIR", "NOTIFY_CHANNEL", "make_engine", "migrate", "schema_revision"]
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+# Any fixed 64-bit key; it only has to be the same in every process that migrates.
+_MIGRATE_LOCK_KEY = 0x7469_6572_6C6F_6701  # "tierlog" + 1
+
+
+def make_engine(url: str, **kwargs: object) -> Engine:
+    """An engine on psycopg 3; plain postgresql:// (or postgres://) URLs are accepted."""
+    u = make_url(url)
+    if u.drivername in ("postgresql", "postgres", "postgresql+psycopg2"):
+        u = u.set(drivername="postgresql+psycopg")
+    if u.drivername != "postgresql+psycopg":
+        raise ValueError(
+            f"unsupported database URL {u.render_as_string(hide_password=True)}: "
+            "tierlog needs PostgreSQL (postgresql://...)"
+        )
+    # pre_ping: a pooled connection may have died with a Postgres restart (`tierlog dev`).
+    options: dict[str, object] = {"pool_pre_ping": True, "pool_size": 5, "max_overflow": 10}
+    options.update(kwargs)
+    return create_engine(u, **options)
+
+
+def _alembic_config() -> Config:
+    cfg = Config()  # no alembic.ini: everything it would say is here
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return cfg
+
+
+def migrate(engine: Engine) -> None:
+    """Upgrade the schema to head; several processes may call this at once.
+
+    The whole upgrade is one transaction holding a transaction-level advisory lock: the
+    first caller migrates, the others wait, then find alembic_version at head and do nothing.
+    Postgres DDL is transactional, so a failure leaves the schema unchanged.
+    """
+    cfg = _alembic_config()
+    with engine.begin() as conn:
+        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATE_LOCK_KEY})
+        cfg.attributes["connection"] = conn
+        try:
+            command.upgrade(cfg, "head")
+        except CommandError as e:
+            # Typically an older tierlog against a schema a newer one migrated: say so.
+            raise RuntimeError(
+                f"cannot migrate the metadata schema: {e}; is this database "
+                "already at a newer tierlog version?"
+            ) from e
+
+
+def schema_revision(engine: Engine) -> str | None:
+    """The applied Alembic revision, or None on an empty database."""
+    with engine.connect() as conn:
+        exists = conn.execute(text("SELECT to_regclass('alembic_version') IS NOT NULL")).scalar()
+        if not exists:
+            return None
+        return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()

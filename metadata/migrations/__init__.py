@@ -1,0 +1,1 @@
+"""Alembic migrations of the metadata schema; run them with metadata.db.migrate(engine)."""

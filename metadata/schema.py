@@ -1,0 +1,78 @@
+"""SQLAlchemy Core tables the repositories query (migrations own the DDL; keep both in step)."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    ForeignKey,
+    Integer,
+    MetaData,
+    SmallInteger,
+    Table,
+    Text,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
+
+NOTIFY_CHANNEL = "tierlog_metadata"  # payload: the new metadata_version, as text
+
+meta = MetaData()
+
+brokers = Table(
+    "brokers",
+    meta,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("url", Text, nullable=False),
+    Column("rack", Text),
+    Column("lease_expires_at", DateTime(timezone=True), nullable=False),
+    Column("registered_at", DateTime(timezone=True), nullable=False),
+    Column("incarnation", BigInteger, nullable=False),
+)
+
+controller = Table(
+    "controller",
+    meta,
+    Column("id", SmallInteger, primary_key=True),  # always 1: a single-row lease
+    Column("holder", Integer),
+    Column("epoch", BigInteger, nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+)
+
+topics = Table(
+    "topics",
+    meta,
+    Column("id", UUID(as_uuid=False), primary_key=True, server_default=text("gen_random_uuid()")),
+    Column("name", Text, nullable=False, unique=True),
+    Column("partition_count", Integer, nullable=False),
+    Column("replication_factor", Integer, nullable=False),
+    Column("configs", JSONB, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+partitions = Table(
+    "partitions",
+    meta,
+    Column(
+        "topic_id",
+        UUID(as_uuid=False),
+        ForeignKey("topics.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("partition", Integer, primary_key=True, autoincrement=False),
+    Column("leader", Integer),
+    Column("leader_epoch", Integer, nullable=False),
+    Column("replicas", ARRAY(Integer), nullable=False),
+    Column("isr", ARRAY(Integer), nullable=False),
+    Column("partition_epoch", Integer, nullable=False),
+)
+
+metadata_version = Table(
+    "metadata_version",
+    meta,
+    Column("id", SmallInteger, primary_key=True),  # always 1
+    Column("version", BigInteger, nullable=False),
+    Column("last_xact", BigInteger),
+)

@@ -1,0 +1,1 @@
+"""tierlog: a Kafka-style commit log whose history lives in object storage."""
