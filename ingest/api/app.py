@@ -1,0 +1,87 @@
+"""The Starlette application: routes, Kafka-style error responses, request metrics."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ingest import metrics
+from ingest.api import ops, records, topics
+from ingest.api.http import error_response
+from logformat.errors import ErrorCode, TierlogError
+
+if TYPE_CHECKING:
+    from ingest.broker import Broker
+
+log = logging.getLogger("tierlog.api")
+
+_HTTP_CODES = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}
+
+
+async def _tierlog_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, TierlogError)
+    return error_response(exc)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = _HTTP_CODES.get(exc.status_code, ErrorCode.INVALID_REQUEST)
+    return error_response(TierlogError(code, f"{request.method} {request.url.path}: {exc.detail}"))
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled error", extra={"method": request.method, "path": request.url.path})
+    return error_response(TierlogError(ErrorCode.UNKNOWN_SERVER_ERROR, f"internal error: {exc}"))
+
+
+class RequestMetrics:
+    """Pure ASGI middleware (cheaper than BaseHTTPMiddleware on the produce hot path)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = [500]
+
+        async def send_wrapper(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            route = scope.get("route")
+            name = getattr(route, "path", "unmatched")
+            metrics.REQUESTS.labels(name, scope["method"], str(status[0])).inc()
+            metrics.REQUEST_SECONDS.labels(name).observe(time.perf_counter() - start)
+
+
+def build_app(
+    broker: Broker, lifespan: Callable[[Any], AbstractAsyncContextManager[None]] | None = None
+) -> Starlette:
+    app = Starlette(
+        routes=[*topics.routes, *records.routes, *ops.routes],
+        exception_handlers={
+            TierlogError: _tierlog_error,
+            HTTPException: _http_error,
+            Exception: _unexpected,
+        },
+        lifespan=lifespan,
+    )
+    app.state.broker = broker
+    app.add_middleware(RequestMetrics)
+    return app

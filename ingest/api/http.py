@@ -1,0 +1,111 @@
+"""Request parsing and JSON responses shared by the route modules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from logformat.errors import ErrorCode, TierlogError
+
+
+class JSONResponse(Response):
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
+
+
+def error_response(error: TierlogError, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(error.to_json(), status_code=error.http_status, headers=headers)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The whole body, refusing (413) before buffering more than `limit` bytes."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise TierlogError(ErrorCode.INVALID_REQUEST, "Content-Length is not a number")
+        if int(declared) > limit:
+            raise _too_large(int(declared), limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(size, limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(size: int, limit: int) -> TierlogError:
+    return TierlogError(
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        f"request body of {size} bytes exceeds the broker's limit of {limit} bytes",
+    )
+
+
+async def json_object(request: Request, limit: int) -> dict[str, Any]:
+    body = await read_body(request, limit)
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise TierlogError(
+            ErrorCode.INVALID_REQUEST, f"request body is not valid JSON: {exc}"
+        ) from exc
+    if not isinstance(doc, dict):
+        raise TierlogError(ErrorCode.INVALID_REQUEST, "request body must be a JSON object")
+    return doc
+
+
+def query_int(request: Request, name: str, default: int | None, lo: int, hi: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        if default is None:
+            raise TierlogError(ErrorCode.INVALID_REQUEST, f"query parameter {name!r} is required")
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise TierlogError(
+            ErrorCode.INVALID_REQUEST, f"query parameter {name!r} must be an integer, got {raw!r}"
+        ) from None
+    if not lo <= value <= hi:
+        raise TierlogError(
+            ErrorCode.INVALID_REQUEST,
+            f"query parameter {name!r} must be in [{lo}, {hi}], got {value}",
+        )
+    return value
+
+
+def path_partition(request: Request) -> int:
+    raw = request.path_params["partition"]
+    try:
+        value = int(raw)
+    except ValueError:
+        raise TierlogError(
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition must be a number, got {raw!r}"
+        ) from None
+    if value < 0 or value > 2**31 - 1:
+        raise TierlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {value}")
+    return value
+
+
+def field_int(
+    doc: dict[str, Any],
+    name: str,
+    default: int | None,
+    lo: int,
+    hi: int,
+    code: ErrorCode = ErrorCode.INVALID_REQUEST,
+) -> int:
+    value = doc.get(name, default)
+    if value is None:
+        raise TierlogError(code, f"{name!r} is required")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TierlogError(code, f"{name!r} must be an integer, got {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise TierlogError(code, f"{name!r} must be in [{lo}, {hi}], got {value}")
+    return value

@@ -1,0 +1,66 @@
+"""Operations: liveness, readiness, Prometheus metrics, brokers, the OpenAPI document."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ingest.api.http import JSONResponse
+from ingest.api.openapi import OPENAPI
+
+if TYPE_CHECKING:
+    from ingest.broker import Broker
+
+
+async def healthz(request: Request) -> JSONResponse:
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> JSONResponse:
+    broker: Broker = request.app.state.broker
+    if broker.ready and broker.cache.loaded:
+        return JSONResponse({"status": "ready", "broker_id": broker.config.broker_id})
+    return JSONResponse(
+        {"status": "starting", "broker_id": broker.config.broker_id}, status_code=503
+    )
+
+
+async def metrics(request: Request) -> Response:
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+async def brokers(request: Request) -> JSONResponse:
+    broker: Broker = request.app.state.broker
+    infos = await asyncio.to_thread(broker.brokers.list)
+    return JSONResponse(
+        {
+            "brokers": [
+                # One broker per cluster in this release, so it is always its own controller.
+                {
+                    "id": b.id,
+                    "url": b.url,
+                    "alive": b.alive,
+                    "controller": b.id == broker.config.broker_id,
+                }
+                for b in infos
+            ]
+        }
+    )
+
+
+async def openapi(request: Request) -> JSONResponse:
+    return JSONResponse(OPENAPI)
+
+
+routes = [
+    Route("/healthz", healthz, methods=["GET"]),
+    Route("/readyz", readyz, methods=["GET"]),
+    Route("/metrics", metrics, methods=["GET"]),
+    Route("/brokers", brokers, methods=["GET"]),
+    Route("/openapi.json", openapi, methods=["GET"]),
+]

@@ -1,0 +1,164 @@
+"""Produce, fetch and list-offsets for one topic's partitions."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ingest import metrics
+from ingest.api.http import JSONResponse, path_partition, query_int, read_body
+from ingest.fetch_reader import fetch
+from ingest.produce import ProducePlan, json_offsets, plan_arrow, plan_json
+from logformat import records
+from logformat.errors import ErrorCode, TierlogError
+from logformat.records import VALUE_FORMATS
+from logformat.schema import CONSUMER_SCHEMA
+
+if TYPE_CHECKING:
+    from ingest.broker import Broker
+    from ingest.partition_state import AppendResult
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+JSON_TYPES = ("application/json", "", "application/x-www-form-urlencoded", "text/plain")
+ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
+MAX_FETCH_BYTES = 64 * 1024 * 1024
+
+
+def _media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def _wants_arrow(request: Request) -> bool:
+    return ARROW_STREAM in request.headers.get("accept", "")
+
+
+async def produce(request: Request) -> Response:
+    broker: Broker = request.app.state.broker
+    topic = request.path_params["topic"]
+    acks_raw = request.query_params.get("acks", "all")
+    if acks_raw not in ACKS:
+        raise TierlogError(ErrorCode.INVALID_REQUEST, f"acks must be all, 1 or 0; got {acks_raw!r}")
+    media = _media_type(request)
+    if media != ARROW_STREAM and media not in JSON_TYPES:
+        raise TierlogError(
+            ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+            f"produce takes application/json or {ARROW_STREAM}, not {media!r}",
+        )
+    view = broker.topic_view(topic)
+    body = await read_body(request, broker.config.max_request_bytes)
+    now_ms = int(time.time() * 1000)
+    planner = plan_arrow if media == ARROW_STREAM else plan_json
+    plan = planner(body, topic, len(view.partitions), view.config, broker.sticky_for(topic), now_ms)
+    # Every partition must be writable before anything is written: no partial writes.
+    states = {a.partition: broker.partition(topic, a.partition) for a in plan.appends}
+    leader = {"X-Tierlog-Leader": broker.config.advertised_url}
+    writes = asyncio.gather(*(states[a.partition].append(a.frames) for a in plan.appends))
+    if ACKS[acks_raw] == 0:
+        writes.add_done_callback(lambda f: f.exception())  # errors are dropped, as acks=0 implies
+        return JSONResponse({"offsets": None, "acks": 0}, headers=leader)
+    results: list[list[AppendResult]] = await writes
+    bases = {a.partition: r[0].base_offset for a, r in zip(plan.appends, results, strict=True)}
+    _count(topic, plan)
+    if media == ARROW_STREAM:
+        return JSONResponse(
+            {
+                "record_count": plan.record_count,
+                "partitions": [
+                    {
+                        "partition": a.partition,
+                        "base_offset": r[0].base_offset,
+                        "last_offset": r[-1].last_offset,
+                        "record_count": a.record_count,
+                    }
+                    for a, r in zip(plan.appends, results, strict=True)
+                ],
+            },
+            headers=leader,
+        )
+    return JSONResponse({"offsets": json_offsets(plan, bases)}, headers=leader)
+
+
+def _count(topic: str, plan: ProducePlan) -> None:
+    metrics.PRODUCED_RECORDS.labels(topic).inc(plan.record_count)
+    metrics.PRODUCED_BYTES.labels(topic).inc(sum(len(f) for a in plan.appends for f in a.frames))
+
+
+async def fetch_records(request: Request) -> Response:
+    broker: Broker = request.app.state.broker
+    topic = request.path_params["topic"]
+    state = broker.partition(topic, path_partition(request))
+    offset = query_int(request, "offset", state.log.log_start_offset, 0, 2**63 - 1)
+    max_records = query_int(request, "max_records", 500, 1, 1_000_000)
+    max_bytes = query_int(request, "max_bytes", 1024 * 1024, 1, MAX_FETCH_BYTES)
+    wait_ms = query_int(request, "wait_ms", 0, 0, 30_000)
+    value_format = request.query_params.get("value_format", "auto")
+    if value_format not in VALUE_FORMATS:
+        raise TierlogError(
+            ErrorCode.INVALID_REQUEST,
+            f"value_format must be auto, base64 or string; got {value_format!r}",
+        )
+    result = await fetch(state, offset, max_records, max_bytes, wait_ms)
+    metrics.FETCHED_RECORDS.labels(topic).inc(result.batch.num_rows)
+    headers = {
+        "X-Tierlog-Leader": broker.config.advertised_url,
+        "X-Tierlog-Next-Offset": str(result.next_offset),
+        "X-Tierlog-High-Watermark": str(result.high_watermark),
+        "X-Tierlog-Log-Start-Offset": str(result.log_start_offset),
+    }
+    if _wants_arrow(request):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, CONSUMER_SCHEMA) as writer:
+            if result.batch.num_rows:
+                writer.write_batch(result.batch)
+        return Response(sink.getvalue().to_pybytes(), media_type=ARROW_STREAM, headers=headers)
+    return JSONResponse(
+        {
+            "records": records.render_json_records(result.batch, value_format),
+            "next_offset": result.next_offset,
+            "high_watermark": result.high_watermark,
+            "log_start_offset": result.log_start_offset,
+        },
+        headers=headers,
+    )
+
+
+async def list_offsets(request: Request) -> JSONResponse:
+    """?at=earliest|latest|<timestamp ms>: Kafka's ListOffsets for one partition."""
+    broker: Broker = request.app.state.broker
+    partition = path_partition(request)
+    state = broker.partition(request.path_params["topic"], partition)
+    at = request.query_params.get("at", "latest")
+    body: dict[str, object] = {"partition": partition, "at": at}
+    if at == "earliest":
+        body["offset"] = state.log.log_start_offset
+    elif at == "latest":
+        body["offset"] = state.high_watermark
+    else:
+        try:
+            ts = int(at)
+        except ValueError:
+            raise TierlogError(
+                ErrorCode.INVALID_REQUEST,
+                f"at must be earliest, latest or a timestamp in ms; got {at!r}",
+            ) from None
+        if ts < 0:
+            raise TierlogError(ErrorCode.INVALID_TIMESTAMP, f"timestamp must be ≥ 0, got {ts}")
+        offset = state.log.offset_for_timestamp(ts)
+        # Kafka answers "no such offset" when every record is older than the timestamp.
+        body["offset"] = offset if offset is not None and offset < state.high_watermark else None
+    body["log_start_offset"] = state.log.log_start_offset
+    body["high_watermark"] = state.high_watermark
+    return JSONResponse(body, headers={"X-Tierlog-Leader": broker.config.advertised_url})
+
+
+routes = [
+    Route("/topics/{topic}/records", produce, methods=["POST"]),
+    Route("/topics/{topic}/partitions/{partition}/records", fetch_records, methods=["GET"]),
+    Route("/topics/{topic}/partitions/{partition}/offsets", list_offsets, methods=["GET"]),
+]

@@ -1,0 +1,166 @@
+"""Topic administration: create, list, describe, alter configs, add partitions, delete."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.routing import Route
+
+from ingest.api.http import JSONResponse, field_int, json_object
+from logformat.errors import ErrorCode, TierlogError
+from metadata.configs import effective_configs
+
+if TYPE_CHECKING:
+    from ingest.broker import Broker
+    from ingest.metadata_cache import TopicView
+
+MAX_PARTITIONS = 10_000
+ADMIN_BODY_LIMIT = 1024 * 1024
+
+
+def describe(broker: Broker, view: TopicView) -> dict[str, Any]:
+    partitions = []
+    for p in view.partitions:
+        state = broker.partitions.get((view.info.name, p.partition))
+        if state is not None:
+            start, end, hw = (
+                state.log.log_start_offset,
+                state.log.log_end_offset,
+                state.high_watermark,
+            )
+            hot: dict[str, int] | None = {"start": start, "end": end}
+        else:
+            start = end = hw = None  # type: ignore[assignment]
+            hot = None
+        partitions.append(
+            {
+                "partition": p.partition,
+                "leader": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "replicas": p.replicas,
+                "isr": p.isr,
+                "log_start_offset": start,
+                "high_watermark": hw,
+                "log_end_offset": end,
+                "hot": hot,
+                "cold": None,  # no cold tier yet: tiering arrives with the tiering worker
+                "tiering_lag": None,
+            }
+        )
+    return {
+        "name": view.info.name,
+        "id": view.info.id,
+        "replication_factor": view.info.replication_factor,
+        "configs": effective_configs(view.info.configs),
+        "partitions": partitions,
+    }
+
+
+def _configs_arg(doc: dict[str, Any]) -> dict[str, Any]:
+    configs = doc.get("configs", {})
+    if not isinstance(configs, dict):
+        raise TierlogError(ErrorCode.INVALID_CONFIG, '"configs" must be an object of name → value')
+    return configs
+
+
+async def _after_change(broker: Broker) -> None:
+    await asyncio.to_thread(broker.cache.refresh, True)
+    broker.reconcile()
+
+
+async def create_topic(request: Request) -> JSONResponse:
+    broker: Broker = request.app.state.broker
+    doc = await json_object(request, ADMIN_BODY_LIMIT)
+    name = doc.get("name")
+    if not isinstance(name, str):
+        raise TierlogError(ErrorCode.INVALID_TOPIC_EXCEPTION, '"name" must be a string')
+    partitions = field_int(
+        doc,
+        "partitions",
+        broker.config.default_partitions,
+        1,
+        MAX_PARTITIONS,
+        ErrorCode.INVALID_PARTITIONS,
+    )
+    rf = field_int(
+        doc,
+        "replication_factor",
+        broker.config.default_replication_factor,
+        1,
+        1000,
+        ErrorCode.INVALID_REPLICATION_FACTOR,
+    )
+    configs = _configs_arg(doc)
+    await asyncio.to_thread(broker.topics.create, name, partitions, rf, configs)
+    await _after_change(broker)
+    view = broker.topic_view(name)
+    return JSONResponse(describe(broker, view), status_code=201)
+
+
+async def list_topics(request: Request) -> JSONResponse:
+    broker: Broker = request.app.state.broker
+    await asyncio.to_thread(broker.cache.refresh)
+    return JSONResponse(
+        {
+            "topics": [
+                {
+                    "name": v.info.name,
+                    "partitions": v.info.partition_count,
+                    "replication_factor": v.info.replication_factor,
+                }
+                for v in broker.cache.topics()
+            ]
+        }
+    )
+
+
+async def describe_topic(request: Request) -> JSONResponse:
+    broker: Broker = request.app.state.broker
+    return JSONResponse(describe(broker, broker.topic_view(request.path_params["topic"])))
+
+
+async def alter_configs(request: Request) -> JSONResponse:
+    """Body {"configs": {"name": value, "other": null}}: a value sets, null restores the default."""
+    broker: Broker = request.app.state.broker
+    topic = request.path_params["topic"]
+    broker.topic_view(topic)
+    doc = await json_object(request, ADMIN_BODY_LIMIT)
+    configs = _configs_arg(doc)
+    to_set = {k: v for k, v in configs.items() if v is not None}
+    to_delete = [k for k, v in configs.items() if v is None]
+    await asyncio.to_thread(broker.topics.alter_configs, topic, to_set, to_delete)
+    await _after_change(broker)
+    return JSONResponse(describe(broker, broker.topic_view(topic)))
+
+
+async def add_partitions(request: Request) -> JSONResponse:
+    """Body {"partitions": N}: the new total, as Kafka's CreatePartitions takes it."""
+    broker: Broker = request.app.state.broker
+    topic = request.path_params["topic"]
+    broker.topic_view(topic)
+    doc = await json_object(request, ADMIN_BODY_LIMIT)
+    total = field_int(doc, "partitions", None, 1, MAX_PARTITIONS, ErrorCode.INVALID_PARTITIONS)
+    await asyncio.to_thread(broker.topics.add_partitions, topic, total)
+    await _after_change(broker)
+    return JSONResponse(describe(broker, broker.topic_view(topic)))
+
+
+async def delete_topic(request: Request) -> JSONResponse:
+    broker: Broker = request.app.state.broker
+    topic = request.path_params["topic"]
+    broker.topic_view(topic)
+    info = await asyncio.to_thread(broker.topics.delete, topic)
+    await _after_change(broker)
+    return JSONResponse({"name": info.name, "id": info.id, "deleted": True})
+
+
+routes = [
+    Route("/topics", create_topic, methods=["POST"]),
+    Route("/topics", list_topics, methods=["GET"]),
+    Route("/topics/{topic}", describe_topic, methods=["GET"]),
+    Route("/topics/{topic}", delete_topic, methods=["DELETE"]),
+    Route("/topics/{topic}/configs", alter_configs, methods=["PATCH"]),
+    Route("/topics/{topic}/partitions", add_partitions, methods=["POST"]),
+]

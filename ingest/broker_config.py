@@ -1,0 +1,36 @@
+"""A broker's settings: flags first, then TIERLOG_* environment variables, then defaults."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
+
+
+class BrokerConfig(NamedTuple):
+    broker_id: int
+    host: str
+    port: int
+    advertised_url: str
+    data_dir: Path
+    database_url: str
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    lease_ms: int = 6000
+    heartbeat_ms: int = 1500
+    metadata_refresh_ms: int = 1000
+    default_partitions: int = 1
+    default_replication_factor: int = 1
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """'host:port' (or ':port') → (host, port); the host defaults to loopback."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"--listen wants HOST:PORT, got {listen!r}")
+    return (host or "127.0.0.1").strip("[]"), int(port)
+
+
+def env(name: str, default: str | None = None) -> str | None:
+    return os.environ.get(f"TIERLOG_{name}", default)

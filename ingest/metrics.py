@@ -1,0 +1,30 @@
+"""Prometheus metrics of a broker. One process hosts one broker, so the default registry is used."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+REQUESTS = Counter(
+    "tierlog_http_requests_total", "HTTP requests handled", ["route", "method", "status"]
+)
+REQUEST_SECONDS = Histogram(
+    "tierlog_http_request_seconds",
+    "HTTP request latency",
+    ["route"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+PRODUCED_RECORDS = Counter("tierlog_produce_records_total", "Records appended", ["topic"])
+PRODUCED_BYTES = Counter("tierlog_produce_bytes_total", "Frame bytes appended", ["topic"])
+PRODUCE_ERRORS = Counter(
+    "tierlog_produce_errors_total", "Rejected produce requests", ["error_code"]
+)
+FETCHED_RECORDS = Counter("tierlog_fetch_records_total", "Records served to consumers", ["topic"])
+GROUP_COMMIT_FRAMES = Histogram(
+    "tierlog_group_commit_frames",
+    "Frames written per coalesced log write",
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+)
+LOG_END_OFFSET = Gauge("tierlog_log_end_offset", "Next offset to assign", ["topic", "partition"])
+HIGH_WATERMARK = Gauge("tierlog_high_watermark", "High watermark", ["topic", "partition"])
+LOG_START_OFFSET = Gauge("tierlog_log_start_offset", "Log start offset", ["topic", "partition"])
+PARTITIONS_LED = Gauge("tierlog_partitions_led", "Partitions this broker leads")

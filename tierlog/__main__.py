@@ -1,0 +1,3 @@
+from tierlog.cli import main
+
+raise SystemExit(main())

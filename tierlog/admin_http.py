@@ -1,0 +1,41 @@
+"""A thin HTTP client for the command line: JSON in, JSON out, Kafka-style errors raised."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import orjson
+
+from logformat.errors import ErrorCode, TierlogError
+
+
+class AdminHTTP:
+    def __init__(self, url: str, timeout: float = 30.0) -> None:
+        self.client = httpx.Client(base_url=url.rstrip("/"), timeout=timeout)
+
+    def call(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
+        content = orjson.dumps(body) if body is not None else None
+        headers = {"content-type": "application/json"} if content is not None else {}
+        query = {k: v for k, v in params.items() if v is not None}
+        try:
+            response = self.client.request(
+                method, path, content=content, headers=headers, params=query
+            )
+        except httpx.HTTPError as exc:
+            raise TierlogError(
+                ErrorCode.REQUEST_TIMED_OUT, f"cannot reach {self.client.base_url}: {exc}"
+            ) from exc
+        doc = orjson.loads(response.content) if response.content else None
+        if response.status_code >= 400:
+            code = doc.get("error_code") if isinstance(doc, dict) else None
+            message = doc.get("message") if isinstance(doc, dict) else response.text
+            try:
+                error_code = ErrorCode(code)
+            except ValueError:
+                error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+            raise TierlogError(error_code, str(message))
+        return doc
+
+    def close(self) -> None:
+        self.client.close()

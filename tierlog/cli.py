@@ -1,0 +1,95 @@
+"""The `tierlog` command: server roles (imported lazily) and client commands."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from logformat.errors import TierlogError
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    return os.environ.get(f"TIERLOG_{name}", default)
+
+
+def _add_broker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("broker", help="run one broker (HTTP produce/fetch, hot log)")
+    p.add_argument("--broker-id", type=int, default=int(_env("BROKER_ID", "1") or 1))
+    p.add_argument("--listen", default=_env("LISTEN", "127.0.0.1:8080"), help="HOST:PORT")
+    p.add_argument(
+        "--advertised-url",
+        default=_env("ADVERTISED_URL"),
+        help="URL other nodes and clients use (default: http://LISTEN)",
+    )
+    p.add_argument("--data-dir", default=_env("DATA_DIR", ".tierlog/broker-1"))
+    p.add_argument("--database-url", default=_env("DATABASE_URL"))
+    p.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=int(_env("MAX_REQUEST_BYTES", str(64 * 1024 * 1024)) or 0),
+    )
+    p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
+    p.set_defaults(func=_run_broker)
+
+
+def _run_broker(args: argparse.Namespace) -> int:
+    from ingest.broker import serve
+    from ingest.broker_config import BrokerConfig, parse_listen
+    from tierlog import logs
+
+    logs.setup("broker", args.log_level)
+    if not args.database_url:
+        print("tierlog broker: --database-url or TIERLOG_DATABASE_URL is required", file=sys.stderr)
+        return 2
+    host, port = parse_listen(args.listen)
+    advertised = args.advertised_url or f"http://{host}:{port}"
+    serve(
+        BrokerConfig(
+            broker_id=args.broker_id,
+            host=host,
+            port=port,
+            advertised_url=advertised,
+            data_dir=Path(args.data_dir).resolve(),
+            database_url=args.database_url,
+            max_request_bytes=args.max_request_bytes,
+        )
+    )
+    return 0
+
+
+def _add_dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("dev", help="run the whole system locally on embedded defaults")
+    p.add_argument("--brokers", type=int, default=1)
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--data-dir", default=".tierlog")
+    p.add_argument("--log-level", default="INFO")
+    p.set_defaults(func=_run_dev)
+
+
+def _run_dev(args: argparse.Namespace) -> int:
+    from tierlog.dev import run_dev
+
+    return run_dev(Path(args.data_dir).resolve(), args.brokers, args.port, args.log_level)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from tierlog import commands
+
+    parser = argparse.ArgumentParser(prog="tierlog", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_dev(sub)
+    _add_broker(sub)
+    commands.add_client_commands(sub, _env("URL", DEFAULT_URL) or DEFAULT_URL)
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except TierlogError as exc:
+        print(f"tierlog: {exc.code.value}: {exc.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
