@@ -1,0 +1,34 @@
+"""Fixtures that start real broker processes against the suite's real Postgres."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.brokers import BrokerProcess
+
+
+@pytest.fixture
+def broker_factory(fresh_db: str, tmp_path: Path) -> Iterator[object]:
+    started: list[BrokerProcess] = []
+
+    def make(
+        broker_id: int = 1, extra_args: list[str] | None = None, start: bool = True
+    ) -> BrokerProcess:
+        b = BrokerProcess(fresh_db, tmp_path / f"data-{broker_id}", broker_id, extra_args)
+        started.append(b)
+        return b.start() if start else b
+
+    yield make
+    for b in started:
+        b.stop()
+
+
+@pytest.fixture
+def broker(broker_factory: object) -> BrokerProcess:
+    assert callable(broker_factory)
+    b = broker_factory()
+    assert isinstance(b, BrokerProcess)
+    return b

@@ -1,0 +1,138 @@
+"""tierlog.localpg: the private Postgres that `tierlog dev` and the tests run."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from sqlalchemy.engine import make_url
+
+from tierlog import localpg
+from tierlog.localpg import LocalPostgres, LocalPostgresError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def pg_dir() -> Iterator[Path]:
+    # Not tmp_path: as root, the postgres user cannot traverse /tmp/pytest-of-root (mode 700).
+    base = Path(tempfile.mkdtemp(prefix="tierlog-localpg-"))
+    base.chmod(0o755)
+    yield base / "pg"
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def dsn(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://")
+
+
+def test_data_survives_restart_and_settings_apply(pg_dir: Path) -> None:
+    with LocalPostgres(pg_dir) as pg, psycopg.connect(dsn(pg.url), autocommit=True) as conn:
+        conn.execute("CREATE TABLE kept (x int)")
+        conn.execute("INSERT INTO kept VALUES (42)")
+        assert conn.execute("SHOW listen_addresses").fetchone() == ("127.0.0.1",)
+        assert conn.execute("SHOW fsync").fetchone() == ("on",)
+    assert (pg_dir / "postgres.log").stat().st_size > 0
+    port = localpg.free_port()
+    with LocalPostgres(pg_dir, port, fast=True) as pg:
+        assert pg.url.endswith(f"@127.0.0.1:{port}/tierlog")
+        with psycopg.connect(dsn(pg.url)) as conn:
+            assert conn.execute("SELECT x FROM kept").fetchone() == (42,)
+            assert conn.execute("SHOW fsync").fetchone() == ("off",)
+            assert conn.execute("SHOW synchronous_commit").fetchone() == ("off",)
+
+
+def test_wrong_password_is_refused(pg_dir: Path) -> None:
+    with LocalPostgres(pg_dir, fast=True) as pg:
+        bad = make_url(dsn(pg.url)).set(password="wrong").render_as_string(hide_password=False)
+        with pytest.raises(psycopg.OperationalError):
+            psycopg.connect(bad, connect_timeout=5)
+
+
+def test_second_owner_of_a_data_dir_is_refused(pg_dir: Path) -> None:
+    with LocalPostgres(pg_dir, fast=True), pytest.raises(LocalPostgresError, match="in use"):
+        LocalPostgres(pg_dir, fast=True).start()
+
+
+def test_recovers_after_the_owner_was_killed(pg_dir: Path) -> None:
+    """SIGKILL the owning process: its postmaster survives as an orphan; a new start copes."""
+    script = textwrap.dedent(f"""
+        import sys, time
+        from pathlib import Path
+        from tierlog.localpg import LocalPostgres
+        pg = LocalPostgres(Path({str(pg_dir)!r}))
+        print(pg.start(), flush=True)
+        time.sleep(600)
+    """)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+    )
+    try:
+        assert owner.stdout is not None
+        url = owner.stdout.readline().strip()
+        with psycopg.connect(dsn(url), autocommit=True) as conn:
+            conn.execute("CREATE TABLE t AS SELECT 7 AS x")
+    finally:
+        owner.kill()
+        owner.wait()
+    with LocalPostgres(pg_dir, fast=True) as pg, psycopg.connect(dsn(pg.url)) as conn:
+        assert conn.execute("SELECT x FROM t").fetchone() == (7,)
+
+
+def test_stale_pid_file_of_a_killed_postmaster(pg_dir: Path) -> None:
+    pg = LocalPostgres(pg_dir)
+    pg.start()
+    proc = pg._proc
+    assert proc is not None
+    os.kill(proc.pid, signal.SIGKILL)  # crash: postmaster.pid stays behind
+    proc.wait()
+    pg.stop()
+    assert (pg_dir / "pgdata" / "postmaster.pid").exists()
+    with LocalPostgres(pg_dir, fast=True) as again, psycopg.connect(dsn(again.url)) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_port_in_use_fails_with_the_server_log(pg_dir: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(LocalPostgresError) as e:
+            LocalPostgres(pg_dir, port, fast=True, timeout=20).start()
+    assert "already in use" in str(e.value) and "postgres.log" in str(e.value)
+    # The failed attempt released the data dir.
+    with LocalPostgres(pg_dir, fast=True) as pg:
+        assert pg.port is not None and pg.port != port
+
+
+def test_missing_binaries_are_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shutil, "which", lambda _: None)
+    monkeypatch.setattr(glob, "glob", lambda _: [])
+    monkeypatch.delenv("TIERLOG_PG_BINDIR", raising=False)
+    with pytest.raises(LocalPostgresError, match="binaries"):
+        localpg.find_bindir()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root hands the server to another user")
+def test_untraversable_parent_is_explained() -> None:
+    base = Path(tempfile.mkdtemp(prefix="tierlog-localpg-private-"))  # mode 700, root's
+    try:
+        with pytest.raises(LocalPostgresError, match="cannot reach"):
+            LocalPostgres(base / "pg").start()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
