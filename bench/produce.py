@@ -34,6 +34,7 @@ def values(n: int) -> list[bytes]:
             {
                 "user": f"u{i % 997:04d}",
                 "event": "page_view",
+                "ok": True,
                 "seq": i,
                 "path": f"/products/{i % 5000:05d}",
                 "ms": 1_700_000_000_000 + i,

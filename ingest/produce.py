@@ -10,12 +10,11 @@ from typing import NamedTuple
 
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from logformat import records
 from logformat.errors import ErrorCode, TierlogError
 from logformat.frame import encode_frame
-from logformat.partitioner import StickyPartitioner, partition_for_key
+from logformat.partitioner import StickyPartitioner, assign_partitions
 from logformat.schema import RECORD_SCHEMA, TIMESTAMP
 from metadata.configs import TopicConfig
 
@@ -40,7 +39,7 @@ def frames_for(batch: pa.RecordBatch, config: TopicConfig) -> list[bytearray]:
     """Encode `batch` as frames of at most max.message.bytes, splitting when needed."""
     frame = encode_frame(batch, compression=_codec(config))
     if len(frame) <= config.max_message_bytes:
-        return [bytearray(frame)]
+        return [frame]
     if batch.num_rows == 1:
         raise TierlogError(
             ErrorCode.MESSAGE_TOO_LARGE,
@@ -62,8 +61,7 @@ def _check_partition(partition: int, num_partitions: int, topic: str) -> None:
 
 
 def _log_append_time(batch: pa.RecordBatch, now_ms: int) -> pa.RecordBatch:
-    stamps = pa.array([now_ms], pa.int64()).cast(TIMESTAMP)
-    column = pc.take(stamps, pa.array([0] * batch.num_rows, pa.int32()))
+    column = pa.repeat(pa.scalar(now_ms, TIMESTAMP), batch.num_rows)
     return batch.set_column(1, RECORD_SCHEMA.field("timestamp"), column)
 
 
@@ -89,35 +87,32 @@ def plan_json(
         raise TierlogError(ErrorCode.INVALID_REQUEST, '"records" must hold at least one record')
     parsed = records.parse_json_records(doc["records"])
     count = len(parsed.keys)
-    null_key_partition = -1
-    by_partition: dict[int, list[int]] = {}
-    for i in range(count):
-        p = parsed.partitions[i]
-        if p is None:
-            key = parsed.keys[i]
-            if key is not None:
-                p = partition_for_key(key, num_partitions)
-            else:
-                if null_key_partition < 0:
-                    null_key_partition = sticky.partition(num_partitions)
-                p = null_key_partition
-        else:
-            _check_partition(p, num_partitions, topic)
-        by_partition.setdefault(p, []).append(i)
-    if null_key_partition >= 0:
+    batch = records.build_batch(
+        parsed.keys, parsed.values, parsed.headers, parsed.timestamps, now_ms
+    )
+    if config.message_timestamp_type == "LogAppendTime":
+        batch = _log_append_time(batch, now_ms)
+    explicit = None if parsed.partitions.count(None) == count else parsed.partitions
+    if explicit is None and parsed.keys.count(None) == count:
+        # The common case: no keys, no partitions → the whole request to one sticky partition.
+        p = sticky.partition(num_partitions)
         sticky.on_batch_done()
-    appends = []
-    for p, idx in by_partition.items():
-        batch = records.build_batch(
-            [parsed.keys[i] for i in idx],
-            [parsed.values[i] for i in idx],
-            [parsed.headers[i] for i in idx],
-            [parsed.timestamps[i] for i in idx],
-            now_ms,
-        )
-        if config.message_timestamp_type == "LogAppendTime":
-            batch = _log_append_time(batch, now_ms)
-        appends.append(PartitionAppend(p, frames_for(batch, config), idx, len(idx)))
+        return ProducePlan([PartitionAppend(p, frames_for(batch, config), None, count)], count)
+    chosen = assign_partitions(parsed.keys, explicit, num_partitions, sticky)
+    sticky.on_batch_done()
+    positions: dict[int, list[int]] = {}
+    for i, p in enumerate(chosen):
+        positions.setdefault(p, []).append(i)
+    for p in positions:
+        _check_partition(p, num_partitions, topic)
+    if len(positions) == 1:
+        (p,) = positions
+        return ProducePlan([PartitionAppend(p, frames_for(batch, config), None, count)], count)
+    split = records.split_by_partition(batch, pa.array(chosen, pa.int32()), num_partitions)
+    appends = [
+        PartitionAppend(p, frames_for(part, config), positions[p], part.num_rows)
+        for p, part in split.items()
+    ]
     return ProducePlan(appends, count)
 
 
@@ -137,7 +132,7 @@ def plan_arrow(
     if config.message_timestamp_type == "LogAppendTime":
         batch = _log_append_time(batch, now_ms)
     partitions = norm.partitions
-    if partitions is None and pc.all(pc.is_null(batch.column(2))).as_py():
+    if partitions is None and batch.column(2).null_count == batch.num_rows:
         # The common fast path: no keys, no explicit partitions → one sticky partition.
         p = sticky.partition(num_partitions)
         sticky.on_batch_done()

@@ -21,9 +21,20 @@ MAX_TIMESTAMP_MS = 253_402_300_799_999
 MAX_PARTITION = 0x7FFFFFFF
 
 
+_DELTAS: list[pa.Array] = [pa.array(range(4096), type=pa.int32())]
+
+
 def offset_deltas(n: int) -> pa.Array:
-    """int32 0..n-1, the offset_delta column of a fresh batch."""
-    return pa.array(range(n), type=pa.int32())
+    """int32 0..n-1, the offset_delta column of a fresh batch.
+
+    A zero-copy slice of a cached 0..N array: building it per batch from a Python range
+    cost more than everything else on the Arrow produce path.
+    """
+    cached = _DELTAS[0]
+    if n > len(cached):
+        size = max(n, 2 * len(cached))
+        cached = _DELTAS[0] = pa.array(range(size), type=pa.int32())
+    return cached.slice(0, n)
 
 
 _ARROW_COLUMNS = ("key", "value", "headers", "timestamp", "partition")
@@ -98,7 +109,7 @@ def _headers_column(arr: pa.Array | None, n: int) -> pa.Array:
 
 def _timestamp_column(arr: pa.Array | None, n: int, now_ms: int) -> pa.Array:
     if arr is None or pa.types.is_null(arr.type):
-        return pa.array([now_ms] * n, type=TIMESTAMP) if n else pa.array([], type=TIMESTAMP)
+        return pa.repeat(pa.scalar(now_ms, TIMESTAMP), n)
     t = arr.type
     if pa.types.is_timestamp(t):
         mul, div = _SCALE_TO_MS[t.unit]

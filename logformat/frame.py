@@ -38,6 +38,7 @@ MAGIC = b"TLF1"
 HEADER = struct.Struct("<4sqiIIHiqhiqq")
 HEADER_SIZE = HEADER.size  # 60
 _ASSIGNED = struct.Struct("<qi")  # base_offset, leader_epoch at byte 4
+_CRC = struct.Struct("<I")  # at byte 20
 _CRC_START = 24
 _EOS = 8  # Arrow IPC end-of-stream marker written by the stream writer
 
@@ -111,8 +112,12 @@ def encode_frame(
     producer_epoch: int = NO_PRODUCER_EPOCH,
     base_sequence: int = NO_SEQUENCE,
     compression: str | None = None,
-) -> bytes:
-    """Encode a RECORD_SCHEMA batch of at least one record as one frame."""
+) -> bytearray:
+    """Encode a RECORD_SCHEMA batch of at least one record as one frame.
+
+    Returns a bytearray so the leader can assign offsets in place; the payload is copied
+    exactly once, from Arrow's buffer into the frame.
+    """
     if batch.num_rows == 0:
         raise ValueError("a frame holds at least one record")
     if not batch.schema.equals(RECORD_SCHEMA):
@@ -123,7 +128,10 @@ def encode_frame(
     ts = batch.column(1).cast(pa.int64())
     first_ts = ts[0].as_py()
     max_ts = pc.max(ts).as_py()
-    tail = HEADER.pack(
+    frame = bytearray(HEADER_SIZE + payload.size)
+    HEADER.pack_into(
+        frame,
+        0,
         MAGIC,
         base_offset,
         leader_epoch,
@@ -136,10 +144,12 @@ def encode_frame(
         base_sequence,
         first_ts,
         max_ts,
-    )[_CRC_START:]
-    crc = google_crc32c.extend(google_crc32c.value(tail), payload)
-    head = struct.pack("<4sqiII", MAGIC, base_offset, leader_epoch, payload.size, crc)
-    return b"".join((head, tail, payload.to_pybytes()))
+    )
+    frame[HEADER_SIZE:] = memoryview(payload)
+    # google_crc32c wants read-only buffers: the 36 header bytes as bytes, then Arrow's buffer.
+    crc = google_crc32c.extend(google_crc32c.value(bytes(frame[_CRC_START:HEADER_SIZE])), payload)
+    _CRC.pack_into(frame, 20, crc)
+    return frame
 
 
 def decode_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> FrameHeader:

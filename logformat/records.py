@@ -219,7 +219,7 @@ def build_batch(
     """A RECORD_SCHEMA batch (offset_delta 0..n-1); missing timestamps become `now_ms`."""
     n = len(keys)
     if timestamps_ms.count(None) == n:  # C-speed scans: skip whole columns when unused
-        ts = pa.array([now_ms] * n, type=TIMESTAMP)
+        ts = pa.repeat(pa.scalar(now_ms, TIMESTAMP), n)
     else:
         ts = pc.fill_null(pa.array(timestamps_ms, type=TIMESTAMP), pa.scalar(now_ms, TIMESTAMP))
     hs = pa.nulls(n, HEADERS) if headers.count(None) == n else pa.array(headers, type=HEADERS)
