@@ -9,6 +9,7 @@ from sqlalchemy import (
     ForeignKey,
     Integer,
     MetaData,
+    Sequence,
     SmallInteger,
     Table,
     Text,
@@ -75,4 +76,16 @@ metadata_version = Table(
     Column("id", SmallInteger, primary_key=True),  # always 1
     Column("version", BigInteger, nullable=False),
     Column("last_xact", BigInteger),
+)
+
+# Idempotent-producer ids: never reused, even by a rolled-back transaction (0002).
+producer_ids = Sequence("producer_ids", metadata=meta)
+
+cluster = Table(
+    "cluster",
+    meta,
+    Column("id", SmallInteger, primary_key=True),  # always 1
+    Column("cluster_id", UUID(as_uuid=False), nullable=False),
+    Column("secret", Text, nullable=False),  # authenticates cluster-internal HTTP
+    Column("created_at", DateTime(timezone=True), nullable=False),
 )

@@ -1,0 +1,241 @@
+"""Leader and ISR changes, each a compare-and-set on the partition epoch; producer ids; the
+cluster secret.
+
+Every change runs in one short transaction: read the row ``FOR UPDATE``, check the expected
+epochs (and, for the controller's changes, that its lease is still current), write the new
+state with ``partition_epoch + 1``. A lost race returns None, never raises: the caller
+re-reads the metadata and decides again. Invalid arguments (an ISR outside the replicas, a
+leader outside the ISR) raise ValueError: those are bugs, not races.
+
+ISRs are stored in replica order (the first is the preferred replica), so two ISRs with the
+same members compare equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.engine import Connection, Engine, Row
+
+from metadata.controller_lease import ControllerFence, lease_held
+from metadata.schema import brokers, cluster, partitions, producer_ids, topics
+from metadata.types import PartitionInfo
+
+_COLUMNS = (
+    topics.c.name,
+    partitions.c.topic_id,
+    partitions.c.partition,
+    partitions.c.leader,
+    partitions.c.leader_epoch,
+    partitions.c.replicas,
+    partitions.c.isr,
+    partitions.c.partition_epoch,
+)
+
+
+def _info(row: Row[*tuple[Any, ...]]) -> PartitionInfo:
+    return PartitionInfo(
+        row.name,
+        str(row.topic_id),
+        row.partition,
+        row.leader,
+        row.leader_epoch,
+        list(row.replicas),
+        list(row.isr),
+        row.partition_epoch,
+    )
+
+
+def _ordered_isr(replicas: Sequence[int], new_isr: Sequence[int], where: str) -> list[int]:
+    """``new_isr`` in replica order; ValueError if it names a broker that is not a replica."""
+    members = set(new_isr)
+    outside = sorted(members.difference(replicas))
+    if outside:
+        raise ValueError(
+            f"{where}: ISR {list(new_isr)} has non-replicas {outside} (replicas {list(replicas)})"
+        )
+    return [r for r in replicas if r in members]
+
+
+def _check_ids(new_isr: Sequence[int]) -> None:
+    if isinstance(new_isr, str | bytes) or not all(
+        isinstance(b, int) and not isinstance(b, bool) for b in new_isr
+    ):
+        raise ValueError(f"an ISR is a list of broker ids, got {new_isr!r}")
+
+
+class PartitionStateRepo:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def get(self, topic_id: str, partition: int) -> PartitionInfo | None:
+        with self.engine.connect() as conn:
+            return self._get(conn, topic_id, partition, lock=False)
+
+    def _get(
+        self, conn: Connection, topic_id: str, partition: int, *, lock: bool
+    ) -> PartitionInfo | None:
+        stmt = (
+            select(*_COLUMNS)
+            .join(topics, topics.c.id == partitions.c.topic_id)
+            .where(partitions.c.topic_id == topic_id, partitions.c.partition == partition)
+        )
+        if lock:
+            stmt = stmt.with_for_update(of=partitions)
+        row = conn.execute(stmt).first()
+        return None if row is None else _info(row)
+
+    # -- the leader's AlterPartition ----------------------------------------------------------
+
+    def alter_isr(
+        self,
+        topic_id: str,
+        partition: int,
+        leader_id: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        new_isr: Sequence[int],
+    ) -> PartitionInfo | None:
+        """The leader shrinks or expands the ISR (Kafka's AlterPartition).
+
+        Succeeds only if the row still names ``leader_id`` as leader at ``leader_epoch`` and
+        ``partition_epoch``; bumps partition_epoch, not the leader epoch. ``new_isr`` must
+        contain the leader and be a subset of the replicas (else ValueError). A broker that is
+        added to the ISR must be live (as KRaft refuses to add fenced brokers, KIP-841):
+        otherwise the change is refused like a lost race (None), so a zombie replica of a
+        dead broker cannot slip back into the ISR the controller just removed it from.
+        """
+        _check_ids(new_isr)
+        if leader_id not in new_isr:
+            raise ValueError(f"the new ISR {list(new_isr)} must contain the leader {leader_id}")
+        with self.engine.begin() as conn:
+            row = self._get(conn, topic_id, partition, lock=True)
+            if row is None:
+                return None
+            isr = _ordered_isr(row.replicas, new_isr, f"{row.topic}-{partition}")
+            if (row.leader, row.leader_epoch, row.partition_epoch) != (
+                leader_id,
+                leader_epoch,
+                partition_epoch,
+            ):
+                return None
+            added = sorted(set(isr).difference(row.isr))
+            if added and not set(added) <= self._live(conn, added):
+                return None
+            return self._write(conn, row, leader_id, isr, bump_leader_epoch=False)
+
+    # -- the controller's changes -------------------------------------------------------------
+
+    def elect_leader(
+        self,
+        topic_id: str,
+        partition: int,
+        new_leader: int | None,
+        new_isr: Sequence[int],
+        expected_partition_epoch: int,
+        fence: ControllerFence | None = None,
+    ) -> PartitionInfo | None:
+        """Set the leader (None = offline) and ISR; bumps leader_epoch and partition_epoch.
+
+        ``new_leader`` must be a replica in ``new_isr``; ``new_isr`` a subset of the replicas.
+        With ``fence``, the change commits only while that controller lease is current.
+        """
+        _check_ids(new_isr)
+        if new_leader is not None and new_leader not in new_isr:
+            raise ValueError(f"the new leader {new_leader} must be in the new ISR {list(new_isr)}")
+        with self.engine.begin() as conn:
+            if fence is not None and not lease_held(conn, fence):
+                return None
+            row = self._get(conn, topic_id, partition, lock=True)
+            if row is None:
+                return None
+            isr = _ordered_isr(row.replicas, new_isr, f"{row.topic}-{partition}")
+            if row.partition_epoch != expected_partition_epoch:
+                return None
+            return self._write(conn, row, new_leader, isr, bump_leader_epoch=True)
+
+    def controller_alter_isr(
+        self,
+        topic_id: str,
+        partition: int,
+        new_isr: Sequence[int],
+        expected_partition_epoch: int,
+        fence: ControllerFence | None = None,
+    ) -> PartitionInfo | None:
+        """The controller changes the ISR under the current leader (fencing dead brokers out).
+
+        Bumps partition_epoch only: the leader keeps leading at the same leader epoch and
+        learns the new ISR from the metadata (its own next alter_isr loses the CAS and it
+        re-reads). ``new_isr`` must contain the current leader, if there is one.
+        """
+        _check_ids(new_isr)
+        with self.engine.begin() as conn:
+            if fence is not None and not lease_held(conn, fence):
+                return None
+            row = self._get(conn, topic_id, partition, lock=True)
+            if row is None:
+                return None
+            isr = _ordered_isr(row.replicas, new_isr, f"{row.topic}-{partition}")
+            if row.partition_epoch != expected_partition_epoch:
+                return None
+            if row.leader is not None and row.leader not in isr:
+                raise ValueError(
+                    f"{row.topic}-{partition}: the new ISR {list(new_isr)} must keep the "
+                    f"leader {row.leader}"
+                )
+            return self._write(conn, row, row.leader, isr, bump_leader_epoch=False)
+
+    def _write(
+        self,
+        conn: Connection,
+        row: PartitionInfo,
+        leader: int | None,
+        isr: list[int],
+        *,
+        bump_leader_epoch: bool,
+    ) -> PartitionInfo:
+        # The row is locked FOR UPDATE by this transaction, so the epochs read are current.
+        values: dict[str, object] = {
+            "leader": leader,
+            "isr": isr,
+            "partition_epoch": row.partition_epoch + 1,
+        }
+        if bump_leader_epoch:
+            values["leader_epoch"] = row.leader_epoch + 1
+        conn.execute(
+            update(partitions)
+            .where(
+                partitions.c.topic_id == row.topic_id,
+                partitions.c.partition == row.partition,
+            )
+            .values(**values)
+        )
+        return row._replace(
+            leader=leader,
+            isr=isr,
+            partition_epoch=row.partition_epoch + 1,
+            leader_epoch=row.leader_epoch + (1 if bump_leader_epoch else 0),
+        )
+
+    @staticmethod
+    def _live(conn: Connection, ids: Sequence[int]) -> set[int]:
+        stmt = select(brokers.c.id).where(
+            brokers.c.id.in_(list(ids)), brokers.c.lease_expires_at > func.now()
+        )
+        return set(conn.execute(stmt).scalars())
+
+    # -- producer ids and the cluster secret --------------------------------------------------
+
+    def allocate_producer_id(self) -> int:
+        """A new idempotent-producer id: unique cluster-wide, never reused (a sequence)."""
+        with self.engine.begin() as conn:
+            return int(conn.execute(select(producer_ids.next_value())).scalar_one())
+
+    def cluster_secret(self) -> str:
+        """The shared secret authenticating cluster-internal HTTP (made by migration 0002)."""
+        with self.engine.connect() as conn:
+            return str(conn.execute(select(cluster.c.secret).where(cluster.c.id == 1)).scalar_one())
