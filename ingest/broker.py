@@ -1,4 +1,4 @@
-"""The broker process: metadata, hosted partitions, background duties, and the HTTP server."""
+"""The broker process: membership, metadata, hosted partitions, duties, the HTTP server."""
 
 from __future__ import annotations
 
@@ -7,27 +7,29 @@ import contextlib
 import gc
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import uvicorn
 
-from ingest import metrics
 from ingest.broker_config import BrokerConfig
+from ingest.controller import Controller
+from ingest.forwarding import Forwarder
 from ingest.log_manager import LogManager
 from ingest.metadata_cache import MetadataCache, TopicView
-from ingest.partition_log import LogConfig
-from ingest.partition_state import PartitionState
+from ingest.metadata_listener import MetadataListener
+from ingest.partition_state import PartitionState, Role
+from ingest.replica_leader import ReplicaFetchHandler
+from ingest.replica_manager import ReplicaManager
 from logformat.errors import ErrorCode, TierlogError
 from logformat.partitioner import StickyPartitioner
 from metadata.brokers import BrokerRepo
+from metadata.controller_lease import ControllerLease
 from metadata.db import make_engine, migrate
+from metadata.partition_state import PartitionStateRepo
 from metadata.topics import TopicRepo
 
 log = logging.getLogger("tierlog.broker")
-
-
-def log_config(view: TopicView) -> LogConfig:
-    return LogConfig(segment_bytes=view.config.segment_bytes, segment_ms=view.config.segment_ms)
 
 
 class Broker:
@@ -36,31 +38,54 @@ class Broker:
         self.engine = make_engine(config.database_url)
         self.brokers = BrokerRepo(self.engine)
         self.topics = TopicRepo(self.engine)
-        self.cache = MetadataCache(self.topics)
-        self.logs: LogManager | None = None
-        self.partitions: dict[tuple[str, int], PartitionState] = {}
+        self.partition_repo = PartitionStateRepo(self.engine)
+        self.cache = MetadataCache(self.topics, self.brokers)
+        self.replicas: ReplicaManager | None = None
+        self.fetch_handler = ReplicaFetchHandler(self, self._expand_isr)
+        self.controller = Controller(self.engine, config.broker_id, config.lease_ms)
+        self.controller_lease = ControllerLease(self.engine)
         self.sticky: dict[str, StickyPartitioner] = {}
+        self.cluster_secret = ""
+        self.forwarder = Forwarder(lambda: self.cluster_secret, config.request_timeout_ms / 1000)
+        self._background: set[asyncio.Future[Any]] = set()
         self.ready = False
+        self._lease_until = 0.0  # monotonic deadline of our broker lease, by our own clock
+        self._refresh_wanted = asyncio.Event()
+        self._listener = MetadataListener(config.database_url, self._notified)
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._logs: LogManager | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
         cfg = self.config
+        self._loop = asyncio.get_running_loop()
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(migrate, self.engine)
-        await asyncio.to_thread(
-            self.brokers.register, cfg.broker_id, cfg.advertised_url, cfg.lease_ms
+        self.cluster_secret = await asyncio.to_thread(self.partition_repo.cluster_secret)
+        await self._heartbeat()
+        self._logs = await asyncio.to_thread(LogManager, str(cfg.data_dir))
+        self.replicas = ReplicaManager(
+            cfg.broker_id,
+            self._logs,
+            self.cache,
+            self.partition_repo,
+            self.lease_ok,
+            self.fetch_handler.notify_append,
+            lambda: self.cluster_secret,
+            self.refresh_now,
         )
-        self.logs = await asyncio.to_thread(LogManager, str(cfg.data_dir))
         await asyncio.to_thread(self.cache.refresh, True)
-        self.reconcile()
+        self.replicas.reconcile()
+        self._listener.start()
         self._tasks = [
-            asyncio.create_task(self._every(cfg.heartbeat_ms, self._heartbeat), name="heartbeat"),
-            asyncio.create_task(
-                self._every(cfg.metadata_refresh_ms, self._refresh), name="refresh"
-            ),
-            asyncio.create_task(self._every(1000, self._roll), name="segment-roll"),
+            self._every(cfg.heartbeat_ms, self._heartbeat, "heartbeat"),
+            asyncio.create_task(self._refresh_loop(), name="metadata-refresh"),
+            self._every(cfg.controller_tick_ms, self._controller_tick, "controller"),
+            self._every(max(100, cfg.replica_lag_ms // 4), self._shrink_isr, "isr-shrink"),
+            self._every(1000, self._roll, "segment-roll"),
+            self._every(5000, self._checkpoint, "hw-checkpoint"),
         ]
         self.ready = True
         log.info(
@@ -74,83 +99,113 @@ class Broker:
 
     async def stop(self) -> None:
         self.ready = False
+        self._listener.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        for state in self.partitions.values():
-            state.close()
-        self.partitions.clear()
-        if self.logs is not None:
-            self.logs.close()
+        if self.replicas is not None:
+            await self.replicas.close()
+        if self._logs is not None:
+            self._logs.close()
+        await self.forwarder.close()
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(self.controller.resign)
         with contextlib.suppress(Exception):
             await asyncio.to_thread(self.brokers.deregister, self.config.broker_id)
         self.engine.dispose()
         log.info("broker stopped", extra={"broker_id": self.config.broker_id})
 
-    async def _every(self, interval_ms: int, duty: object) -> None:
-        assert callable(duty)
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                await duty()
-            except Exception:
-                log.exception(
-                    "background duty failed", extra={"duty": getattr(duty, "__name__", "")}
-                )
+    def _every(
+        self, interval_ms: int, duty: Callable[[], Awaitable[None]], name: str
+    ) -> asyncio.Task[None]:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval_ms / 1000)
+                try:
+                    await duty()
+                except Exception:
+                    log.exception("background duty failed", extra={"duty": name})
+
+        return asyncio.create_task(loop(), name=name)
+
+    # -- membership and lease ---------------------------------------------------------------
+
+    def lease_ok(self) -> bool:
+        return time.monotonic() < self._lease_until
 
     async def _heartbeat(self) -> None:
         cfg = self.config
-        if not await asyncio.to_thread(self.brokers.heartbeat, cfg.broker_id, cfg.lease_ms):
+        started = time.monotonic()
+        alive = await asyncio.to_thread(self.brokers.heartbeat, cfg.broker_id, cfg.lease_ms)
+        if not alive:
+            # Our lease lapsed (we were paused or cut off): others may have taken over.
             await asyncio.to_thread(
                 self.brokers.register, cfg.broker_id, cfg.advertised_url, cfg.lease_ms
             )
+            self.refresh_now_nowait()
+        # Count the lease from before the call, with a margin, so we never overestimate it.
+        self._lease_until = started + cfg.lease_ms * 0.8 / 1000
 
-    async def _refresh(self) -> None:
-        if await asyncio.to_thread(self.cache.refresh):
-            self.reconcile()
+    async def _controller_tick(self) -> None:
+        if self.lease_ok():
+            await asyncio.to_thread(self.controller.tick)
+
+    # -- metadata ---------------------------------------------------------------------------
+
+    def _notified(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._refresh_wanted.set)
+
+    def refresh_now_nowait(self) -> None:
+        self._refresh_wanted.set()
+
+    async def refresh_now(self) -> None:
+        await asyncio.to_thread(self.cache.refresh)
+        if self.replicas is not None:
+            self.replicas.reconcile()
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._refresh_wanted.wait(), self.config.metadata_refresh_ms / 1000
+                )
+            self._refresh_wanted.clear()
+            try:
+                await self.refresh_now()
+            except Exception:
+                log.exception("metadata refresh failed")
+                await asyncio.sleep(0.5)
+
+    # -- duties -----------------------------------------------------------------------------
+
+    def _expand_isr(self, state: PartitionState, new_isr: list[int]) -> None:
+        if self.replicas is not None:
+            self.replicas.request_isr_change(state, new_isr)
+
+    async def _shrink_isr(self) -> None:
+        if self.replicas is not None and self.lease_ok():
+            self.replicas.shrink_lagging(self.config.replica_lag_ms)
 
     async def _roll(self) -> None:
-        if self.logs is not None:
-            self.logs.roll_due(int(time.time() * 1000))
+        if self._logs is not None:
+            self._logs.roll_due(int(time.time() * 1000))
 
-    # -- hosted partitions ------------------------------------------------------------------
+    async def _checkpoint(self) -> None:
+        if self.replicas is not None:
+            self.replicas.checkpoint()
+
+    # -- lookups for the API ----------------------------------------------------------------
+
+    @property
+    def partitions(self) -> dict[tuple[str, int], PartitionState]:
+        return self.replicas.partitions if self.replicas is not None else {}
 
     def reconcile(self) -> None:
-        """Host exactly the partitions metadata gives this broker; drop logs of deleted topics."""
-        assert self.logs is not None
-        me = self.config.broker_id
-        wanted: dict[tuple[str, int], tuple[TopicView, int]] = {}
-        for view in self.cache.topics():
-            for p in view.partitions:
-                if me in p.replicas:
-                    wanted[(view.info.name, p.partition)] = (view, p.leader_epoch)
-        for key in list(self.partitions):
-            state = self.partitions[key]
-            entry = wanted.get(key)
-            if entry is None or entry[0].info.id != state.log.topic_id:
-                state.close()
-                del self.partitions[key]
-                self.logs.drop(*key)
-                log.info("partition removed", extra={"topic": key[0], "partition": key[1]})
-        known_ids = {v.info.id for v in self.cache.topics()}
-        for topic, topic_id, partition in self.logs.existing():
-            if topic_id not in known_ids and (topic, partition) not in self.partitions:
-                self.logs.drop(topic, partition)
-                log.info(
-                    "stray log of a deleted topic removed",
-                    extra={"topic": topic, "partition": partition, "topic_id": topic_id},
-                )
-        for key, (view, epoch) in wanted.items():
-            hosted = self.partitions.get(key)
-            if hosted is None:
-                plog = self.logs.get_or_create(key[0], view.info.id, key[1], log_config(view))
-                self.partitions[key] = PartitionState(key[0], key[1], plog, epoch)
-            else:
-                hosted.log.update_config(log_config(view))
-                hosted.leader_epoch = epoch
-        metrics.PARTITIONS_LED.set(len(self.partitions))
+        if self.replicas is not None:
+            self.replicas.reconcile()
 
     def topic_view(self, topic: str) -> TopicView:
         view = self.cache.topic_or_refresh(topic)
@@ -158,23 +213,34 @@ class Broker:
             raise TierlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {topic!r}")
         return view
 
-    def partition(self, topic: str, partition: int) -> PartitionState:
-        view = self.topic_view(topic)
+    def check_partition(self, view: TopicView, partition: int) -> None:
         if not 0 <= partition < len(view.partitions):
             raise TierlogError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                f"topic {topic!r} has partitions 0..{len(view.partitions) - 1}; got {partition}",
+                f"topic {view.info.name!r} has partitions 0..{len(view.partitions) - 1}; "
+                f"got {partition}",
             )
+
+    def leader_state(self, topic: str, partition: int) -> PartitionState | None:
+        """The local state if this broker leads the partition now, else None."""
         state = self.partitions.get((topic, partition))
-        if state is None:
-            self.reconcile()
-            state = self.partitions.get((topic, partition))
-        if state is None:
+        return state if state is not None and state.role is Role.LEADER else None
+
+    def leader_url(self, view: TopicView, partition: int) -> str:
+        """Where the partition's leader listens; LEADER_NOT_AVAILABLE while none is elected."""
+        leader = view.partitions[partition].leader
+        url = self.cache.broker_url(leader) if leader is not None else None
+        if url is None:
             raise TierlogError(
-                ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                f"broker {self.config.broker_id} does not host {topic}-{partition}",
+                ErrorCode.LEADER_NOT_AVAILABLE,
+                f"{view.info.name}-{partition} has no leader right now; retry shortly",
             )
-        return state
+        return url
+
+    def background(self, future: asyncio.Future[Any]) -> None:
+        """Keep a fire-and-forget future referenced until it finishes (acks=0 writes)."""
+        self._background.add(future)
+        future.add_done_callback(self._background.discard)
 
     def sticky_for(self, topic: str) -> StickyPartitioner:
         sticky = self.sticky.get(topic)

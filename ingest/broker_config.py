@@ -17,9 +17,12 @@ class BrokerConfig(NamedTuple):
     data_dir: Path
     database_url: str
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
-    lease_ms: int = 6000
-    heartbeat_ms: int = 1500
-    metadata_refresh_ms: int = 1000
+    lease_ms: int = 3000  # a broker whose lease lapses is dead to the cluster
+    heartbeat_ms: int = 500
+    metadata_refresh_ms: int = 1000  # a fallback: NOTIFY normally wakes refreshes at once
+    controller_tick_ms: int = 200
+    replica_lag_ms: int = 10_000  # Kafka's replica.lag.time.max.ms (30 s there)
+    request_timeout_ms: int = 30_000  # how long acks=all waits for the ISR
     default_partitions: int = 1
     default_replication_factor: int = 1
 

@@ -6,9 +6,10 @@ import logging
 import time
 from typing import NamedTuple
 
+from metadata.brokers import BrokerRepo
 from metadata.configs import TopicConfig, topic_config
 from metadata.topics import TopicRepo
-from metadata.types import PartitionInfo, TopicInfo
+from metadata.types import BrokerInfo, PartitionInfo, TopicInfo
 
 log = logging.getLogger("tierlog.metadata_cache")
 
@@ -20,9 +21,11 @@ class TopicView(NamedTuple):
 
 
 class MetadataCache:
-    def __init__(self, repo: TopicRepo) -> None:
+    def __init__(self, repo: TopicRepo, brokers: BrokerRepo) -> None:
         self._repo = repo
+        self._broker_repo = brokers
         self._topics: dict[str, TopicView] = {}
+        self.brokers: dict[int, BrokerInfo] = {}
         self.version = -1
         self.loaded = False
         self._last_miss_refresh = 0.0
@@ -33,6 +36,7 @@ class MetadataCache:
             return False
         # One consistent snapshot, so a half-applied change is never seen.
         version, topic_list, partition_list = self._repo.snapshot()
+        self.brokers = {b.id: b for b in self._broker_repo.list()}
         infos = {t.name: t for t in topic_list}
         parts: dict[str, list[PartitionInfo]] = {name: [] for name in infos}
         for p in partition_list:
@@ -47,6 +51,10 @@ class MetadataCache:
         self.version = version
         self.loaded = True
         return True
+
+    def broker_url(self, broker_id: int) -> str | None:
+        info = self.brokers.get(broker_id)
+        return info.url if info is not None else None
 
     def topic(self, name: str) -> TopicView | None:
         return self._topics.get(name)

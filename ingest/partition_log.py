@@ -136,6 +136,21 @@ class PartitionLog:
         """Kafka's OffsetsForLeaderEpoch: (largest epoch <= epoch, the offset where it ended)."""
         return self.index.end_offset_for_epoch(epoch, self._leo)
 
+    def begin_epoch(self, epoch: int) -> None:
+        """Record that `epoch` starts at the current log end (a new leader, before appending).
+
+        Kafka does this on becoming leader so that followers asking for the end of an older
+        epoch learn the boundary even before the new leader has appended anything.
+        """
+        with self._lock:
+            self._check_usable()
+            if epoch <= self._latest_epoch:
+                return
+            batch = self._index.batch()
+            self.index.put_epoch(batch, epoch, self._leo)
+            self._index.write(batch)
+            self._latest_epoch = epoch
+
     # --- append ---
     def append(
         self, frames: Sequence[bytearray], leader_epoch: int, now_ms: int

@@ -1,20 +1,35 @@
-"""A hosted partition: its log, the group-commit appender, the high watermark, fetch waiters.
+"""A hosted partition: its log, its role (leader or follower), high watermark and waiters.
 
-Concurrent produce requests to one partition are coalesced: each request queues its frames,
-and one drain writes everything queued so far with a single log append (one os.write and
-one index batch), then wakes the requests and any long-polling fetches.
+As leader it group-commits produce requests (each request queues frames; one drain writes
+everything queued with a single log append), tracks followers and the ISR, and advances the
+high watermark. As follower it appends the leader's frames as they are. Every change of
+role, ISR or high watermark wakes the waiters (acks=all producers, long-polling consumers).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import os
 import time
+from collections.abc import Callable
+from enum import StrEnum
 from typing import NamedTuple
 
 from ingest import metrics
+from ingest.isr import FollowerProgress, high_watermark, lagging, may_join
 from ingest.partition_log import PartitionLog
 from logformat.errors import ErrorCode, TierlogError
+from metadata.types import PartitionInfo
+
+log = logging.getLogger("tierlog.partition")
+
+
+class Role(StrEnum):
+    LEADER = "leader"
+    FOLLOWER = "follower"
+    OFFLINE = "offline"  # no leader is elected: nothing can be written
 
 
 class AppendResult(NamedTuple):
@@ -22,35 +37,121 @@ class AppendResult(NamedTuple):
     last_offset: int
 
 
+def _now_ms() -> float:
+    return time.monotonic() * 1000
+
+
 class PartitionState:
-    def __init__(self, topic: str, partition: int, log: PartitionLog, leader_epoch: int) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.log = log
-        self.leader_epoch = leader_epoch
-        # One broker per partition in this release: everything appended is committed.
-        self.high_watermark = log.log_end_offset
+    def __init__(
+        self,
+        log_: PartitionLog,
+        me: int,
+        lease_ok: Callable[[], bool] = lambda: True,
+        on_append: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.log = log_
+        self.topic, self.partition, self.topic_id = log_.topic, log_.partition, log_.topic_id
+        self.me = me
+        self._lease_ok = lease_ok
+        self._on_append = on_append
+        self.role = Role.OFFLINE
+        self.leader_id: int | None = None
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.replicas: list[int] = []
+        self.isr: list[int] = []
+        self.epoch_start_offset = 0
+        self.followers: dict[int, FollowerProgress] = {}
+        self.high_watermark = min(self._read_hw_checkpoint(), log_.log_end_offset)
+        self.isr_change_pending = False
         self._pending: list[tuple[list[bytearray], asyncio.Future[list[AppendResult]]]] = []
         self._draining = False
-        self._data_arrived = asyncio.Event()
+        self._changed = asyncio.Event()
         self._closed = False
-        self._labels = (topic, str(partition))
-        self._publish_offsets()
+        self._labels = (self.topic, str(self.partition))
 
-    async def append(self, frames: list[bytearray]) -> list[AppendResult]:
-        """Append frames (base offsets are assigned here); resolves once they are written."""
-        if self._closed:
+    # -- metadata ---------------------------------------------------------------------------
+
+    def apply(self, info: PartitionInfo) -> bool:
+        """Adopt the partition's metadata; True when this broker's role or epoch changed."""
+        if info.partition_epoch < self.partition_epoch and info.leader_epoch <= self.leader_epoch:
+            return False  # stale metadata (a newer change was already applied locally)
+        changed = info.leader_epoch != self.leader_epoch or info.leader != self.leader_id
+        self.replicas, self.isr = list(info.replicas), list(info.isr)
+        self.partition_epoch = info.partition_epoch
+        if not changed:
+            self._wake()
+            return False
+        self.leader_id, self.leader_epoch = info.leader, info.leader_epoch
+        if info.leader == self.me:
+            self._become_leader()
+        else:
+            self.role = Role.FOLLOWER if info.leader is not None else Role.OFFLINE
+            self.followers = {}
+            self._fail_pending(ErrorCode.NOT_LEADER_OR_FOLLOWER, "leadership moved")
+        log.info(
+            "partition role",
+            extra={
+                "topic": self.topic,
+                "partition": self.partition,
+                "role": self.role.value,
+                "leader": info.leader,
+                "leader_epoch": info.leader_epoch,
+                "isr": info.isr,
+            },
+        )
+        self._wake()
+        return True
+
+    def _become_leader(self) -> None:
+        self.role = Role.LEADER
+        self.log.begin_epoch(self.leader_epoch)
+        self.epoch_start_offset = self.log.log_end_offset
+        # Kafka: every follower counts as caught up at the moment we become leader.
+        now = _now_ms()
+        self.followers = {
+            r: FollowerProgress(last_caught_up_ms=now) for r in self.replicas if r != self.me
+        }
+        self._advance_hw()
+
+    # -- leader: produce --------------------------------------------------------------------
+
+    def ensure_leader(self) -> None:
+        if self._closed or self.role is not Role.LEADER:
             raise TierlogError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                f"partition {self.topic}-{self.partition} is no longer hosted here",
+                f"broker {self.me} does not lead {self.topic}-{self.partition}"
+                f" (leader: {self.leader_id})",
+            )
+        if not self._lease_ok():
+            # A paused or partitioned leader whose lease lapsed may already be replaced.
+            raise TierlogError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"broker {self.me} lost its cluster lease; it may no longer lead "
+                f"{self.topic}-{self.partition}",
+            )
+
+    async def append(
+        self, frames: list[bytearray], acks: int, min_insync: int, timeout_s: float
+    ) -> list[AppendResult]:
+        """Append as leader (offsets assigned here); with acks=-1 wait until committed."""
+        self.ensure_leader()
+        if acks == -1 and len(self.isr) < min_insync:
+            raise TierlogError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"{self.topic}-{self.partition} has {len(self.isr)} in-sync replicas "
+                f"({self.isr}); min.insync.replicas is {min_insync}",
             )
         future: asyncio.Future[list[AppendResult]] = asyncio.get_running_loop().create_future()
         self._pending.append((frames, future))
         if not self._draining:
             self._draining = True
-            # A task, not an inline call: requests parsed in the same loop turn join this write.
+            # Scheduled, not inline: requests parsed in the same loop turn join this write.
             asyncio.get_running_loop().call_soon(self._drain)
-        return await future
+        results = await future
+        if acks == -1:
+            await self._wait_committed(results[-1].last_offset + 1, min_insync, timeout_s)
+        return results
 
     def _drain(self) -> None:
         try:
@@ -58,6 +159,7 @@ class PartitionState:
                 batch, self._pending = self._pending, []
                 frames = [frame for request, _ in batch for frame in request]
                 try:
+                    self.ensure_leader()
                     ranges = self.log.append(frames, self.leader_epoch, int(time.time() * 1000))
                 except Exception as exc:  # every waiting request must get an answer
                     error = (
@@ -70,17 +172,108 @@ class PartitionState:
                             future.set_exception(error)
                     continue
                 metrics.GROUP_COMMIT_FRAMES.observe(len(frames))
-                self.high_watermark = self.log.log_end_offset
                 start = 0
                 for request, future in batch:
                     end = start + len(request)
                     if not future.done():
                         future.set_result([AppendResult(b, e) for b, e in ranges[start:end]])
                     start = end
-                self._publish_offsets()
-                self._wake_fetchers()
+                self._advance_hw()
+                self._on_append()
         finally:
             self._draining = False
+
+    async def _wait_committed(self, end_offset: int, min_insync: int, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self.high_watermark < end_offset:
+            if self.role is not Role.LEADER or self._closed:
+                raise TierlogError(
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    f"leadership of {self.topic}-{self.partition} moved before the write "
+                    "was replicated; it may or may not survive",
+                )
+            if len(self.isr) < min_insync:
+                raise TierlogError(
+                    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                    f"the ISR of {self.topic}-{self.partition} shrank to {self.isr} "
+                    f"(min.insync.replicas {min_insync}) before the write was replicated",
+                )
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TierlogError(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"the ISR {self.isr} did not replicate the write within {timeout_s:.0f}s",
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), remaining)
+        if not self._lease_ok():
+            raise TierlogError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"broker {self.me} lost its cluster lease while replicating",
+            )
+
+    # -- leader: followers ------------------------------------------------------------------
+
+    def record_follower_fetch(self, replica: int, fetch_offset: int) -> None:
+        progress = self.followers.setdefault(replica, FollowerProgress())
+        progress.on_fetch(fetch_offset, self.log.log_end_offset, _now_ms())
+        self._advance_hw()
+
+    def isr_expansion(self, replica: int) -> list[int] | None:
+        """The new ISR if `replica` may join it now, else None."""
+        progress = self.followers.get(replica)
+        if (
+            replica in self.isr
+            or replica not in self.replicas
+            or progress is None
+            or not may_join(progress, self.high_watermark, self.epoch_start_offset)
+        ):
+            return None
+        return [r for r in self.replicas if r in self.isr or r == replica]
+
+    def isr_shrink(self, lag_ms: int) -> list[int] | None:
+        """The new ISR without members lagging more than lag_ms, else None."""
+        out = lagging(self.me, self.isr, self.followers, _now_ms(), lag_ms)
+        return [r for r in self.isr if r not in out] if out else None
+
+    def _advance_hw(self) -> None:
+        if self.role is not Role.LEADER:
+            return
+        hw = high_watermark(
+            self.me, self.log.log_end_offset, self.isr, self.followers, self.high_watermark
+        )
+        if hw != self.high_watermark:
+            self.high_watermark = min(hw, self.log.log_end_offset)
+            self._wake()
+        self._publish_offsets()
+
+    def set_isr(self, info: PartitionInfo) -> None:
+        """After this leader's own compare-and-set of the ISR succeeded."""
+        self.isr, self.partition_epoch = list(info.isr), info.partition_epoch
+        self._advance_hw()
+        self._wake()
+
+    # -- follower ---------------------------------------------------------------------------
+
+    def append_replicated(self, data: memoryview, leader_hw: int) -> None:
+        if data.nbytes:
+            self.log.append_replicated(data)
+        self.high_watermark = max(self.high_watermark, min(leader_hw, self.log.log_end_offset))
+        self._publish_offsets()
+
+    def truncate_to(self, offset: int) -> None:
+        new_leo = self.log.truncate_to(offset)
+        self.high_watermark = min(self.high_watermark, new_leo)
+        log.warning(
+            "truncated divergent tail",
+            extra={"topic": self.topic, "partition": self.partition, "to": new_leo},
+        )
+
+    def restart_at(self, offset: int) -> None:
+        self.log.truncate_fully_and_start_at(offset)
+        self.high_watermark = offset
+
+    # -- consumers --------------------------------------------------------------------------
 
     async def wait_for_data(self, offset: int, timeout_s: float) -> None:
         """Return once the high watermark passes `offset`, or after `timeout_s`."""
@@ -89,29 +282,50 @@ class PartitionState:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
-            event = self._data_arrived
-            try:
-                await asyncio.wait_for(event.wait(), remaining)
-            except TimeoutError:
-                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), remaining)
 
-    def _wake_fetchers(self) -> None:
-        # Swap in a fresh event so waiters that wake re-check without a lost-wakeup window.
-        event, self._data_arrived = self._data_arrived, asyncio.Event()
+    # -- housekeeping -----------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        # Swap in a fresh event so woken waiters re-check without a lost-wakeup window.
+        event, self._changed = self._changed, asyncio.Event()
         event.set()
+
+    def _fail_pending(self, code: ErrorCode, why: str) -> None:
+        pending, self._pending = self._pending, []
+        for _, future in pending:
+            if not future.done():
+                future.set_exception(TierlogError(code, f"{self.topic}-{self.partition}: {why}"))
 
     def _publish_offsets(self) -> None:
         metrics.LOG_END_OFFSET.labels(*self._labels).set(self.log.log_end_offset)
         metrics.HIGH_WATERMARK.labels(*self._labels).set(self.high_watermark)
         metrics.LOG_START_OFFSET.labels(*self._labels).set(self.log.log_start_offset)
 
+    def _hw_path(self) -> str:
+        return os.path.join(self.log.dir, "high-watermark")
+
+    def _read_hw_checkpoint(self) -> int:
+        try:
+            with open(self._hw_path()) as f:
+                return int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            return 0
+
+    def checkpoint_hw(self) -> None:
+        """Persist the high watermark (Kafka's replication-offset-checkpoint), atomically."""
+        tmp = self._hw_path() + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(str(self.high_watermark))
+        os.replace(tmp, self._hw_path())
+
     def close(self) -> None:
         self._closed = True
-        self._wake_fetchers()
-        for labels_metric in (
-            metrics.LOG_END_OFFSET,
-            metrics.HIGH_WATERMARK,
-            metrics.LOG_START_OFFSET,
-        ):
+        self._fail_pending(ErrorCode.NOT_LEADER_OR_FOLLOWER, "the partition is closing")
+        with contextlib.suppress(OSError):
+            self.checkpoint_hw()
+        self._wake()
+        for gauge in (metrics.LOG_END_OFFSET, metrics.HIGH_WATERMARK, metrics.LOG_START_OFFSET):
             with contextlib.suppress(KeyError):
-                labels_metric.remove(*self._labels)
+                gauge.remove(*self._labels)

@@ -148,12 +148,19 @@ def plan_arrow(
     return ProducePlan(appends, batch.num_rows)
 
 
-def json_offsets(plan: ProducePlan, bases: dict[int, int]) -> list[dict[str, int]]:
-    """{"partition", "offset"} per record in request order, from each partition's first offset."""
-    out: list[dict[str, int]] = [{}] * plan.record_count
+def json_offsets(
+    plan: ProducePlan, bases: dict[int, int | TierlogError]
+) -> list[dict[str, object]]:
+    """Per record, in request order: {"partition", "offset"}, or the partition's error."""
+    out: list[dict[str, object]] = [{}] * plan.record_count
     for append in plan.appends:
         base = bases[append.partition]
         positions = append.positions if append.positions is not None else range(append.record_count)
+        if isinstance(base, TierlogError):
+            failed = {"partition": append.partition, **base.to_json()}
+            for pos in positions:
+                out[pos] = failed
+            continue
         for k, pos in enumerate(positions):
             out[pos] = {"partition": append.partition, "offset": base + k}
     return out

@@ -33,6 +33,27 @@ def _add_broker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         type=int,
         default=int(_env("MAX_REQUEST_BYTES", str(64 * 1024 * 1024)) or 0),
     )
+    p.add_argument(
+        "--lease-ms",
+        type=int,
+        default=int(_env("LEASE_MS", "3000") or 3000),
+        help="broker lease: a broker silent this long is dead to the cluster",
+    )
+    p.add_argument("--heartbeat-ms", type=int, default=int(_env("HEARTBEAT_MS", "500") or 500))
+    p.add_argument(
+        "--replica-lag-ms",
+        type=int,
+        default=int(_env("REPLICA_LAG_MS", "10000") or 10000),
+        help="replica.lag.time.max.ms: a follower this far behind leaves the ISR",
+    )
+    p.add_argument(
+        "--request-timeout-ms", type=int, default=int(_env("REQUEST_TIMEOUT_MS", "30000") or 30000)
+    )
+    p.add_argument(
+        "--default-replication-factor",
+        type=int,
+        default=int(_env("DEFAULT_REPLICATION_FACTOR", "1") or 1),
+    )
     p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
     p.set_defaults(func=_run_broker)
 
@@ -57,6 +78,11 @@ def _run_broker(args: argparse.Namespace) -> int:
             data_dir=Path(args.data_dir).resolve(),
             database_url=args.database_url,
             max_request_bytes=args.max_request_bytes,
+            lease_ms=args.lease_ms,
+            heartbeat_ms=args.heartbeat_ms,
+            replica_lag_ms=args.replica_lag_ms,
+            request_timeout_ms=args.request_timeout_ms,
+            default_replication_factor=args.default_replication_factor,
         )
     )
     return 0

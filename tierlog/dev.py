@@ -86,6 +86,8 @@ def run_dev(data_dir: Path, brokers: int, port: int, log_level: str = "INFO") ->
             str(data_dir / f"broker-{i}"),
             "--log-level",
             log_level,
+            "--default-replication-factor",
+            str(min(3, brokers)),
         ]
         children.append((Child(f"broker-{i}", argv, env), f"http://{listen}"))
     stopping = False

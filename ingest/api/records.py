@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 from starlette.requests import Request
@@ -14,7 +14,9 @@ from starlette.routing import Route
 from ingest import metrics
 from ingest.api.http import JSONResponse, path_partition, query_int, read_body
 from ingest.fetch_reader import fetch
+from ingest.partition_state import AppendResult, PartitionState
 from ingest.produce import ProducePlan, json_offsets, plan_arrow, plan_json
+from ingest.replication_wire import FORWARDED_HEADER
 from logformat import records
 from logformat.errors import ErrorCode, TierlogError
 from logformat.records import VALUE_FORMATS
@@ -22,7 +24,7 @@ from logformat.schema import CONSUMER_SCHEMA
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
-    from ingest.partition_state import AppendResult
+    from ingest.metadata_cache import TopicView
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 JSON_TYPES = ("application/json", "", "application/x-www-form-urlencoded", "text/plain")
@@ -44,6 +46,7 @@ async def produce(request: Request) -> Response:
     acks_raw = request.query_params.get("acks", "all")
     if acks_raw not in ACKS:
         raise TierlogError(ErrorCode.INVALID_REQUEST, f"acks must be all, 1 or 0; got {acks_raw!r}")
+    acks = ACKS[acks_raw]
     media = _media_type(request)
     if media != ARROW_STREAM and media not in JSON_TYPES:
         raise TierlogError(
@@ -54,45 +57,92 @@ async def produce(request: Request) -> Response:
     body = await read_body(request, broker.config.max_request_bytes)
     now_ms = int(time.time() * 1000)
     planner = plan_arrow if media == ARROW_STREAM else plan_json
+    # Everything is validated and framed before anything is written: bad input writes nothing.
     plan = planner(body, topic, len(view.partitions), view.config, broker.sticky_for(topic), now_ms)
-    # Every partition must be writable before anything is written: no partial writes.
-    states = {a.partition: broker.partition(topic, a.partition) for a in plan.appends}
-    leader = {"X-Tierlog-Leader": broker.config.advertised_url}
-    writes = asyncio.gather(*(states[a.partition].append(a.frames) for a in plan.appends))
-    if ACKS[acks_raw] == 0:
-        writes.add_done_callback(lambda f: f.exception())  # errors are dropped, as acks=0 implies
-        return JSONResponse({"offsets": None, "acks": 0}, headers=leader)
-    results: list[list[AppendResult]] = await writes
-    bases = {a.partition: r[0].base_offset for a, r in zip(plan.appends, results, strict=True)}
-    _count(topic, plan)
+    forwarded = FORWARDED_HEADER in request.headers
+    writes = [_append(broker, view, a.partition, a.frames, acks, forwarded) for a in plan.appends]
+    if acks == 0:
+        task = asyncio.gather(*writes, return_exceptions=True)  # errors dropped, as acks=0 means
+        broker.background(task)
+        return JSONResponse({"offsets": None, "acks": 0})
+    gathered = await asyncio.gather(*writes, return_exceptions=True)
+    for o in gathered:
+        if isinstance(o, BaseException) and not isinstance(o, TierlogError):
+            raise o
+    outcomes = cast(list[list[AppendResult] | TierlogError], gathered)
+    errors = [o for o in outcomes if isinstance(o, TierlogError)]
+    if errors and len(errors) == len(outcomes):
+        raise errors[0]  # nothing was written: answer with the (first) partition's error
+    _count(topic, plan, outcomes)
+    headers = _leader_header(broker, view, plan.appends[0].partition)
     if media == ARROW_STREAM:
-        return JSONResponse(
-            {
-                "record_count": plan.record_count,
-                "partitions": [
-                    {
-                        "partition": a.partition,
-                        "base_offset": r[0].base_offset,
-                        "last_offset": r[-1].last_offset,
-                        "record_count": a.record_count,
-                    }
-                    for a, r in zip(plan.appends, results, strict=True)
-                ],
-            },
-            headers=leader,
+        return JSONResponse(_arrow_reply(plan, outcomes), headers=headers)
+    bases: dict[int, int | TierlogError] = {
+        a.partition: (o if isinstance(o, TierlogError) else o[0].base_offset)
+        for a, o in zip(plan.appends, outcomes, strict=True)
+    }
+    return JSONResponse({"offsets": json_offsets(plan, bases)}, headers=headers)
+
+
+async def _append(
+    broker: Broker,
+    view: TopicView,
+    partition: int,
+    frames: list[bytearray],
+    acks: int,
+    forwarded: bool,
+) -> list[AppendResult]:
+    timeout_s = broker.config.request_timeout_ms / 1000
+    state = broker.leader_state(view.info.name, partition)
+    if state is not None:
+        return await state.append(frames, acks, view.config.min_insync_replicas, timeout_s)
+    if forwarded:  # one hop only: the sender's metadata is stale, it will retry
+        raise TierlogError(
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            f"broker {broker.config.broker_id} does not lead {view.info.name}-{partition}",
         )
-    return JSONResponse({"offsets": json_offsets(plan, bases)}, headers=leader)
+    url = broker.leader_url(view, partition)
+    return await broker.forwarder.append(url, view.info.name, partition, frames, acks, {})
 
 
-def _count(topic: str, plan: ProducePlan) -> None:
-    metrics.PRODUCED_RECORDS.labels(topic).inc(plan.record_count)
-    metrics.PRODUCED_BYTES.labels(topic).inc(sum(len(f) for a in plan.appends for f in a.frames))
+def _leader_header(broker: Broker, view: TopicView, partition: int) -> dict[str, str]:
+    leader = view.partitions[partition].leader
+    url = broker.cache.broker_url(leader) if leader is not None else None
+    return {"X-Tierlog-Leader": url} if url else {}
+
+
+def _arrow_reply(plan: ProducePlan, outcomes: list[Any]) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = []
+    for a, o in zip(plan.appends, outcomes, strict=True):
+        if isinstance(o, TierlogError):
+            parts.append({"partition": a.partition, "record_count": a.record_count, **o.to_json()})
+        else:
+            parts.append(
+                {
+                    "partition": a.partition,
+                    "base_offset": o[0].base_offset,
+                    "last_offset": o[-1].last_offset,
+                    "record_count": a.record_count,
+                }
+            )
+    return {"record_count": plan.record_count, "partitions": parts}
+
+
+def _count(topic: str, plan: ProducePlan, outcomes: list[Any]) -> None:
+    ok = [
+        a for a, o in zip(plan.appends, outcomes, strict=True) if not isinstance(o, BaseException)
+    ]
+    metrics.PRODUCED_RECORDS.labels(topic).inc(sum(a.record_count for a in ok))
+    metrics.PRODUCED_BYTES.labels(topic).inc(sum(len(f) for a in ok for f in a.frames))
 
 
 async def fetch_records(request: Request) -> Response:
     broker: Broker = request.app.state.broker
     topic = request.path_params["topic"]
-    state = broker.partition(topic, path_partition(request))
+    partition = path_partition(request)
+    state = await _local_leader(broker, request, topic, partition)
+    if not isinstance(state, PartitionState):
+        return state
     offset = query_int(request, "offset", state.log.log_start_offset, 0, 2**63 - 1)
     max_records = query_int(request, "max_records", 500, 1, 1_000_000)
     max_bytes = query_int(request, "max_bytes", 1024 * 1024, 1, MAX_FETCH_BYTES)
@@ -128,11 +178,30 @@ async def fetch_records(request: Request) -> Response:
     )
 
 
-async def list_offsets(request: Request) -> JSONResponse:
+async def _local_leader(
+    broker: Broker, request: Request, topic: str, partition: int
+) -> PartitionState | Response:
+    """This broker's state if it leads the partition, else the leader's proxied answer."""
+    view = broker.topic_view(topic)
+    broker.check_partition(view, partition)
+    state = broker.leader_state(topic, partition)
+    if state is not None:
+        return state
+    if FORWARDED_HEADER in request.headers:
+        raise TierlogError(
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            f"broker {broker.config.broker_id} does not lead {topic}-{partition}",
+        )
+    return await broker.forwarder.proxy(broker.leader_url(view, partition), request)
+
+
+async def list_offsets(request: Request) -> Response:
     """?at=earliest|latest|<timestamp ms>: Kafka's ListOffsets for one partition."""
     broker: Broker = request.app.state.broker
     partition = path_partition(request)
-    state = broker.partition(request.path_params["topic"], partition)
+    state = await _local_leader(broker, request, request.path_params["topic"], partition)
+    if not isinstance(state, PartitionState):
+        return state
     at = request.query_params.get("at", "latest")
     body: dict[str, object] = {"partition": partition, "at": at}
     if at == "earliest":

@@ -20,20 +20,42 @@ MAX_PARTITIONS = 10_000
 ADMIN_BODY_LIMIT = 1024 * 1024
 
 
-def describe(broker: Broker, view: TopicView) -> dict[str, Any]:
+async def _remote_offsets(broker: Broker, view: TopicView) -> dict[int, dict[str, int]]:
+    """Offsets of partitions led by other brokers, asked of each leader once (best effort)."""
+    me = broker.config.broker_id
+    leaders = {p.leader for p in view.partitions if p.leader is not None and p.leader != me}
+    out: dict[int, dict[str, int]] = {}
+
+    async def ask(leader: int) -> None:
+        url = broker.cache.broker_url(leader)
+        if url is None:
+            return
+        try:
+            doc = await broker.forwarder.get_json(f"{url}/internal/topics/{view.info.name}/led")
+        except Exception:
+            return  # an unreachable leader shows null offsets rather than failing describe
+        if isinstance(doc, dict):
+            out.update({int(k): v for k, v in doc.items()})
+
+    await asyncio.gather(*(ask(leader) for leader in leaders))
+    return out
+
+
+async def describe(broker: Broker, view: TopicView) -> dict[str, Any]:
+    remote = await _remote_offsets(broker, view)
     partitions = []
     for p in view.partitions:
-        state = broker.partitions.get((view.info.name, p.partition))
+        state = broker.leader_state(view.info.name, p.partition)
         if state is not None:
-            start, end, hw = (
-                state.log.log_start_offset,
-                state.log.log_end_offset,
-                state.high_watermark,
-            )
-            hot: dict[str, int] | None = {"start": start, "end": end}
+            offsets: dict[str, int] | None = {
+                "log_start_offset": state.log.log_start_offset,
+                "high_watermark": state.high_watermark,
+                "log_end_offset": state.log.log_end_offset,
+            }
         else:
-            start = end = hw = None  # type: ignore[assignment]
-            hot = None
+            offsets = remote.get(p.partition)
+        start = offsets["log_start_offset"] if offsets else None
+        end = offsets["log_end_offset"] if offsets else None
         partitions.append(
             {
                 "partition": p.partition,
@@ -42,10 +64,10 @@ def describe(broker: Broker, view: TopicView) -> dict[str, Any]:
                 "replicas": p.replicas,
                 "isr": p.isr,
                 "log_start_offset": start,
-                "high_watermark": hw,
+                "high_watermark": offsets["high_watermark"] if offsets else None,
                 "log_end_offset": end,
-                "hot": hot,
-                "cold": None,  # no cold tier yet: tiering arrives with the tiering worker
+                "hot": {"start": start, "end": end} if offsets else None,
+                "cold": None,  # no cold tier yet: it arrives with the tiering worker
                 "tiering_lag": None,
             }
         )
@@ -96,7 +118,7 @@ async def create_topic(request: Request) -> JSONResponse:
     await asyncio.to_thread(broker.topics.create, name, partitions, rf, configs)
     await _after_change(broker)
     view = broker.topic_view(name)
-    return JSONResponse(describe(broker, view), status_code=201)
+    return JSONResponse(await describe(broker, view), status_code=201)
 
 
 async def list_topics(request: Request) -> JSONResponse:
@@ -118,7 +140,7 @@ async def list_topics(request: Request) -> JSONResponse:
 
 async def describe_topic(request: Request) -> JSONResponse:
     broker: Broker = request.app.state.broker
-    return JSONResponse(describe(broker, broker.topic_view(request.path_params["topic"])))
+    return JSONResponse(await describe(broker, broker.topic_view(request.path_params["topic"])))
 
 
 async def alter_configs(request: Request) -> JSONResponse:
@@ -132,7 +154,7 @@ async def alter_configs(request: Request) -> JSONResponse:
     to_delete = [k for k, v in configs.items() if v is None]
     await asyncio.to_thread(broker.topics.alter_configs, topic, to_set, to_delete)
     await _after_change(broker)
-    return JSONResponse(describe(broker, broker.topic_view(topic)))
+    return JSONResponse(await describe(broker, broker.topic_view(topic)))
 
 
 async def add_partitions(request: Request) -> JSONResponse:
@@ -144,7 +166,7 @@ async def add_partitions(request: Request) -> JSONResponse:
     total = field_int(doc, "partitions", None, 1, MAX_PARTITIONS, ErrorCode.INVALID_PARTITIONS)
     await asyncio.to_thread(broker.topics.add_partitions, topic, total)
     await _after_change(broker)
-    return JSONResponse(describe(broker, broker.topic_view(topic)))
+    return JSONResponse(await describe(broker, broker.topic_view(topic)))
 
 
 async def delete_topic(request: Request) -> JSONResponse:

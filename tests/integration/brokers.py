@@ -38,6 +38,7 @@ class BrokerProcess:
         self.extra_args = extra_args or []
         self.log_path = data_dir.parent / f"broker-{broker_id}.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.paused = False
         self.http = httpx.Client(base_url=self.url, timeout=30)
 
     def start(self, wait: bool = True) -> BrokerProcess:
@@ -82,6 +83,13 @@ class BrokerProcess:
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.proc is not None and self.proc.poll() is None:
+            if sig in (signal.SIGSTOP, signal.SIGCONT):
+                self.proc.send_signal(sig)
+                self.paused = sig == signal.SIGSTOP
+                return
+            if self.paused:
+                self.proc.send_signal(signal.SIGCONT)
+                self.paused = False
             self.proc.send_signal(sig)
             self.proc.wait(30)
 

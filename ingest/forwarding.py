@@ -1,0 +1,92 @@
+"""One hop to a partition's leader: appends (as frames) and proxied reads.
+
+A node that does not lead a partition still parses and frames the records it receives, then
+sends the frames to the leader's internal append endpoint; reads are proxied as they came.
+Forwarded requests carry a header so they are never forwarded a second time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import httpx
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ingest.partition_state import AppendResult
+from ingest.replication_wire import CLUSTER_TOKEN_HEADER, FORWARDED_HEADER
+from logformat.errors import ErrorCode, TierlogError
+
+_KEEP_HEADERS = (
+    "content-type",
+    "x-tierlog-next-offset",
+    "x-tierlog-high-watermark",
+    "x-tierlog-log-start-offset",
+)
+
+
+def _error_from(response: httpx.Response) -> TierlogError:
+    try:
+        doc = orjson.loads(response.content)
+        return TierlogError(ErrorCode(doc["error_code"]), str(doc["message"]))
+    except (ValueError, KeyError, TypeError):
+        return TierlogError(
+            ErrorCode.LEADER_NOT_AVAILABLE, f"leader answered HTTP {response.status_code}"
+        )
+
+
+class Forwarder:
+    def __init__(self, token: Callable[[], str], timeout_s: float) -> None:
+        self._token = token
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s + 5, connect=2.0))
+
+    async def append(
+        self,
+        leader_url: str,
+        topic: str,
+        partition: int,
+        frames: list[bytearray],
+        acks: int,
+        producer_headers: dict[str, str],
+    ) -> list[AppendResult]:
+        try:
+            response = await self._client.post(
+                f"{leader_url}/internal/topics/{topic}/partitions/{partition}/append",
+                params={"acks": str(acks)},
+                content=b"".join(frames),
+                headers={CLUSTER_TOKEN_HEADER: self._token(), **producer_headers},
+            )
+        except httpx.HTTPError as exc:
+            raise TierlogError(
+                ErrorCode.LEADER_NOT_AVAILABLE, f"cannot reach the leader at {leader_url}: {exc}"
+            ) from None
+        if response.status_code != 200:
+            raise _error_from(response)
+        return [AppendResult(b, e) for b, e in orjson.loads(response.content)["results"]]
+
+    async def proxy(self, leader_url: str, request: Request) -> Response:
+        headers = {FORWARDED_HEADER: "1"}
+        if "accept" in request.headers:
+            headers["accept"] = request.headers["accept"]
+        try:
+            response = await self._client.get(
+                f"{leader_url}{request.url.path}", params=request.query_params, headers=headers
+            )
+        except httpx.HTTPError as exc:
+            raise TierlogError(
+                ErrorCode.LEADER_NOT_AVAILABLE, f"cannot reach the leader at {leader_url}: {exc}"
+            ) from None
+        kept = {k: v for k, v in response.headers.items() if k.lower() in _KEEP_HEADERS}
+        kept["X-Tierlog-Leader"] = leader_url
+        return Response(response.content, status_code=response.status_code, headers=kept)
+
+    async def get_json(self, url: str) -> object:
+        response = await self._client.get(
+            url, headers={CLUSTER_TOKEN_HEADER: self._token()}, timeout=2.0
+        )
+        response.raise_for_status()
+        return orjson.loads(response.content)
+
+    async def close(self) -> None:
+        await self._client.aclose()

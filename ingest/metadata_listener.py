@@ -1,0 +1,49 @@
+"""Wakes the broker on Postgres NOTIFY, so metadata changes spread without waiting a poll."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+import psycopg
+from sqlalchemy.engine import make_url
+
+from metadata.db import NOTIFY_CHANNEL
+
+log = logging.getLogger("tierlog.metadata_listener")
+
+
+def libpq_url(url: str) -> str:
+    """A SQLAlchemy URL as plain libpq connection string psycopg accepts."""
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+class MetadataListener:
+    """A daemon thread holding `LISTEN tierlog_metadata`; reconnects after errors."""
+
+    def __init__(self, database_url: str, on_notify: Callable[[], None]) -> None:
+        self._url = libpq_url(database_url)
+        self._on_notify = on_notify
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="metadata-listener", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self._url, autocommit=True, connect_timeout=5) as conn:
+                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    self._on_notify()  # changes may have happened while we were not listening
+                    while not self._stop.is_set():
+                        for _ in conn.notifies(timeout=1.0, stop_after=1):
+                            self._on_notify()
+            except Exception as exc:
+                if not self._stop.is_set():
+                    log.warning("metadata listener reconnecting", extra={"error": str(exc)})
+                    self._stop.wait(1.0)

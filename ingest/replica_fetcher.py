@@ -1,0 +1,146 @@
+"""The follower's side of replication: one long-polling fetch loop per leader broker.
+
+Each loop asks its leader for all the partitions this broker follows there, in one request;
+frames are appended exactly as received. A divergence answer truncates the local tail to
+the leader's epoch boundary before fetching on (KIP-279); an epoch mismatch or a moved
+leadership makes the broker refresh metadata and back off briefly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+import httpx
+
+from ingest.partition_state import PartitionState, Role
+from ingest.replication_wire import (
+    CLUSTER_TOKEN_HEADER,
+    FetchPartition,
+    PartitionReply,
+    decode_response,
+    encode_request,
+)
+
+log = logging.getLogger("tierlog.replica_fetcher")
+
+MAX_WAIT_MS = 500
+MAX_BYTES = 8 * 1024 * 1024
+
+
+class ReplicaFetcher:
+    """Follows every partition led by one broker."""
+
+    def __init__(
+        self,
+        me: int,
+        leader_id: int,
+        leader_url: Callable[[], str | None],
+        token: Callable[[], str],
+        refresh_metadata: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.me, self.leader_id = me, leader_id
+        self.leader_url, self.token, self.refresh_metadata = leader_url, token, refresh_metadata
+        self.partitions: dict[tuple[str, int], PartitionState] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=2.0))
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"fetcher-{self.leader_id}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        await self._client.aclose()
+
+    def _request(self) -> tuple[list[FetchPartition], list[PartitionState]]:
+        parts, states = [], []
+        for state in self.partitions.values():
+            if state.role is not Role.FOLLOWER or state.leader_id != self.leader_id:
+                continue
+            epochs = state.log.leader_epochs()
+            parts.append(
+                FetchPartition(
+                    state.topic,
+                    state.topic_id,
+                    state.partition,
+                    state.leader_epoch,
+                    state.log.log_end_offset,
+                    epochs[-1][0] if epochs else -1,
+                )
+            )
+            states.append(state)
+        return parts, states
+
+    async def _run(self) -> None:
+        backoff = 0.05
+        while True:
+            parts, states = self._request()
+            url = self.leader_url()
+            if not parts or url is None:
+                await asyncio.sleep(0.1)
+                continue
+            try:
+                response = await self._client.post(
+                    f"{url}/internal/replicas/fetch",
+                    content=encode_request(self.me, MAX_WAIT_MS, MAX_BYTES, parts),
+                    headers={CLUSTER_TOKEN_HEADER: self.token()},
+                )
+                if response.status_code != 200:
+                    raise RuntimeError(f"HTTP {response.status_code}: {response.text[:200]}")
+                replies = decode_response(response.content)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.debug(
+                    "replica fetch failed", extra={"leader": self.leader_id, "error": str(exc)}
+                )
+                await asyncio.sleep(backoff)
+                backoff = min(1.0, backoff * 2)
+                continue
+            backoff = 0.05
+            if self._apply(replies, states):
+                await self.refresh_metadata()
+                await asyncio.sleep(0.05)
+
+    def _apply(
+        self, replies: list[tuple[PartitionReply, memoryview]], states: list[PartitionState]
+    ) -> bool:
+        """Apply one response; True when metadata looks stale and should be refreshed."""
+        stale = False
+        for (reply, data), state in zip(replies, states, strict=True):
+            if state.role is not Role.FOLLOWER or state.leader_id != self.leader_id:
+                continue  # leadership moved while the fetch was in flight
+            try:
+                if reply.diverging_epoch >= 0 or reply.diverging_end_offset >= 0:
+                    # Kafka: truncate to min(leader's end of the epoch, our own end of it),
+                    # so frames from epochs the leader never had are removed too.
+                    target = reply.diverging_end_offset
+                    own = (
+                        state.log.end_offset_for_epoch(reply.diverging_epoch)
+                        if reply.diverging_epoch >= 0
+                        else None
+                    )
+                    if own is not None:  # repeated answers converge on the common prefix
+                        target = min(target, own[1])
+                    state.truncate_to(target)
+                elif reply.error_code == "OFFSET_OUT_OF_RANGE":
+                    if state.log.log_end_offset < reply.log_start_offset:
+                        state.restart_at(reply.log_start_offset)
+                    else:
+                        state.truncate_to(reply.log_end_offset)
+                elif reply.error_code is not None:
+                    stale = True
+                else:
+                    state.append_replicated(data, reply.high_watermark)
+            except Exception:
+                log.exception(
+                    "applying replicated data failed",
+                    extra={"topic": state.topic, "partition": state.partition},
+                )
+                stale = True
+        return stale

@@ -1,0 +1,255 @@
+"""Replication across real broker processes: ISR, acks, failover, fencing, elections."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.cluster import Cluster, wait_for
+
+
+@pytest.fixture
+def cluster(fresh_db: str, tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(fresh_db, tmp_path, 3).start()
+    yield c
+    c.stop()
+
+
+def _create(c: Cluster, name: str, partitions: int = 1, rf: int = 3, **configs: object) -> None:
+    r = c.any().http.post(
+        "/topics",
+        json={
+            "name": name,
+            "partitions": partitions,
+            "replication_factor": rf,
+            "configs": {k.replace("_", "."): v for k, v in configs.items()},
+        },
+    )
+    assert r.status_code == 201, r.text
+    # Every replica hosts the partition once the ISR is complete and it is writable.
+    wait_for(
+        "replicas ready", lambda: all(len(p["isr"]) == rf for p in c.describe(name)["partitions"])
+    )
+
+
+def _produce(
+    c: Cluster,
+    topic: str,
+    values: list[str],
+    acks: str = "all",
+    via: int | None = None,
+    partition: int = 0,
+) -> tuple[int, dict]:
+    b = c.brokers[via] if via else c.any()
+    r = b.http.post(
+        f"/topics/{topic}/records",
+        params={"acks": acks},
+        json={"records": [{"value": v, "partition": partition} for v in values]},
+    )
+    return r.status_code, r.json()
+
+
+def _produce_ok(c: Cluster, topic: str, values: list[str], **kw: object) -> list[int]:
+    def attempt() -> list[int] | None:
+        status, doc = _produce(c, topic, values, **kw)  # type: ignore[arg-type]
+        return [o["offset"] for o in doc["offsets"]] if status == 200 else None
+
+    return wait_for("a successful produce", attempt, timeout=30, every=0.2)
+
+
+def test_replicas_hold_identical_bytes_and_any_node_routes(cluster: Cluster) -> None:
+    _create(cluster, "rep", partitions=3, min_insync_replicas=2)
+    for via in (1, 2, 3):
+        for p in range(3):
+            status, doc = _produce(
+                cluster, "rep", [f"via{via}-p{p}-{i}" for i in range(50)], via=via, partition=p
+            )
+            assert status == 200, doc
+    for p in range(3):
+        info = cluster.partition("rep", p)
+        assert info["high_watermark"] == 150 and sorted(info["isr"]) == [1, 2, 3]
+        leader = cluster.brokers[info["leader"]]
+        # Consumers read through any node; the answer names the leader.
+        for b in cluster.brokers.values():
+            r = b.http.get(
+                f"/topics/rep/partitions/{p}/records", params={"offset": 0, "max_records": 1000}
+            )
+            assert r.status_code == 200 and len(r.json()["records"]) == 150
+            assert r.headers["x-tierlog-leader"] == leader.url
+        copies = wait_for(
+            "replicas to converge",
+            lambda p=p: (  # type: ignore[misc]
+                len({cluster.segment_bytes(b, "rep", p) for b in cluster.brokers.values()}) == 1
+                and [cluster.segment_bytes(b, "rep", p) for b in cluster.brokers.values()]
+            ),
+        )
+        assert len(copies[0]) > 0
+
+
+def test_leader_failover_loses_no_acknowledged_record(cluster: Cluster) -> None:
+    _create(cluster, "fail", min_insync_replicas=2)
+    acked = _produce_ok(cluster, "fail", [f"before-{i}" for i in range(100)])
+    assert acked == list(range(100))
+    old = cluster.leader("fail")
+    epoch = cluster.partition("fail")["leader_epoch"]
+    old.kill(signal.SIGKILL)
+    started = time.monotonic()
+    offsets = _produce_ok(cluster, "fail", [f"after-{i}" for i in range(10)])
+    assert time.monotonic() - started < 15
+    assert offsets == list(range(100, 110))
+    info = cluster.partition("fail")
+    assert info["leader"] != old.broker_id and info["leader_epoch"] > epoch
+    rows = cluster.any().fetch_all("fail")
+    assert [r["value"] for r in rows] == [f"before-{i}" for i in range(100)] + [
+        f"after-{i}" for i in range(10)
+    ]
+
+
+def test_isr_shrinks_and_expands(cluster: Cluster) -> None:
+    _create(cluster, "isr", min_insync_replicas=1)
+    leader = cluster.leader("isr")
+    follower = next(b for b in cluster.brokers.values() if b.broker_id != leader.broker_id)
+    follower.kill(signal.SIGSTOP)
+    try:
+        # A stopped follower leaves the ISR (lease expiry or replica lag); acks=all still works.
+        wait_for(
+            "ISR shrink",
+            lambda: follower.broker_id not in cluster.partition("isr")["isr"],
+            timeout=20,
+        )
+        _produce_ok(cluster, "isr", [f"x{i}" for i in range(20)])
+    finally:
+        follower.kill(signal.SIGCONT)
+    wait_for(
+        "ISR expand", lambda: follower.broker_id in cluster.partition("isr")["isr"], timeout=30
+    )
+    wait_for(
+        "follower caught up",
+        lambda: cluster.segment_bytes(follower, "isr") == cluster.segment_bytes(leader, "isr"),
+    )
+
+
+def test_min_insync_replicas_is_enforced(cluster: Cluster) -> None:
+    _create(cluster, "strict", min_insync_replicas=2)
+    leader = cluster.leader("strict")
+    others = [b for b in cluster.brokers.values() if b.broker_id != leader.broker_id]
+    for b in others:
+        b.kill(signal.SIGKILL)
+    wait_for(
+        "ISR of one", lambda: cluster.partition("strict")["isr"] == [leader.broker_id], timeout=20
+    )
+    status, doc = _produce(cluster, "strict", ["nope"], via=leader.broker_id)
+    assert status == 503 and doc["error_code"] == "NOT_ENOUGH_REPLICAS", doc
+    status, doc = _produce(cluster, "strict", ["fine"], acks="1", via=leader.broker_id)
+    assert status == 200, doc
+    for b in others:
+        b.start()
+    wait_for("ISR restored", lambda: len(cluster.partition("strict")["isr"]) == 3, timeout=30)
+    assert _produce_ok(cluster, "strict", ["again"]) == [1]
+
+
+def test_fenced_old_leader_cannot_ack_and_truncates(cluster: Cluster) -> None:
+    _create(cluster, "fence", min_insync_replicas=2)
+    _produce_ok(cluster, "fence", ["a", "b"])
+    old = cluster.leader("fence")
+    old.kill(signal.SIGSTOP)
+    new = wait_for(
+        "a new leader", lambda: (ld := cluster.partition("fence")["leader"]) != old.broker_id and ld
+    )
+    _produce_ok(cluster, "fence", ["c"])
+    old.kill(signal.SIGCONT)
+    # Straight to the old leader, as a client with stale metadata would: not acknowledged.
+    r = old.http.post(
+        "/topics/fence/records",
+        params={"acks": "all"},
+        json={"records": [{"value": "zombie", "partition": 0}]},
+    )
+    assert r.status_code != 200 or r.json()["offsets"][0].get("error_code"), r.text
+    wait_for(
+        "old leader follows",
+        lambda: (
+            cluster.segment_bytes(old, "fence")
+            == cluster.segment_bytes(cluster.brokers[new], "fence")
+        ),
+        timeout=30,
+    )
+    values = [r["value"] for r in cluster.any().fetch_all("fence")]
+    assert values == ["a", "b", "c"]
+
+
+def test_unclean_election_only_when_enabled(cluster: Cluster) -> None:
+    _create(cluster, "unclean", rf=2, min_insync_replicas=1)
+    info = cluster.partition("unclean")
+    leader = cluster.brokers[info["leader"]]
+    follower = cluster.brokers[next(r for r in info["replicas"] if r != leader.broker_id)]
+    follower.kill(signal.SIGKILL)
+    wait_for(
+        "ISR without the follower",
+        lambda: cluster.partition("unclean")["isr"] == [leader.broker_id],
+        timeout=20,
+    )
+    _produce_ok(cluster, "unclean", ["only on the leader"], via=leader.broker_id)
+    leader.kill(signal.SIGKILL)
+    follower.start()
+    time.sleep(3)
+    info = cluster.partition("unclean")
+    assert info["leader"] is None  # offline rather than electing an out-of-sync replica
+    status, doc = _produce(cluster, "unclean", ["x"], via=follower.broker_id)
+    assert status == 503 and doc["error_code"] in ("LEADER_NOT_AVAILABLE", "NOT_LEADER_OR_FOLLOWER")
+    r = follower.http.patch(
+        "/topics/unclean/configs", json={"configs": {"unclean.leader.election.enable": True}}
+    )
+    assert r.status_code == 200, r.text
+    wait_for(
+        "unclean election",
+        lambda: cluster.partition("unclean")["leader"] == follower.broker_id,
+        timeout=20,
+    )
+    logs = "".join(b.log_tail(400) for b in cluster.brokers.values())
+    assert "unclean leader election" in logs
+
+
+def test_controller_failover_and_preferred_leader_return(cluster: Cluster) -> None:
+    _create(cluster, "pref", min_insync_replicas=1)
+    controller = cluster.controller()
+    preferred = cluster.partition("pref")["replicas"][0]
+    victim = cluster.brokers[controller]
+    victim.kill(signal.SIGKILL)
+    wait_for("a new controller", lambda: cluster.controller() != controller, timeout=20)
+    if preferred == controller:
+        wait_for(
+            "leader moved", lambda: cluster.partition("pref")["leader"] not in (None, preferred)
+        )
+    _produce_ok(cluster, "pref", ["while away"])
+    victim.start()
+    wait_for(
+        "preferred leader back",
+        lambda: cluster.partition("pref")["leader"] == preferred,
+        timeout=40,
+    )
+    _produce_ok(cluster, "pref", ["back"])
+
+
+def test_broker_with_empty_disk_catches_up(cluster: Cluster) -> None:
+    _create(cluster, "empty", min_insync_replicas=1)
+    _produce_ok(cluster, "empty", [f"r{i}" for i in range(200)])
+    leader = cluster.leader("empty")
+    victim = next(b for b in cluster.brokers.values() if b.broker_id != leader.broker_id)
+    victim.kill(signal.SIGKILL)
+    shutil.rmtree(victim.data_dir)
+    _produce_ok(cluster, "empty", ["while down"])
+    victim.start()
+    wait_for(
+        "rejoined the ISR",
+        lambda: victim.broker_id in cluster.partition("empty")["isr"],
+        timeout=30,
+    )
+    wait_for(
+        "identical copy",
+        lambda: cluster.segment_bytes(victim, "empty") == cluster.segment_bytes(leader, "empty"),
+    )
