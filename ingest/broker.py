@@ -55,6 +55,7 @@ class Broker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._logs: LogManager | None = None
+        self._stopping = False
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -99,12 +100,14 @@ class Broker:
 
     async def stop(self) -> None:
         self.ready = False
+        self._stopping = True
         self._listener.stop()
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        # Bounded: on 3.11 a cancel racing a completed wait can be swallowed; the loops also
+        # watch _stopping, so they end on their next turn either way.
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=5)
         if self.replicas is not None:
             await self.replicas.close()
         if self._logs is not None:
@@ -121,7 +124,7 @@ class Broker:
         self, interval_ms: int, duty: Callable[[], Awaitable[None]], name: str
     ) -> asyncio.Task[None]:
         async def loop() -> None:
-            while True:
+            while not self._stopping:
                 await asyncio.sleep(interval_ms / 1000)
                 try:
                     await duty()
@@ -167,11 +170,10 @@ class Broker:
             self.replicas.reconcile()
 
     async def _refresh_loop(self) -> None:
-        while True:
+        while not self._stopping:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    self._refresh_wanted.wait(), self.config.metadata_refresh_ms / 1000
-                )
+                async with asyncio.timeout(self.config.metadata_refresh_ms / 1000):
+                    await self._refresh_wanted.wait()
             self._refresh_wanted.clear()
             try:
                 await self.refresh_now()

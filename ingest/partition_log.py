@@ -108,6 +108,11 @@ class PartitionLog:
         return self._leo
 
     @property
+    def log_index(self) -> LogIndex:
+        """The broker-wide index this log writes to (producer state shares it)."""
+        return self._index
+
+    @property
     def active_segment(self) -> Segment:
         return self._segments[-1]
 

@@ -20,7 +20,9 @@ from typing import NamedTuple
 from ingest import metrics
 from ingest.isr import FollowerProgress, high_watermark, lagging, may_join
 from ingest.partition_log import PartitionLog
+from ingest.producer_state import ProducerStateManager, Verdict
 from logformat.errors import ErrorCode, TierlogError
+from logformat.frame import decode_header, iter_headers
 from metadata.types import PartitionInfo
 
 log = logging.getLogger("tierlog.partition")
@@ -63,6 +65,10 @@ class PartitionState:
         self.epoch_start_offset = 0
         self.followers: dict[int, FollowerProgress] = {}
         self.high_watermark = min(self._read_hw_checkpoint(), log_.log_end_offset)
+        # Idempotent producers' state, rebuilt from the log itself (checkpoint + replay).
+        self.producers = ProducerStateManager(log_.log_index, log_.topic_id, log_.partition)
+        self.producers.rebuild(log_)
+        self.producers.expire(int(time.time() * 1000))
         self.isr_change_pending = False
         self._pending: list[tuple[list[bytearray], asyncio.Future[list[AppendResult]]]] = []
         self._draining = False
@@ -94,7 +100,7 @@ class PartitionState:
             extra={
                 "topic": self.topic,
                 "partition": self.partition,
-                "role": self.role.value,
+                "partition_role": self.role.value,
                 "leader": info.leader,
                 "leader_epoch": info.leader_epoch,
                 "isr": info.isr,
@@ -157,31 +163,77 @@ class PartitionState:
         try:
             while self._pending:
                 batch, self._pending = self._pending, []
-                frames = [frame for request, _ in batch for frame in request]
-                try:
-                    self.ensure_leader()
-                    ranges = self.log.append(frames, self.leader_epoch, int(time.time() * 1000))
-                except Exception as exc:  # every waiting request must get an answer
-                    error = (
-                        exc
-                        if isinstance(exc, TierlogError)
-                        else TierlogError(ErrorCode.KAFKA_STORAGE_ERROR, f"log write failed: {exc}")
-                    )
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_exception(error)
-                    continue
-                metrics.GROUP_COMMIT_FRAMES.observe(len(frames))
-                start = 0
-                for request, future in batch:
-                    end = start + len(request)
-                    if not future.done():
-                        future.set_result([AppendResult(b, e) for b, e in ranges[start:end]])
-                    start = end
-                self._advance_hw()
-                self._on_append()
+                self._write(batch)
         finally:
             self._draining = False
+
+    def _write(
+        self, batch: list[tuple[list[bytearray], asyncio.Future[list[AppendResult]]]]
+    ) -> None:
+        """One group commit: sequence checks per request, then one log append for all."""
+        try:
+            self.ensure_leader()
+        except TierlogError as exc:
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        pending = self.producers.begin(self.log.log_end_offset)
+        plan: list[tuple[int, list[Verdict]] | TierlogError] = []
+        to_write: list[bytearray] = []
+        for request, _ in batch:
+            mark = pending.mark()
+            try:
+                verdicts = []
+                for frame in request:
+                    h = decode_header(frame)
+                    verdicts.append(
+                        pending.check_and_stage(
+                            h.producer_id,
+                            h.producer_epoch,
+                            h.base_sequence,
+                            h.record_count,
+                            h.max_timestamp,
+                        )
+                    )
+            except TierlogError as exc:  # this request only: out of order, fenced epoch…
+                pending.rollback(mark)
+                plan.append(exc)
+                continue
+            plan.append((len(to_write), verdicts))
+            to_write += [f for f, v in zip(request, verdicts, strict=True) if not v.duplicate]
+        try:
+            ranges = self.log.append(to_write, self.leader_epoch, int(time.time() * 1000))
+        except Exception as exc:  # every waiting request must get an answer
+            error = (
+                exc
+                if isinstance(exc, TierlogError)
+                else TierlogError(ErrorCode.KAFKA_STORAGE_ERROR, f"log write failed: {exc}")
+            )
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(error)
+            return
+        pending.commit(ranges)
+        metrics.GROUP_COMMIT_FRAMES.observe(len(to_write))
+        for item, (_, future) in zip(plan, batch, strict=True):
+            if future.done():
+                continue
+            if isinstance(item, TierlogError):
+                future.set_exception(item)
+                continue
+            i, verdicts = item
+            answer = []
+            for v in verdicts:
+                if v.duplicate:  # a retried batch: its original offsets, nothing appended
+                    answer.append(AppendResult(v.base_offset, v.last_offset))
+                else:
+                    answer.append(AppendResult(*ranges[i]))
+                    i += 1
+            future.set_result(answer)
+        self.producers.maybe_checkpoint(self.log)
+        self._advance_hw()
+        self._on_append()
 
     async def _wait_committed(self, end_offset: int, min_insync: int, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -258,11 +310,15 @@ class PartitionState:
     def append_replicated(self, data: memoryview, leader_hw: int) -> None:
         if data.nbytes:
             self.log.append_replicated(data)
+            for _, header in iter_headers(data):
+                self.producers.apply_frame(header)  # a new leader needs the sequences too
+            self.producers.maybe_checkpoint(self.log)
         self.high_watermark = max(self.high_watermark, min(leader_hw, self.log.log_end_offset))
         self._publish_offsets()
 
     def truncate_to(self, offset: int) -> None:
         new_leo = self.log.truncate_to(offset)
+        self.producers.on_truncate(self.log)
         self.high_watermark = min(self.high_watermark, new_leo)
         log.warning(
             "truncated divergent tail",
@@ -271,6 +327,7 @@ class PartitionState:
 
     def restart_at(self, offset: int) -> None:
         self.log.truncate_fully_and_start_at(offset)
+        self.producers.reset(self.log)
         self.high_watermark = offset
 
     # -- consumers --------------------------------------------------------------------------
@@ -325,6 +382,8 @@ class PartitionState:
         self._fail_pending(ErrorCode.NOT_LEADER_OR_FOLLOWER, "the partition is closing")
         with contextlib.suppress(OSError):
             self.checkpoint_hw()
+        with contextlib.suppress(Exception):
+            self.producers.checkpoint(self.log)
         self._wake()
         for gauge in (metrics.LOG_END_OFFSET, metrics.HIGH_WATERMARK, metrics.LOG_START_OFFSET):
             with contextlib.suppress(KeyError):

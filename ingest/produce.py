@@ -6,6 +6,7 @@ path is vectorized: O(1) Python operations per frame, never per record.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import orjson
@@ -31,13 +32,59 @@ class ProducePlan(NamedTuple):
     record_count: int
 
 
+class ProducerFields(NamedTuple):
+    """An idempotent producer's identity and the sequence of the request's first record."""
+
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+
+
+_MAX_SEQUENCE = 0x7FFFFFFF
+
+
+def producer_fields(headers: Mapping[str, str]) -> ProducerFields | None:
+    """Parse X-Tierlog-Producer-Id / -Producer-Epoch / -Sequence (all or none)."""
+    names = ("x-tierlog-producer-id", "x-tierlog-producer-epoch", "x-tierlog-sequence")
+    raw = [headers.get(name) for name in names]
+    if raw == [None, None, None]:
+        return None
+    if any(x is None for x in raw):
+        raise TierlogError(
+            ErrorCode.INVALID_REQUEST,
+            "idempotent produce needs all of X-Tierlog-Producer-Id, -Producer-Epoch, -Sequence",
+        )
+    try:
+        pid, epoch, seq = (int(x or "") for x in raw)
+    except ValueError:
+        raise TierlogError(ErrorCode.INVALID_REQUEST, "producer headers must be integers") from None
+    if not (0 <= pid < 2**63 and 0 <= epoch <= 32767 and 0 <= seq <= _MAX_SEQUENCE):
+        raise TierlogError(ErrorCode.INVALID_REQUEST, "producer id, epoch or sequence out of range")
+    return ProducerFields(pid, epoch, seq)
+
+
 def _codec(config: TopicConfig) -> str | None:
     return config.compression_type if config.compression_type in ("zstd", "lz4") else None
 
 
-def frames_for(batch: pa.RecordBatch, config: TopicConfig) -> list[bytearray]:
-    """Encode `batch` as frames of at most max.message.bytes, splitting when needed."""
-    frame = encode_frame(batch, compression=_codec(config))
+def frames_for(
+    batch: pa.RecordBatch, config: TopicConfig, producer: ProducerFields | None = None
+) -> list[bytearray]:
+    """Encode `batch` as frames of at most max.message.bytes, splitting when needed.
+
+    With an idempotent producer each frame carries the sequence of its first record, so a
+    split batch keeps consecutive sequences (Kafka wraps them at 2^31-1).
+    """
+    if producer is None:
+        frame = encode_frame(batch, compression=_codec(config))
+    else:
+        frame = encode_frame(
+            batch,
+            compression=_codec(config),
+            producer_id=producer.producer_id,
+            producer_epoch=producer.producer_epoch,
+            base_sequence=producer.base_sequence,
+        )
     if len(frame) <= config.max_message_bytes:
         return [frame]
     if batch.num_rows == 1:
@@ -47,9 +94,13 @@ def frames_for(batch: pa.RecordBatch, config: TopicConfig) -> list[bytearray]:
             f"of {config.max_message_bytes}",
         )
     half = batch.num_rows // 2
-    return frames_for(records.with_offset_deltas(batch.slice(0, half)), config) + frames_for(
-        records.with_offset_deltas(batch.slice(half)), config
-    )
+    second = None
+    if producer is not None:
+        seq = (producer.base_sequence + half) % (_MAX_SEQUENCE + 1)
+        second = producer._replace(base_sequence=seq)
+    return frames_for(
+        records.with_offset_deltas(batch.slice(0, half)), config, producer
+    ) + frames_for(records.with_offset_deltas(batch.slice(half)), config, second)
 
 
 def _check_partition(partition: int, num_partitions: int, topic: str) -> None:
@@ -65,6 +116,17 @@ def _log_append_time(batch: pa.RecordBatch, now_ms: int) -> pa.RecordBatch:
     return batch.set_column(1, RECORD_SCHEMA.field("timestamp"), column)
 
 
+def _single(producer: ProducerFields | None) -> ProducerFields | None:
+    """Sequences are per partition: an idempotent request must hold one partition's batch."""
+    if producer is not None:
+        raise TierlogError(
+            ErrorCode.INVALID_REQUEST,
+            "an idempotent produce request (X-Tierlog-Sequence) must send records to one "
+            "partition: sequences are kept per partition",
+        )
+    return None
+
+
 def plan_json(
     body: bytes,
     topic: str,
@@ -72,6 +134,7 @@ def plan_json(
     config: TopicConfig,
     sticky: StickyPartitioner,
     now_ms: int,
+    producer: ProducerFields | None = None,
 ) -> ProducePlan:
     try:
         doc = orjson.loads(body)
@@ -97,7 +160,9 @@ def plan_json(
         # The common case: no keys, no partitions → the whole request to one sticky partition.
         p = sticky.partition(num_partitions)
         sticky.on_batch_done()
-        return ProducePlan([PartitionAppend(p, frames_for(batch, config), None, count)], count)
+        return ProducePlan(
+            [PartitionAppend(p, frames_for(batch, config, producer), None, count)], count
+        )
     chosen = assign_partitions(parsed.keys, explicit, num_partitions, sticky)
     sticky.on_batch_done()
     positions: dict[int, list[int]] = {}
@@ -107,10 +172,12 @@ def plan_json(
         _check_partition(p, num_partitions, topic)
     if len(positions) == 1:
         (p,) = positions
-        return ProducePlan([PartitionAppend(p, frames_for(batch, config), None, count)], count)
+        return ProducePlan(
+            [PartitionAppend(p, frames_for(batch, config, producer), None, count)], count
+        )
     split = records.split_by_partition(batch, pa.array(chosen, pa.int32()), num_partitions)
     appends = [
-        PartitionAppend(p, frames_for(part, config), positions[p], part.num_rows)
+        PartitionAppend(p, frames_for(part, config, _single(producer)), positions[p], part.num_rows)
         for p, part in split.items()
     ]
     return ProducePlan(appends, count)
@@ -123,6 +190,7 @@ def plan_arrow(
     config: TopicConfig,
     sticky: StickyPartitioner,
     now_ms: int,
+    producer: ProducerFields | None = None,
 ) -> ProducePlan:
     table = records.read_arrow_stream(body)
     if table.num_rows == 0:
@@ -137,12 +205,13 @@ def plan_arrow(
         p = sticky.partition(num_partitions)
         sticky.on_batch_done()
         return ProducePlan(
-            [PartitionAppend(p, frames_for(batch, config), None, batch.num_rows)], batch.num_rows
+            [PartitionAppend(p, frames_for(batch, config, producer), None, batch.num_rows)],
+            batch.num_rows,
         )
     partitions = records.resolve_partitions(partitions, batch.column(2), num_partitions, sticky)
     sticky.on_batch_done()
     appends = [
-        PartitionAppend(p, frames_for(part, config), None, part.num_rows)
+        PartitionAppend(p, frames_for(part, config, _single(producer)), None, part.num_rows)
         for p, part in records.split_by_partition(batch, partitions, num_partitions).items()
     ]
     return ProducePlan(appends, batch.num_rows)

@@ -9,7 +9,6 @@ leadership makes the broker refresh metadata and back off briefly.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -45,16 +44,19 @@ class ReplicaFetcher:
         self.leader_url, self.token, self.refresh_metadata = leader_url, token, refresh_metadata
         self.partitions: dict[tuple[str, int], PartitionState] = {}
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=2.0))
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"fetcher-{self.leader_id}")
 
     async def stop(self) -> None:
+        self._stopping = True
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            await asyncio.wait([self._task], timeout=5)
+            if self._task.done() and not self._task.cancelled():
+                self._task.exception()  # retrieved, so it is not reported as never awaited
         await self._client.aclose()
 
     def _request(self) -> tuple[list[FetchPartition], list[PartitionState]]:
@@ -78,7 +80,7 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         backoff = 0.05
-        while True:
+        while not self._stopping:
             parts, states = self._request()
             url = self.leader_url()
             if not parts or url is None:

@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ingest import metrics
-from ingest.api import internal, ops, records, topics
+from ingest.api import internal, ops, producers, records, topics
 from ingest.api.http import error_response
 from logformat.errors import ErrorCode, TierlogError
 
@@ -74,7 +74,7 @@ def build_app(
     broker: Broker, lifespan: Callable[[Any], AbstractAsyncContextManager[None]] | None = None
 ) -> Starlette:
     app = Starlette(
-        routes=[*topics.routes, *records.routes, *ops.routes, *internal.routes],
+        routes=[*topics.routes, *records.routes, *producers.routes, *ops.routes, *internal.routes],
         exception_handlers={
             TierlogError: _tierlog_error,
             HTTPException: _http_error,

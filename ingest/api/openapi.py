@@ -171,7 +171,20 @@ OPENAPI: dict[str, Any] = {
                         "in": "query",
                         "required": False,
                         "schema": {"type": "string", "enum": ["all", "1", "0", "-1"]},
-                    }
+                    },
+                    *(
+                        {
+                            "name": name,
+                            "in": "header",
+                            "required": False,
+                            "schema": {"type": "integer", "minimum": 0},
+                        }
+                        for name in (
+                            "X-Tierlog-Producer-Id",
+                            "X-Tierlog-Producer-Epoch",
+                            "X-Tierlog-Sequence",
+                        )
+                    ),
                 ],
                 "requestBody": {
                     "required": True,
@@ -248,6 +261,12 @@ OPENAPI: dict[str, Any] = {
                 "summary": "Earliest, latest, or first offset at/after a timestamp (ms)",
                 "parameters": [{"name": "at", "in": "query", "schema": {"type": "string"}}],
                 "responses": {"200": _json({"type": "object"}), **_errors(400, 404)},
+            },
+        },
+        "/producers": {
+            "post": {
+                "summary": "A new idempotent producer id (Kafka's InitProducerId)",
+                "responses": {"201": _json({"type": "object", "required": ["producer_id"]})},
             },
         },
         "/healthz": {

@@ -15,7 +15,7 @@ from ingest import metrics
 from ingest.api.http import JSONResponse, path_partition, query_int, read_body
 from ingest.fetch_reader import fetch
 from ingest.partition_state import AppendResult, PartitionState
-from ingest.produce import ProducePlan, json_offsets, plan_arrow, plan_json
+from ingest.produce import ProducePlan, json_offsets, plan_arrow, plan_json, producer_fields
 from ingest.replication_wire import FORWARDED_HEADER
 from logformat import records
 from logformat.errors import ErrorCode, TierlogError
@@ -57,8 +57,11 @@ async def produce(request: Request) -> Response:
     body = await read_body(request, broker.config.max_request_bytes)
     now_ms = int(time.time() * 1000)
     planner = plan_arrow if media == ARROW_STREAM else plan_json
+    producer = producer_fields(request.headers)
     # Everything is validated and framed before anything is written: bad input writes nothing.
-    plan = planner(body, topic, len(view.partitions), view.config, broker.sticky_for(topic), now_ms)
+    plan = planner(
+        body, topic, len(view.partitions), view.config, broker.sticky_for(topic), now_ms, producer
+    )
     forwarded = FORWARDED_HEADER in request.headers
     writes = [_append(broker, view, a.partition, a.frames, acks, forwarded) for a in plan.appends]
     if acks == 0:

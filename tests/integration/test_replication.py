@@ -253,3 +253,51 @@ def test_broker_with_empty_disk_catches_up(cluster: Cluster) -> None:
         "identical copy",
         lambda: cluster.segment_bytes(victim, "empty") == cluster.segment_bytes(leader, "empty"),
     )
+
+
+def test_divergent_tail_of_old_leader_is_truncated(cluster: Cluster) -> None:
+    _create(cluster, "diverge", min_insync_replicas=1)
+    _produce_ok(cluster, "diverge", ["common-1", "common-2"])
+    old = cluster.leader("diverge")
+    followers = [b for b in cluster.brokers.values() if b.broker_id != old.broker_id]
+    wait_for(
+        "followers caught up",
+        lambda: all(
+            cluster.segment_bytes(f, "diverge") == cluster.segment_bytes(old, "diverge")
+            for f in followers
+        ),
+    )
+    # Cut the followers off, write on the leader alone (acks=1), then freeze the leader: its
+    # last frame exists nowhere else. All of this stays well inside the 1.5 s lease.
+    for f in followers:
+        f.kill(signal.SIGSTOP)
+    r = old.http.post(
+        "/topics/diverge/records",
+        params={"acks": "1"},
+        json={"records": [{"value": "only-on-old-leader", "partition": 0}]},
+    )
+    assert r.status_code == 200, r.text
+    old.kill(signal.SIGSTOP)
+    for f in followers:
+        f.kill(signal.SIGCONT)
+    new = wait_for(
+        "a new leader",
+        lambda: (ld := cluster.partition("diverge")["leader"]) not in (None, old.broker_id) and ld,
+        timeout=20,
+    )
+    _produce_ok(cluster, "diverge", ["new-epoch-1"])
+    old.kill(signal.SIGCONT)
+    wait_for(
+        "old leader truncated and following",
+        lambda: (
+            cluster.segment_bytes(old, "diverge")
+            == cluster.segment_bytes(cluster.brokers[new], "diverge")
+        ),
+        timeout=30,
+    )
+    assert [r["value"] for r in cluster.any().fetch_all("diverge")] == [
+        "common-1",
+        "common-2",
+        "new-epoch-1",
+    ]
+    assert "truncated divergent tail" in old.log_tail(400)
