@@ -1,0 +1,230 @@
+"""Sealed segment → one Parquet data file of the topic's Delta table (DESIGN §4).
+
+Rows are CONSUMER_SCHEMA (absolute int64 offsets; the partition is in the Delta path, not in
+the file), in offset order, zstd, with min/max statistics and a page index on `offset` and
+`timestamp`, and row groups of about `row_group_bytes` of Arrow data so a reader can fetch
+one row group with one range GET.
+
+Memory stays bounded by about one row group: a segment file is memory-mapped (its pages are
+the page cache's, not the heap's) and frames are decoded and written one row group at a time.
+A sealed segment is immutable and fsynced, so any bad frame in it is corruption, raised, and
+never skipped: skipping would silently lose acknowledged records from the only durable copy
+that outlives local retention.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import NamedTuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from logformat.frame import CorruptFrameError, decode_header, decode_records, verify_crc
+from logformat.records import to_consumer_batch
+from logformat.schema import CONSUMER_SCHEMA
+
+MiB = 1 << 20
+DEFAULT_ROW_GROUP_BYTES = 4 * MiB
+DEFAULT_ZSTD_LEVEL = 3
+MAX_ROWS_PER_GROUP = 1 << 20  # Arrow's writer caps row groups at this many rows
+STATS_COLUMNS = ["offset", "timestamp"]
+Source = str | os.PathLike[str] | bytes | bytearray | memoryview
+
+
+class CorruptSegmentError(CorruptFrameError):
+    """A sealed segment holds bytes that are not whole, valid, ordered frames."""
+
+
+class EmptyRangeError(ValueError):
+    """No record of the segment falls in [from_offset, to_offset)."""
+
+
+class ParquetFile(NamedTuple):
+    output: str | bytes  # the path written, or the file's bytes when no path was given
+    base_offset: int  # first offset in the file
+    last_offset: int  # last offset in the file (inclusive)
+    min_timestamp: int  # ms since the epoch
+    max_timestamp: int
+    records: int
+    size_bytes: int
+    row_groups: int
+
+
+def iter_consumer_batches(
+    buf: pa.Buffer | bytes | bytearray | memoryview,
+    from_offset: int | None = None,
+    to_offset: int | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """CONSUMER_SCHEMA batches of the frames in `buf`, CRC-checked, limited to
+    [from_offset, to_offset). Raises CorruptSegmentError on any bad or out-of-order frame."""
+    pos, end, last = 0, len(buf), -1
+    while pos < end:
+        try:
+            header = decode_header(buf, pos)
+            verify_crc(buf, pos, header)
+            if header.base_offset <= last:
+                raise CorruptFrameError(
+                    f"frame at byte {pos} starts at offset {header.base_offset}, not after {last}"
+                )
+            if to_offset is not None and header.base_offset >= to_offset:
+                return  # frames are in offset order: nothing further is wanted
+            batch = decode_records(buf, pos, verify=False)
+            if batch.num_rows != header.record_count:
+                raise CorruptFrameError(
+                    f"frame at byte {pos} says {header.record_count} records, "
+                    f"holds {batch.num_rows}"
+                )
+            deltas = batch.column(0)
+            if deltas[0].as_py() < 0 or (
+                len(deltas) > 1 and not pc.all(pc.less(deltas[:-1], deltas[1:])).as_py()
+            ):
+                raise CorruptFrameError(f"frame at byte {pos} has unordered offset deltas")
+        except CorruptFrameError as exc:
+            raise CorruptSegmentError(str(exc)) from exc
+        out = to_consumer_batch(batch, header.base_offset)
+        offsets = out.column(0)
+        last = offsets[-1].as_py()
+        pos += header.size
+        lo, hi = offsets[0].as_py(), last
+        if from_offset is not None and hi < from_offset:
+            continue
+        if (from_offset is not None and lo < from_offset) or (
+            to_offset is not None and hi >= to_offset
+        ):
+            mask = pc.and_(
+                pc.greater_equal(offsets, from_offset if from_offset is not None else lo),
+                pc.less(offsets, to_offset if to_offset is not None else hi + 1),
+            )
+            out = out.filter(mask)
+        if out.num_rows:
+            yield out
+
+
+@contextlib.contextmanager
+def _segment_buffer(source: Source) -> Iterator[pa.Buffer | bytes | bytearray | memoryview]:
+    if isinstance(source, bytes | bytearray | memoryview):
+        yield source
+        return
+    # Arrow's memory map: buffers sliced from it keep the mapping alive on their own, so no
+    # BufferError if a decoded batch outlives the `with`.
+    with pa.memory_map(os.fspath(source), "r") as mm:
+        yield mm.read_buffer()
+
+
+def write_parquet(
+    segment: Source,
+    out_path: str | os.PathLike[str] | None = None,
+    *,
+    from_offset: int | None = None,
+    to_offset: int | None = None,
+    row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
+    compression_level: int = DEFAULT_ZSTD_LEVEL,
+) -> ParquetFile:
+    """Write the records of `segment` (a segment file path, or its bytes) with offsets in
+    [from_offset, to_offset) as Parquet to `out_path`, or to memory when it is None."""
+    if row_group_bytes <= 0:
+        raise ValueError("row_group_bytes must be positive")
+    sink: str | pa.BufferOutputStream = (
+        os.fspath(out_path) if out_path is not None else pa.BufferOutputStream()
+    )
+    writer = pq.ParquetWriter(
+        sink,
+        CONSUMER_SCHEMA,
+        compression="zstd",
+        compression_level=compression_level,
+        write_statistics=STATS_COLUMNS,  # not key/value: big, useless min/max in the footer
+        write_page_index=True,  # page-level offset pruning inside a row group
+        use_dictionary=["key"],  # keys repeat; values mostly don't
+        sorting_columns=[pq.SortingColumn(0)],  # tells readers rows are sorted by offset
+    )
+    stats = _Stats()
+    pending: list[pa.RecordBatch] = []
+    pending_bytes = 0
+    try:
+        with _segment_buffer(segment) as buf:
+            for batch in iter_consumer_batches(buf, from_offset, to_offset):
+                stats.add(batch)
+                pending.append(batch)
+                pending_bytes += batch.nbytes
+                if pending_bytes >= row_group_bytes:
+                    pending, pending_bytes = stats.flush(
+                        writer, pending, pending_bytes, row_group_bytes, final=False
+                    )
+            if pending:
+                stats.flush(writer, pending, pending_bytes, row_group_bytes, final=True)
+        writer.close()
+    except BaseException:
+        writer.close()
+        if out_path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(out_path)
+        raise
+    if stats.records == 0:
+        if out_path is not None:
+            os.unlink(out_path)
+        raise EmptyRangeError(f"no records in [{from_offset}, {to_offset})")
+    if isinstance(sink, pa.BufferOutputStream):
+        output: str | bytes = sink.getvalue().to_pybytes()
+        size = len(output)
+    else:
+        output, size = sink, os.path.getsize(sink)
+    return ParquetFile(
+        output,
+        stats.base_offset,
+        stats.last_offset,
+        stats.min_ts,
+        stats.max_ts,
+        stats.records,
+        size,
+        stats.row_groups,
+    )
+
+
+class _Stats:
+    """What the file holds, for the Delta add action and the manifest."""
+
+    def __init__(self) -> None:
+        self.base_offset = -1
+        self.last_offset = -1
+        self.min_ts: int = 2**63 - 1
+        self.max_ts: int = -(2**63)
+        self.records = 0
+        self.row_groups = 0
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        offsets = batch.column(0)
+        if self.records == 0:
+            self.base_offset = offsets[0].as_py()
+        self.last_offset = offsets[-1].as_py()
+        mm = pc.min_max(batch.column(1).view(pa.int64()))
+        self.min_ts = min(self.min_ts, mm["min"].as_py())
+        self.max_ts = max(self.max_ts, mm["max"].as_py())
+        self.records += batch.num_rows
+
+    def flush(
+        self,
+        writer: pq.ParquetWriter,
+        pending: list[pa.RecordBatch],
+        pending_bytes: int,
+        row_group_bytes: int,
+        *,
+        final: bool,
+    ) -> tuple[list[pa.RecordBatch], int]:
+        """Write whole row groups of what is pending; return the rest (all of it if final)."""
+        table = pa.Table.from_batches(pending, CONSUMER_SCHEMA)
+        rows = table.num_rows
+        # Rows per group from the average row size seen so far in this group's data.
+        per_group = max(1, row_group_bytes * rows // max(1, pending_bytes))
+        per_group = min(per_group, MAX_ROWS_PER_GROUP)
+        n = rows if final else rows // per_group * per_group
+        if n:
+            writer.write_table(table.slice(0, n), row_group_size=per_group)
+            self.row_groups += -(-n // per_group)
+        if n == rows:
+            return [], 0
+        rest = table.slice(n)
+        return rest.to_batches(), pending_bytes * (rows - n) // rows
