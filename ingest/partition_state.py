@@ -70,6 +70,10 @@ class PartitionState:
         self.producers.rebuild(log_)
         self.producers.expire(int(time.time() * 1000))
         self.isr_change_pending = False
+        # An ISR change sent to Postgres but not yet confirmed. Until it is, the high watermark
+        # counts the union of both ISRs (Kafka's "maximal ISR", KIP-497): a member being added
+        # may already be electable by the controller, so nothing it lacks may be acknowledged.
+        self.pending_isr: list[int] = []
         self._pending: list[tuple[list[bytearray], asyncio.Future[list[AppendResult]]]] = []
         self._draining = False
         self._changed = asyncio.Event()
@@ -291,13 +295,23 @@ class PartitionState:
     def _advance_hw(self) -> None:
         if self.role is not Role.LEADER:
             return
+        maximal = self.isr + [r for r in self.pending_isr if r not in self.isr]
         hw = high_watermark(
-            self.me, self.log.log_end_offset, self.isr, self.followers, self.high_watermark
+            self.me, self.log.log_end_offset, maximal, self.followers, self.high_watermark
         )
         if hw != self.high_watermark:
             self.high_watermark = min(hw, self.log.log_end_offset)
             self._wake()
         self._publish_offsets()
+
+    def begin_isr_change(self, new_isr: list[int]) -> None:
+        self.isr_change_pending = True
+        self.pending_isr = list(new_isr)
+
+    def end_isr_change(self) -> None:
+        self.isr_change_pending = False
+        self.pending_isr = []
+        self._advance_hw()
 
     def set_isr(self, info: PartitionInfo) -> None:
         """After this leader's own compare-and-set of the ISR succeeded."""

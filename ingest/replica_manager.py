@@ -112,7 +112,7 @@ class ReplicaManager:
         """Compare-and-set the ISR in Postgres off the event loop; one change at a time."""
         if state.isr_change_pending or state.role is not Role.LEADER:
             return
-        state.isr_change_pending = True
+        state.begin_isr_change(new_isr)
         asyncio.get_running_loop().create_task(self._alter_isr(state, new_isr))
 
     async def _alter_isr(self, state: PartitionState, new_isr: list[int]) -> None:
@@ -144,7 +144,7 @@ class ReplicaManager:
                 "ISR change failed", extra={"topic": state.topic, "partition": state.partition}
             )
         finally:
-            state.isr_change_pending = False
+            state.end_isr_change()
 
     def shrink_lagging(self, lag_ms: int) -> None:
         for state in self.partitions.values():

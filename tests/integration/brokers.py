@@ -91,7 +91,17 @@ class BrokerProcess:
                 self.proc.send_signal(signal.SIGCONT)
                 self.paused = False
             self.proc.send_signal(sig)
-            self.proc.wait(30)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                # A hang on shutdown is a bug: dump the stacks into the log, then say so.
+                self.proc.send_signal(signal.SIGUSR1)
+                time.sleep(1)
+                self.proc.kill()
+                self.proc.wait()
+                raise RuntimeError(
+                    f"broker {self.broker_id} did not exit on signal {sig}:\n{self.log_tail(120)}"
+                ) from None
 
     def stop(self) -> None:
         self.kill(signal.SIGTERM)

@@ -255,7 +255,16 @@ def test_broker_with_empty_disk_catches_up(cluster: Cluster) -> None:
     )
 
 
-def test_divergent_tail_of_old_leader_is_truncated(cluster: Cluster) -> None:
+def test_divergent_tail_of_old_leader_is_truncated(fresh_db: str, tmp_path: Path) -> None:
+    # A 3 s lease leaves room to freeze the followers for longer than a replica long-poll.
+    cluster = Cluster(fresh_db, tmp_path, 3, ["--lease-ms", "3000"]).start()
+    try:
+        _divergent_tail(cluster)
+    finally:
+        cluster.stop()
+
+
+def _divergent_tail(cluster: Cluster) -> None:
     _create(cluster, "diverge", min_insync_replicas=1)
     _produce_ok(cluster, "diverge", ["common-1", "common-2"])
     old = cluster.leader("diverge")
@@ -267,10 +276,12 @@ def test_divergent_tail_of_old_leader_is_truncated(cluster: Cluster) -> None:
             for f in followers
         ),
     )
-    # Cut the followers off, write on the leader alone (acks=1), then freeze the leader: its
-    # last frame exists nowhere else. All of this stays well inside the 1.5 s lease.
+    # Freeze the followers, let any fetch they had waiting on the leader expire (long-polls
+    # last 0.5 s), write on the leader alone (acks=1), then freeze the leader too: its last
+    # frame now exists nowhere else. All of this stays well inside the 3 s lease.
     for f in followers:
         f.kill(signal.SIGSTOP)
+    time.sleep(0.8)
     r = old.http.post(
         "/topics/diverge/records",
         params={"acks": "1"},
@@ -295,9 +306,6 @@ def test_divergent_tail_of_old_leader_is_truncated(cluster: Cluster) -> None:
         ),
         timeout=30,
     )
-    assert [r["value"] for r in cluster.any().fetch_all("diverge")] == [
-        "common-1",
-        "common-2",
-        "new-epoch-1",
-    ]
+    values = [r["value"] for r in cluster.any().fetch_all("diverge")]
+    assert values == ["common-1", "common-2", "new-epoch-1"]
     assert "truncated divergent tail" in old.log_tail(400)
