@@ -89,3 +89,46 @@ cluster = Table(
     Column("secret", Text, nullable=False),  # authenticates cluster-internal HTTP
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
+
+# Tiering (0003): sealed segments to tier, and the cold manifest (metadata/manifest.py).
+hot_segments = Table(
+    "hot_segments",
+    meta,
+    Column(
+        "topic_id",
+        UUID(as_uuid=False),
+        ForeignKey("topics.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("partition", Integer, primary_key=True, autoincrement=False),
+    Column("base_offset", BigInteger, primary_key=True, autoincrement=False),
+    Column("end_offset", BigInteger, nullable=False),
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("sealed_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("state", Text, nullable=False, server_default="sealed"),
+    Column("claimed_by", Text),
+    Column("claim_expires_at", DateTime(timezone=True)),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("last_error", Text),
+    Column("retry_at", DateTime(timezone=True)),
+)
+
+cold_files = Table(
+    "cold_files",
+    meta,
+    Column("id", BigInteger, primary_key=True),
+    Column("topic_id", UUID(as_uuid=False), ForeignKey("topics.id", ondelete="CASCADE")),
+    Column("partition", Integer, nullable=False),
+    Column("base_offset", BigInteger, nullable=False),
+    Column("last_offset", BigInteger, nullable=False),
+    Column("min_timestamp", BigInteger, nullable=False),
+    Column("max_timestamp", BigInteger, nullable=False),
+    Column("object_key", Text, nullable=False, unique=True),
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("records", BigInteger, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("delta_version", BigInteger),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("delete_after", DateTime(timezone=True)),
+)

@@ -33,3 +33,66 @@ class PartitionInfo(NamedTuple):
     replicas: list[int]  # the first is the preferred leader
     isr: list[int]
     partition_epoch: int  # bumped by every change of leader, ISR or replicas (CAS token)
+
+
+# -- tiering (metadata/manifest.py) ------------------------------------------------------
+
+
+class SegmentClaim(NamedTuple):
+    topic_id: str
+    topic: str
+    partition: int
+    base_offset: int
+    end_offset: int  # exclusive
+    size_bytes: int
+    attempt: int  # the claim's fencing token (hot_segments.attempts when claimed)
+    worker_id: str
+    claim_expires_at: datetime
+
+
+class HotSegment(NamedTuple):
+    topic_id: str
+    partition: int
+    base_offset: int
+    end_offset: int
+    size_bytes: int
+    state: str
+    claimed_by: str | None
+    attempts: int
+    last_error: str | None
+
+
+class Untiered(NamedTuple):
+    topic: str
+    partition: int
+    segments: int
+    records: int  # offsets covered (an upper bound on records after compaction)
+    bytes: int
+
+
+class FileSpec(NamedTuple):
+    """What one uploaded data file holds (from the Parquet writer or the Delta add action)."""
+
+    object_key: str
+    size_bytes: int
+    records: int
+    min_timestamp: int  # ms since the epoch
+    max_timestamp: int
+
+
+class ColdFile(NamedTuple):
+    id: int
+    topic_id: str
+    partition: int
+    base_offset: int
+    last_offset: int  # inclusive
+    min_timestamp: int
+    max_timestamp: int
+    object_key: str
+    size_bytes: int
+    records: int
+    state: str
+    delta_version: int | None
+    created_at: datetime
+    updated_at: datetime
+    delete_after: datetime | None

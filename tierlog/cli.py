@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -88,6 +90,70 @@ def _run_broker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_tiering(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("tiering", help="run a tiering worker (sealed segments -> Delta in S3)")
+    p.add_argument("--worker-id", default=_env("WORKER_ID"), help="default: tiering-HOST-PID")
+    p.add_argument("--database-url", default=_env("DATABASE_URL"))
+    p.add_argument("--poll-ms", type=int, default=int(_env("POLL_MS", "1000") or 1000))
+    p.add_argument(
+        "--lease-ms",
+        type=int,
+        default=int(_env("TIERING_LEASE_MS", "120000") or 120000),
+        help="claim lease: a segment whose worker is silent this long is taken over",
+    )
+    p.add_argument(
+        "--listen",
+        default=_env("TIERING_LISTEN"),
+        help="HOST:PORT serving /metrics and /healthz (default: none)",
+    )
+    p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
+    p.set_defaults(func=_run_tiering)
+
+
+def _run_tiering(args: argparse.Namespace) -> int:
+    import signal
+    import socket
+    import threading
+
+    from ingest.broker_config import parse_listen
+    from metadata.db import make_engine, migrate
+    from tiering import metrics
+    from tiering.object_store import ObjectStore, ObjectStoreConfig
+    from tiering.worker import TieringWorker
+    from tierlog import logs
+
+    logs.setup("tiering", args.log_level)
+    if not args.database_url:
+        print(
+            "tierlog tiering: --database-url or TIERLOG_DATABASE_URL is required", file=sys.stderr
+        )
+        return 2
+    worker_id = args.worker_id or f"tiering-{socket.gethostname()}-{os.getpid()}"
+    engine = make_engine(args.database_url)
+    migrate(engine)
+    config = ObjectStoreConfig.from_env()
+    ObjectStore(config).ensure_bucket()
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    # Unhealthy when the loop has not come round for a few leases (stuck on a dead peer).
+    health = metrics.Health(stale_s=max(60.0, 3 * args.lease_ms / 1000))
+    server = None
+    if args.listen:
+        host, port = parse_listen(args.listen)
+        server = metrics.serve_metrics(host, port, health)
+        print(f"tiering metrics on http://{host}:{server.server_port}/metrics", file=sys.stderr)
+    worker = TieringWorker(engine, config, worker_id, lease_ms=args.lease_ms)
+    try:
+        worker.run_forever(args.poll_ms, stop, health)
+    finally:
+        worker.close()
+        if server is not None:
+            server.shutdown()
+        engine.dispose()
+    return 0
+
+
 def _add_dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("dev", help="run the whole system locally on embedded defaults")
     p.add_argument("--brokers", type=int, default=1)
@@ -110,8 +176,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_dev(sub)
     _add_broker(sub)
+    _add_tiering(sub)
     commands.add_client_commands(sub, _env("URL", DEFAULT_URL) or DEFAULT_URL)
     args = parser.parse_args(argv)
+    # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see where a hang is.
+    faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
     try:
         return int(args.func(args) or 0)
     except TierlogError as exc:

@@ -1,0 +1,130 @@
+"""Copy a sealed segment from an in-sync replica to a local temp file (DESIGN §2, §4).
+
+Which replica: an alive in-sync follower first (tiering then costs the leader nothing), the
+leader last. Replicas roll their segments independently, so a follower's segment with the same
+base offset may end elsewhere: the download is accepted only if its size is exactly the size
+the leader registered, else the next replica is tried.
+
+The body is streamed to disk, never held in memory: segments are up to segment.bytes (1 GiB).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import NamedTuple
+
+import httpx
+from sqlalchemy.engine import Engine
+
+from ingest.replication_wire import CLUSTER_TOKEN_HEADER
+from metadata.brokers import BrokerRepo
+from metadata.manifest import SegmentClaim
+from metadata.partition_state import PartitionStateRepo
+from metadata.topics import TopicRepo
+from metadata.types import BrokerInfo, PartitionInfo
+
+log = logging.getLogger(__name__)
+_CHUNK = 1 << 20
+
+
+class SegmentUnavailableError(RuntimeError):
+    """No in-sync replica could serve the segment with the expected size."""
+
+
+class Downloaded(NamedTuple):
+    path: Path
+    broker_id: int
+    size: int
+
+
+def replica_order(part: PartitionInfo, brokers: list[BrokerInfo]) -> list[BrokerInfo]:
+    """Alive in-sync replicas to download from: followers first, then the leader."""
+    alive = {b.id: b for b in brokers if b.alive}
+    followers = [alive[i] for i in part.isr if i != part.leader and i in alive]
+    leader = [alive[part.leader]] if part.leader is not None and part.leader in alive else []
+    return followers + leader
+
+
+def segment_path(topic: str, partition: int, base_offset: int) -> str:
+    return f"/internal/topics/{topic}/partitions/{partition}/segments/{base_offset}"
+
+
+class SegmentSource:
+    """Thread-safe: httpx clients are; the cluster secret is read once (it never changes)."""
+
+    def __init__(self, engine: Engine, *, timeout_s: float = 60.0) -> None:
+        self.topics = TopicRepo(engine)
+        self.brokers = BrokerRepo(engine)
+        self._secret = PartitionStateRepo(engine).cluster_secret()
+        # Connect/read timeouts per chunk, not for the whole body: big segments take a while.
+        self.http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=5.0))
+
+    def close(self) -> None:
+        self.http.close()
+
+    def download(self, claim: SegmentClaim, dest_dir: str | os.PathLike[str]) -> Downloaded:
+        """Stream the claimed segment into a new file in `dest_dir` (the caller deletes it)."""
+        parts = [p for p in self.topics.partitions(claim.topic) if p.partition == claim.partition]
+        if not parts or parts[0].topic_id != claim.topic_id:
+            raise SegmentUnavailableError(f"{claim.topic}-{claim.partition} no longer exists")
+        candidates = replica_order(parts[0], self.brokers.list())
+        errors: list[str] = []
+        for broker in candidates:
+            try:
+                return self._fetch(broker, claim, dest_dir)
+            except (httpx.HTTPError, OSError, SegmentUnavailableError) as exc:
+                errors.append(f"broker {broker.id}: {exc}")
+                log.warning(
+                    "segment download failed, trying the next replica",
+                    extra={
+                        "topic": claim.topic,
+                        "partition": claim.partition,
+                        "base_offset": claim.base_offset,
+                        "broker": broker.id,
+                        "error": str(exc),
+                    },
+                )
+        raise SegmentUnavailableError(
+            f"{claim.topic}-{claim.partition} segment {claim.base_offset}: "
+            + ("; ".join(errors) or "no alive in-sync replica")
+        )
+
+    def _fetch(
+        self, broker: BrokerInfo, claim: SegmentClaim, dest_dir: str | os.PathLike[str]
+    ) -> Downloaded:
+        url = broker.url.rstrip("/") + segment_path(claim.topic, claim.partition, claim.base_offset)
+        fd, name = tempfile.mkstemp(prefix=f"seg-{claim.base_offset}-", dir=dest_dir)
+        path, size = Path(name), 0
+        try:
+            with (
+                os.fdopen(fd, "wb") as out,
+                self.http.stream(
+                    "GET",
+                    url,
+                    params={"end_offset": claim.end_offset},  # other boundaries: 404
+                    headers={CLUSTER_TOKEN_HEADER: self._secret},
+                ) as r,
+            ):
+                if r.status_code != 200:
+                    r.read()
+                    raise SegmentUnavailableError(f"HTTP {r.status_code}: {r.text[:200]}")
+                for chunk in r.iter_bytes(_CHUNK):
+                    size += len(chunk)
+                    if size > claim.size_bytes:
+                        break  # a longer segment (rolled later on this replica): not ours
+                    out.write(chunk)
+            if size != claim.size_bytes:
+                raise SegmentUnavailableError(
+                    f"size mismatch: got {size}+ bytes, the segment has {claim.size_bytes}"
+                    if size > claim.size_bytes
+                    else f"size mismatch: got {size} bytes, the segment has {claim.size_bytes}"
+                )
+            return Downloaded(path, broker.id, size)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise
