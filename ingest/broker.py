@@ -19,6 +19,7 @@ from ingest.log_manager import LogManager
 from ingest.metadata_cache import MetadataCache, TopicView
 from ingest.metadata_listener import MetadataListener
 from ingest.partition_state import PartitionState, Role
+from ingest.remote_log_manager import RemoteLogManager
 from ingest.replica_leader import ReplicaFetchHandler
 from ingest.replica_manager import ReplicaManager
 from logformat.errors import ErrorCode, TierlogError
@@ -26,6 +27,7 @@ from logformat.partitioner import StickyPartitioner
 from metadata.brokers import BrokerRepo
 from metadata.controller_lease import ControllerLease
 from metadata.db import make_engine, migrate
+from metadata.manifest import ColdManifest, SegmentRegistry
 from metadata.partition_state import PartitionStateRepo
 from metadata.topics import TopicRepo
 
@@ -41,6 +43,12 @@ class Broker:
         self.partition_repo = PartitionStateRepo(self.engine)
         self.cache = MetadataCache(self.topics, self.brokers)
         self.replicas: ReplicaManager | None = None
+        self.remote_log = RemoteLogManager(
+            lambda: self.partitions,
+            self.cache,
+            SegmentRegistry(self.engine),
+            ColdManifest(self.engine),
+        )
         self.fetch_handler = ReplicaFetchHandler(self, self._expand_isr)
         self.controller = Controller(self.engine, config.broker_id, config.lease_ms)
         self.controller_lease = ControllerLease(self.engine)
@@ -87,6 +95,10 @@ class Broker:
             self._every(max(100, cfg.replica_lag_ms // 4), self._shrink_isr, "isr-shrink"),
             self._every(1000, self._roll, "segment-roll"),
             self._every(5000, self._checkpoint, "hw-checkpoint"),
+            self._every(cfg.tiering_duty_ms, self.remote_log.register_sealed, "register-sealed"),
+            self._every(
+                cfg.tiering_duty_ms, self.remote_log.apply_local_retention, "local-retention"
+            ),
         ]
         self.ready = True
         log.info(

@@ -25,6 +25,7 @@ class BrokerConfig(NamedTuple):
     request_timeout_ms: int = 30_000  # how long acks=all waits for the ISR
     default_partitions: int = 1
     default_replication_factor: int = 1
+    tiering_duty_ms: int = 1000  # segment registration and local retention run this often
 
 
 def parse_listen(listen: str) -> tuple[str, int]:

@@ -28,3 +28,31 @@ LOG_END_OFFSET = Gauge("tierlog_log_end_offset", "Next offset to assign", ["topi
 HIGH_WATERMARK = Gauge("tierlog_high_watermark", "High watermark", ["topic", "partition"])
 LOG_START_OFFSET = Gauge("tierlog_log_start_offset", "Log start offset", ["topic", "partition"])
 PARTITIONS_LED = Gauge("tierlog_partitions_led", "Partitions this broker leads")
+
+# Tiering, broker side (remote_log_manager.py).
+TIERING_LAG = Gauge(
+    "tierlog_partition_tiering_lag_records",
+    "Committed records of a partition this broker leads not yet in the cold tier (leader view)",
+    ["topic", "partition"],
+)
+HOT_BYTES = Gauge(
+    "tierlog_hot_bytes", "Bytes of a partition's segments on this broker", ["topic", "partition"]
+)
+SEGMENTS_REGISTERED = Counter(
+    "tierlog_segments_registered_total", "Sealed segments registered for tiering", ["topic"]
+)
+LOCAL_RETENTION_DELETED_SEGMENTS = Counter(
+    "tierlog_local_retention_deleted_segments_total",
+    "Tiered hot segments deleted by local retention",
+    ["topic"],
+)
+LOCAL_RETENTION_DELETED_BYTES = Counter(
+    "tierlog_local_retention_deleted_bytes_total",
+    "Bytes of tiered hot segments deleted by local retention",
+    ["topic"],
+)
+LOCAL_RETENTION_BLOCKED_BYTES = Gauge(
+    "tierlog_local_retention_blocked_bytes",
+    "Hot bytes local retention would delete but keeps because they are not tiered yet",
+    ["topic", "partition"],
+)

@@ -23,7 +23,7 @@ from rocksdict import WriteBatch
 
 from ingest.index import LogIndex, PartitionIndex, PartitionState, SegmentMeta
 from ingest.log_recovery import RecoveryResult, prepare_dir, recover
-from ingest.segment import NO_TIMESTAMP, BytesLike, Segment, remove_dir
+from ingest.segment import NO_TIMESTAMP, BytesLike, Graveyard, Segment, remove_dir
 from logformat.errors import ErrorCode, TierlogError
 from logformat.frame import HEADER_SIZE, MAGIC, CorruptFrameError, FrameHeader, assign, scan
 from logformat.frame import decode_records as _decode
@@ -79,6 +79,7 @@ class PartitionLog:
         self._lock = threading.RLock()
         self._failed: Exception | None = None
         self._closed = False
+        self._graveyard = Graveyard()
 
     @classmethod
     def open(
@@ -444,6 +445,8 @@ class PartitionLog:
     def delete_segments_before(self, offset: int) -> list[SegmentInfo]:
         """Delete the sealed segments whose records are all below `offset` (never the active)."""
         with self._lock:
+            if self._closed:  # dropped meanwhile: its files and index entries are gone
+                return []
             segs = self._segments
             n = 0
             while n < len(segs) - 1 and segs[n].next_offset <= offset:
@@ -451,8 +454,9 @@ class PartitionLog:
             if not n:
                 return []
             gone = self.segments()[:n]
-            for seg in segs[:n]:
-                seg.delete()
+            now = time.monotonic()
+            self._graveyard.reap(now)
+            self._graveyard.bury(segs[:n], now)  # readers in flight keep their descriptors
             self._set_segments(segs[n:])
             first = segs[n].base_offset
             self._lso = max(self._lso, first)
@@ -463,6 +467,11 @@ class PartitionLog:
             self._put_state(batch, clean=False)
             self._index.write(batch)
             return gone
+
+    def reap_deleted(self) -> None:
+        """Close the descriptors of deleted segments whose grace period has passed."""
+        with self._lock:
+            self._graveyard.reap(time.monotonic())
 
     # --- lifecycle ---
     def flush(self) -> None:
@@ -481,6 +490,7 @@ class PartitionLog:
                 self._index.write(batch)
             for seg in self._segments:
                 seg.close()
+            self._graveyard.close_all()
 
     def delete(self) -> None:
         """Remove the partition: its files and every index entry."""
@@ -488,6 +498,7 @@ class PartitionLog:
             self._closed = True
             for seg in self._segments:
                 seg.close()
+            self._graveyard.close_all()
             self._index.drop_partition(self.topic_id, self.partition)
             remove_dir(self.dir)
 

@@ -224,8 +224,45 @@ class Segment:
             expected = header.next_offset
         return frames, end
 
+    def unlink(self) -> None:
+        """Remove the file's name but keep (or first take) a descriptor: readers that hold
+        this segment keep reading the old bytes until `close` (see Graveyard)."""
+        with contextlib.suppress(OSError):
+            _ = self.fd
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
     def __repr__(self) -> str:
         return f"Segment({self.path!r}, base={self.base_offset}, size={self.size})"
+
+
+class Graveyard:
+    """Segments deleted while lock-free readers may still hold them: their files are unlinked
+    at once, their descriptors closed after a grace period (so a descriptor number is never
+    reused under a reader in flight)."""
+
+    def __init__(self, grace_s: float = 10.0) -> None:
+        self.grace_s = grace_s
+        self._dead: list[tuple[float, Segment]] = []
+
+    def bury(self, segments: Sequence[Segment], now: float) -> None:
+        for seg in segments:
+            seg.unlink()
+            self._dead.append((now + self.grace_s, seg))
+
+    def reap(self, now: float) -> None:
+        keep = []
+        for deadline, seg in self._dead:
+            if deadline <= now:
+                seg.close()
+            else:
+                keep.append((deadline, seg))
+        self._dead = keep
+
+    def close_all(self) -> None:
+        for _, seg in self._dead:
+            seg.close()
+        self._dead = []
 
 
 def read_partition_file(directory: str) -> dict[str, object] | None:

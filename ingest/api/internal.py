@@ -6,11 +6,15 @@ broker reads from Postgres; clients never have it.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import os
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+from starlette.background import BackgroundTask
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from ingest.api.http import JSONResponse, path_partition, read_body
@@ -22,6 +26,7 @@ if TYPE_CHECKING:
     from ingest.broker import Broker
 
 MAX_INTERNAL_BODY = 256 * 1024 * 1024
+SEGMENT_CHUNK = 1024 * 1024
 
 
 def _authorize(request: Request) -> Broker:
@@ -80,8 +85,90 @@ async def led_partitions(request: Request) -> JSONResponse:
     return JSONResponse(out)
 
 
+class _File:
+    """A descriptor closed exactly once, by the body when it ends or by the response after."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd: int | None = fd
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
+
+    async def chunks(self, size: int) -> AsyncIterator[bytes]:
+        try:
+            pos = 0
+            while pos < size and self.fd is not None:
+                chunk = await asyncio.to_thread(
+                    os.pread, self.fd, min(SEGMENT_CHUNK, size - pos), pos
+                )
+                if not chunk:
+                    raise OSError(f"segment file ended at {pos} of {size} bytes")
+                yield chunk
+                pos += len(chunk)
+        finally:
+            self.close()
+
+
+async def segment(request: Request) -> Response:
+    """The bytes of a sealed, committed segment this broker holds (leader or follower), for
+    the tiering worker. `?end_offset=` (optional) must match the segment's end, so a replica
+    whose segment boundaries differ answers 404 rather than other bytes."""
+    broker = _authorize(request)
+    topic = request.path_params["topic"]
+    partition = path_partition(request)
+    raw_base, raw_end = request.path_params["base_offset"], request.query_params.get("end_offset")
+    if not raw_base.isdigit() or (raw_end is not None and not raw_end.isdigit()):
+        raise TierlogError(ErrorCode.INVALID_REQUEST, "base_offset and end_offset are offsets")
+    base = int(raw_base)
+    state = broker.partitions.get((topic, partition))
+    if state is None:
+        raise TierlogError(
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            f"broker {broker.config.broker_id} hosts no replica of {topic}-{partition}",
+        )
+    hw = state.high_watermark
+    found = next(
+        (
+            s
+            for s in state.log.segments()
+            if s.base_offset == base and s.sealed and s.next_offset <= hw
+        ),
+        None,
+    )
+    if found is None or (raw_end is not None and int(raw_end) != found.next_offset):
+        raise TierlogError(
+            ErrorCode.NOT_FOUND,
+            f"broker {broker.config.broker_id} has no committed sealed segment {base} of "
+            f"{topic}-{partition}" + (f" ending at {raw_end}" if raw_end is not None else ""),
+        )
+    try:  # our own descriptor: local retention may unlink the file while we stream it
+        fd = await asyncio.to_thread(os.open, found.path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise TierlogError(
+            ErrorCode.NOT_FOUND, f"segment {base} of {topic}-{partition} was just deleted"
+        ) from None
+    body = _File(fd)
+    return StreamingResponse(
+        body.chunks(found.size),
+        media_type="application/octet-stream",
+        headers={
+            "Content-Length": str(found.size),
+            "X-Tierlog-Base-Offset": str(found.base_offset),
+            "X-Tierlog-End-Offset": str(found.next_offset),
+        },
+        background=BackgroundTask(body.close),
+    )
+
+
 routes = [
     Route("/internal/replicas/fetch", replica_fetch, methods=["POST"]),
     Route("/internal/topics/{topic}/partitions/{partition}/append", append, methods=["POST"]),
     Route("/internal/topics/{topic}/led", led_partitions, methods=["GET"]),
+    Route(
+        "/internal/topics/{topic}/partitions/{partition}/segments/{base_offset}",
+        segment,
+        methods=["GET"],
+    ),
 ]

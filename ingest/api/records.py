@@ -156,7 +156,14 @@ async def fetch_records(request: Request) -> Response:
             ErrorCode.INVALID_REQUEST,
             f"value_format must be auto, base64 or string; got {value_format!r}",
         )
-    result = await fetch(state, offset, max_records, max_bytes, wait_ms)
+    try:
+        result = await fetch(state, offset, max_records, max_bytes, wait_ms)
+    except TierlogError as exc:
+        if exc.code is ErrorCode.OFFSET_OUT_OF_RANGE and offset < state.log.log_start_offset:
+            cold = await broker.remote_log.out_of_range(state, offset)
+            if cold is not None:  # say where the offset lives (cross-tier fetch comes later)
+                raise cold from None
+        raise
     metrics.FETCHED_RECORDS.labels(topic).inc(result.batch.num_rows)
     headers = {
         "X-Tierlog-Leader": broker.config.advertised_url,

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.routing import Route
 
 from ingest.api.http import JSONResponse, field_int, json_object
+from ingest.remote_log_manager import TierStatus
 from logformat.errors import ErrorCode, TierlogError
 from metadata.configs import effective_configs
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
     from ingest.metadata_cache import TopicView
+
+log = logging.getLogger("tierlog.api.topics")
 
 MAX_PARTITIONS = 10_000
 ADMIN_BODY_LIMIT = 1024 * 1024
@@ -41,8 +45,22 @@ async def _remote_offsets(broker: Broker, view: TopicView) -> dict[int, dict[str
     return out
 
 
+async def _tier_status(broker: Broker, view: TopicView) -> dict[int, TierStatus] | None:
+    """Cold range and tiered end per partition (None: the manifest could not be read)."""
+    if not view.config.remote_storage_enable:
+        return {}
+    try:
+        return await broker.remote_log.tier_status(
+            view.info.id, [p.partition for p in view.partitions]
+        )
+    except Exception:  # the manifest is unreadable: describe the hot tier alone
+        log.exception("reading the cold manifest failed", extra={"topic": view.info.name})
+        return None
+
+
 async def describe(broker: Broker, view: TopicView) -> dict[str, Any]:
-    remote = await _remote_offsets(broker, view)
+    remote, tiers = await asyncio.gather(_remote_offsets(broker, view), _tier_status(broker, view))
+    tiering = view.config.remote_storage_enable
     partitions = []
     for p in view.partitions:
         state = broker.leader_state(view.info.name, p.partition)
@@ -54,8 +72,17 @@ async def describe(broker: Broker, view: TopicView) -> dict[str, Any]:
             }
         else:
             offsets = remote.get(p.partition)
-        start = offsets["log_start_offset"] if offsets else None
-        end = offsets["log_end_offset"] if offsets else None
+        tier = tiers.get(p.partition) if tiers is not None else None
+        cold = tier.cold if tier is not None else None
+        hot_start = offsets["log_start_offset"] if offsets else None
+        hw = offsets["high_watermark"] if offsets else None
+        start = hot_start if cold is None else min(cold[0], hot_start or cold[0])
+        lag: int | None = 0
+        if tiering:
+            lag = None
+            if hw is not None and hot_start is not None and tier is not None:
+                end = tier.tiered_end if tier.tiered_end is not None else hot_start
+                lag = max(0, hw - end)
         partitions.append(
             {
                 "partition": p.partition,
@@ -64,11 +91,13 @@ async def describe(broker: Broker, view: TopicView) -> dict[str, Any]:
                 "replicas": p.replicas,
                 "isr": p.isr,
                 "log_start_offset": start,
-                "high_watermark": offsets["high_watermark"] if offsets else None,
-                "log_end_offset": end,
-                "hot": {"start": start, "end": end} if offsets else None,
-                "cold": None,  # no cold tier yet: it arrives with the tiering worker
-                "tiering_lag": None,
+                "high_watermark": hw,
+                "log_end_offset": offsets["log_end_offset"] if offsets else None,
+                "hot": (
+                    {"start": hot_start, "end": offsets["log_end_offset"]} if offsets else None
+                ),
+                "cold": {"start": cold[0], "end": cold[1]} if cold is not None else None,
+                "tiering_lag": lag,
             }
         )
     return {
