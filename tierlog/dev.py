@@ -1,14 +1,18 @@
-"""`tierlog dev`: Postgres, N brokers (and later tiering/compaction) on one machine.
+"""`tierlog dev`: Postgres, an S3 endpoint, N brokers, tiering (and later compaction) on one
+machine.
 
-Each broker runs as its own process, as in production; this supervisor starts them, restarts
-one that dies, and stops everything on Ctrl-C. All state lives under --data-dir, so a second
-`tierlog dev` finds its topics and records again.
+Each broker and worker runs as its own process, as in production; this supervisor starts them,
+restarts one that dies, and stops everything on Ctrl-C in order: brokers, workers, S3, Postgres.
+All state lives under --data-dir, so a second `tierlog dev` finds its topics and records again
+(the S3 endpoint is SeaweedFS, which keeps objects on disk: see tierlog/local_s3.py).
+TIERLOG_DATABASE_URL / TIERLOG_S3_ENDPOINT, when set, replace the embedded servers.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -18,6 +22,8 @@ from pathlib import Path
 import httpx
 
 from tierlog import logs
+from tierlog.local_s3 import LocalS3
+from tierlog.localpg import LocalPostgres
 
 log = logging.getLogger("tierlog.dev")
 
@@ -58,38 +64,71 @@ def _wait_ready(url: str, child: Child, timeout: float = 60) -> None:
     raise RuntimeError(f"{child.name} was not ready at {url} within {timeout:.0f}s")
 
 
+# Worker roles started beside the brokers when this build of tierlog has the command.
+_WORKER_ROLES = ("tiering", "compaction")
+
+
+def _has_command(role: str) -> str | None:
+    """`tierlog ROLE --help` output when the command exists, else None."""
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "tierlog", role, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def _worker_argv(role: str, help_text: str, log_level: str) -> list[str]:
+    argv = [sys.executable, "-m", "tierlog", role]  # its default worker id is unique
+    if "--log-level" in help_text:
+        argv += ["--log-level", log_level]
+    return argv
+
+
+def _start_s3(data_dir: Path, env: dict[str, str]) -> tuple[LocalS3 | None, dict[str, str]]:
+    """The S3 environment for children: TIERLOG_S3_ENDPOINT's, or a local SeaweedFS's.
+
+    Creates the bucket, and writes the S3 variables to data_dir/s3.env for the user's tools.
+    """
+    s3 = None if env.get("TIERLOG_S3_ENDPOINT") else LocalS3(data_dir / "s3")
+    try:
+        s3_env = s3.start() if s3 is not None else {}
+        s3_env["TIERLOG_S3_BUCKET"] = env.get("TIERLOG_S3_BUCKET") or "tierlog"
+        from tiering.object_store import ObjectStore, ObjectStoreConfig
+
+        config = ObjectStoreConfig.from_env({**env, **s3_env})
+        store = ObjectStore(config)
+        try:
+            store.ensure_bucket()
+        except Exception as exc:
+            where = config.endpoint_url or "AWS S3"
+            raise RuntimeError(f"cannot create bucket {config.bucket!r} at {where}: {exc}") from exc
+        finally:
+            store.close()
+        # `set -a; . .tierlog/s3.env; set +a` then aws-cli / boto3 reach the same bucket.
+        fd = os.open(data_dir / "s3.env", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            shown = {"TIERLOG_S3_ENDPOINT": config.endpoint_url or "", **s3_env}
+            f.writelines(f"{k}={shlex.quote(v)}\n" for k, v in shown.items())
+    except BaseException:
+        if s3 is not None:
+            s3.stop()
+        raise
+    if s3 is not None:
+        log.info("s3 started", extra={"endpoint": s3.endpoint, "data_dir": str(s3.data_dir)})
+    return s3, s3_env
+
+
 def run_dev(data_dir: Path, brokers: int, port: int, log_level: str = "INFO") -> int:
     logs.setup("dev", log_level)
     data_dir.mkdir(parents=True, exist_ok=True)
-    pg = None
-    database_url = os.environ.get("TIERLOG_DATABASE_URL")
-    if not database_url:
-        from tierlog.localpg import LocalPostgres
-
-        pg = LocalPostgres(data_dir / "postgres")
-        database_url = pg.start()
-        log.info("postgres started", extra={"data_dir": str(data_dir / "postgres")})
-    env = dict(os.environ, TIERLOG_DATABASE_URL=database_url)
-    children = []
-    for i in range(1, brokers + 1):
-        listen = f"127.0.0.1:{port + i - 1}"
-        argv = [
-            sys.executable,
-            "-m",
-            "tierlog",
-            "broker",
-            "--broker-id",
-            str(i),
-            "--listen",
-            listen,
-            "--data-dir",
-            str(data_dir / f"broker-{i}"),
-            "--log-level",
-            log_level,
-            "--default-replication-factor",
-            str(min(3, brokers)),
-        ]
-        children.append((Child(f"broker-{i}", argv, env), f"http://{listen}"))
+    pg: LocalPostgres | None = None
+    s3: LocalS3 | None = None
+    children: list[tuple[Child, str | None]] = []  # (child, URL with /readyz or None)
     stopping = False
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -99,13 +138,55 @@ def run_dev(data_dir: Path, brokers: int, port: int, log_level: str = "INFO") ->
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
+        database_url = os.environ.get("TIERLOG_DATABASE_URL")
+        if not database_url:
+            pg = LocalPostgres(data_dir / "postgres")
+            database_url = pg.start()
+            log.info("postgres started", extra={"data_dir": str(data_dir / "postgres")})
+        env = dict(os.environ, TIERLOG_DATABASE_URL=database_url)
+        s3, s3_env = _start_s3(data_dir, env)
+        env.update(s3_env)
+        for i in range(1, brokers + 1):
+            listen = f"127.0.0.1:{port + i - 1}"
+            argv = [
+                sys.executable,
+                "-m",
+                "tierlog",
+                "broker",
+                "--broker-id",
+                str(i),
+                "--listen",
+                listen,
+                "--data-dir",
+                str(data_dir / f"broker-{i}"),
+                "--log-level",
+                log_level,
+                "--default-replication-factor",
+                str(min(3, brokers)),
+            ]
+            children.append((Child(f"broker-{i}", argv, env), f"http://{listen}"))
         for child, _url in children:
             child.start()
         for child, url in children:
+            assert url is not None
             _wait_ready(url, child)
-        urls = ", ".join(url for _, url in children)
+        workers = []
+        for role in _WORKER_ROLES:
+            help_text = _has_command(role)
+            if help_text is None:
+                log.info("no such command yet; not started", extra={"role": role})
+                continue
+            worker = Child(role, _worker_argv(role, help_text, log_level), env)
+            worker.start()
+            children.append((worker, None))
+            workers.append(role)
+        urls = ", ".join(url for _, url in children if url)
+        where = s3.endpoint if s3 else env["TIERLOG_S3_ENDPOINT"]
         print(
-            f"tierlog dev is up: brokers at {urls} (open, no auth: loopback only). "
+            f"tierlog dev is up: brokers at {urls} (open, no auth: loopback only); "
+            f"S3 at {where} bucket {env['TIERLOG_S3_BUCKET']} "
+            f"(credentials in {data_dir / 's3.env'}); "
+            f"workers: {', '.join(workers) or 'none'}. "
             f"Data in {data_dir}. Ctrl-C stops everything.",
             file=sys.stderr,
             flush=True,
@@ -125,13 +206,15 @@ def run_dev(data_dir: Path, brokers: int, port: int, log_level: str = "INFO") ->
                     )
                     time.sleep(min(5.0, 0.5 * child.restarts))
                     child.start()
-    except RuntimeError as exc:
+    except RuntimeError as exc:  # LocalPostgresError, LocalS3Error, a child that won't start
         print(f"tierlog dev: {exc}", file=sys.stderr)
         return 1
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        for child, _url in children:
+        for child, _url in children:  # brokers first, then the workers, in start order
             child.stop()
+        if s3 is not None:
+            s3.stop()
         if pg is not None:
             pg.stop()
         log.info("stopped")

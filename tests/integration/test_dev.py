@@ -1,8 +1,9 @@
-"""`tierlog dev` end to end: its own Postgres, a broker, Ctrl-C, and data across restarts."""
+"""`tierlog dev` end to end: its own Postgres and S3, a broker, Ctrl-C, data across restarts."""
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -16,10 +17,30 @@ import httpx
 import pytest
 
 from tests.integration.brokers import free_port
+from tiering.object_store import ObjectStore, ObjectStoreConfig
+
+_EXTERNAL = {
+    "TIERLOG_DATABASE_URL",
+    "TIERLOG_S3_ENDPOINT",
+    "TIERLOG_S3_BUCKET",
+    "TIERLOG_S3_PREFIX",
+}
+_BANNER = "tierlog dev is up"
+
+
+def _s3_env(data_dir: Path) -> dict[str, str]:
+    """data_dir/s3.env, the S3 variables `tierlog dev` gives its children (KEY=shell-quoted)."""
+    env = {}
+    for line in (data_dir / "s3.env").read_text().splitlines():
+        key, _, value = line.partition("=")
+        env[key] = shlex.split(value)[0] if value else ""
+    return env
 
 
 def _start(data_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if k != "TIERLOG_DATABASE_URL"}
+    # dev's own Postgres and S3, not the caller's
+    env = {k: v for k, v in os.environ.items() if k not in _EXTERNAL}
+    banners = log.read_text().count(_BANNER) if log.exists() else 0
     with open(log, "ab") as f:
         proc = subprocess.Popen(
             [
@@ -39,11 +60,10 @@ def _start(data_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         assert proc.poll() is None, log.read_text()
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
+        # The banner comes once every part is up: brokers ready, S3, workers.
+        if log.read_text().count(_BANNER) > banners:
+            assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200
+            return proc
         time.sleep(0.25)
     proc.kill()
     raise AssertionError(f"tierlog dev did not come up:\n{log.read_text()}")
@@ -85,11 +105,24 @@ def test_dev_runs_the_quickstart_and_keeps_data(dev_dir: Path, tmp_path: Path) -
         )
         assert r.status_code == 200, r.text
         placed = r.json()["offsets"]
+        # The S3 endpoint dev started (SeaweedFS): named in the banner and in data_dir/s3.env,
+        # on loopback, with the bucket created and the credentials working.
+        s3_env = _s3_env(data_dir)
+        endpoint = s3_env["TIERLOG_S3_ENDPOINT"]
+        assert endpoint.startswith("http://127.0.0.1:")
+        assert f"S3 at {endpoint} bucket tierlog" in log.read_text()
+        assert "workers: tiering" in log.read_text()  # the tiering worker runs beside
+        store = ObjectStore(ObjectStoreConfig.from_env(s3_env))
+        store.put("dev-test/marker", b"kept")
     finally:
         _ctrl_c(proc)
     assert (data_dir / "postgres").is_dir()
+    with pytest.raises(httpx.TransportError):  # Ctrl-C stopped S3 too
+        httpx.get(f"{endpoint}/healthz", timeout=2)
     proc = _start(data_dir, port, log)
     try:
+        assert _s3_env(data_dir) == s3_env
+        assert store.get("dev-test/marker") == b"kept"
         for o, value in zip(placed, [{"hello": "world"}, "hi"], strict=True):
             doc = httpx.get(
                 f"{base}/topics/greetings/partitions/{o['partition']}/records",
