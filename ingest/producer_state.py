@@ -31,21 +31,29 @@ Not thread-safe: use it from the partition's event loop, like PartitionState.
 from __future__ import annotations
 
 import logging
-import os
 import struct
 import time
-from collections.abc import Iterator, Sequence
-from typing import NamedTuple
+from collections.abc import Iterator
 
+from ingest.frame_headers import epoch_at, iter_frame_headers
 from ingest.index import LogIndex
 from ingest.partition_log import PartitionLog
+from ingest.producer_appends import PendingAppends
+from ingest.producer_types import (
+    APPEND,
+    MAX_EPOCH,
+    MAX_SEQUENCE,
+    BatchMetadata,
+    ProducerEntry,
+    Verdict,
+    add_seq,
+    next_entry,
+)
 from logformat.errors import ErrorCode, TierlogError
-from logformat.frame import HEADER, HEADER_SIZE, MAGIC, NO_PRODUCER_ID, FrameHeader
+from logformat.frame import NO_PRODUCER_ID, FrameHeader
 
 log = logging.getLogger(__name__)
 
-MAX_SEQUENCE = (1 << 31) - 1
-MAX_EPOCH = (1 << 15) - 1
 DEFAULT_EXPIRATION_MS = 7 * 24 * 3600 * 1000  # Kafka's producer.id.expiration.ms default
 _CKPT_BASE = 1 << 63  # checkpoint keys: 2^63 + offset (real producer ids are < 2^63)
 _CKPT = struct.Struct("<Bi")  # version, leader epoch of the frame before the offset
@@ -53,46 +61,6 @@ _SNAP = struct.Struct("<BqI")  # version, end offset, producer count
 _ENTRY = struct.Struct("<qhqB")  # producer id, epoch, last timestamp, batch count
 _BATCH = struct.Struct("<iiqq")  # first seq, last seq, base offset, last offset
 _VERSION = 1
-
-
-class BatchMetadata(NamedTuple):
-    first_seq: int
-    last_seq: int
-    base_offset: int
-    last_offset: int
-
-
-class ProducerEntry(NamedTuple):
-    """Immutable, so staging overlays share entries without copying."""
-
-    epoch: int
-    batches: tuple[BatchMetadata, ...]  # oldest first
-    last_timestamp: int  # max timestamp of its last batch (ms)
-
-    @property
-    def last_seq(self) -> int:
-        return self.batches[-1].last_seq if self.batches else -1
-
-
-class Verdict(NamedTuple):
-    """APPEND, or a DUPLICATE of a cached batch, answered with that batch's offsets.
-
-    `in_flight`: the original is staged in the same drain; its offsets hold only if that
-    drain's append succeeds (fail the duplicate together with the drain otherwise).
-    """
-
-    duplicate: bool = False
-    base_offset: int = -1
-    last_offset: int = -1
-    in_flight: bool = False
-
-
-APPEND = Verdict()
-
-
-def add_seq(seq: int, n: int) -> int:
-    """`seq + n` in Kafka's sequence space: 0 .. 2^31-1, then 0 again."""
-    return (seq + n) % (MAX_SEQUENCE + 1)
 
 
 class ProducerStateManager:
@@ -208,7 +176,7 @@ class ProducerStateManager:
         last_seq = add_seq(base_sequence, record_count - 1)
         meta = BatchMetadata(base_sequence, last_seq, base_offset, last_offset)
         e = self._entries.get(producer_id)
-        self._entries[producer_id] = _next_entry(e, producer_epoch, meta, ts, self.max_batches)
+        self._entries[producer_id] = next_entry(e, producer_epoch, meta, ts, self.max_batches)
 
     def apply_frame(self, header: FrameHeader) -> None:
         """Follower (and replay) path: apply one frame as written; plain frames only advance
@@ -266,7 +234,7 @@ class ProducerStateManager:
         """Store the state at its end offset; keep the newest `max_checkpoints`. Call it when
         the active segment rolls (see maybe_checkpoint) and at close."""
         batch, end = self._index.batch(), self._end
-        value = _CKPT.pack(_VERSION, _epoch_at(plog.leader_epochs(), end - 1))
+        value = _CKPT.pack(_VERSION, epoch_at(plog.leader_epochs(), end - 1))
         self._pindex.put_producer(batch, _CKPT_BASE + end, value + self.snapshot())
         offsets = self._checkpoint_offsets()
         older = [o for o in offsets if o < end]
@@ -294,7 +262,7 @@ class ProducerStateManager:
             ok = off <= leo and len(value) >= _CKPT.size
             if ok:
                 version, epoch = _CKPT.unpack_from(value)
-                ok = version == _VERSION and (off <= lso or _epoch_at(epochs, off - 1) == epoch)
+                ok = version == _VERSION and (off <= lso or epoch_at(epochs, off - 1) == epoch)
             if ok and not loaded:
                 try:
                     self.load(memoryview(value)[_CKPT.size :])
@@ -341,144 +309,14 @@ class ProducerStateManager:
         return [k - _CKPT_BASE for k, _ in self._checkpoints()]
 
 
-_Staged = tuple[int, int, int, int, int, int | None]  # pid, epoch, seq, count, base, ts
-_Mark = tuple[int, dict[int, ProducerEntry], int]  # staged count, overlay, next offset
-
-
-class PendingAppends:
-    """One drain's validation overlay (Kafka's per-append ProducerAppendInfo map).
-
-    `check_and_stage` validates a frame against the committed state plus what this drain staged
-    before it and, when it is to be appended, stages it at the offsets the log will give it
-    (dense from `next_offset`, in staging order). EVERY frame the drain appends must be staged,
-    plain ones too, in the order passed to PartitionLog.append. `mark`/`rollback` drop a failed
-    request's frames; `commit(ranges)` applies the staged frames with the offsets the log
-    returned. Dropping the object discards everything: nothing is mutated before commit.
-    """
-
-    def __init__(self, manager: ProducerStateManager, next_offset: int) -> None:
-        self._m = manager
-        self._start = self.next_offset = next_offset
-        self._overlay: dict[int, ProducerEntry] = {}
-        self._staged: list[_Staged] = []
-
-    def _entry(self, pid: int) -> ProducerEntry | None:
-        e = self._overlay.get(pid)
-        return self._m.entry(pid) if e is None else e
-
-    def check(
-        self, producer_id: int, producer_epoch: int, base_sequence: int, record_count: int
-    ) -> Verdict:
-        """Like ProducerStateManager.check, including this drain's staged frames; pure."""
-        e = self._entry(producer_id)
-        return self._m._check(
-            e, producer_id, producer_epoch, base_sequence, record_count, self._start
-        )
-
-    def check_and_stage(
-        self,
-        producer_id: int,
-        producer_epoch: int,
-        base_sequence: int,
-        record_count: int,
-        timestamp_ms: int | None = None,
-    ) -> Verdict:
-        """check(); on APPEND also stage the frame. Raises TierlogError (nothing staged)."""
-        verdict = self.check(producer_id, producer_epoch, base_sequence, record_count)
-        if verdict.duplicate:
-            return verdict
-        base = self.next_offset
-        self._staged.append(
-            (producer_id, producer_epoch, base_sequence, record_count, base, timestamp_ms)
-        )
-        self.next_offset += record_count
-        if producer_id != NO_PRODUCER_ID:
-            last_seq = add_seq(base_sequence, record_count - 1)
-            meta = BatchMetadata(base_sequence, last_seq, base, base + record_count - 1)
-            prev = self._entry(producer_id)
-            ts = -1 if timestamp_ms is None else timestamp_ms
-            self._overlay[producer_id] = _next_entry(
-                prev, producer_epoch, meta, ts, self._m.max_batches
-            )
-        return verdict
-
-    def mark(self) -> _Mark:
-        return len(self._staged), dict(self._overlay), self.next_offset
-
-    def rollback(self, mark: _Mark) -> None:
-        """Unstage every frame staged since `mark` (a request that failed part-way)."""
-        del self._staged[mark[0] :]
-        self._overlay, self.next_offset = dict(mark[1]), mark[2]
-
-    @property
-    def staged_count(self) -> int:
-        return len(self._staged)
-
-    def commit(self, ranges: Sequence[tuple[int, int]]) -> None:
-        """Apply the staged frames; `ranges` is what PartitionLog.append returned for them."""
-        if len(ranges) != len(self._staged):
-            raise ValueError(f"{len(ranges)} appended ranges for {len(self._staged)} staged frames")
-        for staged, (base, last) in zip(self._staged, ranges, strict=True):
-            pid, epoch, seq, count, predicted, ts = staged
-            if base != predicted:
-                log.error("staged frame predicted at %d was appended at %d", predicted, base)
-            self._m.update(pid, epoch, seq, count, base, last, ts)
-        self._staged = []
-
-
-def _next_entry(
-    e: ProducerEntry | None, epoch: int, batch: BatchMetadata, ts: int, max_batches: int
-) -> ProducerEntry:
-    if e is not None and e.batches and batch.base_offset <= e.batches[-1].last_offset:
-        return e  # offsets only grow along the log: this one was applied already (replay)
-    if e is None or epoch != e.epoch:
-        return ProducerEntry(epoch, (batch,), ts)  # a new epoch forgets the old batches
-    return ProducerEntry(epoch, (*e.batches, batch)[-max_batches:], ts)
-
-
-def _epoch_at(epochs: list[tuple[int, int]], offset: int) -> int:
-    """Leader epoch of the frame holding `offset` per the epoch cache; -1 if unknown."""
-    found = -1
-    for epoch, start in epochs:
-        if start > offset or offset < 0:
-            break
-        found = epoch
-    return found
-
-
-def iter_frame_headers(
-    plog: PartitionLog, start: int, end: int | None = None
-) -> Iterator[FrameHeader]:
-    """Headers of the frames holding offsets in [start, end): the frame index gives where each
-    frame is, one 60-byte pread reads its header. Frames of segments deleted meanwhile (by
-    retention) are skipped."""
-    end = plog.log_end_offset if end is None else end
-    floor = plog.index.frame_floor(start)
-    first = floor.base_offset if floor is not None and floor.next_offset > start else start
-    paths = {s.base_offset: s.path for s in plog.segments()}
-    fds: dict[int, int] = {}
-    try:
-        for e in plog.index.frames(first, end):
-            fd = fds.get(e.segment_base)
-            if fd is None:
-                path = paths.get(e.segment_base)
-                try:
-                    fd = os.open(path, os.O_RDONLY) if path else -1
-                except FileNotFoundError:
-                    fd = -1
-                fds[e.segment_base] = fd
-            if fd < 0:
-                continue
-            raw = os.pread(fd, HEADER_SIZE, e.position)
-            header = FrameHeader._make(HEADER.unpack(raw)) if len(raw) == HEADER_SIZE else None
-            if header is None or header.magic != MAGIC or header.base_offset != e.base_offset:
-                raise TierlogError(
-                    ErrorCode.KAFKA_STORAGE_ERROR,
-                    f"no frame header for offset {e.base_offset} at byte {e.position} of "
-                    f"segment {e.segment_base} of {plog.dir}",
-                )
-            yield header
-    finally:
-        for fd in fds.values():
-            if fd >= 0:
-                os.close(fd)
+__all__ = [
+    "APPEND",
+    "MAX_SEQUENCE",
+    "BatchMetadata",
+    "PendingAppends",
+    "ProducerEntry",
+    "ProducerStateManager",
+    "Verdict",
+    "add_seq",
+    "iter_frame_headers",
+]
