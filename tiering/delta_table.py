@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 from deltalake import DeltaTable
-from deltalake.exceptions import CommitFailedError
+from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from deltalake.fs import DeltaStorageHandler
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
@@ -118,7 +118,14 @@ class DeltaTopicTable:
     # -- the table ------------------------------------------------------------------------
 
     def exists(self) -> bool:
-        return DeltaTable.is_deltatable(self.uri, self.storage_options)
+        # Not DeltaTable.is_deltatable: deltalake (1.6) holds the GIL through its S3 requests
+        # and their retries, which freezes every other thread of the process (/healthz,
+        # /metrics, other workers) for as long as S3 is slow. Loading the table releases it.
+        try:
+            DeltaTable(self.uri, storage_options=self.storage_options)
+        except TableNotFoundError:
+            return False
+        return True
 
     def ensure_created(self, schema: pa.Schema = CONSUMER_SCHEMA) -> None:
         """Create the table if absent. Racing workers are fine: with conditional put only one
@@ -288,6 +295,52 @@ class DeltaTopicTable:
             if not removes:
                 return table.version()
             return self._commit(table, removes)
+
+    def replace_files(
+        self,
+        partition: int,
+        remove_paths: Sequence[str],
+        adds: Sequence[tuple[ParquetFile, str]],
+        *,
+        data_change: bool = False,
+    ) -> int:
+        """One commit removing `remove_paths` and adding the uploaded `adds` (ParquetFile,
+        object key) of `partition` (compaction's rewrites: data_change=False). Every removed
+        path must be live, else ValueError and nothing is committed: a rewrite must never
+        re-add data that someone else removed. Returns the commit's version."""
+        now = int(time.time() * 1000)
+        actions: list[AddAction | RemoveAction] = []
+        for parquet, key in adds:
+            path = self.relpath(key)
+            if not path.startswith(f"{PARTITION_COLUMN}={partition}/"):
+                raise ValueError(f"{path!r} is not in the directory of partition {partition}")
+            actions.append(
+                AddAction(
+                    path=path,
+                    size=parquet.size_bytes,
+                    partition_values={PARTITION_COLUMN: str(partition)},
+                    modification_time=now,
+                    data_change=data_change,
+                    stats=file_stats(parquet),
+                )
+            )
+        with self._lock:
+            table = self._load()
+            live = {f.path: f for f in self._files(table)}
+            for p in dict.fromkeys(self.relpath(p) for p in remove_paths):
+                f = live.get(p)
+                if f is None or f.partition != partition:
+                    raise ValueError(f"{p!r} is not a live file of partition {partition}")
+                actions.append(
+                    RemoveAction(
+                        path=p,
+                        data_change=data_change,
+                        deletion_timestamp=now,
+                        size=f.size,
+                        partition_values={PARTITION_COLUMN: str(partition)},
+                    )
+                )
+            return self._commit(table, actions)
 
     # -- reading --------------------------------------------------------------------------
 
