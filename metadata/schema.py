@@ -132,3 +132,60 @@ cold_files = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("delete_after", DateTime(timezone=True)),
 )
+
+# Consumer groups (0004): groups, members and committed offsets (metadata/groups.py).
+consumer_groups = Table(
+    "consumer_groups",
+    meta,
+    Column("id", BigInteger, primary_key=True),
+    Column("name", Text, nullable=False, unique=True),
+    Column("group_epoch", Integer, nullable=False, server_default="0"),
+    Column("assignor", Text, nullable=False),
+    Column("state", Text, nullable=False, server_default="empty"),
+    Column("subscribed", JSONB, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+group_members = Table(
+    "group_members",
+    meta,
+    Column(
+        "group_id",
+        BigInteger,
+        ForeignKey("consumer_groups.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("member_id", Text, primary_key=True),
+    Column("member_epoch", Integer, nullable=False),
+    Column("topics", ARRAY(Text), nullable=False),
+    Column("assignor", Text),
+    Column("session_timeout_ms", Integer, nullable=False),
+    Column("joined_at", DateTime(timezone=True), nullable=False),
+    Column("last_heartbeat_at", DateTime(timezone=True), nullable=False),
+    Column("session_expires_at", DateTime(timezone=True), nullable=False),
+    Column("target", JSONB, nullable=False),  # {"topic": [partition, ...]}
+    Column("assigned", JSONB, nullable=False),
+    Column("owned", JSONB, nullable=False),
+)
+
+group_offsets = Table(
+    "group_offsets",
+    meta,
+    Column(
+        "group_id",
+        BigInteger,
+        ForeignKey("consumer_groups.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column(
+        "topic_id",
+        UUID(as_uuid=False),
+        ForeignKey("topics.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("partition", Integer, primary_key=True, autoincrement=False),
+    Column("committed_offset", BigInteger, nullable=False),
+    Column("metadata", Text),
+    Column("committed_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)

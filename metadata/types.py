@@ -96,3 +96,80 @@ class ColdFile(NamedTuple):
     created_at: datetime
     updated_at: datetime
     delete_after: datetime | None
+
+
+# -- consumer groups (metadata/groups.py) ------------------------------------------------
+
+PartitionMap = dict[str, list[int]]  # {"topic": [partition, ...]}, partitions ascending
+
+
+class TopicMeta(NamedTuple):
+    id: str
+    partitions: int
+
+
+class GroupRow(NamedTuple):
+    id: int
+    name: str
+    group_epoch: int  # moves on every membership, subscription or topic change (CAS token)
+    assignor: str
+    state: str  # empty | reconciling | stable
+    subscribed: dict[str, TopicMeta]  # what the current target assignment was computed on
+    created_at: datetime
+
+
+class GroupMember(NamedTuple):
+    member_id: str
+    member_epoch: int  # moves whenever `assigned` changes (CAS token, fences stale commits)
+    topics: tuple[str, ...]  # subscription, sorted
+    assignor: str | None  # the assignor this member asked for
+    session_timeout_ms: int
+    joined_at: datetime
+    last_heartbeat_at: datetime
+    session_expires_at: datetime  # by the database's clock
+    target: PartitionMap  # the member's share of the group's target assignment
+    assigned: PartitionMap  # what the member was last told it may own
+    owned: PartitionMap  # what the member last reported owning
+
+
+class GroupSnapshot(NamedTuple):
+    """A group as read under its row lock, with the database's clock and the topics involved."""
+
+    group: GroupRow
+    members: list[GroupMember]  # including lapsed sessions: the caller removes those
+    topics: dict[str, TopicMeta]  # existing topics among those subscribed or asked about
+    now: datetime
+
+
+class OffsetWrite(NamedTuple):
+    topic_id: str
+    partition: int
+    offset: int
+    metadata: str | None
+
+
+class GroupWrite(NamedTuple):
+    """What one decision changes; applied in the transaction that read the snapshot."""
+
+    group: GroupRow | None = None  # the new group row (None: unchanged)
+    members: tuple[GroupMember, ...] = ()  # inserted or updated
+    removed: tuple[str, ...] = ()  # member ids
+    offsets: tuple[OffsetWrite, ...] = ()
+
+
+class CommittedOffset(NamedTuple):
+    topic: str
+    topic_id: str
+    partition: int
+    offset: int
+    metadata: str | None
+    committed_at: datetime
+
+
+class GroupSummary(NamedTuple):
+    name: str
+    state: str
+    group_epoch: int
+    assignor: str
+    members: int  # live members (sessions not lapsed)
+    created_at: datetime

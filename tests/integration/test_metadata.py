@@ -55,7 +55,7 @@ def test_migrate_is_idempotent(empty_db: str) -> None:
         assert schema_revision(engine) is None
         migrate(engine)
         migrate(engine)
-        assert schema_revision(engine) == "0003"
+        assert schema_revision(engine) == "0005"
         assert set(inspect(engine).get_table_names()) >= TABLES
         with engine.connect() as conn:  # single-row tables seeded exactly once
             assert conn.execute(text("SELECT count(*) FROM controller")).scalar() == 1
@@ -85,7 +85,7 @@ def test_migrate_from_several_processes_at_once(empty_db: str) -> None:
         assert p.returncode == 0, err
     engine = make_engine(empty_db)
     try:
-        assert schema_revision(engine) == "0003"
+        assert schema_revision(engine) == "0005"
         with engine.connect() as conn:
             assert conn.execute(text("SELECT count(*) FROM metadata_version")).scalar() == 1
     finally:

@@ -50,8 +50,8 @@ def alter(repo: PartitionStateRepo, p: PartitionInfo, isr: list[int]) -> Partiti
 # -- migration 0002 -----------------------------------------------------------------------------
 
 
-def test_schema_is_at_0003(db_engine: Engine) -> None:
-    assert schema_revision(db_engine) == "0003"
+def test_schema_is_at_head(db_engine: Engine) -> None:
+    assert schema_revision(db_engine) == "0005"
 
 
 def test_cluster_secret_is_random_per_cluster_and_stable(

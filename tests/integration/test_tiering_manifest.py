@@ -34,9 +34,9 @@ def spec(key: str, records: int = 10) -> FileSpec:
     return FileSpec(key, 1234, records, 1000, 2000)
 
 
-def test_schema_is_at_0003_with_tiering_tables(db_engine: Engine) -> None:
+def test_schema_is_at_head_with_tiering_tables(db_engine: Engine) -> None:
     with db_engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0003"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0005"
         assert conn.execute(text("SELECT count(*) FROM hot_segments")).scalar() == 0
         assert conn.execute(text("SELECT count(*) FROM cold_files")).scalar() == 0
 

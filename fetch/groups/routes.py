@@ -1,0 +1,199 @@
+"""HTTP routes of consumer groups (DESIGN §5), mountable on a broker or a fetch node.
+
+``group_routes`` takes everything it needs (the engine, the high-watermark and offset
+lookups, a thread pool for the blocking repository calls), so any Starlette app can mount
+the list it returns. Errors are answered here as Kafka-style JSON, whatever the host app's
+exception handlers are.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.engine import Engine
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from fetch.assignors import DEFAULT_ASSIGNOR
+from fetch.groups import requests
+from fetch.groups.coordinator import Assigned, GroupCoordinator
+from fetch.groups.deps import HighWatermarks, OffsetResolver, blocking
+from fetch.groups.offsets import OffsetRow, fresh_snapshot, offsets_with_lag, plan_reset
+from fetch.groups.requests import OffsetEntry
+from ingest.api.http import JSONResponse, error_response, json_object
+from logformat.errors import ErrorCode, TierlogError
+from metadata.configs import validate_topic_name
+from metadata.groups import GroupRepo
+from metadata.types import GroupMember
+
+BODY_LIMIT = 8 * 1024 * 1024
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def _iso(t: datetime | None) -> str | None:
+    return t.isoformat() if t is not None else None
+
+
+def _assigned(a: Assigned, with_member: bool) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "member_epoch": a.member_epoch,
+        "heartbeat_interval_ms": a.heartbeat_interval_ms,
+        "assignment": a.assignment,
+    }
+    return {"member_id": a.member_id, **doc} if with_member else doc
+
+
+def _offset_row(r: OffsetRow) -> dict[str, Any]:
+    return {
+        "topic": r.topic,
+        "partition": r.partition,
+        "offset": r.offset,
+        "metadata": r.metadata,
+        "committed_at": _iso(r.committed_at),
+        "high_watermark": r.high_watermark,
+        "lag": r.lag,
+    }
+
+
+def _member(m: GroupMember) -> dict[str, Any]:
+    return {
+        "member_id": m.member_id,
+        "member_epoch": m.member_epoch,
+        "topics": list(m.topics),
+        "assignor": m.assignor,
+        "session_timeout_ms": m.session_timeout_ms,
+        "joined_at": _iso(m.joined_at),
+        "last_heartbeat_at": _iso(m.last_heartbeat_at),
+        "assignment": m.assigned,  # what the member may consume now
+        "target": m.target,  # where the group is heading
+        "owned": m.owned,  # what the member last said it consumes
+    }
+
+
+def _kafka_errors(fn: Endpoint) -> Endpoint:
+    @functools.wraps(fn)
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await fn(request)
+        except TierlogError as exc:
+            return error_response(exc)
+
+    return endpoint
+
+
+def _topic_filter(request: Request) -> tuple[str, ...] | None:
+    names = request.query_params.getlist("topic")
+    return tuple(sorted({validate_topic_name(n) for n in names})) if names else None
+
+
+def group_routes(
+    engine: Engine,
+    high_watermarks: HighWatermarks,
+    resolve_offset: OffsetResolver,
+    executor: Executor | None = None,
+    default_assignor: str = DEFAULT_ASSIGNOR,
+) -> list[Route]:
+    """The /groups routes. ``executor`` runs the blocking Postgres calls (default: asyncio's
+    shared pool; a host should give groups their own so lock waits never starve it)."""
+    coordinator = GroupCoordinator(GroupRepo(engine), default_assignor)
+    run = blocking(executor)
+
+    def group_of(request: Request) -> str:
+        return requests.group_name(request.path_params["group"])
+
+    async def list_groups(request: Request) -> Response:
+        rows = await run(coordinator.repo.list)
+        return JSONResponse(
+            {
+                "groups": [
+                    {
+                        "name": g.name,
+                        "state": g.state if g.members else "empty",
+                        "members": g.members,
+                        "assignor": g.assignor,
+                        "group_epoch": g.group_epoch,
+                        "created_at": _iso(g.created_at),
+                    }
+                    for g in rows
+                ]
+            }
+        )
+
+    async def describe(request: Request) -> Response:
+        group = group_of(request)
+        snap = await fresh_snapshot(coordinator, run, group)
+        if snap is None:
+            raise TierlogError(ErrorCode.GROUP_ID_NOT_FOUND, f"no group {group!r}")
+        offsets = await offsets_with_lag(coordinator, run, high_watermarks, group)
+        lags = [r.lag for r in offsets if r.lag is not None]
+        return JSONResponse(
+            {
+                "name": snap.group.name,
+                "state": snap.group.state,
+                "group_epoch": snap.group.group_epoch,
+                "assignor": snap.group.assignor,
+                "created_at": _iso(snap.group.created_at),
+                "members": [_member(m) for m in snap.members],
+                "offsets": [_offset_row(r) for r in offsets],
+                "lag": sum(lags) if lags else None,
+            }
+        )
+
+    async def join(request: Request) -> Response:
+        group = group_of(request)
+        req = requests.join(await json_object(request, BODY_LIMIT))
+        return JSONResponse(_assigned(await run(coordinator.join, group, req), True))
+
+    async def heartbeat(request: Request) -> Response:
+        group = group_of(request)
+        member = requests.member_id(request.path_params["member"])
+        req = requests.heartbeat(await json_object(request, BODY_LIMIT))
+        return JSONResponse(_assigned(await run(coordinator.heartbeat, group, member, req), False))
+
+    async def leave(request: Request) -> Response:
+        group = group_of(request)
+        member = requests.member_id(request.path_params["member"])
+        await run(coordinator.leave, group, member)
+        return JSONResponse({"member_id": member, "left": True})
+
+    async def commit(request: Request) -> Response:
+        group = group_of(request)
+        req = requests.commit(await json_object(request, BODY_LIMIT))
+        done: tuple[OffsetEntry, ...] = await run(coordinator.commit, group, req)
+        return JSONResponse({"offsets": [e._asdict() for e in done]})
+
+    async def get_offsets(request: Request) -> Response:
+        group = group_of(request)
+        rows = await offsets_with_lag(
+            coordinator, run, high_watermarks, group, _topic_filter(request)
+        )
+        return JSONResponse({"offsets": [_offset_row(r) for r in rows]})
+
+    async def reset(request: Request) -> Response:
+        group = group_of(request)
+        req = requests.reset(await json_object(request, BODY_LIMIT))
+        rows = await plan_reset(coordinator, run, resolve_offset, group, req)
+        if not req.dry_run:
+            entries = [OffsetEntry(r.topic, r.partition, r.offset, None) for r in rows]
+            await run(coordinator.reset, group, entries)
+        return JSONResponse({"offsets": [r._asdict() for r in rows], "dry_run": req.dry_run})
+
+    return [
+        Route("/groups", _kafka_errors(list_groups), methods=["GET"]),
+        Route("/groups/{group}", _kafka_errors(describe), methods=["GET"]),
+        Route("/groups/{group}/members", _kafka_errors(join), methods=["POST"]),
+        Route(
+            "/groups/{group}/members/{member}/heartbeat",
+            _kafka_errors(heartbeat),
+            methods=["POST"],
+        ),
+        Route("/groups/{group}/members/{member}", _kafka_errors(leave), methods=["DELETE"]),
+        Route("/groups/{group}/offsets", _kafka_errors(commit), methods=["POST"]),
+        Route("/groups/{group}/offsets", _kafka_errors(get_offsets), methods=["GET"]),
+        Route("/groups/{group}/offsets/reset", _kafka_errors(reset), methods=["POST"]),
+    ]

@@ -1,0 +1,335 @@
+"""Consumer groups over HTTP against real broker processes (DESIGN §1, §5): any broker answers
+any member; partitions move on leave and on session expiry but never have two owners; stale
+epochs are fenced; committed offsets survive restarts; resets only on empty groups."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from itertools import cycle
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.brokers import BrokerProcess
+from tests.integration.cluster import Cluster, wait_for
+
+PARTITIONS = 6
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    db_factory: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    c = Cluster(db_factory(), Path(tmp_path_factory.mktemp("groups")), 3).start()
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="module")
+def topic(cluster: Cluster) -> str:
+    b = cluster.any()
+    r = b.http.post("/topics", json={"name": "orders", "partitions": PARTITIONS})
+    assert r.status_code == 201, r.text
+    # Ten records per partition, so lag and resets have something to measure.
+    for p in range(PARTITIONS):
+        recs = [
+            {"value": f"v{p}-{i}", "partition": p, "timestamp": 1000 * (i + 1)} for i in range(10)
+        ]
+        wait_for(
+            "produce",
+            lambda recs=recs: (
+                b.http.post("/topics/orders/records", json={"records": recs}).status_code == 200
+            ),
+        )
+    return "orders"
+
+
+def ok(r: Any, status: int = 200) -> dict[str, Any]:
+    assert r.status_code == status, r.text
+    return dict(r.json())
+
+
+def error(r: Any, status: int, code: str) -> None:
+    assert r.status_code == status, r.text
+    assert r.json()["error_code"] == code, r.text
+
+
+def tps(assignment: dict[str, list[int]]) -> set[tuple[str, int]]:
+    return {(t, p) for t, ps in assignment.items() for p in ps}
+
+
+class Member:
+    """A well-behaved member: consumes what the last answer gave it, reports it as owned."""
+
+    def __init__(self, brokers: list[BrokerProcess], group: str, topics: list[str], **join: Any):
+        self.brokers = cycle(brokers)  # every request goes to the next broker
+        self.group = group
+        doc = ok(
+            next(self.brokers).http.post(
+                f"/groups/{group}/members", json={"topics": topics, **join}
+            )
+        )
+        self.id = doc["member_id"]
+        self.epoch = doc["member_epoch"]
+        self.interval_ms = doc["heartbeat_interval_ms"]
+        self.owned = tps(doc["assignment"])
+
+    def beat(self) -> dict[str, Any]:
+        owned: dict[str, list[int]] = {}
+        for t, p in sorted(self.owned):
+            owned.setdefault(t, []).append(p)
+        r = next(self.brokers).http.post(
+            f"/groups/{self.group}/members/{self.id}/heartbeat",
+            json={"member_epoch": self.epoch, "owned": owned},
+        )
+        doc = ok(r)
+        self.epoch, self.owned = doc["member_epoch"], tps(doc["assignment"])
+        return doc
+
+    def commit(self, offsets: dict[tuple[str, int], int], epoch: int | None = None) -> Any:
+        body = {
+            "member_id": self.id,
+            "member_epoch": self.epoch if epoch is None else epoch,
+            "offsets": [{"topic": t, "partition": p, "offset": o} for (t, p), o in offsets.items()],
+        }
+        return next(self.brokers).http.post(f"/groups/{self.group}/offsets", json=body)
+
+    def leave(self) -> None:
+        ok(next(self.brokers).http.delete(f"/groups/{self.group}/members/{self.id}"))
+
+
+def settle(members: list[Member], rounds: int = 4) -> None:
+    for _ in range(rounds):
+        for m in members:
+            m.beat()
+
+
+def all_partitions(topic: str) -> set[tuple[str, int]]:
+    return {(topic, p) for p in range(PARTITIONS)}
+
+
+def test_join_heartbeat_leave_through_any_broker(cluster: Cluster, topic: str) -> None:
+    brokers = list(cluster.brokers.values())
+    a = Member(brokers, "g-basic", [topic], assignor="cooperative-sticky")
+    assert a.owned == all_partitions(topic) and a.interval_ms > 0
+    b = Member(brokers[1:], "g-basic", [topic])
+    assert b.owned == set()  # all still a's until a gives some up
+    settle([a, b])
+    assert len(a.owned) == len(b.owned) == 3 and a.owned | b.owned == all_partitions(topic)
+    for via in brokers:  # every broker describes the same group
+        doc = ok(via.http.get("/groups/g-basic"))
+        assert doc["state"] == "stable" and doc["assignor"] == "cooperative-sticky"
+        assert {m["member_id"]: tps(m["assignment"]) for m in doc["members"]} == {
+            a.id: a.owned,
+            b.id: b.owned,
+        }
+    listed = {g["name"]: g for g in ok(brokers[2].http.get("/groups"))["groups"]}
+    assert listed["g-basic"]["members"] == 2
+    a.leave()
+    b.beat()
+    assert b.owned == all_partitions(topic)
+    error(brokers[0].http.delete(f"/groups/g-basic/members/{a.id}"), 409, "UNKNOWN_MEMBER_ID")
+
+
+def test_errors_are_kafka_names_with_http_statuses(cluster: Cluster, topic: str) -> None:
+    http = cluster.any().http
+    error(http.get("/groups/no-such-group"), 404, "GROUP_ID_NOT_FOUND")
+    error(http.post("/groups/g-err/members", json={"topics": []}), 400, "INVALID_REQUEST")
+    error(
+        http.post("/groups/g-err/members", json={"topics": ["a b"]}), 400, "INVALID_TOPIC_EXCEPTION"
+    )
+    error(
+        http.post("/groups/g-err/members", json={"topics": [topic], "assignor": "fair"}),
+        400,
+        "UNSUPPORTED_ASSIGNOR",
+    )
+    error(
+        http.post("/groups/g-err/members/nobody/heartbeat", json={"member_epoch": 1}),
+        409,
+        "UNKNOWN_MEMBER_ID",
+    )
+    m = Member([cluster.any()], "g-err", [topic])
+    r = cluster.any().http.post(
+        f"/groups/g-err/members/{m.id}/heartbeat", json={"member_epoch": m.epoch + 5}
+    )
+    error(r, 409, "FENCED_MEMBER_EPOCH")
+    error(http.post("/groups/g-err/offsets", content=b"{"), 400, "INVALID_REQUEST")
+    m.leave()
+
+
+def test_a_silent_member_loses_its_partitions_to_the_others_never_to_two_at_once(
+    cluster: Cluster, topic: str
+) -> None:
+    """Three members heartbeat from threads, each through every broker in turn; one stops.
+    Ownership intervals per partition — from the answer that granted it to the heartbeat that
+    stopped reporting it (for the silent member: its last heartbeat + the session timeout,
+    when a well-behaved consumer stops) — must never overlap between members."""
+    session_ms = 1500
+    brokers = list(cluster.brokers.values())
+    members = [
+        Member(brokers[i:] + brokers[:i], "g-expiry", [topic], session_timeout_ms=session_ms)
+        for i in range(3)
+    ]
+    intervals: list[tuple[str, tuple[str, int], float, float]] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+    silent = members[2]
+    silent_deadline = [float("inf")]
+    errors: list[BaseException] = []
+
+    def run(m: Member, quiet_after: float | None) -> None:
+        since = dict.fromkeys(m.owned, time.monotonic())
+        started = last_sent = time.monotonic()  # after the join: a later bound, so stricter
+        try:
+            while not stop.is_set():
+                sent = time.monotonic()
+                if quiet_after is not None and sent - started > quiet_after:
+                    with lock:  # stops consuming when its session may have lapsed
+                        silent_deadline[0] = last_sent + session_ms / 1000
+                        for tp, t0 in since.items():
+                            intervals.append((m.id, tp, t0, silent_deadline[0]))
+                    return
+                before = set(m.owned)
+                m.beat()
+                got = time.monotonic()
+                last_sent = sent
+                with lock:
+                    for tp in before - m.owned:
+                        intervals.append((m.id, tp, since.pop(tp), sent))
+                for tp in m.owned - before:
+                    since[tp] = got
+                # Released partitions are reported at once, as a consumer would after revoking.
+                time.sleep(0.05 if before - m.owned else m.interval_ms / 1000)
+            with lock:
+                for tp, t0 in since.items():
+                    intervals.append((m.id, tp, t0, time.monotonic()))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [
+        threading.Thread(target=run, args=(m, 3.0 if m is silent else None)) for m in members
+    ]
+    for t in threads:
+        t.start()
+    try:
+        wait_for(
+            "the silent member's partitions to move to the others",
+            lambda: (
+                silent_deadline[0] < float("inf")
+                and members[0].owned | members[1].owned == all_partitions(topic)
+            ),
+            timeout=30,
+        )
+        time.sleep(1)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors, errors
+    assert len(members[0].owned) == len(members[1].owned) == 3
+    for i, (m1, tp1, s1, e1) in enumerate(intervals):
+        for m2, tp2, s2, e2 in intervals[i + 1 :]:
+            if tp1 == tp2 and m1 != m2:
+                assert e1 <= s2 or e2 <= s1, f"{tp1} owned by two members at once"
+    doc = ok(cluster.any().http.get("/groups/g-expiry"))
+    assert silent.id not in {m["member_id"] for m in doc["members"]}
+    r = cluster.any().http.post(
+        f"/groups/g-expiry/members/{silent.id}/heartbeat", json={"member_epoch": silent.epoch}
+    )
+    error(r, 409, "UNKNOWN_MEMBER_ID")
+    for m in members[:2]:
+        m.leave()
+
+
+def test_commits_are_fenced_and_offsets_report_lag(cluster: Cluster, topic: str) -> None:
+    brokers = list(cluster.brokers.values())
+    a = Member(brokers, "g-commit", [topic])
+    first_epoch = a.epoch
+    b = Member(brokers, "g-commit", [topic])
+    settle([a, b])
+    assert a.epoch > first_epoch
+    mine = sorted(a.owned)[0]
+    error(a.commit({mine: 4}, epoch=first_epoch), 409, "STALE_MEMBER_EPOCH")
+    theirs = sorted(b.owned)[0]
+    error(a.commit({theirs: 4}), 409, "STALE_MEMBER_EPOCH")
+    error(
+        brokers[0].http.post(
+            "/groups/g-commit/offsets",
+            json={
+                "member_id": "ghost",
+                "member_epoch": 1,
+                "offsets": [{"topic": topic, "partition": 0, "offset": 1}],
+            },
+        ),
+        409,
+        "UNKNOWN_MEMBER_ID",
+    )
+    ok(a.commit({mine: 4}))
+    ok(b.commit({theirs: 7}))
+    for via in brokers:
+        rows = {
+            (r["topic"], r["partition"]): r
+            for r in ok(via.http.get("/groups/g-commit/offsets"))["offsets"]
+        }
+        assert set(rows) == all_partitions(topic)  # subscribed partitions, committed or not
+        assert (rows[mine]["offset"], rows[mine]["lag"], rows[mine]["high_watermark"]) == (4, 6, 10)
+        assert (rows[theirs]["offset"], rows[theirs]["lag"]) == (7, 3)
+        others = set(rows) - {mine, theirs}
+        assert all(rows[tp]["offset"] is None and rows[tp]["lag"] is None for tp in others)
+    doc = ok(brokers[1].http.get("/groups/g-commit"))
+    assert doc["lag"] == 9
+    a.leave()
+    b.leave()
+
+
+def test_reset_offsets_only_when_the_group_is_empty(cluster: Cluster, topic: str) -> None:
+    http = cluster.any().http
+    m = Member([cluster.any()], "g-reset", [topic])
+    body = {"at": "earliest", "topics": [topic]}
+    error(http.post("/groups/g-reset/offsets/reset", json=body), 409, "NON_EMPTY_GROUP")
+    m.leave()
+
+    def offsets() -> dict[int, int | None]:
+        rows = ok(http.get("/groups/g-reset/offsets", params={"topic": topic}))["offsets"]
+        return {r["partition"]: r["offset"] for r in rows}
+
+    dry = ok(
+        http.post("/groups/g-reset/offsets/reset", json={**body, "at": "latest", "dry_run": True})
+    )
+    assert dry["dry_run"] and {r["offset"] for r in dry["offsets"]} == {10}
+    assert set(offsets().values()) == {None}  # a dry run writes nothing
+    ok(http.post("/groups/g-reset/offsets/reset", json=body))
+    assert offsets() == dict.fromkeys(range(PARTITIONS), 0)
+    ok(http.post("/groups/g-reset/offsets/reset", json={"at": "latest"}))  # all committed
+    assert offsets() == dict.fromkeys(range(PARTITIONS), 10)
+    # Timestamps: record i of each partition has timestamp 1000 * (i + 1).
+    scope = {"partitions": [{"topic": topic, "partition": 2}]}
+    ok(http.post("/groups/g-reset/offsets/reset", json={"at": 3500, **scope}))
+    assert offsets()[2] == 3
+    ok(http.post("/groups/g-reset/offsets/reset", json={"at": 10**12, **scope}))
+    assert offsets()[2] == 10  # past every record: the end, as Kafka resets
+    explicit = {"offsets": [{"topic": topic, "partition": 1, "offset": 5}]}
+    ok(http.post("/groups/g-reset/offsets/reset", json=explicit))
+    assert offsets()[1] == 5
+    error(
+        http.post("/groups/g-reset/offsets/reset", json={"at": "earliest", "topics": ["nope"]}),
+        404,
+        "UNKNOWN_TOPIC_OR_PARTITION",
+    )
+
+
+def test_committed_offsets_survive_broker_restarts(cluster: Cluster, topic: str) -> None:
+    m = Member(list(cluster.brokers.values()), "g-durable", [topic])
+    ok(m.commit(dict.fromkeys(sorted(m.owned), 8)))
+    m.leave()
+    for b in cluster.brokers.values():
+        b.restart()
+    wait_for(
+        "brokers back",
+        lambda: all(x["alive"] for x in cluster.any().http.get("/brokers").json()["brokers"]),
+    )
+    rows = ok(cluster.any().http.get("/groups/g-durable/offsets"))["offsets"]
+    assert {(r["partition"], r["offset"]) for r in rows} == {(p, 8) for p in range(PARTITIONS)}
