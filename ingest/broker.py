@@ -7,13 +7,14 @@ import contextlib
 import gc
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import uvicorn
 
 from ingest.broker_config import BrokerConfig
 from ingest.controller import Controller
+from ingest.extension import ExtensionFactory, running
 from ingest.forwarding import Forwarder
 from ingest.log_manager import LogManager
 from ingest.metadata_cache import MetadataCache, TopicView
@@ -22,6 +23,7 @@ from ingest.partition_state import PartitionState, Role
 from ingest.remote_log_manager import RemoteLogManager
 from ingest.replica_leader import ReplicaFetchHandler
 from ingest.replica_manager import ReplicaManager
+from ingest.tiered_fetch import ColdReader
 from logformat.errors import ErrorCode, TierlogError
 from logformat.partitioner import StickyPartitioner
 from metadata.brokers import BrokerRepo
@@ -35,8 +37,10 @@ log = logging.getLogger("tierlog.broker")
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, cold_reader: ColdReader | None = None) -> None:
         self.config = config
+        # Serves fetches below the local log start from S3; None: hot reads only (no S3).
+        self.cold_reader = cold_reader
         self.engine = make_engine(config.database_url)
         self.brokers = BrokerRepo(self.engine)
         self.topics = TopicRepo(self.engine)
@@ -74,6 +78,8 @@ class Broker:
         await asyncio.to_thread(migrate, self.engine)
         self.cluster_secret = await asyncio.to_thread(self.partition_repo.cluster_secret)
         await self._heartbeat()
+        if self.cold_reader is not None:
+            await self.cold_reader.start()
         self._logs = await asyncio.to_thread(LogManager, str(cfg.data_dir))
         self.replicas = ReplicaManager(
             cfg.broker_id,
@@ -125,6 +131,9 @@ class Broker:
         if self._logs is not None:
             self._logs.close()
         await self.forwarder.close()
+        if self.cold_reader is not None:
+            with contextlib.suppress(Exception):
+                await self.cold_reader.close()
         with contextlib.suppress(Exception):
             await asyncio.to_thread(self.controller.resign)
         with contextlib.suppress(Exception):
@@ -263,26 +272,32 @@ class Broker:
         return sticky
 
 
-def serve(config: BrokerConfig) -> None:
+def serve(
+    config: BrokerConfig,
+    cold_reader: ColdReader | None = None,
+    extensions: Sequence[ExtensionFactory] = (),
+) -> None:
     """Run one broker until SIGINT/SIGTERM."""
     from ingest.api.app import build_app
 
-    broker = Broker(config)
+    broker = Broker(config, cold_reader)
+    added = [make(broker) for make in extensions]
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: object) -> AsyncIterator[None]:
         await broker.start()
-        # Long-lived startup objects leave the GC's view; produce bodies make many young
-        # objects, and default thresholds would rescan everything far too often.
-        gc.collect()
-        gc.freeze()
         try:
-            yield
+            async with running(added):
+                # Long-lived startup objects leave the GC's view; produce bodies make many young
+                # objects, and default thresholds would rescan everything far too often.
+                gc.collect()
+                gc.freeze()
+                yield
         finally:
             await broker.stop()
 
     gc.set_threshold(50_000, 20, 20)
-    app = build_app(broker, lifespan)
+    app = build_app(broker, lifespan, [r for ext in added for r in ext.routes])
     server = uvicorn.Server(
         uvicorn.Config(
             app,

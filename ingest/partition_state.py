@@ -327,7 +327,10 @@ class PartitionState:
             for _, header in iter_headers(data):
                 self.producers.apply_frame(header)  # a new leader needs the sequences too
             self.producers.maybe_checkpoint(self.log)
-        self.high_watermark = max(self.high_watermark, min(leader_hw, self.log.log_end_offset))
+        hw = max(self.high_watermark, min(leader_hw, self.log.log_end_offset))
+        if hw != self.high_watermark:
+            self.high_watermark = hw
+            self._wake()  # consumers long-polling this follower (follower fetching, KIP-392)
         self._publish_offsets()
 
     def truncate_to(self, offset: int) -> None:

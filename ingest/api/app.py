@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +12,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ingest import metrics
@@ -71,10 +72,19 @@ class RequestMetrics:
 
 
 def build_app(
-    broker: Broker, lifespan: Callable[[Any], AbstractAsyncContextManager[None]] | None = None
+    broker: Broker,
+    lifespan: Callable[[Any], AbstractAsyncContextManager[None]] | None = None,
+    extra_routes: Sequence[BaseRoute] = (),  # mounted by packages above ingest (extension.py)
 ) -> Starlette:
     app = Starlette(
-        routes=[*topics.routes, *records.routes, *producers.routes, *ops.routes, *internal.routes],
+        routes=[
+            *topics.routes,
+            *records.routes,
+            *producers.routes,
+            *ops.routes,
+            *internal.routes,
+            *extra_routes,
+        ],
         exception_handlers={
             TierlogError: _tierlog_error,
             HTTPException: _http_error,

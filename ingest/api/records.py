@@ -3,41 +3,37 @@
 from __future__ import annotations
 
 import asyncio
+import hmac
 import time
 from typing import TYPE_CHECKING, Any, cast
 
-import pyarrow as pa
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ingest import metrics
-from ingest.api.http import JSONResponse, path_partition, query_int, read_body
-from ingest.fetch_reader import fetch
-from ingest.partition_state import AppendResult, PartitionState
+from ingest import metrics, tiered_fetch
+from ingest.api.fetch_response import (
+    ARROW_STREAM,
+    REPLICA_READ_HEADER,
+    fetch_params,
+    fetch_response,
+)
+from ingest.api.http import JSONResponse, path_partition, read_body
+from ingest.partition_state import AppendResult, PartitionState, Role
 from ingest.produce import ProducePlan, json_offsets, plan_arrow, plan_json, producer_fields
-from ingest.replication_wire import FORWARDED_HEADER
-from logformat import records
+from ingest.replication_wire import CLUSTER_TOKEN_HEADER, FORWARDED_HEADER
 from logformat.errors import ErrorCode, TierlogError
-from logformat.records import VALUE_FORMATS
-from logformat.schema import CONSUMER_SCHEMA
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
     from ingest.metadata_cache import TopicView
 
-ARROW_STREAM = "application/vnd.apache.arrow.stream"
 JSON_TYPES = ("application/json", "", "application/x-www-form-urlencoded", "text/plain")
 ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
-MAX_FETCH_BYTES = 64 * 1024 * 1024
 
 
 def _media_type(request: Request) -> str:
     return request.headers.get("content-type", "").split(";")[0].strip().lower()
-
-
-def _wants_arrow(request: Request) -> bool:
-    return ARROW_STREAM in request.headers.get("accept", "")
 
 
 async def produce(request: Request) -> Response:
@@ -143,49 +139,75 @@ async def fetch_records(request: Request) -> Response:
     broker: Broker = request.app.state.broker
     topic = request.path_params["topic"]
     partition = path_partition(request)
-    state = await _local_leader(broker, request, topic, partition)
+    state = await _local_replica(broker, request, topic, partition)
     if not isinstance(state, PartitionState):
         return state
-    offset = query_int(request, "offset", state.log.log_start_offset, 0, 2**63 - 1)
-    max_records = query_int(request, "max_records", 500, 1, 1_000_000)
-    max_bytes = query_int(request, "max_bytes", 1024 * 1024, 1, MAX_FETCH_BYTES)
-    wait_ms = query_int(request, "wait_ms", 0, 0, 30_000)
-    value_format = request.query_params.get("value_format", "auto")
-    if value_format not in VALUE_FORMATS:
-        raise TierlogError(
-            ErrorCode.INVALID_REQUEST,
-            f"value_format must be auto, base64 or string; got {value_format!r}",
-        )
+    params = fetch_params(request)
+    cold = _cold_reader(broker, topic)
     try:
-        result = await fetch(state, offset, max_records, max_bytes, wait_ms)
+        result = await tiered_fetch.fetch_tiered(
+            state, cold, params.offset, params.max_records, params.max_bytes, params.wait_ms
+        )
     except TierlogError as exc:
-        if exc.code is ErrorCode.OFFSET_OUT_OF_RANGE and offset < state.log.log_start_offset:
-            cold = await broker.remote_log.out_of_range(state, offset)
-            if cold is not None:  # say where the offset lives (cross-tier fetch comes later)
-                raise cold from None
+        offset = params.offset
+        if (
+            cold is None
+            and exc.code is ErrorCode.OFFSET_OUT_OF_RANGE
+            and offset is not None
+            and offset < state.log.log_start_offset
+        ):
+            hint = await broker.remote_log.out_of_range(state, offset)
+            if hint is not None:  # no cold reader here (S3 not configured): say where it is
+                raise hint from None
         raise
     metrics.FETCHED_RECORDS.labels(topic).inc(result.batch.num_rows)
-    headers = {
-        "X-Tierlog-Leader": broker.config.advertised_url,
-        "X-Tierlog-Next-Offset": str(result.next_offset),
-        "X-Tierlog-High-Watermark": str(result.high_watermark),
-        "X-Tierlog-Log-Start-Offset": str(result.log_start_offset),
-    }
-    if _wants_arrow(request):
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, CONSUMER_SCHEMA) as writer:
-            if result.batch.num_rows:
-                writer.write_batch(result.batch)
-        return Response(sink.getvalue().to_pybytes(), media_type=ARROW_STREAM, headers=headers)
-    return JSONResponse(
-        {
-            "records": records.render_json_records(result.batch, value_format),
-            "next_offset": result.next_offset,
-            "high_watermark": result.high_watermark,
-            "log_start_offset": result.log_start_offset,
-        },
-        headers=headers,
+    leader = (  # a follower read (KIP-392) still names the leader
+        broker.config.advertised_url
+        if state.role is Role.LEADER
+        else broker.cache.broker_url(state.leader_id)
+        if state.leader_id is not None
+        else None
     )
+    return await fetch_response(request, result, params.value_format, leader)
+
+
+def _cold_reader(broker: Broker, topic: str) -> tiered_fetch.ColdReader | None:
+    """The broker's cold reader when the topic is tiered (None: hot reads only)."""
+    if broker.cold_reader is None:
+        return None
+    view = broker.cache.topic(topic)
+    return broker.cold_reader if view is not None and view.config.remote_storage_enable else None
+
+
+async def _local_replica(
+    broker: Broker, request: Request, topic: str, partition: int
+) -> PartitionState | Response:
+    """This broker's state if it leads the partition (or may serve a fetch node's read as an
+    in-sync follower), else the leader's proxied answer."""
+    follower = _follower_read(broker, request, topic, partition)
+    return (
+        follower if follower is not None else await _local_leader(broker, request, topic, partition)
+    )
+
+
+def _follower_read(
+    broker: Broker, request: Request, topic: str, partition: int
+) -> PartitionState | None:
+    """Kafka's follower fetching (KIP-392), for fetch nodes only: an in-sync follower serves
+    what it has up to its own high watermark (committed records, never truncated). Anything
+    newer, or a follower out of the ISR, falls through to the leader."""
+    if REPLICA_READ_HEADER not in request.headers or not broker.cluster_secret:
+        return None
+    given = request.headers.get(CLUSTER_TOKEN_HEADER, "")
+    if not hmac.compare_digest(given, broker.cluster_secret):
+        return None
+    state = broker.partitions.get((topic, partition))
+    if state is None or state.role is not Role.FOLLOWER or broker.config.broker_id not in state.isr:
+        return None
+    raw = request.query_params.get("offset", "")
+    if not raw.isdigit() or not state.log.log_start_offset <= int(raw) <= state.high_watermark:
+        return None
+    return state
 
 
 async def _local_leader(
@@ -206,16 +228,19 @@ async def _local_leader(
 
 
 async def list_offsets(request: Request) -> Response:
-    """?at=earliest|latest|<timestamp ms>: Kafka's ListOffsets for one partition."""
+    """?at=earliest|latest|<timestamp ms>: Kafka's ListOffsets for one partition, across
+    tiers (earliest is the log start of the whole log, hot and cold)."""
     broker: Broker = request.app.state.broker
     partition = path_partition(request)
-    state = await _local_leader(broker, request, request.path_params["topic"], partition)
+    topic = request.path_params["topic"]
+    state = await _local_leader(broker, request, topic, partition)
     if not isinstance(state, PartitionState):
         return state
+    cold = _cold_reader(broker, topic)
     at = request.query_params.get("at", "latest")
     body: dict[str, object] = {"partition": partition, "at": at}
     if at == "earliest":
-        body["offset"] = state.log.log_start_offset
+        body["offset"] = await tiered_fetch.earliest(state, cold)
     elif at == "latest":
         body["offset"] = state.high_watermark
     else:
@@ -228,10 +253,8 @@ async def list_offsets(request: Request) -> Response:
             ) from None
         if ts < 0:
             raise TierlogError(ErrorCode.INVALID_TIMESTAMP, f"timestamp must be ≥ 0, got {ts}")
-        offset = state.log.offset_for_timestamp(ts)
-        # Kafka answers "no such offset" when every record is older than the timestamp.
-        body["offset"] = offset if offset is not None and offset < state.high_watermark else None
-    body["log_start_offset"] = state.log.log_start_offset
+        body["offset"] = await tiered_fetch.offset_for_timestamp(state, cold, ts)
+    body["log_start_offset"] = await tiered_fetch.earliest(state, cold)
     body["high_watermark"] = state.high_watermark
     return JSONResponse(body, headers={"X-Tierlog-Leader": broker.config.advertised_url})
 

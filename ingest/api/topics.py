@@ -77,6 +77,8 @@ async def describe(broker: Broker, view: TopicView) -> dict[str, Any]:
         hot_start = offsets["log_start_offset"] if offsets else None
         hw = offsets["high_watermark"] if offsets else None
         start = hot_start if cold is None else min(cold[0], hot_start or cold[0])
+        if start is not None and tier is not None and tier.log_start is not None:
+            start = max(start, tier.log_start)  # retention moved it; replicas catch up
         lag: int | None = 0
         if tiering:
             lag = None

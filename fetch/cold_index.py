@@ -1,0 +1,197 @@
+"""Offset → cold file, through the Postgres manifest (DESIGN §4: "Fetch resolves an offset
+through it"), never by listing the bucket.
+
+Every lookup is an index probe on cold_files (topic_id, partition, base_offset) restricted to
+committed rows (the partial index of migration v0005 keeps deleted rows out of the way), so
+resolving an offset costs the same with 10 or 10 million cold files:
+
+    covering:  base_offset <= o  ORDER BY base_offset DESC LIMIT 1
+    next:      base_offset >  o  ORDER BY base_offset       LIMIT k   (read-ahead window)
+    bounds:    ORDER BY base_offset LIMIT 1, and DESC LIMIT 1
+
+A short window of consecutive files is cached per partition, so a sequential replay asks
+Postgres once per `window` files. Queries run on a small pool of their own, so a burst of cold
+reads can never starve the broker's heartbeat (which uses the default executor).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import time
+from collections import OrderedDict
+from concurrent.futures import Executor
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+
+from fetch import metrics
+from ingest.tiered_fetch import ColdRange
+from metadata.schema import cold_files
+from metadata.types import ColdFile
+
+_COLS = list(cold_files.columns)
+_C = cold_files.c
+
+
+def _where(topic_id: str, partition: int) -> tuple[Any, ...]:
+    return (_C.topic_id == topic_id, _C.partition == partition, _C.state == "committed")
+
+
+def _file(row: Any) -> ColdFile:
+    m = row._mapping
+    return ColdFile(*(m[c.name] for c in _COLS))._replace(topic_id=str(m["topic_id"]))
+
+
+class ManifestQueries:
+    """The synchronous queries (run on the index's pool)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def bounds(self, topic_id: str, partition: int) -> ColdRange | None:
+        w = _where(topic_id, partition)
+        first = select(_C.base_offset).where(*w).order_by(_C.base_offset).limit(1)
+        last = select(_C.last_offset).where(*w).order_by(_C.base_offset.desc()).limit(1)
+        metrics.MANIFEST_QUERIES.labels("bounds").inc()
+        with self.engine.connect() as conn:
+            row = conn.execute(select(first.scalar_subquery(), last.scalar_subquery())).one()
+        return None if row[0] is None else ColdRange(int(row[0]), int(row[1]) + 1)
+
+    def window(self, topic_id: str, partition: int, offset: int, ahead: int) -> list[ColdFile]:
+        """The file whose base is the last <= `offset` (if any) and the `ahead` after it."""
+        w = _where(topic_id, partition)
+        covering = (
+            select(*_COLS).where(*w, _C.base_offset <= offset).order_by(_C.base_offset.desc())
+        )
+        after = select(*_COLS).where(*w, _C.base_offset > offset).order_by(_C.base_offset)
+        metrics.MANIFEST_QUERIES.labels("window").inc()
+        with self.engine.connect() as conn:
+            rows = list(conn.execute(covering.limit(1)))
+            rows += list(conn.execute(after.limit(ahead)))
+        return [_file(r) for r in rows]
+
+    def first_reaching(self, topic_id: str, partition: int, timestamp: int) -> ColdFile | None:
+        """The first file in offset order holding a timestamp >= `timestamp`.
+
+        A scan in offset order filtered on max_timestamp: producers choose timestamps, so they
+        need not grow with offsets and no index orders files by "first reaching" a time. It
+        stops at the first match, so its cost is the number of files before the answer."""
+        stmt = (
+            select(*_COLS)
+            .where(*_where(topic_id, partition), _C.max_timestamp >= timestamp)
+            .order_by(_C.base_offset)
+            .limit(1)
+        )
+        metrics.MANIFEST_QUERIES.labels("timestamp").inc()
+        with self.engine.connect() as conn:
+            row = conn.execute(stmt).first()
+        return None if row is None else _file(row)
+
+
+class _Window:
+    __slots__ = ("at", "bases", "files")
+
+    def __init__(self, files: list[ColdFile]) -> None:
+        self.files = files
+        self.bases = [f.base_offset for f in files]
+        self.at = time.monotonic()
+
+
+class ColdIndex:
+    """Async, cached manifest lookups."""
+
+    def __init__(
+        self,
+        queries: ManifestQueries,
+        pool: Executor,
+        *,
+        bounds_ttl_s: float = 1.0,
+        window_ttl_s: float = 10.0,
+        window: int = 8,
+        max_partitions: int = 4096,
+    ) -> None:
+        self._q, self._pool = queries, pool
+        self.bounds_ttl_s, self.window_ttl_s, self.window = bounds_ttl_s, window_ttl_s, window
+        self.max_partitions = max_partitions
+        self._bounds: OrderedDict[tuple[str, int], tuple[float, ColdRange | None]] = OrderedDict()
+        self._windows: OrderedDict[tuple[str, int], _Window] = OrderedDict()
+
+    async def _run(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    def peek_bounds(self, topic_id: str, partition: int) -> tuple[ColdRange | None] | None:
+        """The cached bounds if fresh, wrapped (None: not cached). Reads only, so any thread
+        may call it."""
+        hit = self._bounds.get((topic_id, partition))
+        if hit is not None and time.monotonic() - hit[0] < self.bounds_ttl_s:
+            return (hit[1],)
+        return None
+
+    async def bounds(self, topic_id: str, partition: int, fresh: bool = False) -> ColdRange | None:
+        k = (topic_id, partition)
+        hit = self._bounds.get(k)
+        if hit is not None and not fresh and time.monotonic() - hit[0] < self.bounds_ttl_s:
+            return hit[1]
+        rng: ColdRange | None = await self._run(self._q.bounds, topic_id, partition)
+        _put(self._bounds, k, (time.monotonic(), rng), self.max_partitions)
+        return rng
+
+    async def file_at(self, topic_id: str, partition: int, offset: int) -> ColdFile | None:
+        """The file holding `offset`, else the first one after it (compaction gaps), else
+        None (past the cold end)."""
+        k = (topic_id, partition)
+        found = self._from_window(self._windows.get(k), offset)
+        if found is not None:
+            return found
+        files: list[ColdFile] = await self._run(
+            self._q.window, topic_id, partition, offset, self.window
+        )
+        win = _Window(files)
+        _put(self._windows, k, win, self.max_partitions)
+        return self._pick(win, offset, complete=True)
+
+    def _from_window(self, win: _Window | None, offset: int) -> ColdFile | None:
+        if win is None or time.monotonic() - win.at > self.window_ttl_s:
+            return None
+        return self._pick(win, offset, complete=False)
+
+    @staticmethod
+    def _pick(win: _Window, offset: int, complete: bool) -> ColdFile | None:
+        i = bisect.bisect_right(win.bases, offset) - 1
+        if i >= 0 and offset <= win.files[i].last_offset:
+            return win.files[i]
+        # Not inside a file: the next one, if the window shows it is the next in the table
+        # (a file after an in-window predecessor, or any file when the window was just read).
+        nxt = i + 1
+        if nxt < len(win.files) and (complete or i >= 0):
+            return win.files[nxt]
+        return None
+
+    def invalidate(self, topic_id: str, partition: int) -> None:
+        self._windows.pop((topic_id, partition), None)
+        self._bounds.pop((topic_id, partition), None)
+
+    def peek_after(self, topic_id: str, partition: int, file: ColdFile, n: int) -> list[ColdFile]:
+        """Up to `n` files after `file` that the cached window already knows (prefetch)."""
+        win = self._windows.get((topic_id, partition))
+        if win is None:
+            return []
+        i = bisect.bisect_right(win.bases, file.base_offset)
+        return win.files[i : i + n]
+
+    async def first_reaching(
+        self, topic_id: str, partition: int, timestamp: int
+    ) -> ColdFile | None:
+        found: ColdFile | None = await self._run(
+            self._q.first_reaching, topic_id, partition, timestamp
+        )
+        return found
+
+
+def _put(d: OrderedDict[Any, Any], k: Any, v: Any, cap: int) -> None:
+    d[k] = v
+    d.move_to_end(k)
+    while len(d) > cap:
+        d.popitem(last=False)

@@ -1,0 +1,43 @@
+"""Offsets by timestamp in the cold tier (Kafka's ListOffsets, remote part).
+
+The manifest's min/max timestamps pick the first file (in offset order) that reaches the
+timestamp; that file's row-group statistics pick the first row group that does; only that
+row group is read, and its first row at or after the timestamp is the answer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from fetch.cold_index import ColdIndex
+from fetch.footer_cache import FooterCache
+from fetch.row_groups import RowGroupCache
+
+
+async def offset_for_timestamp(
+    index: ColdIndex,
+    footers: FooterCache,
+    groups: RowGroupCache,
+    topic_id: str,
+    partition: int,
+    timestamp: int,
+) -> int | None:
+    f = await index.first_reaching(topic_id, partition, timestamp)
+    while f is not None:
+        if f.max_timestamp < timestamp:  # (only after the fallback below) skip older files
+            f = await index.file_at(topic_id, partition, f.last_offset + 1)
+            continue
+        layout = await footers.get(f.object_key, f.size_bytes)
+        for g in layout.groups:
+            if g.max_timestamp is not None and g.max_timestamp < timestamp:
+                continue  # statistics say every row is older
+            table = await groups.get(f.object_key, layout, g.number)
+            stamps = table.column(1).cast(pa.int64()).to_numpy()
+            hits = np.flatnonzero(stamps >= timestamp)
+            if hits.size:
+                return int(table.column(0)[int(hits[0])].as_py())
+        # The manifest promised a newer record than the file holds (it never should): go on
+        # with the files after it rather than answer wrongly.
+        f = await index.file_at(topic_id, partition, f.last_offset + 1)
+    return None

@@ -1,0 +1,239 @@
+"""The cold tier as a reader: fetch's implementation of ingest.tiered_fetch.ColdReader, used
+by brokers (for offsets below their local log start) and by fetch nodes.
+
+It owns the caches, the prefetcher and two small thread pools: one for Parquet decoding,
+one for manifest queries. Neither is the event loop's default executor, so cold reads can
+neither block the loop nor starve a broker's own background work (heartbeats, appends).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Coroutine, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NamedTuple, TypeVar
+
+import pyarrow as pa
+from botocore.exceptions import BotoCoreError, ClientError
+from sqlalchemy.exc import SQLAlchemyError
+
+from fetch import metrics
+from fetch.cold_index import ColdIndex, ManifestQueries
+from fetch.cold_offsets import offset_for_timestamp
+from fetch.cold_reader import ColdFileReader
+from fetch.footer_cache import FooterCache
+from fetch.parquet_layout import CorruptColdFileError
+from fetch.prefetch import PrefetchConfig, Prefetcher
+from fetch.range_cache import RangeCache, ShortReadError
+from fetch.row_groups import RowGroupCache
+from fetch.store import RangeStore
+from ingest.tiered_fetch import ColdRange, ColdRead
+from logformat.errors import ErrorCode, TierlogError
+from metadata.db import make_engine
+
+log = logging.getLogger("tierlog.fetch.cold")
+MiB = 1 << 20
+DECODE_NICE = 10
+T = TypeVar("T")
+# What a broken object store or a corrupt object raises (pyarrow: undecodable Parquet).
+_STORE_ERRORS = (
+    OSError,
+    BotoCoreError,
+    ClientError,
+    CorruptColdFileError,
+    ShortReadError,
+    pa.ArrowException,
+    SQLAlchemyError,  # the manifest (Postgres) is away
+)
+
+
+class ColdTierConfig(NamedTuple):
+    cache_bytes: int = 256 * MiB  # raw byte ranges (demand + prefetch): the memory bound
+    decoded_bytes: int = 128 * MiB  # decoded row groups
+    decode_threads: int = 2
+    db_threads: int = 2
+    prefetch: PrefetchConfig = PrefetchConfig()
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ColdTierConfig:
+        """TIERLOG_COLD_CACHE_MB, _DECODED_MB, _PREFETCH_MB (window), _DECODE_THREADS."""
+        env = os.environ if environ is None else environ
+
+        def mib(name: str, default: int) -> int:
+            raw = env.get(f"TIERLOG_COLD_{name}")
+            return int(raw) * MiB if raw else default
+
+        base = cls()
+        threads = env.get("TIERLOG_COLD_DECODE_THREADS")
+        return base._replace(
+            cache_bytes=mib("CACHE_MB", base.cache_bytes),
+            decoded_bytes=mib("DECODED_MB", base.decoded_bytes),
+            decode_threads=int(threads) if threads else base.decode_threads,
+            prefetch=base.prefetch._replace(
+                window_bytes=mib("PREFETCH_MB", base.prefetch.window_bytes)
+            ),
+        )
+
+
+class ColdTier:
+    """Everything cold runs on an event loop of its own, in a thread of its own (at a lower
+    priority): receiving megabytes from S3 and joining them into objects is event-loop work
+    that must not queue a broker's produce requests behind it. Callers on any loop get the
+    results through futures."""
+
+    def __init__(
+        self, database_url: str, store: RangeStore, config: ColdTierConfig | None = None
+    ) -> None:
+        self.config = config = config or ColdTierConfig()
+        self._store = store
+        self._engine = make_engine(database_url, pool_size=config.db_threads, max_overflow=0)
+        self._db_pool = ThreadPoolExecutor(config.db_threads, thread_name_prefix="cold-db")
+        self._decode_pool = ThreadPoolExecutor(
+            config.decode_threads, thread_name_prefix="cold-decode", initializer=_lower_priority
+        )
+        self.index = ColdIndex(ManifestQueries(self._engine), self._db_pool)
+        self.ranges = RangeCache(store, config.cache_bytes)
+        self.footers = FooterCache(self.ranges, self._decode_pool)
+        self.groups = RowGroupCache(self.ranges, self._decode_pool, config.decoded_bytes)
+        self.reader = ColdFileReader(
+            self.index, self.footers, self.ranges, self.groups, self._decode_pool
+        )
+        self.prefetcher = Prefetcher(
+            self.index, self.footers, self.ranges, self.groups, config.prefetch
+        )
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run_loop, name="cold-io", daemon=True)
+
+    def _run_loop(self) -> None:
+        _lower_priority()
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_forever()
+
+    async def _on_loop(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` on the cold loop; cancelling the caller cancels it there too."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
+
+    async def start(self) -> None:
+        self._thread.start()
+        await self._on_loop(self._store.open())
+
+    async def close(self) -> None:
+        if self._thread.is_alive():
+            with contextlib.suppress(Exception):
+                await self._on_loop(self._close())
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            await asyncio.to_thread(self._thread.join, 5)
+        self._decode_pool.shutdown(wait=False, cancel_futures=True)
+        self._db_pool.shutdown(wait=False, cancel_futures=True)
+        self._engine.dispose()
+
+    async def _close(self) -> None:
+        await self.prefetcher.close()
+        await self._store.close()
+
+    async def cold_range(
+        self, topic_id: str, partition: int, fresh: bool = False
+    ) -> ColdRange | None:
+        if not fresh:
+            hit = self.index.peek_bounds(topic_id, partition)  # every hot fetch asks: no hop
+            if hit is not None:
+                return hit[0]
+        try:
+            return await self._on_loop(self.index.bounds(topic_id, partition, fresh))
+        except Exception as exc:
+            raise _unavailable("the cold manifest cannot be read", exc) from exc
+
+    async def read(
+        self,
+        topic: str,
+        topic_id: str,
+        partition: int,
+        offset: int,
+        end: int,
+        max_records: int,
+        max_bytes: int,
+    ) -> ColdRead:
+        return await self._on_loop(
+            self._read(topic, topic_id, partition, offset, end, max_records, max_bytes)
+        )
+
+    async def _read(
+        self,
+        topic: str,
+        topic_id: str,
+        partition: int,
+        offset: int,
+        end: int,
+        max_records: int,
+        max_bytes: int,
+    ) -> ColdRead:
+        for attempt in (1, 2):
+            try:
+                got, where = await self.reader.read(
+                    topic_id, partition, offset, end, max_records, max_bytes
+                )
+            except KeyError as exc:  # an object is gone: compaction replaced the file
+                self._forget(topic_id, partition, exc)
+                if attempt == 2:
+                    raise _unavailable(f"cold file {exc} is missing", exc) from exc
+                continue
+            except _STORE_ERRORS as exc:
+                raise _unavailable("reading the cold tier failed", exc) from exc
+            if got.next_offset <= offset and offset < end:  # no file where the range said
+                self.index.invalidate(topic_id, partition)
+                if attempt == 2:
+                    raise TierlogError(
+                        ErrorCode.KAFKA_STORAGE_ERROR,
+                        f"offset {offset} of {topic}-{partition} is in no committed cold file "
+                        "any more (retention or compaction moved it); retry",
+                    )
+                continue
+            metrics.COLD_FETCHES.inc()
+            metrics.COLD_RECORDS.labels(topic).inc(got.batch.num_rows)
+            self.prefetcher.after_read(
+                topic_id, partition, offset, got.next_offset, where, got.batch.num_rows
+            )
+            return got
+        raise AssertionError("unreachable")
+
+    async def offset_for_timestamp(
+        self, topic: str, topic_id: str, partition: int, timestamp: int
+    ) -> int | None:
+        return await self._on_loop(self._offset_for_timestamp(topic_id, partition, timestamp))
+
+    async def _offset_for_timestamp(
+        self, topic_id: str, partition: int, timestamp: int
+    ) -> int | None:
+        try:
+            return await offset_for_timestamp(
+                self.index, self.footers, self.groups, topic_id, partition, timestamp
+            )
+        except KeyError as exc:
+            self._forget(topic_id, partition, exc)
+            raise _unavailable(f"cold file {exc} is missing", exc) from exc
+        except _STORE_ERRORS as exc:
+            raise _unavailable("reading the cold tier failed", exc) from exc
+
+    def _forget(self, topic_id: str, partition: int, exc: KeyError) -> None:
+        self.index.invalidate(topic_id, partition)
+        if exc.args and isinstance(exc.args[0], str):
+            self.ranges.forget(exc.args[0])
+
+
+def _lower_priority() -> None:
+    """Cold reads are throughput work: on a host they share with a broker, the produce path
+    (latency work, on the broker's event loop) gets the CPU first. Linux nice values are per thread;
+    raising one's own needs no privilege. Elsewhere this is a no-op."""
+    with contextlib.suppress(AttributeError, OSError):
+        tid = threading.get_native_id()
+        now = os.getpriority(os.PRIO_PROCESS, tid)
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, now + DECODE_NICE))
+
+
+def _unavailable(what: str, exc: BaseException) -> TierlogError:
+    log.warning("cold read failed: %s: %r", what, exc)
+    return TierlogError(ErrorCode.KAFKA_STORAGE_ERROR, f"{what}: {exc}")

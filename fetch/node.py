@@ -1,0 +1,155 @@
+"""`tierlog fetch`: a node with no partitions that serves consumers (DESIGN §2 "fetch").
+
+Cold reads (offsets in the committed cold range) it serves itself, straight from S3, so
+replaying history loads neither the brokers' disks nor their event loops; hot reads it hands
+to a replica (an in-sync follower first, see replicas.py). It knows the cluster from Postgres
+the way a broker does: the metadata cache, refreshed on NOTIFY, and the cluster secret for
+internal calls. Other packages add routes and duties to it (`extensions`: consumer groups).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import NamedTuple
+
+import uvicorn
+from starlette.routing import BaseRoute
+
+from fetch.replicas import ReplicaRouter
+from ingest.extension import Extension, running
+from ingest.metadata_cache import MetadataCache, TopicView
+from ingest.metadata_listener import MetadataListener
+from ingest.tiered_fetch import ColdReader
+from logformat.errors import ErrorCode, TierlogError
+from metadata.brokers import BrokerRepo
+from metadata.db import make_engine, migrate
+from metadata.partition_state import PartitionStateRepo
+from metadata.topics import TopicRepo
+
+log = logging.getLogger("tierlog.fetch.node")
+
+
+class FetchNodeConfig(NamedTuple):
+    host: str
+    port: int
+    database_url: str
+    request_timeout_ms: int = 30_000
+    metadata_refresh_ms: int = 1000  # a fallback: NOTIFY normally wakes refreshes at once
+
+
+class FetchNode:
+    def __init__(self, config: FetchNodeConfig, cold: ColdReader | None) -> None:
+        self.config = config
+        self.cold = cold  # None: no S3 configured, every read goes to a replica
+        self.engine = make_engine(config.database_url)
+        self.cache = MetadataCache(TopicRepo(self.engine), BrokerRepo(self.engine))
+        self.cluster_secret = ""
+        self.router = ReplicaRouter(
+            self.cache, lambda: self.cluster_secret, config.request_timeout_ms / 1000
+        )
+        self.ready = False
+        self._wanted = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._listener = MetadataListener(config.database_url, self._notified)
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        await asyncio.to_thread(migrate, self.engine)
+        self.cluster_secret = await asyncio.to_thread(
+            PartitionStateRepo(self.engine).cluster_secret
+        )
+        await asyncio.to_thread(self.cache.refresh, True)
+        if self.cold is not None:
+            await self.cold.start()
+        self._listener.start()
+        self._task = asyncio.create_task(self._refresh_loop(), name="metadata-refresh")
+        self.ready = True
+        log.info("fetch node started", extra={"cold_reads": self.cold is not None})
+
+    async def stop(self) -> None:
+        self.ready = False
+        self._stopping = True
+        self._listener.stop()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.wait([self._task], timeout=5)
+        await self.router.close()
+        if self.cold is not None:
+            with contextlib.suppress(Exception):
+                await self.cold.close()
+        self.engine.dispose()
+
+    def _notified(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._wanted.set)
+
+    async def _refresh_loop(self) -> None:
+        while not self._stopping:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.config.metadata_refresh_ms / 1000):
+                    await self._wanted.wait()
+            self._wanted.clear()
+            try:
+                # force: broker liveness (leases) changes without a metadata version bump.
+                await asyncio.to_thread(self.cache.refresh, True)
+            except Exception:
+                log.exception("metadata refresh failed")
+                await asyncio.sleep(0.5)
+
+    async def topic_view(self, topic: str, partition: int | None = None) -> TopicView:
+        view = self.cache.topic(topic)
+        if view is None:
+            view = await asyncio.to_thread(self.cache.topic_or_refresh, topic)
+        if view is None:
+            raise TierlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {topic!r}")
+        if partition is not None and not 0 <= partition < len(view.partitions):
+            raise TierlogError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"topic {topic!r} has partitions 0..{len(view.partitions) - 1}; got {partition}",
+            )
+        return view
+
+
+NodeExtensionFactory = Callable[[FetchNode], Extension]
+
+
+def serve(
+    config: FetchNodeConfig,
+    cold: ColdReader | None,
+    extensions: Sequence[NodeExtensionFactory] = (),
+) -> None:
+    """Run a fetch node until SIGINT/SIGTERM. `extensions` (from the composition root) add
+    routes and background duties, as on a broker (ingest/extension.py): consumer groups."""
+    from fetch.node_api import build_app
+
+    node = FetchNode(config, cold)
+    added = [make(node) for make in extensions]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: object) -> AsyncIterator[None]:
+        await node.start()
+        try:
+            async with running(added):
+                yield
+        finally:
+            await node.stop()
+
+    routes: list[BaseRoute] = [r for ext in added for r in ext.routes]
+    server = uvicorn.Server(
+        uvicorn.Config(
+            build_app(node, routes, lifespan),
+            host=config.host,
+            port=config.port,
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=5,
+            limit_concurrency=4096,
+        )
+    )
+    server.run()

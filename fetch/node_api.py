@@ -1,0 +1,193 @@
+"""The fetch node's HTTP API: the public fetch and offsets endpoints (DESIGN §5), topic reads,
+and operations. Responses are the brokers' byte for byte: the same encoder
+(ingest/api/fetch_response.py), the same error documents.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from ingest.api.app import RequestMetrics
+from ingest.api.fetch_response import fetch_params, fetch_response
+from ingest.api.http import JSONResponse, error_response, path_partition
+from ingest.fetch_reader import FetchResult
+from ingest.tiered_fetch import ColdRange, ColdReader
+from logformat.errors import ErrorCode, TierlogError
+
+if TYPE_CHECKING:
+    from fetch.node import FetchNode
+    from ingest.metadata_cache import TopicView
+
+log = logging.getLogger("tierlog.fetch.api")
+
+
+def _node(request: Request) -> FetchNode:
+    node: FetchNode = request.app.state.node
+    return node
+
+
+def _cold(node: FetchNode, view: TopicView) -> ColdReader | None:
+    return node.cold if view.config.remote_storage_enable else None
+
+
+async def _cold_range(
+    cold: ColdReader, view: TopicView, partition: int, offset: int | None
+) -> ColdRange | None:
+    rng = await cold.cold_range(view.info.id, partition)
+    if offset is not None and (rng is None or offset >= rng.end):
+        rng = await cold.cold_range(view.info.id, partition, fresh=True)  # tiered since?
+    return rng
+
+
+async def fetch_records(request: Request) -> Response:
+    """Offsets in the cold range are read here from S3; everything else goes to a replica
+    (which also answers 416 for offsets below the log start, naming it)."""
+    node = _node(request)
+    partition = path_partition(request)
+    view = await node.topic_view(request.path_params["topic"], partition)
+    params = fetch_params(request)
+    cold = _cold(node, view)
+    if cold is None:
+        return await node.router.fetch(view, partition, request)
+    rng = await _cold_range(cold, view, partition, params.offset)
+    offset = params.offset
+    if offset is None and rng is not None:
+        offset = rng.start
+    if rng is None or offset is None or not rng.start <= offset < rng.end:
+        return await node.router.fetch(view, partition, request)
+    hot = await node.router.hot_offsets(view, partition)
+    # The cold range is all committed, so it bounds the high watermark from below even when
+    # the leader cannot be asked: cold reads keep working with every broker down.
+    hw = max(rng.end, hot["high_watermark"] if hot else 0)
+    start = min(rng.start, hot["log_start_offset"]) if hot else rng.start
+    got = await cold.read(
+        view.info.name,
+        view.info.id,
+        partition,
+        offset,
+        rng.end,
+        params.max_records,
+        params.max_bytes,
+    )
+    result = FetchResult(got.batch, got.next_offset, hw, start)
+    return await fetch_response(request, result, params.value_format, None)
+
+
+async def list_offsets(request: Request) -> Response:
+    """earliest (across tiers) and timestamps found in cold files are answered here; latest,
+    and timestamps newer than the cold tier, by the leader."""
+    node = _node(request)
+    partition = path_partition(request)
+    view = await node.topic_view(request.path_params["topic"], partition)
+    cold = _cold(node, view)
+    at = request.query_params.get("at", "latest")
+    if cold is None or at == "latest":
+        return await node.router.leader(view, partition, request)
+    rng = await cold.cold_range(view.info.id, partition)
+    if rng is None:
+        return await node.router.leader(view, partition, request)
+    if at == "earliest":
+        offset: int | None = None
+    else:
+        try:
+            ts = int(at)
+        except ValueError:
+            raise TierlogError(
+                ErrorCode.INVALID_REQUEST,
+                f"at must be earliest, latest or a timestamp in ms; got {at!r}",
+            ) from None
+        if ts < 0:
+            raise TierlogError(ErrorCode.INVALID_TIMESTAMP, f"timestamp must be ≥ 0, got {ts}")
+        offset = await cold.offset_for_timestamp(view.info.name, view.info.id, partition, ts)
+        if offset is None:  # every cold record is older: the hot tier's answer
+            return await node.router.leader(view, partition, request)
+    hot = await node.router.hot_offsets(view, partition)
+    start = min(rng.start, hot["log_start_offset"]) if hot else rng.start
+    return JSONResponse(
+        {
+            "partition": partition,
+            "at": at,
+            "offset": start if offset is None else offset,
+            "log_start_offset": start,
+            "high_watermark": max(rng.end, hot["high_watermark"] if hot else 0),
+        }
+    )
+
+
+async def topics(request: Request) -> Response:
+    return await _node(request).router.any_broker(request)
+
+
+async def healthz(request: Request) -> JSONResponse:
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> JSONResponse:
+    node = _node(request)
+    if node.ready and node.cache.loaded:
+        return JSONResponse({"status": "ready", "role": "fetch"})
+    return JSONResponse({"status": "starting", "role": "fetch"}, status_code=503)
+
+
+async def metrics(request: Request) -> Response:
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+routes: list[BaseRoute] = [
+    Route("/topics/{topic}/partitions/{partition}/records", fetch_records, methods=["GET"]),
+    Route("/topics/{topic}/partitions/{partition}/offsets", list_offsets, methods=["GET"]),
+    Route("/topics", topics, methods=["GET"]),
+    Route("/topics/{topic}", topics, methods=["GET"]),
+    Route("/healthz", healthz, methods=["GET"]),
+    Route("/readyz", readyz, methods=["GET"]),
+    Route("/metrics", metrics, methods=["GET"]),
+]
+
+_HTTP_CODES = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}
+
+
+async def _tierlog_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, TierlogError)
+    return error_response(exc)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = _HTTP_CODES.get(exc.status_code, ErrorCode.INVALID_REQUEST)
+    return error_response(TierlogError(code, f"{request.method} {request.url.path}: {exc.detail}"))
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled error", extra={"method": request.method, "path": request.url.path})
+    return error_response(TierlogError(ErrorCode.UNKNOWN_SERVER_ERROR, f"internal error: {exc}"))
+
+
+def build_app(
+    node: FetchNode,
+    extra_routes: Sequence[BaseRoute] = (),
+    lifespan: Callable[[Any], AbstractAsyncContextManager[None]] | None = None,
+) -> Starlette:
+    """The node's app; `extra_routes` (e.g. consumer groups) are mounted beside its own and
+    find the node as `request.app.state.node` (engine, metadata cache, router)."""
+    app = Starlette(
+        routes=[*routes, *extra_routes],
+        exception_handlers={
+            TierlogError: _tierlog_error,
+            HTTPException: _http_error,
+            Exception: _unexpected,
+        },
+        lifespan=lifespan,
+    )
+    app.state.node = node
+    app.add_middleware(RequestMetrics)
+    return app

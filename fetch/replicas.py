@@ -1,0 +1,155 @@
+"""Where a fetch node sends what it does not read from S3 itself: the brokers.
+
+- Hot fetches go to an in-sync follower when there is a live one (Kafka's KIP-392 follower
+  fetching, so replay load stays off the leader), else to the leader. The request carries the
+  cluster credential and the replica-read header; a follower that cannot serve it (out of the
+  ISR, or the offset is past its high watermark) forwards it to the leader itself (one hop).
+- Offsets and admin reads go to the leader or to any live broker, as a client's would.
+- The partition's high watermark and hot log start, which cold answers must carry too, come
+  from the leader's internal offsets endpoint, cached for a moment.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from fetch import metrics
+from ingest.api.fetch_response import REPLICA_READ_HEADER
+from ingest.metadata_cache import MetadataCache, TopicView
+from ingest.replication_wire import CLUSTER_TOKEN_HEADER
+from logformat.errors import ErrorCode, TierlogError
+
+_KEEP_HEADERS = (
+    "content-type",
+    "x-tierlog-leader",
+    "x-tierlog-next-offset",
+    "x-tierlog-high-watermark",
+    "x-tierlog-log-start-offset",
+)
+OFFSETS_TTL_S = 0.5
+
+
+class HotOffsets(dict[str, int]):
+    """{"log_start_offset", "high_watermark", "log_end_offset"} of a partition's leader."""
+
+
+class ReplicaRouter:
+    def __init__(self, cache: MetadataCache, token: Callable[[], str], timeout_s: float) -> None:
+        self._cache, self._token = cache, token
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s + 5, connect=2.0))
+        self._offsets: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+    def _alive(self, broker_id: int) -> str | None:
+        info = self._cache.brokers.get(broker_id)
+        return info.url if info is not None and info.alive else None
+
+    def _leader(self, view: TopicView, partition: int) -> str:
+        leader = view.partitions[partition].leader
+        url = self._cache.broker_url(leader) if leader is not None else None
+        if url is None:
+            raise TierlogError(
+                ErrorCode.LEADER_NOT_AVAILABLE,
+                f"{view.info.name}-{partition} has no leader right now; retry shortly",
+            )
+        return url
+
+    def _followers(self, view: TopicView, partition: int) -> list[str]:
+        """Live in-sync followers, rotated per partition so partitions spread over them."""
+        p = view.partitions[partition]
+        urls = [u for b in p.isr if b != p.leader and (u := self._alive(b)) is not None]
+        if not urls:
+            return []
+        turn = zlib.crc32(f"{view.info.id}/{partition}".encode()) % len(urls)
+        return urls[turn:] + urls[:turn]
+
+    async def fetch(self, view: TopicView, partition: int, request: Request) -> Response:
+        """A hot fetch, from a follower if one is in sync, else from the leader."""
+        targets = [("follower", u) for u in self._followers(view, partition)]
+        targets.append(("leader", self._leader(view, partition)))
+        last: Exception | None = None
+        for kind, url in targets:
+            try:
+                response = await self._get(url, request, internal=True)
+            except httpx.HTTPError as exc:
+                last = exc  # that replica is unreachable: the next one
+                continue
+            metrics.PROXIED.labels(kind).inc()
+            return response
+        raise TierlogError(
+            ErrorCode.LEADER_NOT_AVAILABLE,
+            f"no replica of {view.info.name}-{partition} is reachable: {last}",
+        )
+
+    async def leader(self, view: TopicView, partition: int, request: Request) -> Response:
+        url = self._leader(view, partition)
+        try:
+            response = await self._get(url, request, internal=False)
+        except httpx.HTTPError as exc:
+            raise TierlogError(
+                ErrorCode.LEADER_NOT_AVAILABLE, f"cannot reach the leader at {url}: {exc}"
+            ) from None
+        metrics.PROXIED.labels("leader").inc()
+        return response
+
+    async def any_broker(self, request: Request) -> Response:
+        """Admin reads (topics): any live broker answers them for the whole cluster."""
+        urls = [b.url for b in self._cache.brokers.values() if b.alive]
+        for url in urls:
+            try:
+                response = await self._get(url, request, internal=False)
+            except httpx.HTTPError:
+                continue
+            metrics.PROXIED.labels("any").inc()
+            return response
+        raise TierlogError(ErrorCode.LEADER_NOT_AVAILABLE, "no broker is reachable")
+
+    async def _get(self, url: str, request: Request, internal: bool) -> Response:
+        headers = {}
+        if "accept" in request.headers:
+            headers["accept"] = request.headers["accept"]
+        if internal:
+            headers[REPLICA_READ_HEADER] = "1"
+            headers[CLUSTER_TOKEN_HEADER] = self._token()
+        response = await self._client.get(
+            f"{url}{request.url.path}", params=request.query_params, headers=headers
+        )
+        kept = {k: v for k, v in response.headers.items() if k.lower() in _KEEP_HEADERS}
+        return Response(response.content, status_code=response.status_code, headers=kept)
+
+    async def hot_offsets(self, view: TopicView, partition: int) -> HotOffsets | None:
+        """The leader's offsets for the partition (cached briefly, one call per leader and
+        topic); None when unknown."""
+        try:
+            url = self._leader(view, partition)
+        except TierlogError:
+            return None
+        k = (view.info.name, url)
+        hit = self._offsets.get(k)
+        if hit is None or time.monotonic() - hit[0] >= OFFSETS_TTL_S:
+            try:
+                response = await self._client.get(
+                    f"{url}/internal/topics/{view.info.name}/led",
+                    headers={CLUSTER_TOKEN_HEADER: self._token()},
+                    timeout=2.0,
+                )
+                response.raise_for_status()
+                doc = orjson.loads(response.content)
+                if not isinstance(doc, dict):
+                    raise ValueError("not an object")
+                hit = (time.monotonic(), doc)
+                self._offsets[k] = hit
+            except (httpx.HTTPError, ValueError):
+                pass  # a stale answer beats none
+        entry = hit[1].get(str(partition)) if hit is not None else None
+        return HotOffsets({k: int(v) for k, v in entry.items()}) if entry else None

@@ -1,0 +1,69 @@
+"""`tierlog fetch` as a child process, and the S3 environment broker/fetch processes need."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.integration.brokers import free_port
+from tiering.object_store import ObjectStoreConfig
+
+
+def s3_env(config: ObjectStoreConfig) -> dict[str, str]:
+    """TIERLOG_S3_* / AWS_* for a process that should reach `config`'s bucket."""
+    return {
+        "TIERLOG_S3_ENDPOINT": config.endpoint_url or "",
+        "TIERLOG_S3_BUCKET": config.bucket,
+        "TIERLOG_S3_PREFIX": config.prefix,
+        "AWS_ACCESS_KEY_ID": config.access_key_id or "testing",
+        "AWS_SECRET_ACCESS_KEY": config.secret_access_key or "testing",
+        "AWS_REGION": config.region,
+    }
+
+
+class FetchNodeProcess:
+    def __init__(self, database_url: str, log_path: Path, env: dict[str, str]) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        self.env = {**os.environ, **env, "TIERLOG_DATABASE_URL": database_url}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.http = httpx.Client(base_url=self.url, timeout=60)
+
+    def start(self) -> FetchNodeProcess:
+        argv = [sys.executable, "-m", "tierlog", "fetch", "--listen", f"127.0.0.1:{self.port}"]
+        with open(self.log_path, "ab") as logf:
+            self.proc = subprocess.Popen(argv, env=self.env, stdout=logf, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"fetch node exited:\n{self.log_tail()}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"fetch node not ready:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self) -> None:
+        self.http.close()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
