@@ -210,9 +210,12 @@ def plan_arrow(
         )
     partitions = records.resolve_partitions(partitions, batch.column(2), num_partitions, sticky)
     sticky.on_batch_done()
+    split = records.split_by_partition(batch, partitions, num_partitions)
+    # An idempotent request is fine when all its records land in one partition.
+    one = producer if len(split) == 1 else _single(producer)
     appends = [
-        PartitionAppend(p, frames_for(part, config, _single(producer)), None, part.num_rows)
-        for p, part in records.split_by_partition(batch, partitions, num_partitions).items()
+        PartitionAppend(p, frames_for(part, config, one), None, part.num_rows)
+        for p, part in split.items()
     ]
     return ProducePlan(appends, batch.num_rows)
 

@@ -1,17 +1,23 @@
-"""Client commands: `tierlog topics`, `tierlog produce`, `tierlog consume`."""
+"""Client commands: `tierlog topics`, `produce`, `consume`, `groups`, `replay`.
+
+`consume`, `groups` and `replay` live in their own modules (consume_cmd, groups_cmd,
+replay_cmd) and use the Python client (tierlog.client).
+"""
 
 from __future__ import annotations
 
 import argparse
 import base64
 import sys
-import time
 from typing import Any
 
 import orjson
 
 from logformat.errors import ErrorCode, TierlogError
 from tierlog.admin_http import AdminHTTP
+from tierlog.consume_cmd import add_consume
+from tierlog.groups_cmd import add_groups
+from tierlog.replay_cmd import add_replay
 
 
 def add_client_commands(
@@ -51,17 +57,9 @@ def add_client_commands(
     p.add_argument("--batch-size", type=int, default=500, help="records per request")
     p.set_defaults(func=_produce)
 
-    q = sub.add_parser("consume", parents=[common], help="print records to stdout")
-    q.add_argument("topic")
-    q.add_argument("--partition", type=int, default=None, help="only this partition")
-    start = q.add_mutually_exclusive_group()
-    start.add_argument("--from-beginning", action="store_true")
-    start.add_argument("--offset", type=int, default=None)
-    q.add_argument("--max-records", type=int, default=None, help="exit after this many")
-    q.add_argument("--timeout-ms", type=int, default=None, help="exit after this long idle")
-    q.add_argument("--print-key", action="store_true")
-    q.add_argument("--print-offset", action="store_true")
-    q.set_defaults(func=_consume)
+    add_consume(sub, common)
+    add_groups(sub, common)
+    add_replay(sub, common)
 
 
 def _configs(pairs: list[str]) -> dict[str, str | None]:
@@ -150,65 +148,3 @@ def _produce(args: argparse.Namespace) -> int:
     flush()
     print(f"produced {sent} record(s) to {args.topic}", file=sys.stderr)
     return 0
-
-
-def _consume(args: argparse.Namespace) -> int:
-    http = AdminHTTP(args.url, timeout=60)
-    topic = http.call("GET", f"/topics/{args.topic}")
-    partitions = (
-        [args.partition]
-        if args.partition is not None
-        else [p["partition"] for p in topic["partitions"]]
-    )
-    positions: dict[int, int] = {}
-    for p in partitions:
-        if args.offset is not None:
-            positions[p] = args.offset
-        else:
-            at = "earliest" if args.from_beginning else "latest"
-            positions[p] = http.call("GET", f"/topics/{args.topic}/partitions/{p}/offsets", at=at)[
-                "offset"
-            ]
-    printed = 0
-    idle_since = time.monotonic()
-    out = sys.stdout.buffer
-    while True:
-        got = 0
-        for p in partitions:
-            wait = 0 if len(partitions) > 1 else 500
-            doc = http.call(
-                "GET",
-                f"/topics/{args.topic}/partitions/{p}/records",
-                offset=positions[p],
-                wait_ms=wait,
-                value_format="base64",
-                max_records=1000,
-            )
-            for r in doc["records"]:
-                parts = []
-                if args.print_offset:
-                    parts.append(f"{p}:{r['offset']}".encode())
-                if args.print_key:
-                    parts.append(
-                        base64.b64decode(r["key_b64"]) if r.get("key_b64") is not None else b"null"
-                    )
-                parts.append(
-                    base64.b64decode(r["value_b64"]) if r.get("value_b64") is not None else b"null"
-                )
-                out.write(b"\t".join(parts) + b"\n")
-                printed += 1
-                got += 1
-                if args.max_records is not None and printed >= args.max_records:
-                    out.flush()
-                    return 0
-            positions[p] = doc["next_offset"]
-        out.flush()
-        if got:
-            idle_since = time.monotonic()
-        elif (
-            args.timeout_ms is not None
-            and (time.monotonic() - idle_since) * 1000 >= args.timeout_ms
-        ):
-            return 0
-        elif len(partitions) > 1:
-            time.sleep(0.2)

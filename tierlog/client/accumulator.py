@@ -1,0 +1,177 @@
+"""The producer's record accumulator: per-partition queues of batches awaiting the sender.
+
+User threads append; the sender (on the I/O loop) takes batches that are ready: full
+(batch_size bytes), older than linger_ms, or wanted now by flush() / close(). Unacknowledged
+records may use at most buffer_memory bytes; send() blocks up to max_block_ms for room.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from tierlog.client.batch import ProducerBatch, record_size
+from tierlog.client.errors import ClientClosedError, ClientTimeoutError
+from tierlog.client.types import Header, RecordMetadata, TopicPartition
+
+
+class RecordAccumulator:
+    def __init__(
+        self,
+        *,
+        batch_size: int,
+        linger_ms: float,
+        buffer_memory: int,
+        delivery_timeout_ms: int,
+        on_batch_closed: Callable[[TopicPartition], None],
+        wake_sender: Callable[[], None],
+    ) -> None:
+        self.batch_size = batch_size
+        self.linger_s = linger_ms / 1000
+        self.buffer_memory = buffer_memory
+        self.delivery_timeout_s = delivery_timeout_ms / 1000
+        self._on_batch_closed = on_batch_closed
+        self._wake = wake_sender
+        self._lock = threading.Lock()
+        self._space = threading.Condition(self._lock)
+        self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._incomplete: set[ProducerBatch] = set()
+        self._used = 0
+        self._flushing = 0
+        self.closed = False
+
+    def append(
+        self,
+        tp: TopicPartition,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[Header] | None,
+        timestamp: int,
+        max_block_s: float,
+        size: int | None = None,
+    ) -> Future[RecordMetadata]:
+        """Add a record to its partition's open batch (a new one if it is full or closed);
+        `size`: its record_size(), if the caller has it already."""
+        if size is None:
+            size = record_size(key, value, headers)
+        closed_tp = wake = False
+        with self._lock:
+            deadline = time.monotonic() + max_block_s
+            while self._used and self._used + size > self.buffer_memory and not self.closed:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._space.wait(left):
+                    raise ClientTimeoutError(
+                        f"no room in buffer_memory ({self.buffer_memory} B) "
+                        f"within max_block_ms ({max_block_s * 1000:.0f} ms)"
+                    )
+            if self.closed:
+                raise ClientClosedError("producer")
+            queue = self._queues.setdefault(tp, deque())
+            batch = queue[-1] if queue else None
+            future = (
+                batch.try_append(key, value, headers, timestamp, size, self.batch_size)
+                if batch is not None
+                else None
+            )
+            if batch is None or future is None:
+                if batch is not None and not batch.closed:
+                    batch.closed = closed_tp = True
+                batch = ProducerBatch(tp, deadline=time.monotonic() + self.delivery_timeout_s)
+                future = batch.try_append(key, value, headers, timestamp, size, self.batch_size)
+                assert future is not None  # an empty batch takes any record
+                queue.append(batch)
+                self._incomplete.add(batch)
+                wake = True  # a new batch starts its linger timer
+            self._used += size
+            if batch.size >= self.batch_size:
+                batch.closed = closed_tp = wake = True
+        if closed_tp:
+            self._on_batch_closed(tp)
+        if wake:
+            self._wake()
+        return future
+
+    def ready(self, now: float, admit: Callable[[ProducerBatch], bool]) -> list[ProducerBatch]:
+        """Take the batches to send now, oldest first per partition. `admit(batch)` is asked
+        for each ready head in turn and takes it (True) or leaves its partition (False)."""
+        out: list[ProducerBatch] = []
+        lingered: list[TopicPartition] = []
+        with self._lock:
+            hurry = self._flushing > 0 or self.closed
+            for tp, queue in self._queues.items():
+                while queue:
+                    head = queue[0]
+                    if not (head.closed or hurry or now - head.created >= self.linger_s):
+                        break
+                    if not admit(head):
+                        break
+                    if not head.closed:
+                        head.closed = True
+                        lingered.append(tp)
+                    out.append(queue.popleft())
+        for tp in lingered:
+            self._on_batch_closed(tp)
+        return out
+
+    def next_linger_expiry(self) -> float | None:
+        """When the oldest still-open batch becomes ready by lingering (monotonic time)."""
+        with self._lock:
+            heads = [q[0].created for q in self._queues.values() if q and not q[0].closed]
+        return min(heads) + self.linger_s if heads else None
+
+    def next_deadline(self) -> float | None:
+        """When the first queued batch expires (delivery_timeout_ms)."""
+        with self._lock:
+            heads = [q[0].deadline for q in self._queues.values() if q]
+        return min(heads) if heads else None
+
+    def expired(self, now: float) -> list[ProducerBatch]:
+        """Remove and return queued (never sent) batches past their delivery deadline."""
+        out: list[ProducerBatch] = []
+        with self._lock:
+            for queue in self._queues.values():
+                while queue and queue[0].deadline <= now:
+                    out.append(queue.popleft())
+        return out
+
+    def drain_all(self) -> list[ProducerBatch]:
+        """Remove every queued batch (closing without delivering)."""
+        with self._lock:
+            out = [b for q in self._queues.values() for b in q]
+            for q in self._queues.values():
+                q.clear()
+        return out
+
+    def release(self, batch: ProducerBatch) -> None:
+        """`batch` is finished (acknowledged or failed): its bytes are free again."""
+        with self._lock:
+            if batch in self._incomplete:
+                self._incomplete.discard(batch)
+                self._used -= batch.size
+                self._space.notify_all()
+
+    def incomplete(self) -> list[ProducerBatch]:
+        with self._lock:
+            return list(self._incomplete)
+
+    def queued_partitions(self) -> list[TopicPartition]:
+        with self._lock:
+            return [tp for tp, q in self._queues.items() if q]
+
+    def begin_flush(self) -> None:
+        with self._lock:
+            self._flushing += 1
+        self._wake()
+
+    def end_flush(self) -> None:
+        with self._lock:
+            self._flushing -= 1
+
+    def close(self) -> None:
+        with self._lock:
+            self.closed = True
+            self._space.notify_all()
+        self._wake()
