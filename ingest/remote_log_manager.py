@@ -9,6 +9,13 @@
   / `local.retention.bytes` are deleted, but only once the cold tier holds them (entirely below
   the manifest's tiered end offset). An untiered segment is never deleted; when tiering lags,
   the bytes kept are exported as a gauge and warned about (rate-limited).
+- **Whole-log retention** (every replica): the compaction worker expires cold files
+  (`retention.ms` / `retention.bytes`) and so advances the partition's log start (the
+  manifest's `log_start_offset`); each replica then raises its own log start to it and
+  deletes the hot segments entirely below it, as Kafka's UnifiedLog does after its
+  RemoteLogManager moved the log start. Topics without tiering have no cold tier, so their
+  replicas apply `retention.ms` / `retention.bytes` to the hot log themselves (below the
+  high watermark only), as a Kafka broker does.
 - **Tier status** for describe and for a 416 that points at the cold tier.
 
 All Postgres work runs off the event loop (asyncio.to_thread). The duties never raise on a
@@ -52,6 +59,8 @@ class ColdManifestApi(Protocol):
 
     def cold_range(self, topic_id: str, partition: int) -> tuple[int, int] | None: ...
 
+    def log_start_offset(self, topic_id: str, partition: int) -> int | None: ...
+
 
 class RetentionPlan(NamedTuple):
     delete_before: int  # delete the segments whose end offset is <= this; -1: none
@@ -59,11 +68,18 @@ class RetentionPlan(NamedTuple):
     bytes: int
     blocked_segments: int  # retention wants them gone, but they are not tiered yet
     blocked_bytes: int
+    advance_start: bool = False  # first raise the log start to delete_before (retention)
 
 
 class TierStatus(NamedTuple):
     cold: tuple[int, int] | None  # [start, end) of the committed cold range
     tiered_end: int | None
+    log_start: int | None = None  # the cross-tier log start retention left (None: no cold)
+
+
+class ManifestView(NamedTuple):
+    tiered_end: int | None
+    log_start: int | None
 
 
 def plan_local_retention(
@@ -188,6 +204,7 @@ class RemoteLogManager:
         hosted = list(self._partitions().values())
         self._forget_labels(hosted)
         ask: list[tuple[PartitionState, TopicConfig]] = []
+        deletions: list[tuple[PartitionState, RetentionPlan]] = []
         for state in hosted:
             segs = state.log.segments()
             labels = (state.topic, str(state.partition))
@@ -197,24 +214,27 @@ class RemoteLogManager:
                 metrics.LOCAL_RETENTION_BLOCKED_BYTES.labels(*labels).set(0)
                 if state.role is Role.LEADER:
                     self._set_lag(state, 0)
+                if cfg is not None and cfg.delete:
+                    whole = self._plan_untiered_retention(state, cfg, now_ms)
+                    if whole.segments:
+                        deletions.append((state, whole))
                 continue
-            due = plan_local_retention(
-                segs, None, cfg.local_retention_ms, cfg.local_retention_bytes, now_ms
-            )
-            if due.blocked_segments or state.role is Role.LEADER:
-                ask.append((state, cfg))
-            else:
-                metrics.LOCAL_RETENTION_BLOCKED_BYTES.labels(*labels).set(0)
+            # Every tiered partition asks: the cross-tier log start may have moved.
+            ask.append((state, cfg))
         if not ask:
+            await asyncio.to_thread(self._delete, deletions, hosted)
             return
         keys = [(s.topic_id, s.partition) for s, _ in ask]
-        ends = await asyncio.to_thread(self._tiered_ends, keys)
-        deletions: list[tuple[PartitionState, RetentionPlan]] = []
+        views = await asyncio.to_thread(self._manifest_views, keys)
         for state, cfg in ask:
             key = (state.topic_id, state.partition)
-            if key not in ends:
+            if key not in views:
                 continue  # the manifest could not be read: decide nothing
-            end = ends[key]
+            end, start = views[key]
+            if start is not None and start > state.log.log_start_offset:
+                deletions.append((state, self._advance_to(state, start)))
+            if end is None and start is not None:
+                end = start  # everything below the log start was tiered (then expired)
             if state.role is Role.LEADER:
                 lag = state.high_watermark - (
                     end if end is not None else state.log.log_start_offset
@@ -228,11 +248,31 @@ class RemoteLogManager:
                 deletions.append((state, plan))
         await asyncio.to_thread(self._delete, deletions, hosted)
 
-    def _tiered_ends(self, keys: list[PartitionKey]) -> dict[PartitionKey, int | None]:
-        out: dict[PartitionKey, int | None] = {}
+    @staticmethod
+    def _plan_untiered_retention(
+        state: PartitionState, cfg: TopicConfig, now_ms: int
+    ) -> RetentionPlan:
+        """Whole-log retention of a topic without a cold tier: retention.ms / retention.bytes
+        on the hot log, never at or above the high watermark (Kafka's upper bound)."""
+        bound = min(state.high_watermark, state.log.log_end_offset)
+        return plan_local_retention(
+            state.log.segments(), bound, cfg.retention_ms, cfg.retention_bytes, now_ms
+        )
+
+    @staticmethod
+    def _advance_to(state: PartitionState, start: int) -> RetentionPlan:
+        """Retention moved the log start to `start` in the cold tier: this replica's log
+        follows (Kafka's maybeIncrementLogStartOffset + deleteLogStartOffsetBreachedSegments)."""
+        return RetentionPlan(start, 0, 0, 0, 0, advance_start=True)
+
+    def _manifest_views(self, keys: list[PartitionKey]) -> dict[PartitionKey, ManifestView]:
+        out: dict[PartitionKey, ManifestView] = {}
         for topic_id, partition in keys:
             try:
-                out[(topic_id, partition)] = self._manifest.tiered_end_offset(topic_id, partition)
+                out[(topic_id, partition)] = ManifestView(
+                    self._manifest.tiered_end_offset(topic_id, partition),
+                    self._manifest.log_start_offset(topic_id, partition),
+                )
             except Exception:
                 log.exception("reading the cold manifest failed")
                 break
@@ -243,6 +283,11 @@ class RemoteLogManager:
     ) -> None:
         for state, plan in deletions:
             try:
+                if plan.advance_start:
+                    state.log.advance_log_start(min(plan.delete_before, state.log.log_end_offset))
+                    metrics.LOG_START_OFFSET.labels(state.topic, str(state.partition)).set(
+                        state.log.log_start_offset
+                    )
                 gone = state.log.delete_segments_before(plan.delete_before)
             except Exception:
                 log.exception(
@@ -259,7 +304,7 @@ class RemoteLogManager:
             metrics.LOG_START_OFFSET.labels(*labels).set(state.log.log_start_offset)
             metrics.HOT_BYTES.labels(*labels).set(sum(s.size for s in state.log.segments()))
             log.info(
-                "local retention deleted tiered segments topic=%s partition=%d segments=%d "
+                "retention deleted segments topic=%s partition=%d segments=%d "
                 "bytes=%d up_to=%d local_log_start=%d",
                 state.topic,
                 state.partition,
@@ -328,7 +373,7 @@ class RemoteLogManager:
         for p in partitions:
             cold = self._manifest.cold_range(topic_id, p)
             end = cold[1] if cold is not None else None
-            out[p] = TierStatus(cold, end)
+            out[p] = TierStatus(cold, end, self._manifest.log_start_offset(topic_id, p))
         return out
 
     async def out_of_range(self, state: PartitionState, offset: int) -> TierlogError | None:

@@ -400,6 +400,24 @@ class ColdManifest:
                 break  # a gap (a file still to be committed): the range stops before it
         return None if start is None else (start, end)
 
+    def log_start_offset(self, topic_id: str, partition: int) -> int | None:
+        """The cross-tier log start the cold tier implies (retention, compaction/): the first
+        committed cold offset; with nothing committed, the end of the highest removed file
+        (everything below it was removed by retention); None when the partition has no cold
+        history at all."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(
+                    func.min(cold_files.c.base_offset).filter(cold_files.c.state == "committed"),
+                    func.max(cold_files.c.last_offset + 1).filter(
+                        cold_files.c.state.in_(("delete_started", "deleted"))
+                    ),
+                ).where(cold_files.c.topic_id == topic_id, cold_files.c.partition == partition)
+            ).one()
+        if row[0] is not None:
+            return int(row[0])
+        return None if row[1] is None else int(row[1])
+
     def tiered_end_offset(self, topic_id: str, partition: int) -> int | None:
         """Exclusive end of the contiguous committed cold range (None: nothing tiered)."""
         r = self.cold_range(topic_id, partition)

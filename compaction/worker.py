@@ -1,0 +1,139 @@
+"""The compaction worker (`tierlog compaction`): retention, small-file merge and key
+compaction of every partition's cold files, then the sweep that deletes removed objects once
+their grace period is over (DESIGN §1, §2, §4).
+
+Each pass visits every partition under its Postgres advisory lock (so any number of workers
+can run: they skip the partitions another one holds) and does, in order:
+
+    recover staged rewrites → retention (cleanup.policy has delete)
+        → key compaction (cleanup.policy has compact) or small-file merge (delete only)
+
+Merges and key compaction are skipped while a tiering claim on the partition is live. They
+could not conflict anyway — tiering only ever adds the file above the committed cold range,
+rewrites only touch committed files below it, and Delta never sees two commits removing the
+same file — but keeping out of the way leaves the tiering worker's post-commit lookup (which
+file covers my segment?) trivially correct, and costs only a poll interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import NamedTuple
+
+from sqlalchemy.engine import Engine
+
+from compaction import metrics
+from compaction.jobs import PartitionJobs, Settings, Target
+from compaction.manifest_ops import CompactionManifest
+from metadata.configs import topic_config
+from metadata.topics import TopicRepo
+from tiering.metrics import Health
+from tiering.object_store import ObjectStoreConfig
+
+log = logging.getLogger("tierlog.compaction")
+
+
+class PassSummary(NamedTuple):
+    partitions: int
+    expired_files: int
+    merged_files: int
+    compacted_partitions: int
+    deleted_objects: int
+    reclaimed_bytes: int
+
+
+class CompactionWorker:
+    def __init__(
+        self,
+        engine: Engine,
+        store_config: ObjectStoreConfig,
+        worker_id: str,
+        settings: Settings | None = None,
+    ) -> None:
+        self.engine, self.worker_id = engine, worker_id
+        self.ops = CompactionManifest(engine)
+        self.jobs = PartitionJobs(self.ops, store_config, settings or Settings())
+        self.topics = TopicRepo(engine)
+
+    def close(self) -> None:
+        self.jobs.close()
+
+    def run_forever(
+        self, poll_ms: int, stop_event: threading.Event, health: Health | None = None
+    ) -> None:
+        log.info("compaction worker started", extra={"worker": self.worker_id})
+        while not stop_event.is_set():
+            try:
+                self.run_once()
+            except Exception:  # Postgres or S3 down: keep going, they come back
+                log.exception("compaction pass failed", extra={"worker": self.worker_id})
+                metrics.FAILURES.labels("loop").inc()
+            if health is not None:
+                health.beat()
+            stop_event.wait(poll_ms / 1000)
+        log.info("compaction worker stopped", extra={"worker": self.worker_id})
+
+    def run_once(self, now_ms: int | None = None) -> PassSummary:
+        """One pass over every partition, then the sweep. `now_ms` is for tests."""
+        started = time.monotonic()
+        visited = expired = merged = compacted = 0
+        for info in self.topics.list():
+            cfg = topic_config(info.configs)
+            for p in range(info.partition_count):
+                t = Target(info.id, info.name, p, cfg)
+                with self.ops.partition_lock(info.id, p) as mine:
+                    if not mine:
+                        continue  # another worker is on it
+                    visited += 1
+                    e, m, c = self._partition(t, now_ms)
+                    expired, merged, compacted = expired + e, merged + m, compacted + c
+        deleted, reclaimed = self._sweep()
+        metrics.PENDING_DELETE_BYTES.set(self.ops.pending_delete_bytes())
+        summary = PassSummary(visited, expired, merged, compacted, deleted, reclaimed)
+        if expired or merged or compacted or deleted:
+            log.info(
+                "compaction pass",
+                extra={
+                    "worker": self.worker_id,
+                    **summary._asdict(),
+                    "seconds": round(time.monotonic() - started, 3),
+                },
+            )
+        return summary
+
+    def _partition(self, t: Target, now_ms: int | None) -> tuple[int, int, int]:
+        ctx = {"worker": self.worker_id, "topic": t.topic, "partition": t.partition}
+        expired = merged = compacted = 0
+        job = "recover"
+        try:
+            self.jobs.recover(t)
+            job = "retention"
+            now = int(time.time() * 1000) if now_ms is None else now_ms
+            expired = len(self.jobs.retention(t, now))
+            if self.ops.tiering_busy(t.topic_id, t.partition):
+                return expired, 0, 0
+            if t.config.compact:
+                job = "compact"
+                compacted = int(self.jobs.compact_keys(t, now) is not None)
+            else:
+                job = "merge"
+                merged = sum(r.files_in for r in self.jobs.merge(t))
+        except Exception:
+            metrics.FAILURES.labels(job).inc()
+            log.exception("compaction job failed", extra={**ctx, "job": job})
+        return expired, merged, compacted
+
+    def _sweep(self) -> tuple[int, int]:
+        files = size = 0
+        try:
+            while True:
+                n, b = self.jobs.sweep()
+                files, size = files + n, size + b
+                if n < 1000:
+                    return files, size
+        except Exception:
+            metrics.FAILURES.labels("sweep").inc()
+            log.exception("sweep failed", extra={"worker": self.worker_id})
+            return files, size
