@@ -1,0 +1,222 @@
+"""Cold data files straight from S3 with pyarrow (DESIGN §4, §6): footers, row-group
+selection by statistics, and the reads themselves, counted.
+
+A file is opened (one HEAD); its footer comes with the plan when the planner already read
+it, else with one ranged GET; then only the chosen
+row groups are fetched (pyarrow's pre-buffering coalesces each run of them into one GET).
+Every byte fetched goes through `_CountingFile`, so what a scan read is measured, not guessed.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from logformat.schema import CONSUMER_SCHEMA
+from spark_tables.bounds import Bounds
+from spark_tables.cold_files import ColdFileInfo
+from tiering.object_store import ObjectStoreConfig
+
+WHOLE_FILE_MAX = 32 << 20  # files read whole by one task are fetched with one GET up to this
+_fs_lock = threading.Lock()
+_filesystems: dict[ObjectStoreConfig, pafs.S3FileSystem] = {}
+
+
+def s3_filesystem(store: ObjectStoreConfig) -> pafs.S3FileSystem:
+    """One pyarrow S3 filesystem per configuration per process (Spark reuses workers)."""
+    with _fs_lock:
+        fs = _filesystems.get(store)
+        if fs is None:
+            kwargs: dict[str, object] = {
+                "region": store.region,
+                "connect_timeout": store.connect_timeout_s,
+                "request_timeout": store.read_timeout_s,
+                "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=store.max_attempts),
+            }
+            if store.access_key_id and store.secret_access_key:
+                kwargs.update(
+                    access_key=store.access_key_id,
+                    secret_key=store.secret_access_key,
+                    session_token=store.session_token,
+                )
+            if store.endpoint_url:  # path-style addressing: pyarrow's default with an override
+                scheme, _, host = store.endpoint_url.partition("://")
+                kwargs.update(scheme=scheme or "https", endpoint_override=host.rstrip("/"))
+            fs = pafs.S3FileSystem(**kwargs)
+            _filesystems[store] = fs
+        return fs
+
+
+class _CountingFile(io.RawIOBase):
+    """A read-only file over a pyarrow NativeFile that counts the bytes read."""
+
+    def __init__(self, raw: pa.NativeFile) -> None:
+        super().__init__()
+        self.raw = raw
+        self.bytes_read = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        return int(self.raw.seek(pos, whence))
+
+    def tell(self) -> int:
+        return int(self.raw.tell())
+
+    def size(self) -> int:
+        return int(self.raw.size())
+
+    def read(self, n: int | None = -1) -> bytes:
+        data = self.raw.read(None if n is None or n < 0 else n)
+        self.bytes_read += len(data)
+        return bytes(data)
+
+    def readinto(self, buf: bytearray | memoryview) -> int:  # type: ignore[override]
+        data = self.read(len(buf))
+        buf[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
+
+
+def open_file(store: ObjectStoreConfig, f: ColdFileInfo) -> _CountingFile:
+    return _CountingFile(s3_filesystem(store).open_input_file(f"{store.bucket}/{f.key}"))
+
+
+def read_metadata(store: ObjectStoreConfig, f: ColdFileInfo) -> tuple[pq.FileMetaData, int]:
+    """The file's footer, and the bytes fetched to get it."""
+    with open_file(store, f) as src:
+        md = pq.ParquetFile(src).metadata
+        return md, src.bytes_read
+
+
+# -- row groups -------------------------------------------------------------------------------
+
+
+class RowGroupStats(NamedTuple):
+    start: int  # byte position of its first page
+    size: int  # compressed bytes
+    min_offset: int | None
+    max_offset: int | None
+    min_ts: int | None  # ms
+    max_ts: int | None
+
+
+def row_group_stats(md: pq.FileMetaData) -> list[RowGroupStats]:
+    out = []
+    for i in range(md.num_row_groups):
+        rg = md.row_group(i)
+        start, size = None, 0
+        cols: dict[str, tuple[int | None, int | None]] = {}
+        for j in range(rg.num_columns):
+            c = rg.column(j)
+            first = c.dictionary_page_offset if c.has_dictionary_page else c.data_page_offset
+            start = first if start is None else min(start, first)
+            size += c.total_compressed_size
+            if c.path_in_schema in ("offset", "timestamp"):
+                s = c.statistics
+                if s is not None and s.has_min_max:
+                    # raw values: int64 offsets and int64 ms timestamps, no datetime detour
+                    cols[c.path_in_schema] = (int(s.min_raw), int(s.max_raw))
+        o = cols.get("offset", (None, None))
+        t = cols.get("timestamp", (None, None))
+        out.append(RowGroupStats(start or 0, size, o[0], o[1], t[0], t[1]))
+    return out
+
+
+def select_row_groups(
+    stats: Sequence[RowGroupStats], bounds: Bounds, byte_range: tuple[int, int] | None = None
+) -> list[int]:
+    """Row groups that may hold wanted rows; with a byte range, only those whose midpoint
+    lies in it (Spark's rule, so byte-range splits of one file never overlap)."""
+    out = []
+    for i, s in enumerate(stats):
+        if byte_range is not None and not (byte_range[0] <= s.start + s.size // 2 < byte_range[1]):
+            continue
+        if bounds.overlaps(s.min_offset, s.max_offset, s.min_ts, s.max_ts):
+            out.append(i)
+    return out
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+
+class ReadResult:
+    """What one read fetched (filled in while its batches are consumed)."""
+
+    def __init__(self) -> None:
+        self.bytes_read = 0
+        self.row_groups: list[int] = []
+        self.rows = 0
+
+
+def read_file(
+    store: ObjectStoreConfig,
+    f: ColdFileInfo,
+    bounds: Bounds,
+    *,
+    row_groups: Sequence[int] | None = None,
+    byte_range: tuple[int, int] | None = None,
+    metadata: pq.FileMetaData | None = None,
+    result: ReadResult | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """CONSUMER_SCHEMA batches of the file's rows within `bounds`, in offset order."""
+    result = result if result is not None else ReadResult()
+    whole = row_groups is None and byte_range is None and f.size <= WHOLE_FILE_MAX
+    with open_file(store, f) as src:
+        try:
+            if whole:  # every row group is wanted: one GET, not footer + row groups
+                pf = pq.ParquetFile(pa.py_buffer(src.read()), metadata=metadata)
+            else:
+                pf = pq.ParquetFile(src, metadata=metadata, pre_buffer=True)
+            if row_groups is None:
+                row_groups = select_row_groups(row_group_stats(pf.metadata), bounds, byte_range)
+            result.row_groups = list(row_groups)
+            for i in row_groups:
+                table = pf.read_row_group(i)
+                for batch in table.to_batches():
+                    batch = filter_rows(batch, bounds)
+                    if batch.num_rows:
+                        result.rows += batch.num_rows
+                        yield batch
+        finally:
+            result.bytes_read = src.bytes_read
+
+
+def filter_rows(batch: pa.RecordBatch, bounds: Bounds) -> pa.RecordBatch:
+    """The rows within the offset and timestamp bounds (the batch's schema is kept)."""
+    if batch.schema != CONSUMER_SCHEMA:
+        batch = batch.cast(CONSUMER_SCHEMA)
+    masks = []
+    offsets = batch.column(0)
+    if bounds.offset_lo > 0:
+        masks.append(pc.greater_equal(offsets, bounds.offset_lo))
+    if bounds.offset_hi is not None:
+        masks.append(pc.less(offsets, bounds.offset_hi))
+    if bounds.ts_lo is not None or bounds.ts_hi is not None:
+        ts = batch.column(1).view(pa.int64())  # ms since the epoch
+        if bounds.ts_lo is not None:
+            masks.append(pc.greater_equal(ts, bounds.ts_lo))
+        if bounds.ts_hi is not None:
+            masks.append(pc.less(ts, bounds.ts_hi))
+    if not masks:
+        return batch
+    mask = masks[0]
+    for m in masks[1:]:
+        mask = pc.and_(mask, m)
+    if pc.all(mask).as_py():
+        return batch
+    return batch.filter(mask)
