@@ -9,8 +9,14 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from logformat.errors import TierlogError
+
+if TYPE_CHECKING:
+    from fetch.node import FetchNode
+    from ingest.extension import Extension
+    from ingest.tiered_fetch import ColdReader
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -61,6 +67,7 @@ def _add_broker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def _run_broker(args: argparse.Namespace) -> int:
+    from fetch.groups.mount import broker_extension
     from ingest.broker import serve
     from ingest.broker_config import BrokerConfig, parse_listen
     from tierlog import logs
@@ -85,8 +92,69 @@ def _run_broker(args: argparse.Namespace) -> int:
             replica_lag_ms=args.replica_lag_ms,
             request_timeout_ms=args.request_timeout_ms,
             default_replication_factor=args.default_replication_factor,
-        )
+        ),
+        cold_reader=_cold_tier(args.database_url),
+        extensions=[broker_extension],  # consumer groups (fetch/groups)
     )
+    return 0
+
+
+def _s3_configured() -> bool:
+    return bool(os.environ.get("TIERLOG_S3_ENDPOINT") or os.environ.get("TIERLOG_S3_BUCKET"))
+
+
+def _cold_tier(database_url: str) -> ColdReader | None:
+    """fetch's cold reader over tiering's async object store, when S3 is configured: how a
+    broker serves offsets below its local log start, and how a fetch node reads S3."""
+    if not _s3_configured():
+        return None
+    from fetch.cold_tier import ColdTier, ColdTierConfig
+    from tiering.object_store import AsyncObjectStore, ObjectStoreConfig
+
+    store = AsyncObjectStore(ObjectStoreConfig.from_env())
+    return ColdTier(database_url, store, ColdTierConfig.from_env())
+
+
+def _add_fetch(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "fetch", help="run a fetch node (consumer reads: cold from S3, hot via replicas)"
+    )
+    p.add_argument("--listen", default=_env("FETCH_LISTEN", "127.0.0.1:8090"), help="HOST:PORT")
+    p.add_argument("--database-url", default=_env("DATABASE_URL"))
+    p.add_argument(
+        "--request-timeout-ms", type=int, default=int(_env("REQUEST_TIMEOUT_MS", "30000") or 30000)
+    )
+    p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
+    p.set_defaults(func=_run_fetch)
+
+
+def _groups_on_fetch_node(node: FetchNode) -> Extension:
+    """Consumer groups served by a fetch node too (fetch/groups/mount.py)."""
+    from fetch.groups.mount import GroupsMount
+    from ingest.extension import Extension
+
+    mount = GroupsMount(node.config.database_url, node.cache, lambda: node.cluster_secret)
+    return Extension(mount.routes, mount.running)
+
+
+def _run_fetch(args: argparse.Namespace) -> int:
+    from fetch.node import FetchNodeConfig, serve
+    from ingest.broker_config import parse_listen
+    from tierlog import logs
+
+    logs.setup("fetch", args.log_level)
+    if not args.database_url:
+        print("tierlog fetch: --database-url or TIERLOG_DATABASE_URL is required", file=sys.stderr)
+        return 2
+    if not _s3_configured():
+        print(
+            "tierlog fetch: no TIERLOG_S3_ENDPOINT / TIERLOG_S3_BUCKET: every read goes to a "
+            "replica",
+            file=sys.stderr,
+        )
+    host, port = parse_listen(args.listen)
+    config = FetchNodeConfig(host, port, args.database_url, args.request_timeout_ms)
+    serve(config, _cold_tier(args.database_url), [_groups_on_fetch_node])
     return 0
 
 
@@ -154,6 +222,79 @@ def _run_tiering(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_compaction(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "compaction", help="run a compaction worker (cold retention, file merge, key compaction)"
+    )
+    p.add_argument("--worker-id", default=_env("WORKER_ID"), help="default: compaction-HOST-PID")
+    p.add_argument("--database-url", default=_env("DATABASE_URL"))
+    p.add_argument("--poll-ms", type=int, default=int(_env("COMPACTION_POLL_MS", "10000") or 10000))
+    p.add_argument(
+        "--target-file-bytes",
+        type=int,
+        default=int(_env("COMPACTION_TARGET_FILE_BYTES", str(64 << 20)) or 64 << 20),
+        help="merges and key compaction write cold files of about this size",
+    )
+    p.add_argument(
+        "--min-grace-ms",
+        type=int,
+        default=int(_env("COMPACTION_MIN_GRACE_MS", "60000") or 60000),
+        help="removed files' objects stay at least this long (and file.delete.delay.ms)",
+    )
+    p.add_argument(
+        "--listen",
+        default=_env("COMPACTION_LISTEN"),
+        help="HOST:PORT serving /metrics and /healthz (default: none)",
+    )
+    p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
+    p.set_defaults(func=_run_compaction)
+
+
+def _run_compaction(args: argparse.Namespace) -> int:
+    import socket
+    import threading
+
+    from compaction.jobs import Settings
+    from compaction.worker import CompactionWorker
+    from ingest.broker_config import parse_listen
+    from metadata.db import make_engine, migrate
+    from tiering import metrics
+    from tiering.object_store import ObjectStore, ObjectStoreConfig
+    from tierlog import logs
+
+    logs.setup("compaction", args.log_level)
+    if not args.database_url:
+        print(
+            "tierlog compaction: --database-url or TIERLOG_DATABASE_URL is required",
+            file=sys.stderr,
+        )
+        return 2
+    worker_id = args.worker_id or f"compaction-{socket.gethostname()}-{os.getpid()}"
+    engine = make_engine(args.database_url)
+    migrate(engine)
+    config = ObjectStoreConfig.from_env()
+    ObjectStore(config).ensure_bucket()
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    health = metrics.Health(stale_s=max(300.0, 10 * args.poll_ms / 1000))
+    server = None
+    if args.listen:
+        host, port = parse_listen(args.listen)
+        server = metrics.serve_metrics(host, port, health)
+        print(f"compaction metrics on http://{host}:{server.server_port}/metrics", file=sys.stderr)
+    settings = Settings(target_file_bytes=args.target_file_bytes, min_grace_ms=args.min_grace_ms)
+    worker = CompactionWorker(engine, config, worker_id, settings)
+    try:
+        worker.run_forever(args.poll_ms, stop, health)
+    finally:
+        worker.close()
+        if server is not None:
+            server.shutdown()
+        engine.dispose()
+    return 0
+
+
 def _add_dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("dev", help="run the whole system locally on embedded defaults")
     p.add_argument("--brokers", type=int, default=1)
@@ -177,6 +318,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _add_dev(sub)
     _add_broker(sub)
     _add_tiering(sub)
+    _add_compaction(sub)
+    _add_fetch(sub)
     commands.add_client_commands(sub, _env("URL", DEFAULT_URL) or DEFAULT_URL)
     args = parser.parse_args(argv)
     # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see where a hang is.

@@ -1,5 +1,5 @@
-"""`tierlog dev`: Postgres, an S3 endpoint, N brokers, tiering (and later compaction) on one
-machine.
+"""`tierlog dev`: Postgres, an S3 endpoint, N brokers, a fetch node, and the tiering and
+compaction workers on one machine.
 
 Each broker and worker runs as its own process, as in production; this supervisor starts them,
 restarts one that dies, and stops everything on Ctrl-C in order: brokers, workers, S3, Postgres.
@@ -64,29 +64,17 @@ def _wait_ready(url: str, child: Child, timeout: float = 60) -> None:
     raise RuntimeError(f"{child.name} was not ready at {url} within {timeout:.0f}s")
 
 
-# Worker roles started beside the brokers when this build of tierlog has the command.
+# Worker roles started beside the brokers; each default worker id is unique.
 _WORKER_ROLES = ("tiering", "compaction")
 
 
-def _has_command(role: str) -> str | None:
-    """`tierlog ROLE --help` output when the command exists, else None."""
-    try:
-        out = subprocess.run(
-            [sys.executable, "-m", "tierlog", role, "--help"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout if out.returncode == 0 else None
+def _role_argv(role: str, log_level: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "tierlog", role, "--log-level", log_level, *extra]
 
 
-def _worker_argv(role: str, help_text: str, log_level: str) -> list[str]:
-    argv = [sys.executable, "-m", "tierlog", role]  # its default worker id is unique
-    if "--log-level" in help_text:
-        argv += ["--log-level", log_level]
-    return argv
+def fetch_port(port: int, brokers: int) -> int:
+    """The fetch node's port: 8090 beside brokers on 8080.., past them in bigger clusters."""
+    return port + max(10, brokers)
 
 
 def _start_s3(data_dir: Path, env: dict[str, str]) -> tuple[LocalS3 | None, dict[str, str]]:
@@ -170,23 +158,22 @@ def run_dev(data_dir: Path, brokers: int, port: int, log_level: str = "INFO") ->
         for child, url in children:
             assert url is not None
             _wait_ready(url, child)
-        workers = []
+        fetch_listen = f"127.0.0.1:{fetch_port(port, brokers)}"
+        fetch_node = Child("fetch", _role_argv("fetch", log_level, "--listen", fetch_listen), env)
+        fetch_node.start()
+        children.append((fetch_node, f"http://{fetch_listen}"))
+        _wait_ready(f"http://{fetch_listen}", fetch_node)
         for role in _WORKER_ROLES:
-            help_text = _has_command(role)
-            if help_text is None:
-                log.info("no such command yet; not started", extra={"role": role})
-                continue
-            worker = Child(role, _worker_argv(role, help_text, log_level), env)
-            worker.start()
-            children.append((worker, None))
-            workers.append(role)
-        urls = ", ".join(url for _, url in children if url)
+            children.append((Child(role, _role_argv(role, log_level), env), None))
+            children[-1][0].start()
+        broker_urls = ", ".join(url for child, url in children if url and child is not fetch_node)
         where = s3.endpoint if s3 else env["TIERLOG_S3_ENDPOINT"]
         print(
-            f"tierlog dev is up: brokers at {urls} (open, no auth: loopback only); "
+            f"tierlog dev is up: brokers at {broker_urls} (open, no auth: loopback only); "
+            f"fetch node at http://{fetch_listen}; "
             f"S3 at {where} bucket {env['TIERLOG_S3_BUCKET']} "
             f"(credentials in {data_dir / 's3.env'}); "
-            f"workers: {', '.join(workers) or 'none'}. "
+            f"workers: {', '.join(_WORKER_ROLES)}. "
             f"Data in {data_dir}. Ctrl-C stops everything.",
             file=sys.stderr,
             flush=True,

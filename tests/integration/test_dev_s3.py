@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -22,6 +24,7 @@ from tests.integration.cluster import wait_for
 from tests.integration.test_dev import _ctrl_c, _s3_env, _start
 from tiering.layout import table_uri
 from tiering.object_store import ObjectStore, ObjectStoreConfig
+from tierlog.dev import fetch_port
 from tierlog.local_s3 import LocalS3, LocalS3Error
 
 
@@ -189,5 +192,24 @@ def test_dev_tiers_records_into_a_delta_table_in_its_s3(dev_data: Path, tmp_path
         rows = {(r["partition"], r["offset"]): (r["key"], r["value"]) for r in table.to_pylist()}
         assert table.num_rows == len(rows) == len(produced)  # each offset once
         assert rows == produced
+        # The fetch node dev runs (no broker role) replays the topic from the beginning.
+        fetch_url = f"http://127.0.0.1:{fetch_port(port, 1)}"
+        wait_for(
+            "the fetch node is ready",
+            lambda: httpx.get(f"{fetch_url}/readyz", timeout=5).status_code == 200,
+            timeout=30,
+        )
+        out = subprocess.run(
+            [
+                *(sys.executable, "-m", "tierlog", "consume", "events", "--url", fetch_url),
+                *("--from-beginning", "--print-offset", "--max-messages", str(len(produced))),
+                *("--timeout-ms", "30000"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr
+        assert len(out.stdout.splitlines()) == len(produced)
     finally:
         _ctrl_c(proc)
