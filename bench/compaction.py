@@ -6,7 +6,8 @@ Starts its own Postgres and moto's S3 server (in memory, loopback: the figures a
 worker's CPU and protocol cost, not a network's). Tiers the data through the tiering
 protocol (tests/integration/test_compaction_support.py), then times one compaction pass per
 job. Prints a table: files/s and MB/s of input for the merge, records/s for key compaction,
-bytes reclaimed for each.
+bytes reclaimed for each. The last row is the brokers' log cleaner (hot-tier key compaction
+of sealed segments on local disk, ingest/log_cleaner.py) over the same workload.
 """
 
 from __future__ import annotations
@@ -44,6 +45,52 @@ def _tier(env: ColdEnv, topic: str, files: int, records: int, keys: int) -> int:
             offset += 1
         env.tier(topic, 0, recs, per_frame=500)
     return sum(f.size_bytes for f in env.manifest.files(env.ids[topic], 0))
+
+
+def _hot_clean(tmp: str, n_records: int, keys: int) -> tuple[str, str, str, str]:
+    """The brokers' log cleaner on a local partition log of `n_records` updates."""
+    import pyarrow as pa
+
+    from ingest.index import LogIndex
+    from ingest.log_cleaner import LogCleaner
+    from ingest.partition_log import LogConfig, PartitionLog
+    from logformat.frame import encode_frame
+    from logformat.schema import HEADERS, RECORD_SCHEMA, TIMESTAMP
+    from metadata.configs import topic_config
+
+    index = LogIndex(os.path.join(tmp, "hot-index"))
+    plog = PartitionLog.open(
+        os.path.join(tmp, "hot-0"), "hot", "hot", 0, index, LogConfig(segment_bytes=8 << 20)
+    )
+    per_frame, ts = 500, now_ms() - 60_000
+    for start in range(0, n_records, per_frame):
+        n = min(per_frame, n_records - start)
+        batch = pa.RecordBatch.from_arrays(
+            [
+                pa.array(range(n), pa.int32()),
+                pa.array([ts] * n, TIMESTAMP),
+                pa.array([b"key-%d" % ((start + i) % keys) for i in range(n)], pa.binary()),
+                pa.array([b"v" * 100] * n, pa.binary()),
+                pa.array([None] * n, HEADERS),
+            ],
+            schema=RECORD_SCHEMA,
+        )
+        plog.append([encode_frame(batch)], 0, now_ms())
+    plog.roll()
+    cfg = topic_config({"cleanup.policy": "compact", "remote.storage.enable": "false"})
+    started = time.monotonic()
+    r = LogCleaner().clean(plog, cfg, plog.log_end_offset, force=True)
+    dt = time.monotonic() - started
+    plog.close()
+    index.close()
+    assert r is not None
+    return (
+        "hot log cleaner",
+        f"{r.records_in:,} → {r.records_out:,} records, {r.segments_in} → {r.segments_out} "
+        f"segments in {dt:.2f}s",
+        f"{r.records_in / dt:,.0f} records/s, {r.bytes_in / MB / dt:,.1f} MB/s",
+        f"{(r.bytes_in - r.bytes_out) / MB:,.2f} MB of {r.bytes_in / MB:,.2f} MB",
+    )
 
 
 def main() -> None:
@@ -121,6 +168,7 @@ def main() -> None:
             )
             w.close()
             engine.dispose()
+            rows.append(_hot_clean(tmp, n_records, args.keys))
         finally:
             pg.stop()
     head = ("job", "work", "throughput", "bytes reclaimed / output")

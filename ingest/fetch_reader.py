@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ingest.partition_state import PartitionState
 from logformat import records
@@ -51,23 +52,27 @@ async def fetch(
         return empty
     batches = []
     rows = 0
+    covered = offset  # every offset below this was read (kept or compacted away)
     for header, data in log.read(offset, max_bytes, hw):
         batch = records.to_consumer_batch(decode_records(data, verify=False), header.base_offset)
-        if header.base_offset < offset:
-            batch = batch.slice(offset - header.base_offset)
-        if header.next_offset > hw:
-            batch = batch.slice(0, max(0, batch.num_rows - (header.next_offset - hw)))
+        # Filter by offset, not by row index: a compacted frame spans more offsets than rows.
+        if header.base_offset < offset or header.next_offset > hw:
+            offsets = batch.column(0)
+            batch = batch.filter(pc.and_(pc.greater_equal(offsets, offset), pc.less(offsets, hw)))
         batches.append(batch)
         rows += batch.num_rows
+        covered = min(header.next_offset, hw)
         if rows >= max_records:
             break
     if not batches:
         return empty
-    table = pa.Table.from_batches(batches, CONSUMER_SCHEMA).slice(0, max_records)
+    table = pa.Table.from_batches(batches, CONSUMER_SCHEMA)
+    if table.num_rows > max_records:
+        # Cut short: resume after the last record returned (gaps after it are read again).
+        table = table.slice(0, max_records)
+        covered = table.column(0)[-1].as_py() + 1
     out = table.combine_chunks().to_batches()
-    if not out or out[0].num_rows == 0:
-        return empty
-    result = out[0]
-    # The last offset + 1, not offset + rows: compacted logs may have gaps.
-    next_offset = result.column(0)[-1].as_py() + 1
-    return FetchResult(result, next_offset, hw, log.log_start_offset)
+    result = out[0] if out else _EMPTY
+    # Past the frames read, not last offset + 1: compacted logs have gaps, and a fetch that
+    # met only compacted-away offsets must still move the consumer on.
+    return FetchResult(result, covered, hw, log.log_start_offset)

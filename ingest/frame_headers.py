@@ -28,7 +28,12 @@ def iter_frame_headers(
 ) -> Iterator[FrameHeader]:
     """Headers of the frames holding offsets in [start, end): the frame index gives where each
     frame is, one 60-byte pread reads its header. Frames of segments deleted meanwhile (by
-    retention) are skipped."""
+    retention) are skipped. Holds the log's lock while it runs: consume it whole."""
+    with plog.lock:  # a cleaner swap must not move frames under the index walk
+        yield from _walk(plog, start, end)
+
+
+def _walk(plog: PartitionLog, start: int, end: int | None) -> Iterator[FrameHeader]:
     end = plog.log_end_offset if end is None else end
     floor = plog.index.frame_floor(start)
     first = floor.base_offset if floor is not None and floor.next_offset > start else start

@@ -14,6 +14,7 @@ import logging
 import os
 from typing import NamedTuple
 
+from ingest import segment_swap
 from ingest.index import FrameEntry, LogIndex, PartitionIndex, PartitionState, SegmentMeta
 from ingest.segment import (
     NO_TIMESTAMP,
@@ -52,6 +53,26 @@ class RecoveryResult(NamedTuple):
             or self.segments_deleted
         )
 
+    def log_to(self, logger: logging.Logger, topic: str, partition: int) -> None:
+        """Log what recovery did (a warning if it repaired anything) on the log's logger."""
+        logger.log(
+            logging.WARNING if self.repaired else logging.INFO,
+            "log recovered topic=%s partition=%d segments=%d log_start=%d log_end=%d "
+            "clean=%s full_rebuild=%s truncated_bytes=%d frames_reindexed=%d "
+            "entries_removed=%d segments_deleted=%d",
+            topic,
+            partition,
+            len(self.segments),
+            self.log_start_offset,
+            self.log_end_offset,
+            self.clean_shutdown,
+            self.full_rebuild,
+            self.truncated_bytes,
+            self.frames_reindexed,
+            self.entries_removed,
+            self.segments_deleted,
+        )
+
 
 def prepare_dir(directory: str, topic: str, topic_id: str, partition: int, index: LogIndex) -> None:
     """Wipe a directory left by another incarnation of the topic; write partition.json."""
@@ -86,7 +107,10 @@ def recover(directory: str, index: LogIndex, idx: PartitionIndex) -> RecoveryRes
     file is cut at the first torn or corrupt frame, missing index entries are added and
     entries pointing past the cut are deleted. A missing index (no partition state) means
     a full rebuild. Offsets must continue across files; anything after a break is deleted.
+    A log cleaner swap a crash interrupted is first finished or dropped (segment_swap); the
+    swapped segment's stale index entries then fail the consistency check and are redone.
     """
+    segment_swap.finish(directory)
     files = list_segments(directory)
     state = idx.get_state()
     full = state is None
@@ -167,6 +191,8 @@ def recover(directory: str, index: LogIndex, idx: PartitionIndex) -> RecoveryRes
         idx.put_segment(
             batch, seg.base_offset, SegmentMeta(seg.created_ms, seg.max_timestamp, seg.sealed)
         )
+    for gone in set(metas) - {seg.base_offset for seg in segs}:
+        idx.delete_segment(batch, gone)  # e.g. segments a cleaner swap merged away
     lso = min(max(state.log_start_offset, first), leo)
     idx.truncate_epochs_from_end(batch, leo)
     idx.truncate_epochs_from_start(batch, lso)

@@ -4,33 +4,39 @@ Offsets are assigned here (dense, from log_end_offset), frames are written to th
 with one system call per group commit, and one index WriteBatch follows. Readers need no lock:
 they snapshot the segment list and the end offset, and never look past what the index knew.
 Writers (append, roll, truncate, retention) are serialized by a lock. Crash recovery at open
-is in log_recovery.py; `open` installs its result.
+is in log_recovery.py; `open` installs its result. This class owns the state (offsets, segment
+list, lock); the steps that need none of it are in log_append.py, log_read.py (the lock-free
+read path), log_truncation.py and segment_swap.py (the cleaner's swap).
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
-import struct
 import threading
 import time
 from collections.abc import Sequence
 from typing import NamedTuple
 
-import pyarrow as pa
-import pyarrow.compute as pc
 from rocksdict import WriteBatch
 
+from ingest import log_read, log_truncation, segment_swap
 from ingest.index import LogIndex, PartitionIndex, PartitionState, SegmentMeta
+from ingest.log_append import (
+    Entry,
+    group_end,
+    index_group,
+    number_frames,
+    replicated_frames,
+)
+from ingest.log_read import LogView, ReadResult
 from ingest.log_recovery import RecoveryResult, prepare_dir, recover
-from ingest.segment import NO_TIMESTAMP, BytesLike, Graveyard, Segment, remove_dir
+from ingest.segment import BytesLike, Graveyard, Segment, remove_dir
 from logformat.errors import ErrorCode, TierlogError
-from logformat.frame import HEADER_SIZE, MAGIC, CorruptFrameError, FrameHeader, assign, scan
-from logformat.frame import decode_records as _decode
+
+__all__ = ["LogConfig", "PartitionLog", "ReadResult", "SegmentInfo"]
 
 log = logging.getLogger(__name__)
 
-_META = struct.Struct("<4s12xI6xi22xq")  # magic, payload_length, record_count, max_timestamp
 _NO_MAX = -(1 << 63)
 
 
@@ -47,10 +53,6 @@ class SegmentInfo(NamedTuple):
     path: str
     max_timestamp: int
     created_ms: int
-
-
-ReadResult = list[tuple[FrameHeader, memoryview]]
-_Entry = tuple[int, int, int, int]  # base offset, record count, max timestamp, size
 
 
 def _now_ms() -> int:
@@ -80,6 +82,9 @@ class PartitionLog:
         self._failed: Exception | None = None
         self._closed = False
         self._graveyard = Graveyard()
+        # Seqlock for lock-free readers against a cleaner swap (odd while one is under way):
+        # the segment list and the index change together, a read that saw both sides retries.
+        self._swap_gen = 0
 
     @classmethod
     def open(
@@ -166,22 +171,7 @@ class PartitionLog:
             self._check_usable()
             if not frames:
                 return []
-            entries: list[_Entry] = []
-            out: list[tuple[int, int]] = []
-            off = self._leo
-            unpack = _META.unpack_from
-            for frame in frames:
-                size = len(frame)
-                try:
-                    magic, payload_len, count, max_ts = unpack(frame)
-                except struct.error:
-                    magic = None
-                if magic != MAGIC or size != HEADER_SIZE + payload_len or count <= 0:
-                    raise TierlogError(ErrorCode.CORRUPT_MESSAGE, "not a whole frame")
-                assign(frame, off, leader_epoch)
-                entries.append((off, count, max_ts, size))
-                out.append((off, off + count - 1))
-                off += count
+            entries, out = number_frames(frames, self._leo, leader_epoch)
             epochs = [(leader_epoch, self._leo)] if leader_epoch > self._latest_epoch else []
             self._write(frames, entries, epochs, now_ms)
             return out
@@ -192,31 +182,16 @@ class PartitionLog:
         """Append frames that already carry offsets (a follower copying its leader)."""
         with self._lock:
             self._check_usable()
-            result = scan(frame_bytes)
-            if result.torn or not result.frames:
-                raise TierlogError(ErrorCode.CORRUPT_MESSAGE, "replicated bytes are not frames")
-            view = memoryview(frame_bytes)
-            bufs, entries, epochs = [], [], []
-            expected, latest = self._leo, self._latest_epoch
-            for pos, h in result.frames:
-                if h.base_offset != expected:
-                    raise TierlogError(
-                        ErrorCode.OFFSET_OUT_OF_RANGE,
-                        f"frame at {h.base_offset} does not continue the log at {expected}",
-                    )
-                if h.leader_epoch > latest:
-                    epochs.append((h.leader_epoch, h.base_offset))
-                    latest = h.leader_epoch
-                bufs.append(view[pos : pos + h.size])
-                entries.append((h.base_offset, h.record_count, h.max_timestamp, h.size))
-                expected = h.next_offset
+            bufs, entries, epochs, out = replicated_frames(
+                frame_bytes, self._leo, self._latest_epoch
+            )
             self._write(bufs, entries, epochs, _now_ms() if now_ms is None else now_ms)
-            return [(h.base_offset, h.last_offset) for _, h in result.frames]
+            return out
 
     def _write(
         self,
         bufs: Sequence[BytesLike],
-        entries: list[_Entry],
+        entries: list[Entry],
         epochs: list[tuple[int, int]],
         now_ms: int,
     ) -> None:
@@ -227,30 +202,14 @@ class PartitionLog:
                 seg = self._roll(batch, entries[0][0])
             limit, n, i, max_ts = self.config.segment_bytes, len(bufs), 0, self._max_ts
             while i < n:
-                # Greedy group for this segment; a lone oversized frame goes into an empty one.
-                room, j, total = limit - seg.size, i, 0
-                while j < n and (total + entries[j][3] <= room or (j == i and seg.size == 0)):
-                    total += entries[j][3]
-                    j += 1
+                j, total = group_end(entries, i, limit - seg.size, seg.size == 0)
                 if j == i:
                     seg = self._roll(batch, entries[i][0])
                     continue
                 pos = seg.append(bufs[i:j], total)
                 if seg.created_ms < 0:
                     seg.created_ms = now_ms
-                for base, count, frame_max, size in entries[i:j]:
-                    idx.put_frame(batch, base, seg.base_offset, pos, size, count, frame_max)
-                    pos += size
-                    if frame_max > max_ts:  # time index keeps only running-max increases
-                        idx.put_time(batch, frame_max, base)
-                        max_ts = frame_max
-                    if frame_max > seg.max_timestamp:
-                        seg.max_timestamp = frame_max
-                last = entries[j - 1]
-                seg.next_offset = last[0] + last[1]
-                idx.put_segment(
-                    batch, seg.base_offset, SegmentMeta(seg.created_ms, seg.max_timestamp, False)
-                )
+                max_ts = index_group(idx, batch, seg, entries[i:j], pos, max_ts)
                 i = j
             for epoch, start in epochs:
                 idx.put_epoch(batch, epoch, start)
@@ -304,71 +263,33 @@ class PartitionLog:
         self._put_state(batch, clean=False)
         return new
 
-    # --- read ---
+    @property
+    def lock(self) -> threading.RLock:
+        """The writers' lock (the cleaner's swap takes it; header replays hold it)."""
+        return self._lock
+
+    # --- read (lock-free: log_read.py) ---
+    def _view(self) -> LogView:
+        return LogView(self._leo, self._lso, self._segments, self._bases)
+
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> ReadResult:
-        """Whole frames from the one holding `offset`, up to max_bytes (at least one frame)."""
-        leo, lso, segs, bases = self._leo, self._lso, self._segments, self._bases
-        if offset < lso or offset > leo:
-            raise TierlogError(
-                ErrorCode.OFFSET_OUT_OF_RANGE,
-                f"offset {offset} not in [{lso}, {leo}]",
-                log_start_offset=lso,
-                log_end_offset=leo,
-            )
-        limit = leo if max_offset is None else min(max_offset, leo)
-        entry = self.index.frame_floor(offset) if offset < limit else None
-        if entry is None:
-            return []
-        i = bisect.bisect_right(bases, entry.segment_base) - 1
-        if i < 0 or bases[i] != entry.segment_base:  # deleted by retention meanwhile
-            raise TierlogError(ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {offset} was deleted")
-        seg, pos, need = segs[i], entry.position, entry.size
-        out: ReadResult = []
-        taken = 0
-        while True:
-            avail = seg.size - pos
-            if avail <= 0:
-                i += 1
-                if i >= len(segs):
-                    return out
-                seg, pos = segs[i], 0
-                continue
-            budget = max_bytes - taken if out else max(max_bytes, need)
-            if min(avail, budget) < HEADER_SIZE:
-                return out
-            before = len(out)
-            try:
-                used, more = seg.read_frames(pos, min(avail, budget), limit, offset, out)
-            except CorruptFrameError as exc:
-                raise TierlogError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from exc
-            taken += sum(h.size for h, _ in out[before:])
-            if more < 0 or (out and more):  # at the limit, or the next frame does not fit
-                return out
-            pos, need = pos + used, more
+        """Whole frames from the one holding `offset`, up to max_bytes (at least one frame).
+
+        After key compaction a frame holds rows only for its surviving offsets: an offset the
+        cleaner removed is read as the frame that spanned it (its next records)."""
+        return log_read.consistent(
+            lambda: self._swap_gen,
+            lambda: log_read.read(self.index, self._view(), offset, max_bytes, max_offset),
+            self.dir,
+        )
 
     def offset_for_timestamp(self, ts_ms: int) -> int | None:
         """First offset whose record timestamp is >= ts_ms (Kafka's ListOffsets by time)."""
-        first = self.index.time_lookup(ts_ms)
-        if first is None:
-            return None
-        leo, start, segs, bases = self._leo, max(first, self._lso), self._segments, self._bases
-        floor = self.index.frame_floor(start)
-        for entry in self.index.frames(floor.base_offset if floor else start):
-            if entry.base_offset >= leo:
-                return None
-            if entry.max_timestamp < ts_ms or entry.next_offset <= start:
-                continue
-            seg = segs[bisect.bisect_right(bases, entry.segment_base) - 1]
-            batch = _decode(seg.read(entry.position, entry.size), verify=False)
-            deltas = batch.column(0)
-            mask = pc.and_(
-                pc.greater_equal(batch.column(1).cast(pa.int64()), ts_ms),
-                pc.greater_equal(deltas, start - entry.base_offset),
-            )
-            row = pc.index(mask, True).as_py()
-            if row >= 0:
-                return int(entry.base_offset + deltas[row].as_py())
-        return None
+        return log_read.consistent(
+            lambda: self._swap_gen,
+            lambda: log_read.offset_for_timestamp(self.index, self._view, ts_ms),
+            self.dir,
+        )
 
     # --- truncation and retention ---
     def truncate_to(self, offset: int) -> int:
@@ -385,29 +306,13 @@ class PartitionLog:
             if offset <= self._lso or entry is None:
                 self.truncate_fully_and_start_at(offset)
                 return self._leo
-            new_leo = entry.base_offset
-            i = self._bases.index(entry.segment_base)
-            for dead in self._segments[i + 1 :]:
-                dead.delete()
-            seg = self._segments[i]
-            seg.truncate(entry.position)
-            seg.next_offset, seg.sealed = new_leo, False
-            seg.max_timestamp = max(
-                (e.max_timestamp for e in self.index.frames(seg.base_offset, new_leo)),
-                default=NO_TIMESTAMP,
+            new_leo, batch = entry.base_offset, self._index.batch()
+            segs, remaining = log_truncation.cut_tail(
+                self.index, batch, self._segments, self._bases, entry
             )
-            if not seg.size:
-                seg.created_ms = NO_TIMESTAMP
-            self._set_segments(self._segments[: i + 1])
-            batch = self._index.batch()
-            self.index.drop_frames(batch, new_leo)
-            remaining = self.index.truncate_time(batch, new_leo)
-            self.index.truncate_epochs_from_end(batch, new_leo)
-            self.index.put_segment(
-                batch, seg.base_offset, SegmentMeta(seg.created_ms, seg.max_timestamp, False)
-            )
+            self._set_segments(segs)
             self._leo, self._lso = new_leo, min(self._lso, new_leo)
-            self._checkpoint = min(self._checkpoint, seg.base_offset)
+            self._checkpoint = min(self._checkpoint, segs[-1].base_offset)
             self._put_state(batch, clean=False)
             self._index.write(batch)
             self._max_ts = _NO_MAX if remaining is None else remaining
@@ -421,9 +326,7 @@ class PartitionLog:
                 seg.delete()
             self._set_segments([Segment.create(self.dir, offset)])
             batch = self._index.batch()
-            self.index.drop_frames(batch, 0)
-            self.index.truncate_time(batch, 0)
-            self.index.truncate_epochs_from_end(batch, 0)
+            log_truncation.clear(self.index, batch)
             self._lso = self._leo = self._checkpoint = offset
             self._max_ts, self._latest_epoch = _NO_MAX, -1
             self._put_state(batch, clean=False)
@@ -448,9 +351,7 @@ class PartitionLog:
             if self._closed:  # dropped meanwhile: its files and index entries are gone
                 return []
             segs = self._segments
-            n = 0
-            while n < len(segs) - 1 and segs[n].next_offset <= offset:
-                n += 1
+            n = log_truncation.segments_below(segs, offset)
             if not n:
                 return []
             gone = self.segments()[:n]
@@ -461,12 +362,44 @@ class PartitionLog:
             first = segs[n].base_offset
             self._lso = max(self._lso, first)
             batch = self._index.batch()
-            self.index.drop_frames(batch, 0, first)
-            self.index.prune_time(batch, self._lso)
-            self.index.truncate_epochs_from_start(batch, self._lso)
+            log_truncation.drop_head(self.index, batch, first, self._lso)
             self._put_state(batch, clean=False)
             self._index.write(batch)
             return gone
+
+    def swap_cleaned(
+        self,
+        old: Sequence[SegmentInfo],
+        cleaned: str,
+        frames: Sequence[tuple[int, int, int, int, int]],
+    ) -> bool:
+        """Replace the sealed segments `old` (consecutive, as the cleaner saw them) by the
+        cleaned file `cleaned` covering the same offsets; `frames` are its (base offset,
+        position, size, span, max timestamp). False (and the file is dropped) if the log changed
+        meanwhile (truncation, retention, close). See segment_swap for the crash protocol."""
+        with self._lock:
+            segs = self._segments
+            i = segment_swap.find(segs, self._bases, old)
+            if self._closed or self._failed is not None or i is None:
+                segment_swap.discard(cleaned)
+                return False
+            mine = segs[i : i + len(old)]
+            for seg in mine:  # readers holding these keep the old inodes from here on
+                _ = seg.fd
+            swap = segment_swap.commit(cleaned)
+            self._swap_gen += 1
+            try:
+                new = segment_swap.install_cleaned(swap, mine, frames, self._index, self.index)
+                self._set_segments([*segs[:i], new, *segs[i + len(old) :]])
+            except Exception as exc:
+                self._failed = exc  # the files are ahead of the index: reopening repairs it
+                log.exception("segment swap failed, log offline dir=%s", self.dir)
+                raise
+            finally:
+                self._swap_gen += 1
+            self._graveyard.reap(time.monotonic())
+            self._graveyard.retire(mine, time.monotonic())
+            return True
 
     def reap_deleted(self) -> None:
         """Close the descriptors of deleted segments whose grace period has passed."""
@@ -525,20 +458,4 @@ class PartitionLog:
         )
         self._max_ts = _NO_MAX if r.max_timestamp is None else r.max_timestamp
         self._latest_epoch = r.latest_epoch
-        log.log(
-            logging.WARNING if r.repaired else logging.INFO,
-            "log recovered topic=%s partition=%d segments=%d log_start=%d log_end=%d "
-            "clean=%s full_rebuild=%s truncated_bytes=%d frames_reindexed=%d "
-            "entries_removed=%d segments_deleted=%d",
-            self.topic,
-            self.partition,
-            len(r.segments),
-            r.log_start_offset,
-            r.log_end_offset,
-            r.clean_shutdown,
-            r.full_rebuild,
-            r.truncated_bytes,
-            r.frames_reindexed,
-            r.entries_removed,
-            r.segments_deleted,
-        )
+        r.log_to(log, self.topic, self.partition)

@@ -127,6 +127,16 @@ def _single(producer: ProducerFields | None) -> ProducerFields | None:
     return None
 
 
+def _check_keys(batch: pa.RecordBatch, config: TopicConfig) -> None:
+    """A compacted topic keeps the latest record per key: a record without one has no place
+    in it (Kafka rejects it the same way)."""
+    if config.compact and batch.column(2).null_count:
+        raise TierlogError(
+            ErrorCode.INVALID_RECORD,
+            "compacted topic (cleanup.policy=compact) cannot accept a record without a key",
+        )
+
+
 def plan_json(
     body: bytes,
     topic: str,
@@ -153,6 +163,7 @@ def plan_json(
     batch = records.build_batch(
         parsed.keys, parsed.values, parsed.headers, parsed.timestamps, now_ms
     )
+    _check_keys(batch, config)
     if config.message_timestamp_type == "LogAppendTime":
         batch = _log_append_time(batch, now_ms)
     explicit = None if parsed.partitions.count(None) == count else parsed.partitions
@@ -197,6 +208,7 @@ def plan_arrow(
         raise TierlogError(ErrorCode.INVALID_REQUEST, "the Arrow stream holds no records")
     norm = records.normalize_arrow(table, now_ms)
     batch = norm.batch
+    _check_keys(batch, config)
     if config.message_timestamp_type == "LogAppendTime":
         batch = _log_append_time(batch, now_ms)
     partitions = norm.partitions

@@ -250,6 +250,11 @@ class Graveyard:
             seg.unlink()
             self._dead.append((now + self.grace_s, seg))
 
+    def retire(self, segments: Sequence[Segment], now: float) -> None:
+        """Like bury, for segments whose files were already replaced (a cleaner swap): their
+        names may now be the new files', so nothing is unlinked, only closed later."""
+        self._dead.extend((now + self.grace_s, seg) for seg in segments)
+
     def reap(self, now: float) -> None:
         keep = []
         for deadline, seg in self._dead:

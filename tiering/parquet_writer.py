@@ -73,23 +73,28 @@ def iter_consumer_batches(
             if to_offset is not None and header.base_offset >= to_offset:
                 return  # frames are in offset order: nothing further is wanted
             batch = decode_records(buf, pos, verify=False)
-            if batch.num_rows != header.record_count:
+            # record_count is the frame's offset span: a frame the broker's log cleaner
+            # compacted holds fewer rows (offset gaps), possibly none; never more.
+            if batch.num_rows > header.record_count:
                 raise CorruptFrameError(
                     f"frame at byte {pos} says {header.record_count} records, "
                     f"holds {batch.num_rows}"
                 )
             deltas = batch.column(0)
-            if deltas[0].as_py() < 0 or (
-                len(deltas) > 1 and not pc.all(pc.less(deltas[:-1], deltas[1:])).as_py()
+            if len(deltas) and (
+                deltas[0].as_py() < 0
+                or (len(deltas) > 1 and not pc.all(pc.less(deltas[:-1], deltas[1:])).as_py())
             ):
                 raise CorruptFrameError(f"frame at byte {pos} has unordered offset deltas")
         except CorruptFrameError as exc:
             raise CorruptSegmentError(str(exc)) from exc
+        pos += header.size
+        last = header.last_offset
+        if not batch.num_rows:
+            continue  # every record of the span was compacted away
         out = to_consumer_batch(batch, header.base_offset)
         offsets = out.column(0)
-        last = offsets[-1].as_py()
-        pos += header.size
-        lo, hi = offsets[0].as_py(), last
+        lo, hi = offsets[0].as_py(), offsets[-1].as_py()
         if from_offset is not None and hi < from_offset:
             continue
         if (from_offset is not None and lo < from_offset) or (
