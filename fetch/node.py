@@ -19,6 +19,7 @@ import uvicorn
 from starlette.routing import BaseRoute
 
 from fetch.replicas import ReplicaRouter
+from ingest.authorizer import Authorizer, AuthSettings
 from ingest.extension import Extension, running
 from ingest.metadata_cache import MetadataCache, TopicView
 from ingest.metadata_listener import MetadataListener
@@ -38,6 +39,9 @@ class FetchNodeConfig(NamedTuple):
     database_url: str
     request_timeout_ms: int = 30_000
     metadata_refresh_ms: int = 1000  # a fallback: NOTIFY normally wakes refreshes at once
+    auth: AuthSettings = AuthSettings()  # API keys + ACLs unless explicitly turned off
+    tls_cert: str | None = None  # PEM files: the listener speaks HTTPS when both are set
+    tls_key: str | None = None
 
 
 class FetchNode:
@@ -49,6 +53,9 @@ class FetchNode:
         self.cluster_secret = ""
         self.router = ReplicaRouter(
             self.cache, lambda: self.cluster_secret, config.request_timeout_ms / 1000
+        )
+        self.authorizer = Authorizer(
+            self.engine, config.database_url, config.auth, lambda: self.cluster_secret
         )
         self.ready = False
         self._wanted = asyncio.Event()
@@ -63,6 +70,7 @@ class FetchNode:
         self.cluster_secret = await asyncio.to_thread(
             PartitionStateRepo(self.engine).cluster_secret
         )
+        await self.authorizer.start()
         await asyncio.to_thread(self.cache.refresh, True)
         if self.cold is not None:
             await self.cold.start()
@@ -75,6 +83,7 @@ class FetchNode:
         self.ready = False
         self._stopping = True
         self._listener.stop()
+        self.authorizer.stop()
         if self._task is not None:
             self._task.cancel()
             await asyncio.wait([self._task], timeout=5)
@@ -150,6 +159,8 @@ def serve(
             lifespan="on",
             timeout_graceful_shutdown=5,
             limit_concurrency=4096,
+            ssl_certfile=config.tls_cert,
+            ssl_keyfile=config.tls_key,
         )
     )
     server.run()

@@ -17,9 +17,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from ingest.api import auth
 from ingest.api.app import RequestMetrics
+from ingest.api.auth import AuthMiddleware
 from ingest.api.fetch_response import fetch_params, fetch_response
 from ingest.api.http import JSONResponse, error_response, path_partition
+from ingest.api.limits import LimitSettings, limits_middleware
+from ingest.broker_config import DEFAULT_MAX_REQUEST_BYTES
 from ingest.fetch_reader import FetchResult
 from ingest.tiered_fetch import ColdRange, ColdReader
 from logformat.errors import ErrorCode, TierlogError
@@ -53,6 +57,7 @@ async def fetch_records(request: Request) -> Response:
     """Offsets in the cold range are read here from S3; everything else goes to a replica
     (which also answers 416 for offsets below the log start, naming it)."""
     node = _node(request)
+    auth.require(request, "topic", request.path_params["topic"], "read")
     partition = path_partition(request)
     view = await node.topic_view(request.path_params["topic"], partition)
     params = fetch_params(request)
@@ -87,6 +92,7 @@ async def list_offsets(request: Request) -> Response:
     """earliest (across tiers) and timestamps found in cold files are answered here; latest,
     and timestamps newer than the cold tier, by the leader."""
     node = _node(request)
+    auth.require(request, "topic", request.path_params["topic"], "describe")
     partition = path_partition(request)
     view = await node.topic_view(request.path_params["topic"], partition)
     cold = _cold(node, view)
@@ -189,5 +195,10 @@ def build_app(
         lifespan=lifespan,
     )
     app.state.node = node
+    # Quotas and overload protection, inside auth (see ingest/api/app.py): consumers reading
+    # through a fetch node are held to their consumer_byte_rate here too.
+    limits = LimitSettings(max_request_bytes=DEFAULT_MAX_REQUEST_BYTES)
+    app.add_middleware(limits_middleware(limits, node.engine, lambda: node.cluster_secret))
+    app.add_middleware(AuthMiddleware, authorizer=node.authorizer)  # see ingest/api/app.py
     app.add_middleware(RequestMetrics)
     return app

@@ -103,24 +103,34 @@ class ReplicaRouter:
         return response
 
     async def any_broker(self, request: Request) -> Response:
-        """Admin reads (topics): any live broker answers them for the whole cluster."""
+        """Admin reads (topics): any live broker answers them for the whole cluster, and
+        checks the client's own key (so listings are filtered to what it may see)."""
         urls = [b.url for b in self._cache.brokers.values() if b.alive]
         for url in urls:
             try:
-                response = await self._get(url, request, internal=False)
+                response = await self._get(url, request, internal=False, as_caller=True)
             except httpx.HTTPError:
                 continue
             metrics.PROXIED.labels("any").inc()
             return response
         raise TierlogError(ErrorCode.LEADER_NOT_AVAILABLE, "no broker is reachable")
 
-    async def _get(self, url: str, request: Request, internal: bool) -> Response:
+    async def _get(
+        self, url: str, request: Request, internal: bool, as_caller: bool = False
+    ) -> Response:
+        """`as_caller`: the broker authenticates and authorizes the client itself (its key
+        is passed on), e.g. topic listings it filters; otherwise this node authorized the
+        client and the call carries the cluster credential."""
         headers = {}
         if "accept" in request.headers:
             headers["accept"] = request.headers["accept"]
+        if as_caller:
+            if "authorization" in request.headers:
+                headers["authorization"] = request.headers["authorization"]
+        else:
+            headers[CLUSTER_TOKEN_HEADER] = self._token()
         if internal:
             headers[REPLICA_READ_HEADER] = "1"
-            headers[CLUSTER_TOKEN_HEADER] = self._token()
         response = await self._client.get(
             f"{url}{request.url.path}", params=request.query_params, headers=headers
         )

@@ -12,10 +12,12 @@ from typing import Any
 
 import uvicorn
 
+from ingest.authorizer import Authorizer
 from ingest.broker_config import BrokerConfig
 from ingest.controller import Controller
 from ingest.extension import ExtensionFactory, running
 from ingest.forwarding import Forwarder
+from ingest.log_cleaner import CleanerDuty
 from ingest.log_manager import LogManager
 from ingest.metadata_cache import MetadataCache, TopicView
 from ingest.metadata_listener import MetadataListener
@@ -53,12 +55,16 @@ class Broker:
             SegmentRegistry(self.engine),
             ColdManifest(self.engine),
         )
+        self.cleaner = CleanerDuty(lambda: self.partitions, self.cache, ColdManifest(self.engine))
         self.fetch_handler = ReplicaFetchHandler(self, self._expand_isr)
         self.controller = Controller(self.engine, config.broker_id, config.lease_ms)
         self.controller_lease = ControllerLease(self.engine)
         self.sticky: dict[str, StickyPartitioner] = {}
         self.cluster_secret = ""
         self.forwarder = Forwarder(lambda: self.cluster_secret, config.request_timeout_ms / 1000)
+        self.authorizer = Authorizer(
+            self.engine, config.database_url, config.auth, lambda: self.cluster_secret
+        )
         self._background: set[asyncio.Future[Any]] = set()
         self.ready = False
         self._lease_until = 0.0  # monotonic deadline of our broker lease, by our own clock
@@ -77,6 +83,7 @@ class Broker:
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(migrate, self.engine)
         self.cluster_secret = await asyncio.to_thread(self.partition_repo.cluster_secret)
+        await self.authorizer.start()
         await self._heartbeat()
         if self.cold_reader is not None:
             await self.cold_reader.start()
@@ -105,6 +112,7 @@ class Broker:
             self._every(
                 cfg.tiering_duty_ms, self.remote_log.apply_local_retention, "local-retention"
             ),
+            self._every(cfg.cleaner_interval_ms, self._clean_logs, "log-cleaner"),
         ]
         self.ready = True
         log.info(
@@ -120,6 +128,7 @@ class Broker:
         self.ready = False
         self._stopping = True
         self._listener.stop()
+        self.authorizer.stop()
         for task in self._tasks:
             task.cancel()
         # Bounded: on 3.11 a cancel racing a completed wait can be swallowed; the loops also
@@ -211,6 +220,9 @@ class Broker:
     async def _shrink_isr(self) -> None:
         if self.replicas is not None and self.lease_ok():
             self.replicas.shrink_lagging(self.config.replica_lag_ms)
+
+    async def _clean_logs(self) -> None:
+        await asyncio.to_thread(self.cleaner.run_once)
 
     async def _roll(self) -> None:
         if self._logs is not None:
@@ -308,6 +320,8 @@ def serve(
             lifespan="on",
             timeout_graceful_shutdown=5,
             limit_concurrency=4096,
+            ssl_certfile=config.tls_cert,
+            ssl_keyfile=config.tls_key,
         )
     )
     server.run()

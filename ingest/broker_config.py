@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
+from ingest.authorizer import AuthSettings
+
 DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
 
 
@@ -26,6 +28,16 @@ class BrokerConfig(NamedTuple):
     default_partitions: int = 1
     default_replication_factor: int = 1
     tiering_duty_ms: int = 1000  # segment registration and local retention run this often
+    # The log cleaner's pass interval (hot key compaction); TIERLOG_CLEANER_INTERVAL_MS too.
+    cleaner_interval_ms: int = int(os.environ.get("TIERLOG_CLEANER_INTERVAL_MS", "15000"))
+    auth: AuthSettings = AuthSettings()  # API keys + ACLs unless explicitly turned off
+    tls_cert: str | None = None  # PEM files: the listener speaks HTTPS when both are set
+    tls_key: str | None = None
+    # Overload protection (ingest/api/limits.py): Kafka's queued.max.request.bytes, a cap on
+    # waiting fetches, and how long a request body may take to arrive (slowloris).
+    max_inflight_bytes: int = 256 * 1024 * 1024
+    max_long_polls: int = 1024
+    request_body_timeout_ms: int = 30_000
 
 
 def parse_listen(listen: str) -> tuple[str, int]:

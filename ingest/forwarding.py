@@ -66,7 +66,8 @@ class Forwarder:
         return [AppendResult(b, e) for b, e in orjson.loads(response.content)["results"]]
 
     async def proxy(self, leader_url: str, request: Request) -> Response:
-        headers = {FORWARDED_HEADER: "1"}
+        # The caller was authorized here (the first hop); the leader trusts the cluster token.
+        headers = {FORWARDED_HEADER: "1", CLUSTER_TOKEN_HEADER: self._token()}
         if "accept" in request.headers:
             headers["accept"] = request.headers["accept"]
         try:

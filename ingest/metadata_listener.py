@@ -22,11 +22,14 @@ def libpq_url(url: str) -> str:
 class MetadataListener:
     """A daemon thread holding `LISTEN tierlog_metadata`; reconnects after errors."""
 
-    def __init__(self, database_url: str, on_notify: Callable[[], None]) -> None:
+    def __init__(
+        self, database_url: str, on_notify: Callable[[], None], channel: str = NOTIFY_CHANNEL
+    ) -> None:
         self._url = libpq_url(database_url)
+        self._channel = channel
         self._on_notify = on_notify
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="metadata-listener", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"listen-{channel}", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
@@ -38,7 +41,7 @@ class MetadataListener:
         while not self._stop.is_set():
             try:
                 with psycopg.connect(self._url, autocommit=True, connect_timeout=5) as conn:
-                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    conn.execute(f"LISTEN {self._channel}")
                     self._on_notify()  # changes may have happened while we were not listening
                     while not self._stop.is_set():
                         for _ in conn.notifies(timeout=1.0, stop_after=1):

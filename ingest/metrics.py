@@ -56,3 +56,49 @@ LOCAL_RETENTION_BLOCKED_BYTES = Gauge(
     "Hot bytes local retention would delete but keeps because they are not tiered yet",
     ["topic", "partition"],
 )
+
+# Quotas and overload protection (quota_manager.py, inflight.py, api/limits.py).
+QUOTA_THROTTLE_SECONDS = Counter(
+    "tierlog_quota_throttle_seconds_total",
+    "Throttle time handed to principals over their byte-rate quota (Retry-After), summed",
+    ["kind", "principal"],
+)
+QUOTA_THROTTLED_REQUESTS = Counter(
+    "tierlog_quota_throttled_requests_total",
+    "Requests refused with 429 because the principal is over its byte-rate quota",
+    ["kind", "principal"],
+)
+QUOTA_ENTITIES = Gauge("tierlog_quota_entities", "Client quota entities in the cached table")
+REJECTED_REQUESTS = Counter(
+    "tierlog_overload_rejected_requests_total",
+    "Requests refused by a broker-wide limit",
+    ["reason"],  # inflight_bytes | long_polls | too_large | body_timeout
+)
+INFLIGHT_BYTES = Gauge("tierlog_inflight_request_bytes", "Request body bytes being handled")
+LONG_POLLS = Gauge("tierlog_long_polls_in_flight", "Long-polling fetches waiting for data")
+
+# Log cleaner: key compaction of the hot tier's sealed segments (log_cleaner.py).
+CLEANER_PASSES = Counter(
+    "tierlog_log_cleaner_passes_total", "Log cleaner passes that rewrote segments", ["topic"]
+)
+CLEANER_SEGMENTS = Counter(
+    "tierlog_log_cleaner_segments_cleaned_total",
+    "Sealed segments recopied by the cleaner",
+    ["topic"],
+)
+CLEANER_BYTES_READ = Counter(
+    "tierlog_log_cleaner_bytes_read_total", "Segment bytes the cleaner recopied", ["topic"]
+)
+CLEANER_BYTES_RECLAIMED = Counter(
+    "tierlog_log_cleaner_bytes_reclaimed_total", "Disk bytes the cleaner freed", ["topic"]
+)
+CLEANER_RECORDS_REMOVED = Counter(
+    "tierlog_log_cleaner_records_removed_total",
+    "Records the cleaner removed (superseded or expired tombstones)",
+    ["topic"],
+)
+CLEANER_DIRTY_RATIO = Gauge(
+    "tierlog_log_cleaner_dirty_ratio",
+    "Dirty share of a partition's cleanable bytes (the cleaner's lag)",
+    ["topic", "partition"],
+)

@@ -117,7 +117,9 @@ def _read_hot(opts: SourceOptions, h: HotRange) -> Iterator[pa.RecordBatch]:
     def cold(partition: int, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
         return read_cold_range(opts, partition, lo, hi, Bounds())
 
-    for batch in read_hot(opts.broker_url, opts.topic, h.partition, h.start, h.end, cold):
+    for batch in read_hot(
+        opts.broker_url, opts.topic, h.partition, h.start, h.end, cold, opts.api_key
+    ):
         batch = filter_rows(batch, h.bounds)
         if batch.num_rows:
             rows += batch.num_rows
@@ -141,10 +143,12 @@ def sample_values(opts: SourceOptions, n: int) -> list[bytes]:
                 if len(out) >= n:
                     return out[:n]
     if opts.broker_url and not out:
-        for p, e in describe(opts.broker_url, opts.topic).items():
+        for p, e in describe(opts.broker_url, opts.topic, opts.api_key).items():
             start = e.hot_start if e.hot_start is not None else e.log_start
             end = min(e.high_watermark, start + n)
-            for batch in read_hot(opts.broker_url, opts.topic, p, start, end, _no_cold):
+            for batch in read_hot(
+                opts.broker_url, opts.topic, p, start, end, _no_cold, opts.api_key
+            ):
                 out.extend(v for v in batch.column(3).to_pylist() if v is not None)
             if len(out) >= n:
                 break

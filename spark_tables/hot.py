@@ -45,15 +45,18 @@ class PartitionEnds(NamedTuple):
     high_watermark: int
 
 
-def _client(broker_url: str, timeout_s: float = 60.0) -> httpx.Client:
+def _client(broker_url: str, timeout_s: float, api_key: str | None) -> httpx.Client:
     import httpx  # here: only hot reads need it, and it is slow to import (its CLI extras)
 
-    return httpx.Client(base_url=broker_url, timeout=httpx.Timeout(timeout_s, connect=5.0))
+    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+    return httpx.Client(
+        base_url=broker_url, timeout=httpx.Timeout(timeout_s, connect=5.0), headers=headers
+    )
 
 
-def describe(broker_url: str, topic: str) -> dict[int, PartitionEnds]:
+def describe(broker_url: str, topic: str, api_key: str | None = None) -> dict[int, PartitionEnds]:
     """Log start and high watermark of every partition of `topic`, now."""
-    with _client(broker_url, 30.0) as http:
+    with _client(broker_url, 30.0, api_key) as http:
         r = http.get(f"/topics/{quote(topic, safe='')}")
     if r.status_code == 404:
         raise HotReadError(f"topic {topic!r} does not exist ({broker_url})")
@@ -84,11 +87,12 @@ def read_hot(
     start: int,
     end: int,
     cold_fallback: ColdFallback,
+    api_key: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """CONSUMER_SCHEMA batches of the committed records in [start, end), in offset order."""
     path = f"/topics/{quote(topic, safe='')}/partitions/{partition}/records"
     offset, stalls = start, 0
-    with _client(broker_url) as http:
+    with _client(broker_url, 60.0, api_key) as http:
         while offset < end:
             r = http.get(
                 path,

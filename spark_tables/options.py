@@ -9,6 +9,7 @@
 - planFrom = auto | delta | manifest: where the cold file list comes from, the table's Delta
   log or the Postgres manifest; auto: the manifest when a database URL is known.
 - brokerUrl (TIERLOG_BROKER_URL): any broker, for includeHot and streaming's live records.
+- apiKey (TIERLOG_API_KEY): the API key sent to brokerUrl (needs read on the topic).
 - includeHot = false: also read the records not tiered yet, from the brokers, up to the
   high watermark at planning time.
 - partitions: e.g. "0,2" (default: all).
@@ -33,7 +34,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from tiering.object_store import ObjectStoreConfig
@@ -72,6 +73,7 @@ class SourceOptions:
     max_records_per_trigger: int | None = None
     report_dir: str | None = None
     hot_chunk_records: int = 500_000
+    api_key: str | None = field(default=None, repr=False)  # a secret: never in logs
 
     def with_(self, **changes: object) -> SourceOptions:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -112,6 +114,7 @@ def parse_options(
         database_url=database_url,
         plan_from=plan_from,  # type: ignore[arg-type]
         broker_url=broker_url or None,
+        api_key=opts.get("apikey") or env.get("TIERLOG_API_KEY") or None,
         include_hot=include_hot,
         partitions=_partitions(opts.get("partitions")),
         starting_offsets=_offsets(opts, "startingOffsets", "earliest"),

@@ -54,7 +54,7 @@ def log_ends(
     out: dict[int, LogEnds] = {}
     if live:
         assert opts.broker_url is not None
-        for p, e in describe(opts.broker_url, opts.topic).items():
+        for p, e in describe(opts.broker_url, opts.topic, opts.api_key).items():
             ce = cold_end(files.get(p, ()))
             first = _first_offset(files.get(p, ()))
             start = first if first is not None else e.log_start

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 import httpx
@@ -11,8 +12,18 @@ from logformat.errors import ErrorCode, TierlogError
 
 
 class AdminHTTP:
-    def __init__(self, url: str, timeout: float = 30.0) -> None:
-        self.client = httpx.Client(base_url=url.rstrip("/"), timeout=timeout)
+    def __init__(
+        self,
+        url: str,
+        timeout: float = 30.0,
+        api_key: str | None = None,
+        verify: bool | str = True,
+    ) -> None:
+        headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        ctx = ssl.create_default_context(cafile=verify) if isinstance(verify, str) else verify
+        self.client = httpx.Client(
+            base_url=url.rstrip("/"), timeout=timeout, headers=headers, verify=ctx
+        )
 
     def call(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
         content = orjson.dumps(body) if body is not None else None

@@ -12,6 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from logformat.errors import TierlogError
+from tierlog.limits_opts import add_limit_flags, limit_config
+from tierlog.quotas_cmd import add_quotas
+from tierlog.security_cmd import add_security_commands
+from tierlog.security_opts import add_server_security, auth_settings, scheme
 
 if TYPE_CHECKING:
     from fetch.node import FetchNode
@@ -63,10 +67,15 @@ def _add_broker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default=int(_env("DEFAULT_REPLICATION_FACTOR", "1") or 1),
     )
     p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
+    add_server_security(p)
+    add_limit_flags(p)
     p.set_defaults(func=_run_broker)
 
 
 def _run_broker(args: argparse.Namespace) -> int:
+    auth = auth_settings(args, "broker")  # first: a refusal should not wait for imports
+    if auth is None:
+        return 2
     from fetch.groups.mount import broker_extension
     from ingest.broker import serve
     from ingest.broker_config import BrokerConfig, parse_listen
@@ -77,7 +86,7 @@ def _run_broker(args: argparse.Namespace) -> int:
         print("tierlog broker: --database-url or TIERLOG_DATABASE_URL is required", file=sys.stderr)
         return 2
     host, port = parse_listen(args.listen)
-    advertised = args.advertised_url or f"http://{host}:{port}"
+    advertised = args.advertised_url or f"{scheme(args)}://{host}:{port}"
     serve(
         BrokerConfig(
             broker_id=args.broker_id,
@@ -92,6 +101,10 @@ def _run_broker(args: argparse.Namespace) -> int:
             replica_lag_ms=args.replica_lag_ms,
             request_timeout_ms=args.request_timeout_ms,
             default_replication_factor=args.default_replication_factor,
+            auth=auth,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+            **limit_config(args),
         ),
         cold_reader=_cold_tier(args.database_url),
         extensions=[broker_extension],  # consumer groups (fetch/groups)
@@ -125,6 +138,7 @@ def _add_fetch(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--request-timeout-ms", type=int, default=int(_env("REQUEST_TIMEOUT_MS", "30000") or 30000)
     )
     p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
+    add_server_security(p)
     p.set_defaults(func=_run_fetch)
 
 
@@ -138,6 +152,9 @@ def _groups_on_fetch_node(node: FetchNode) -> Extension:
 
 
 def _run_fetch(args: argparse.Namespace) -> int:
+    auth = auth_settings(args, "fetch")
+    if auth is None:
+        return 2
     from fetch.node import FetchNodeConfig, serve
     from ingest.broker_config import parse_listen
     from tierlog import logs
@@ -153,7 +170,15 @@ def _run_fetch(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     host, port = parse_listen(args.listen)
-    config = FetchNodeConfig(host, port, args.database_url, args.request_timeout_ms)
+    config = FetchNodeConfig(
+        host,
+        port,
+        args.database_url,
+        args.request_timeout_ms,
+        auth=auth,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+    )
     serve(config, _cold_tier(args.database_url), [_groups_on_fetch_node])
     return 0
 
@@ -321,6 +346,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _add_compaction(sub)
     _add_fetch(sub)
     commands.add_client_commands(sub, _env("URL", DEFAULT_URL) or DEFAULT_URL)
+    add_quotas(sub)
+    add_security_commands(sub)
     args = parser.parse_args(argv)
     # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see where a hang is.
     faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)

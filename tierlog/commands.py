@@ -16,6 +16,7 @@ import orjson
 from logformat.errors import ErrorCode, TierlogError
 from tierlog.admin_http import AdminHTTP
 from tierlog.consume_cmd import add_consume
+from tierlog.credentials import add_credentials, creds
 from tierlog.groups_cmd import add_groups
 from tierlog.replay_cmd import add_replay
 
@@ -25,6 +26,7 @@ def add_client_commands(
 ) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--url", default=default_url, help=f"any node (default {default_url})")
+    add_credentials(common)
 
     topics = sub.add_parser("topics", help="create, list, describe, alter, delete topics")
     tsub = topics.add_subparsers(dest="action", required=True)
@@ -82,13 +84,13 @@ def _topics_create(args: argparse.Namespace) -> int:
         body["partitions"] = args.partitions
     if args.replication_factor is not None:
         body["replication_factor"] = args.replication_factor
-    doc = AdminHTTP(args.url).call("POST", "/topics", body)
+    doc = AdminHTTP(args.url, **creds(args)).call("POST", "/topics", body)
     print(f"created topic {doc['name']} with {len(doc['partitions'])} partition(s)")
     return 0
 
 
 def _topics_list(args: argparse.Namespace) -> int:
-    for t in AdminHTTP(args.url).call("GET", "/topics")["topics"]:
+    for t in AdminHTTP(args.url, **creds(args)).call("GET", "/topics")["topics"]:
         print(
             f"{t['name']}\tpartitions={t['partitions']}\treplication_factor={t['replication_factor']}"
         )
@@ -96,13 +98,13 @@ def _topics_list(args: argparse.Namespace) -> int:
 
 
 def _topics_describe(args: argparse.Namespace) -> int:
-    _print(AdminHTTP(args.url).call("GET", f"/topics/{args.name}"))
+    _print(AdminHTTP(args.url, **creds(args)).call("GET", f"/topics/{args.name}"))
     return 0
 
 
 def _topics_alter(args: argparse.Namespace) -> int:
     _print(
-        AdminHTTP(args.url).call(
+        AdminHTTP(args.url, **creds(args)).call(
             "PATCH", f"/topics/{args.name}/configs", {"configs": _configs(args.config)}
         )
     )
@@ -110,13 +112,13 @@ def _topics_alter(args: argparse.Namespace) -> int:
 
 
 def _topics_delete(args: argparse.Namespace) -> int:
-    AdminHTTP(args.url).call("DELETE", f"/topics/{args.name}")
+    AdminHTTP(args.url, **creds(args)).call("DELETE", f"/topics/{args.name}")
     print(f"deleted topic {args.name}")
     return 0
 
 
 def _produce(args: argparse.Namespace) -> int:
-    http = AdminHTTP(args.url)
+    http = AdminHTTP(args.url, **creds(args))
     batch: list[dict[str, Any]] = []
     sent = 0
 

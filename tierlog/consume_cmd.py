@@ -13,6 +13,7 @@ import time
 from typing import BinaryIO
 
 from tierlog.client import Consumer, ConsumerRecord, TopicPartition
+from tierlog.credentials import creds
 
 
 def add_consume(
@@ -70,7 +71,7 @@ def run_consume(args: argparse.Namespace) -> int:
         print("tierlog consume: --group takes no --partition or --offset", file=sys.stderr)
         return 2
     reset = "earliest" if args.from_beginning else "latest"
-    consumer = Consumer(args.url, group_id=args.group, auto_offset_reset=reset)
+    consumer = Consumer(args.url, group_id=args.group, auto_offset_reset=reset, **creds(args))
     try:
         if args.group:
             consumer.subscribe([args.topic])

@@ -151,6 +151,7 @@ def run_dev(data_dir: Path, brokers: int, port: int, log_level: str = "INFO") ->
                 log_level,
                 "--default-replication-factor",
                 str(min(3, brokers)),
+                "--insecure",  # dev is open on loopback (and says so when it is up)
             ]
             children.append((Child(f"broker-{i}", argv, env), f"http://{listen}"))
         for child, _url in children:
@@ -159,7 +160,9 @@ def run_dev(data_dir: Path, brokers: int, port: int, log_level: str = "INFO") ->
             assert url is not None
             _wait_ready(url, child)
         fetch_listen = f"127.0.0.1:{fetch_port(port, brokers)}"
-        fetch_node = Child("fetch", _role_argv("fetch", log_level, "--listen", fetch_listen), env)
+        fetch_node = Child(
+            "fetch", _role_argv("fetch", log_level, "--listen", fetch_listen, "--insecure"), env
+        )
         fetch_node.start()
         children.append((fetch_node, f"http://{fetch_listen}"))
         _wait_ready(f"http://{fetch_listen}", fetch_node)

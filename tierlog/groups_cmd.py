@@ -6,6 +6,7 @@ import argparse
 from datetime import UTC, datetime
 
 from tierlog.client import Admin
+from tierlog.credentials import creds
 
 
 def add_groups(
@@ -49,14 +50,14 @@ def parse_datetime(text: str) -> datetime:
 
 
 def _list(args: argparse.Namespace) -> int:
-    with Admin(args.url) as admin:
+    with Admin(args.url, **creds(args)) as admin:
         for g in admin.list_groups():
             print(f"{g.name}\tstate={g.state}\tmembers={g.members}\tassignor={g.assignor}")
     return 0
 
 
 def _describe(args: argparse.Namespace) -> int:
-    with Admin(args.url) as admin:
+    with Admin(args.url, **creds(args)) as admin:
         g = admin.describe_group(args.group)
     print(f"group {g.name}: {g.state}, epoch {g.group_epoch}, assignor {g.assignor}")
     owner = {tp: m.member_id for m in g.members for tp in m.assignment}
@@ -85,7 +86,7 @@ def _reset(args: argparse.Namespace) -> int:
         to = args.to_datetime
     else:
         to = args.to_offset
-    with Admin(args.url) as admin:
+    with Admin(args.url, **creds(args)) as admin:
         rows = admin.reset_group_offsets(
             args.group, args.topic, to=to, partitions=args.partition, dry_run=args.dry_run
         )

@@ -33,6 +33,7 @@ from logformat.render import render_json_records
 from logformat.schema import CONSUMER_SCHEMA
 from tierlog.client.reader import Span, TopicReader
 from tierlog.client.types import TopicPartition
+from tierlog.credentials import creds
 
 OUT_SCHEMA = pa.schema([pa.field("partition", pa.int32(), nullable=False), *CONSUMER_SCHEMA])
 _DONE = object()
@@ -95,7 +96,7 @@ def _format(args: argparse.Namespace) -> str:
 
 
 def run_replay(args: argparse.Namespace) -> int:
-    reader = TopicReader(args.url)
+    reader = TopicReader(args.url, **creds(args))
     console = Console(stderr=True)
     try:
         spans = reader.spans(args.topic, args.partition, args.from_offset, args.to_offset)

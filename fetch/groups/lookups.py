@@ -90,6 +90,7 @@ class ClusterOffsets:
             response = await self._http.get(
                 f"{url}/topics/{tp.topic}/partitions/{tp.partition}/offsets",
                 params={"at": str(at)},
+                headers={CLUSTER_TOKEN_HEADER: self._token()},  # the route checked the caller
             )
             doc = orjson.loads(response.content)
         except (httpx.HTTPError, orjson.JSONDecodeError) as exc:

@@ -9,7 +9,7 @@ exception handlers are.
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import Executor
 from datetime import datetime
 from typing import Any
@@ -25,6 +25,7 @@ from fetch.groups.coordinator import Assigned, GroupCoordinator
 from fetch.groups.deps import HighWatermarks, OffsetResolver, blocking
 from fetch.groups.offsets import OffsetRow, fresh_snapshot, offsets_with_lag, plan_reset
 from fetch.groups.requests import OffsetEntry
+from ingest.api import auth
 from ingest.api.http import JSONResponse, error_response, json_object
 from logformat.errors import ErrorCode, TierlogError
 from metadata.configs import validate_topic_name
@@ -91,6 +92,16 @@ def _topic_filter(request: Request) -> tuple[str, ...] | None:
     return tuple(sorted({validate_topic_name(n) for n in names})) if names else None
 
 
+def _topics_allowed(request: Request, topics: Iterable[str], operation: str) -> None:
+    for topic in sorted(set(topics)):
+        auth.require(request, "topic", topic, operation)
+
+
+def _visible(request: Request, rows: list[OffsetRow]) -> list[OffsetRow]:
+    """Only the topics the caller may describe (Kafka's OffsetFetch filters the same way)."""
+    return [r for r in rows if auth.permitted(request, "topic", r.topic, "describe")]
+
+
 def group_routes(
     engine: Engine,
     high_watermarks: HighWatermarks,
@@ -103,8 +114,12 @@ def group_routes(
     coordinator = GroupCoordinator(GroupRepo(engine), default_assignor)
     run = blocking(executor)
 
-    def group_of(request: Request) -> str:
-        return requests.group_name(request.path_params["group"])
+    def group_of(request: Request, operation: str) -> str:
+        """The group's name, once the caller may take `operation` on it (checked first, so
+        a denied caller learns nothing about the group)."""
+        group = requests.group_name(request.path_params["group"])
+        auth.require(request, "group", group, operation)
+        return group
 
     async def list_groups(request: Request) -> Response:
         rows = await run(coordinator.repo.list)
@@ -120,16 +135,19 @@ def group_routes(
                         "created_at": _iso(g.created_at),
                     }
                     for g in rows
+                    if auth.permitted(request, "group", g.name, "describe")
                 ]
             }
         )
 
     async def describe(request: Request) -> Response:
-        group = group_of(request)
+        group = group_of(request, "describe")
         snap = await fresh_snapshot(coordinator, run, group)
         if snap is None:
             raise TierlogError(ErrorCode.GROUP_ID_NOT_FOUND, f"no group {group!r}")
-        offsets = await offsets_with_lag(coordinator, run, high_watermarks, group)
+        offsets = _visible(
+            request, await offsets_with_lag(coordinator, run, high_watermarks, group)
+        )
         lags = [r.lag for r in offsets if r.lag is not None]
         return JSONResponse(
             {
@@ -145,39 +163,48 @@ def group_routes(
         )
 
     async def join(request: Request) -> Response:
-        group = group_of(request)
+        group = group_of(request, "read")
         req = requests.join(await json_object(request, BODY_LIMIT))
+        _topics_allowed(request, req.topics, "describe")
         return JSONResponse(_assigned(await run(coordinator.join, group, req), True))
 
     async def heartbeat(request: Request) -> Response:
-        group = group_of(request)
+        group = group_of(request, "read")
         member = requests.member_id(request.path_params["member"])
         req = requests.heartbeat(await json_object(request, BODY_LIMIT))
+        _topics_allowed(request, req.topics or (), "describe")
         return JSONResponse(_assigned(await run(coordinator.heartbeat, group, member, req), False))
 
     async def leave(request: Request) -> Response:
-        group = group_of(request)
+        group = group_of(request, "read")
         member = requests.member_id(request.path_params["member"])
         await run(coordinator.leave, group, member)
         return JSONResponse({"member_id": member, "left": True})
 
     async def commit(request: Request) -> Response:
-        group = group_of(request)
+        group = group_of(request, "read")  # Kafka's OffsetCommit: READ group + READ topics
         req = requests.commit(await json_object(request, BODY_LIMIT))
+        _topics_allowed(request, (e.topic for e in req.offsets), "read")
         done: tuple[OffsetEntry, ...] = await run(coordinator.commit, group, req)
         return JSONResponse({"offsets": [e._asdict() for e in done]})
 
     async def get_offsets(request: Request) -> Response:
-        group = group_of(request)
-        rows = await offsets_with_lag(
-            coordinator, run, high_watermarks, group, _topic_filter(request)
+        group = group_of(request, "describe")  # Kafka's OffsetFetch
+        rows = _visible(
+            request,
+            await offsets_with_lag(
+                coordinator, run, high_watermarks, group, _topic_filter(request)
+            ),
         )
         return JSONResponse({"offsets": [_offset_row(r) for r in rows]})
 
     async def reset(request: Request) -> Response:
-        group = group_of(request)
+        group = group_of(request, "read")  # as Kafka's tool: OffsetCommit's ACLs
         req = requests.reset(await json_object(request, BODY_LIMIT))
+        named = [e.topic for e in req.offsets] + [p.topic for p in req.scope or ()]
+        _topics_allowed(request, [*named, *(req.topics or ())], "read")
         rows = await plan_reset(coordinator, run, resolve_offset, group, req)
+        _topics_allowed(request, (r.topic for r in rows), "read")  # nothing written yet
         if not req.dry_run:
             entries = [OffsetEntry(r.topic, r.partition, r.offset, None) for r in rows]
             await run(coordinator.reset, group, entries)

@@ -17,7 +17,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ingest import metrics
 from ingest.api import internal, ops, producers, records, topics
+from ingest.api.auth import AuthMiddleware
 from ingest.api.http import error_response
+from ingest.api.limits import broker_limits, limits_middleware
 from logformat.errors import ErrorCode, TierlogError
 
 if TYPE_CHECKING:
@@ -93,5 +95,11 @@ def build_app(
         lifespan=lifespan,
     )
     app.state.broker = broker
+    # add_middleware puts each one outside the previous: auth must wrap whatever reads
+    # scope["tierlog.principal"] (quotas), and request metrics wrap auth (401s are counted).
+    limits = broker_limits(broker.config)  # quotas and overload protection (api/limits.py)
+    # Added first, so innermost: inside auth, whose principal it reads.
+    app.add_middleware(limits_middleware(limits, broker.engine, lambda: broker.cluster_secret))
+    app.add_middleware(AuthMiddleware, authorizer=broker.authorizer)
     app.add_middleware(RequestMetrics)
     return app

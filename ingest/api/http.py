@@ -19,7 +19,9 @@ class JSONResponse(Response):
 
 
 def error_response(error: TierlogError, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(error.to_json(), status_code=error.http_status, headers=headers)
+    # An error may name headers of its own (Retry-After on 429/503: ingest/api/limits.py).
+    merged = {**getattr(error, "headers", {}), **(headers or {})}
+    return JSONResponse(error.to_json(), status_code=error.http_status, headers=merged or None)
 
 
 async def read_body(request: Request, limit: int) -> bytes:

@@ -377,7 +377,10 @@ OPENAPI: dict[str, Any] = {
                         },
                     },
                 },
-                "responses": {"200": _json({"type": "object"}), **_errors(400, 404, 413, 415, 503)},
+                "responses": {
+                    "200": _json({"type": "object"}),
+                    **_errors(400, 404, 408, 413, 415, 429, 503),  # 408/429: api/limits.py
+                },
             },
         },
         "/topics/{topic}/partitions/{partition}/records": {
@@ -427,7 +430,7 @@ OPENAPI: dict[str, Any] = {
                             },
                         },
                     },
-                    **_errors(400, 404, 416, 503),
+                    **_errors(400, 404, 416, 429, 503),  # 429: consumer quota
                 },
             },
         },
@@ -477,3 +480,18 @@ OPENAPI: dict[str, Any] = {
         **_GROUP_PATHS,
     },
 }
+
+# API keys (ingest/api/auth.py): every path needs one unless auth is off, but the open ones.
+OPENAPI["components"] = {
+    "securitySchemes": {
+        "apiKey": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "tlk_<id>_<secret>, made by `tierlog users create`",
+        }
+    }
+}
+OPENAPI["security"] = [{"apiKey": []}]
+for _open in ("/healthz", "/readyz", "/metrics", "/openapi.json"):
+    for _op in OPENAPI["paths"].get(_open, {}).values():
+        _op["security"] = []

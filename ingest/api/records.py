@@ -12,6 +12,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ingest import metrics, tiered_fetch
+from ingest.api import auth
 from ingest.api.fetch_response import (
     ARROW_STREAM,
     REPLICA_READ_HEADER,
@@ -43,6 +44,9 @@ async def produce(request: Request) -> Response:
     if acks_raw not in ACKS:
         raise TierlogError(ErrorCode.INVALID_REQUEST, f"acks must be all, 1 or 0; got {acks_raw!r}")
     acks = ACKS[acks_raw]
+    # The client is authorized here, at the first hop; the leader trusts the cluster
+    # credential the forwarded frames carry (/internal/.../append).
+    auth.require(request, "topic", topic, "write")
     media = _media_type(request)
     if media != ARROW_STREAM and media not in JSON_TYPES:
         raise TierlogError(
@@ -138,6 +142,7 @@ def _count(topic: str, plan: ProducePlan, outcomes: list[Any]) -> None:
 async def fetch_records(request: Request) -> Response:
     broker: Broker = request.app.state.broker
     topic = request.path_params["topic"]
+    auth.require(request, "topic", topic, "read")
     partition = path_partition(request)
     state = await _local_replica(broker, request, topic, partition)
     if not isinstance(state, PartitionState):
@@ -231,8 +236,9 @@ async def list_offsets(request: Request) -> Response:
     """?at=earliest|latest|<timestamp ms>: Kafka's ListOffsets for one partition, across
     tiers (earliest is the log start of the whole log, hot and cold)."""
     broker: Broker = request.app.state.broker
-    partition = path_partition(request)
     topic = request.path_params["topic"]
+    auth.require(request, "topic", topic, "describe")  # Kafka's ListOffsets: DESCRIBE
+    partition = path_partition(request)
     state = await _local_leader(broker, request, topic, partition)
     if not isinstance(state, PartitionState):
         return state

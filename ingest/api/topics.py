@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.routing import Route
 
+from ingest.api import auth
 from ingest.api.http import JSONResponse, field_int, json_object
 from ingest.remote_log_manager import TierStatus
 from logformat.errors import ErrorCode, TierlogError
+from metadata.acl import CLUSTER_NAME
 from metadata.configs import effective_configs
 
 if TYPE_CHECKING:
@@ -146,6 +148,9 @@ async def create_topic(request: Request) -> JSONResponse:
         ErrorCode.INVALID_REPLICATION_FACTOR,
     )
     configs = _configs_arg(doc)
+    # Kafka's CreateTopics: CREATE on the cluster or on the topic name.
+    if not auth.permitted(request, "cluster", CLUSTER_NAME, "create"):
+        auth.require(request, "topic", name, "create")
     await asyncio.to_thread(broker.topics.create, name, partitions, rf, configs)
     await _after_change(broker)
     view = broker.topic_view(name)
@@ -164,6 +169,7 @@ async def list_topics(request: Request) -> JSONResponse:
                     "replication_factor": v.info.replication_factor,
                 }
                 for v in broker.cache.topics()
+                if auth.permitted(request, "topic", v.info.name, "describe")  # no leaks
             ]
         }
     )
@@ -171,13 +177,16 @@ async def list_topics(request: Request) -> JSONResponse:
 
 async def describe_topic(request: Request) -> JSONResponse:
     broker: Broker = request.app.state.broker
-    return JSONResponse(await describe(broker, broker.topic_view(request.path_params["topic"])))
+    topic = request.path_params["topic"]
+    auth.require(request, "topic", topic, "describe")
+    return JSONResponse(await describe(broker, broker.topic_view(topic)))
 
 
 async def alter_configs(request: Request) -> JSONResponse:
     """Body {"configs": {"name": value, "other": null}}: a value sets, null restores the default."""
     broker: Broker = request.app.state.broker
     topic = request.path_params["topic"]
+    auth.require(request, "topic", topic, "alter")  # Kafka: ALTER_CONFIGS
     broker.topic_view(topic)
     doc = await json_object(request, ADMIN_BODY_LIMIT)
     configs = _configs_arg(doc)
@@ -192,6 +201,7 @@ async def add_partitions(request: Request) -> JSONResponse:
     """Body {"partitions": N}: the new total, as Kafka's CreatePartitions takes it."""
     broker: Broker = request.app.state.broker
     topic = request.path_params["topic"]
+    auth.require(request, "topic", topic, "alter")  # Kafka's CreatePartitions: ALTER
     broker.topic_view(topic)
     doc = await json_object(request, ADMIN_BODY_LIMIT)
     total = field_int(doc, "partitions", None, 1, MAX_PARTITIONS, ErrorCode.INVALID_PARTITIONS)
@@ -203,6 +213,7 @@ async def add_partitions(request: Request) -> JSONResponse:
 async def delete_topic(request: Request) -> JSONResponse:
     broker: Broker = request.app.state.broker
     topic = request.path_params["topic"]
+    auth.require(request, "topic", topic, "delete")
     broker.topic_view(topic)
     info = await asyncio.to_thread(broker.topics.delete, topic)
     await _after_change(broker)

@@ -28,7 +28,15 @@ def s3_env(config: ObjectStoreConfig) -> dict[str, str]:
 
 
 class FetchNodeProcess:
-    def __init__(self, database_url: str, log_path: Path, env: dict[str, str]) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        log_path: Path,
+        env: dict[str, str],
+        extra_args: list[str] | None = None,
+        secure: bool = False,
+    ) -> None:
+        self.extra_args = [*(extra_args or []), *(() if secure else ("--insecure",))]
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
@@ -37,7 +45,10 @@ class FetchNodeProcess:
         self.http = httpx.Client(base_url=self.url, timeout=60)
 
     def start(self) -> FetchNodeProcess:
-        argv = [sys.executable, "-m", "tierlog", "fetch", "--listen", f"127.0.0.1:{self.port}"]
+        argv = [
+            *(sys.executable, "-m", "tierlog", "fetch", "--listen", f"127.0.0.1:{self.port}"),
+            *self.extra_args,
+        ]
         with open(self.log_path, "ab") as logf:
             self.proc = subprocess.Popen(argv, env=self.env, stdout=logf, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60

@@ -91,7 +91,7 @@ def test_brokers_have_distinct_ids_urls_and_ports(config: dict[str, Any]) -> Non
         published.append(port)
         assert s["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert ids == {"1", "2", "3"} and len(urls) == 3
-    # Published on loopback by default: the HTTP API has no auth.
+    # Published on loopback by default (plain HTTP unless TLS files are given).
     assert published == [f"127.0.0.1:{8080 + i}:8080/tcp" for i in range(3)]
 
 
@@ -120,6 +120,22 @@ def test_tierlog_services_configured_from_env(config: dict[str, Any]) -> None:
     assert services["s3-init"]["depends_on"]["minio"]["condition"] == "service_healthy"
 
 
+def test_auth_is_on_with_a_bootstrap_admin(config: dict[str, Any]) -> None:
+    services = config["services"]
+    for name in (*BROKERS, "fetch"):
+        env = services[name]["environment"]
+        assert "TIERLOG_INSECURE" not in env and env.get("TIERLOG_AUTH", "apikey") == "apikey"
+        assert "--insecure" not in services[name]["command"]
+        assert env["TIERLOG_SUPER_USERS"] == "User:admin"
+    init = services["auth-init"]
+    assert init["command"][:3] == ["users", "create", "admin"]
+    key = init["environment"]["TIERLOG_BOOTSTRAP_ADMIN_KEY"]
+    from metadata.api_keys import parse_key
+
+    assert parse_key(key) is not None  # the default is a well-formed (dev-only) key
+    assert services["spark"]["environment"]["TIERLOG_API_KEY"] == key
+
+
 def test_environment_overrides_are_interpolated() -> None:
     config = _compose_config(
         POSTGRES_PASSWORD="pw1", MINIO_ROOT_PASSWORD="s3pw", TIERLOG_PUBLISH_IP="0.0.0.0"
@@ -140,7 +156,7 @@ def test_every_role_compose_runs_is_a_tierlog_command() -> None:
         for s in doc["services"].values()
         if "entrypoint" not in s and s.get("image", "").startswith("${TIERLOG_IMAGE")
     }
-    assert roles == {"broker", "tiering"}
+    assert roles == {"broker", "tiering", "compaction", "fetch", "users"}
     for role in roles:
         out = subprocess.run(
             [sys.executable, "-m", "tierlog", role, "--help"],

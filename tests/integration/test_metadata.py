@@ -20,6 +20,7 @@ from logformat.errors import ErrorCode, TierlogError
 from metadata.brokers import BrokerRepo
 from metadata.db import NOTIFY_CHANNEL, make_engine, migrate, schema_revision
 from metadata.topics import MAX_PARTITIONS, TopicRepo
+from tests.integration.schema_head import HEAD
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = {"brokers", "controller", "topics", "partitions", "metadata_version", "alembic_version"}
@@ -55,7 +56,7 @@ def test_migrate_is_idempotent(empty_db: str) -> None:
         assert schema_revision(engine) is None
         migrate(engine)
         migrate(engine)
-        assert schema_revision(engine) == "0005"
+        assert schema_revision(engine) == HEAD
         assert set(inspect(engine).get_table_names()) >= TABLES
         with engine.connect() as conn:  # single-row tables seeded exactly once
             assert conn.execute(text("SELECT count(*) FROM controller")).scalar() == 1
@@ -85,7 +86,7 @@ def test_migrate_from_several_processes_at_once(empty_db: str) -> None:
         assert p.returncode == 0, err
     engine = make_engine(empty_db)
     try:
-        assert schema_revision(engine) == "0005"
+        assert schema_revision(engine) == HEAD
         with engine.connect() as conn:
             assert conn.execute(text("SELECT count(*) FROM metadata_version")).scalar() == 1
     finally:

@@ -19,6 +19,7 @@ from metadata.db import make_engine, schema_revision
 from metadata.partition_state import PartitionStateRepo
 from metadata.topics import TopicRepo
 from metadata.types import PartitionInfo
+from tests.integration.schema_head import HEAD
 
 
 @pytest.fixture
@@ -51,7 +52,7 @@ def alter(repo: PartitionStateRepo, p: PartitionInfo, isr: list[int]) -> Partiti
 
 
 def test_schema_is_at_head(db_engine: Engine) -> None:
-    assert schema_revision(db_engine) == "0005"
+    assert schema_revision(db_engine) == HEAD
 
 
 def test_cluster_secret_is_random_per_cluster_and_stable(

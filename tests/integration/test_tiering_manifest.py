@@ -15,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from metadata.brokers import BrokerRepo
 from metadata.manifest import ClaimLostError, ColdManifest, FileSpec, SegmentRegistry
 from metadata.topics import TopicRepo
+from tests.integration.schema_head import HEAD
 
 LEASE = 60_000
 
@@ -36,7 +37,7 @@ def spec(key: str, records: int = 10) -> FileSpec:
 
 def test_schema_is_at_head_with_tiering_tables(db_engine: Engine) -> None:
     with db_engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0005"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == HEAD
         assert conn.execute(text("SELECT count(*) FROM hot_segments")).scalar() == 0
         assert conn.execute(text("SELECT count(*) FROM cold_files")).scalar() == 0
 

@@ -158,10 +158,19 @@ class Admin:
         *,
         request_timeout_ms: int = 30000,
         transport: httpx.AsyncBaseTransport | None = None,
+        api_key: str | None = None,
+        verify: bool | str = True,
     ) -> None:
+        """`api_key` (default $TIERLOG_API_KEY) authenticates; `verify`: a CA path or bool."""
         self.timeout_s = request_timeout_ms / 1000
         self._io = IOThread("tierlog-admin-io")
-        self._http = AsyncHttp(Endpoints(bootstrap), timeout_s=self.timeout_s, transport=transport)
+        self._http = AsyncHttp(
+            Endpoints(bootstrap),
+            timeout_s=self.timeout_s,
+            transport=transport,
+            api_key=api_key,
+            verify=verify,
+        )
 
     def call(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
         """Any API call on some node: the JSON answer, or the ApiError raised."""

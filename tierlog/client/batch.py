@@ -79,6 +79,9 @@ class ProducerBatch:
     body: bytes | None = None
     send_order: int = -1  # per partition, set when first sent (the sequencer's ordering)
     unwritten: bool = False  # the last answer proved the leader did not append it
+    # Base sequences of older batches still unanswered when this attempt went out: if the
+    # leader then wants one of those, this attempt overtook it and only needs resending.
+    behind: frozenset[int] = frozenset()
     attempts: int = 0
     retry_at: float = 0.0
     done: threading.Event = field(default_factory=threading.Event)

@@ -59,11 +59,14 @@ class Consumer:
         *,
         group_id: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        api_key: str | None = None,
+        verify: bool | str = True,
         **config: Any,
     ) -> None:
         """`config`: ConsumerConfig's fields (auto_offset_reset, enable_auto_commit,
         auto_commit_interval_ms, fetch_max_wait_ms, max_poll_records, session_timeout_ms,
-        group_assignor, ...)."""
+        group_assignor, ...). `api_key` (default $TIERLOG_API_KEY) authenticates; `verify`
+        is a CA bundle path or a bool."""
         self.config = ConsumerConfig(group_id=group_id, **config)
         cfg = self.config
         self._io = IOThread("tierlog-consumer-io")
@@ -73,6 +76,8 @@ class Consumer:
             timeout_s=timeout_s,
             transport=transport,
             max_connections=cfg.max_concurrent_fetches + 8,  # room for heartbeats and commits
+            api_key=api_key,
+            verify=verify,
         )
         self._metadata = ClusterMetadata(
             self._http, max_age_ms=cfg.metadata_max_age_ms, timeout_s=timeout_s
@@ -218,7 +223,8 @@ class Consumer:
                 log.info("%s: offset %d out of range, resetting to %s", tp, st.position, strategy)
                 self._subscription.request_reset(tp, strategy)
             elif error.retriable or error.stale_metadata:
-                self._retry_at[tp] = time.monotonic() + self.config.retry_backoff_ms / 1000
+                wait = max(self.config.retry_backoff_ms / 1000, error.retry_after_s)  # 429/503
+                self._retry_at[tp] = time.monotonic() + wait
             else:
                 raise error
             return

@@ -62,6 +62,8 @@ class ApiError(TierlogError):
         self.args = (f"{name}: {message}",)
         self.name = name
         self.status = status
+        # How long the server asked us to wait before retrying (429/503 Retry-After).
+        self.retry_after_s = 0.0
 
     @property
     def retriable(self) -> bool:
@@ -129,8 +131,24 @@ class CommitFailedError(TierlogError):
         super().__init__(ErrorCode.INVALID_REQUEST, message)
 
 
+def retry_after_s(headers: httpx.Headers) -> float:
+    """The server's wait before a retry: X-Tierlog-Throttle-Ms (exact), else Retry-After
+    (whole seconds; an HTTP date is not used by tierlog and counts as none)."""
+    for name, scale in (("x-tierlog-throttle-ms", 1000.0), ("retry-after", 1.0)):
+        raw = headers.get(name, "").strip()
+        if raw.isdigit():
+            return int(raw) / scale
+    return 0.0
+
+
 def error_from_response(response: httpx.Response) -> ApiError:
     """The ApiError an error response carries (`{"error_code", "message", ...}`)."""
+    error = _error_of(response)
+    error.retry_after_s = retry_after_s(response.headers)
+    return error
+
+
+def _error_of(response: httpx.Response) -> ApiError:
     doc: Any = None
     try:
         doc = orjson.loads(response.content) if response.content else None

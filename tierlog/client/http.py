@@ -8,6 +8,8 @@ refused a connection is set aside for a short while, so requests fall back to an
 from __future__ import annotations
 
 import asyncio
+import os
+import ssl
 import threading
 import time
 from collections.abc import Sequence
@@ -85,16 +87,25 @@ class AsyncHttp:
         timeout_s: float,
         transport: httpx.AsyncBaseTransport | None = None,
         max_connections: int = 100,
+        api_key: str | None = None,
+        verify: bool | str = True,
     ) -> None:
+        """`api_key`: sent as `Authorization: Bearer` (default: $TIERLOG_API_KEY; none if
+        unset). `verify`: TLS verification, or the path of a CA bundle (self-signed nodes)."""
         self.endpoints = endpoints
         self.timeout_s = timeout_s
+        headers = {"user-agent": USER_AGENT}
+        key = api_key if api_key is not None else os.environ.get("TIERLOG_API_KEY")
+        if key:
+            headers["authorization"] = f"Bearer {key}"
         self.client = httpx.AsyncClient(
             timeout=timeout_s,
             transport=transport,
+            verify=ssl.create_default_context(cafile=verify) if isinstance(verify, str) else verify,
             limits=httpx.Limits(
                 max_connections=max_connections, max_keepalive_connections=max_connections
             ),
-            headers={"user-agent": USER_AGENT},
+            headers=headers,
         )
 
     async def request(
@@ -164,9 +175,10 @@ class AsyncHttp:
                     raise
                 if isinstance(exc, NetworkError):
                     self.endpoints.mark_down(url)
-                if time.monotonic() + delay >= deadline:
+                wait = max(delay, exc.retry_after_s)  # the server's Retry-After (429/503)
+                if time.monotonic() + wait >= deadline:
                     raise
-            await asyncio.sleep(delay)
+            await asyncio.sleep(wait)
             delay = min(delay * 2, 1.0)
 
     async def aclose(self) -> None:

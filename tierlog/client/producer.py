@@ -70,18 +70,27 @@ class Producer:
         key_serializer: Serializer | None = None,
         value_serializer: Serializer | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        api_key: str | None = None,
+        verify: bool | str = True,
         **config: Any,
     ) -> None:
         """`config`: ProducerConfig's fields (acks, linger_ms, batch_size, compression_type,
         enable_idempotence, max_in_flight, retries, request_timeout_ms, ...). `transport`
-        replaces httpx's network transport (TLS settings, proxies, tests)."""
+        replaces httpx's network transport (TLS settings, proxies, tests). `api_key`
+        (default $TIERLOG_API_KEY) authenticates; `verify` is a CA bundle path or a bool."""
         self.config = ProducerConfig(**config)
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
         self._closed = False
         self._io = IOThread("tierlog-producer-io")
         timeout_s = self.config.request_timeout_ms / 1000
-        self._http = AsyncHttp(Endpoints(bootstrap), timeout_s=timeout_s, transport=transport)
+        self._http = AsyncHttp(
+            Endpoints(bootstrap),
+            timeout_s=timeout_s,
+            transport=transport,
+            api_key=api_key,
+            verify=verify,
+        )
         self._metadata = ClusterMetadata(
             self._http, max_age_ms=self.config.metadata_max_age_ms, timeout_s=timeout_s
         )

@@ -39,11 +39,19 @@ class TopicReader:
         max_bytes: int = 16 * 1024 * 1024,
         request_timeout_ms: int = 60000,
         transport: httpx.AsyncBaseTransport | None = None,
+        api_key: str | None = None,
+        verify: bool | str = True,
     ) -> None:
         self.max_bytes = max_bytes
         self.timeout_s = request_timeout_ms / 1000
         self._io = IOThread("tierlog-reader-io")
-        self._http = AsyncHttp(Endpoints(bootstrap), timeout_s=self.timeout_s, transport=transport)
+        self._http = AsyncHttp(
+            Endpoints(bootstrap),
+            timeout_s=self.timeout_s,
+            transport=transport,
+            api_key=api_key,
+            verify=verify,
+        )
         self._metadata = ClusterMetadata(self._http, max_age_ms=300000, timeout_s=self.timeout_s)
 
     def spans(

@@ -281,6 +281,9 @@ class Sender:
         cap = self.config.retry_backoff_max_ms / 1000
         backoff = min(cap, self.config.retry_backoff_ms / 1000 * 2 ** (batch.attempts - 1))
         retry_at = now + backoff * random.uniform(0.8, 1.2)  # jitter spreads retry storms
+        # A throttled or busy broker names its wait (429/503 Retry-After): never come sooner.
+        # The batch keeps its body and sequence, so the retry cannot duplicate it.
+        retry_at = max(retry_at, now + exc.retry_after_s)
         in_time = retry_at < batch.deadline
         can_retry = batch.attempts <= self.config.retries and in_time
         decision = self._sequencer(tp).on_error(batch, exc, can_retry=can_retry, retry_at=retry_at)

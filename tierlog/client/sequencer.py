@@ -85,6 +85,7 @@ class PartitionSequencer:
             return None
         self.retries.pop(0)
         self._stamp(head)
+        self._note_behind(head)
         _insert(self.inflight, head)
         return head
 
@@ -96,7 +97,14 @@ class PartitionSequencer:
     def send(self, batch: ProducerBatch) -> None:
         """A new batch goes out: stamp its producer id and sequence (kept for retries)."""
         self._stamp(batch)
+        self._note_behind(batch)
         _insert(self.inflight, batch)
+
+    def _note_behind(self, batch: ProducerBatch) -> None:
+        older = self.inflight + self.retries
+        batch.behind = frozenset(
+            b.base_sequence for b in older if 0 <= b.send_order < batch.send_order
+        )
 
     def _stamp(self, batch: ProducerBatch) -> None:
         if self.idempotent and batch.base_sequence < 0:
@@ -126,9 +134,12 @@ class PartitionSequencer:
         if self.idempotent and written and (out_of_order or not can_retry):
             return Decision.WRITTEN
         batch.unwritten = out_of_order and self._proves_unwritten(batch, error)
+        # The leader wants an older batch this one overtook, answered since (a throttled or
+        # retried batch and a newer one on two connections): resend after it, as above.
+        overtaken = out_of_order and error.extra.get("expected_sequence") in batch.behind
         if can_retry:
             if out_of_order and (
-                self._older_unresolved(batch) or (self.needs_reset and batch.unwritten)
+                self._older_unresolved(batch) or overtaken or (self.needs_reset and batch.unwritten)
             ):
                 self._queue_retry(batch, retry_at=0.0)  # after the older one, no backoff
                 return Decision.RETRY

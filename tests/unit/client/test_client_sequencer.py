@@ -95,6 +95,26 @@ def test_out_of_order_behind_an_unresolved_batch_is_retried_after_it() -> None:
     assert c.base_sequence == 20
 
 
+def test_out_of_order_behind_a_batch_answered_since_is_retried() -> None:
+    """b is retried (e.g. after a 429), c goes out beside it and reaches the leader first;
+    b's success is handled before c's OUT_OF_ORDER. c overtook b: resend it, do not fail."""
+    s = seq()
+    a = batch()
+    s.send(a)
+    s.on_success(a)
+    b = batch()
+    s.send(b)
+    throttled = ApiError("THROTTLING_QUOTA_EXCEEDED", "slow down", 429)
+    assert s.on_error(b, throttled, can_retry=True, retry_at=1.0) is Decision.RETRY
+    assert s.next_retry(now=1.0) is b
+    c = batch()
+    s.send(c)  # a new batch beside the retry
+    s.on_success(b)
+    assert s.on_error(c, out_of_order(10), can_retry=True, retry_at=99.0) is Decision.RETRY
+    assert not s.needs_reset
+    assert s.next_retry(now=0.0) is c and c.base_sequence == 20
+
+
 def test_out_of_order_at_the_head_fails_and_resets_the_producer_id() -> None:
     s = seq()
     a = batch()

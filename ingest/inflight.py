@@ -1,0 +1,84 @@
+"""Broker-wide budgets for work in flight: request body bytes (Kafka's
+`queued.max.request.bytes`) and long-polling fetches.
+
+A request that does not fit waits a little for others to finish, then is refused: a flood of
+large requests meets backpressure instead of growing the broker's memory without bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from ingest import metrics
+
+
+class ByteBudget:
+    """Bytes are taken as they arrive, not as declared: a slow client holds only what it has
+    sent. Admission only checks that the declared size would fit right now."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self._freed = asyncio.Condition()
+
+    def fits(self, n: int) -> bool:
+        # A request larger than the whole budget still runs alone (max_request_bytes bounds
+        # it), so a budget below the request limit cannot starve it forever.
+        return n <= 0 or self.used == 0 or self.used + n <= self.limit
+
+    def try_acquire(self, n: int) -> bool:
+        if not self.fits(n):
+            return False
+        self.used += n
+        metrics.INFLIGHT_BYTES.set(self.used)
+        return True
+
+    async def wait_until_fits(self, n: int, wait_s: float) -> bool:
+        """Wait up to `wait_s` for room for `n` bytes (taking none); False: still full."""
+        return await self._wait(lambda: self.fits(n), wait_s)
+
+    async def acquire(self, n: int, wait_s: float) -> bool:
+        """Take `n` bytes, waiting up to `wait_s` for room; False: still no room."""
+        return await self._wait(lambda: self.try_acquire(n), wait_s)
+
+    async def _wait(self, ready: Callable[[], bool], wait_s: float) -> bool:
+        if ready():
+            return True
+        try:
+            async with asyncio.timeout(wait_s):
+                async with self._freed:
+                    await self._freed.wait_for(ready)
+        except TimeoutError:
+            return False
+        return True
+
+    def release(self, n: int) -> None:
+        if n <= 0:
+            return
+        self.used = max(0, self.used - n)
+        metrics.INFLIGHT_BYTES.set(self.used)
+        asyncio.get_running_loop().create_task(self._notify())
+
+    async def _notify(self) -> None:
+        async with self._freed:
+            self._freed.notify_all()
+
+
+class SlotCounter:
+    """At most `limit` holders at once (long polls); no waiting: a poll can come back later."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def try_take(self) -> bool:
+        if self.used >= self.limit:
+            return False
+        self.used += 1
+        metrics.LONG_POLLS.set(self.used)
+        return True
+
+    def give_back(self) -> None:
+        self.used = max(0, self.used - 1)
+        metrics.LONG_POLLS.set(self.used)
