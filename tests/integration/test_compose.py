@@ -26,6 +26,10 @@ BROKERS = ("broker-1", "broker-2", "broker-3")
 TIERLOG_SERVICES = (*BROKERS, "tiering", "s3-init")
 
 
+# The stack has no default admin key: `up` refuses to start until the user sets one.
+TEST_ADMIN_KEY = "tlk_0123456789ab_" + "k" * 40
+
+
 def _compose_config(**env: str) -> dict[str, Any]:
     exe = shutil.which("docker-compose")
     if exe is None:
@@ -39,7 +43,7 @@ def _compose_config(**env: str) -> dict[str, Any]:
         text=True,
         timeout=60,
         cwd=ROOT,
-        env={**os.environ, **env},
+        env={**os.environ, "TIERLOG_BOOTSTRAP_ADMIN_KEY": TEST_ADMIN_KEY, **env},
     )
     assert out.returncode == 0, f"docker-compose config failed:\n{out.stderr}"
     doc = yaml.safe_load(out.stdout)
@@ -132,7 +136,7 @@ def test_auth_is_on_with_a_bootstrap_admin(config: dict[str, Any]) -> None:
     key = init["environment"]["TIERLOG_BOOTSTRAP_ADMIN_KEY"]
     from metadata.api_keys import parse_key
 
-    assert parse_key(key) is not None  # the default is a well-formed (dev-only) key
+    assert key == TEST_ADMIN_KEY and parse_key(key) is not None
     assert services["spark"]["environment"]["TIERLOG_API_KEY"] == key
 
 
@@ -184,3 +188,20 @@ def test_dockerfile_installs_the_project() -> None:
     include = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
     packages = [p.rstrip("*") for p in include]
     assert not ignored & {*packages, "pyproject.toml", "README.md"}
+
+
+def test_there_is_no_default_admin_key() -> None:
+    exe = shutil.which("docker-compose")
+    if exe is None:
+        pytest.skip("docker-compose is not installed; the compose file was not validated")
+    env = {k: v for k, v in os.environ.items() if k != "TIERLOG_BOOTSTRAP_ADMIN_KEY"}
+    out = subprocess.run(
+        [exe, "-f", str(COMPOSE), "config"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env=env,
+    )
+    assert out.returncode != 0
+    assert "set TIERLOG_BOOTSTRAP_ADMIN_KEY" in out.stderr
