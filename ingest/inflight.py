@@ -14,8 +14,8 @@ from ingest import metrics
 
 
 class ByteBudget:
-    """Bytes are taken as they arrive, not as declared: a slow client holds only what it has
-    sent. Admission only checks that the declared size would fit right now."""
+    """Bytes reserved by requests being read: a request's declared size at admission, a
+    chunked body's bytes as they arrive."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -33,10 +33,6 @@ class ByteBudget:
         self.used += n
         metrics.INFLIGHT_BYTES.set(self.used)
         return True
-
-    async def wait_until_fits(self, n: int, wait_s: float) -> bool:
-        """Wait up to `wait_s` for room for `n` bytes (taking none); False: still full."""
-        return await self._wait(lambda: self.fits(n), wait_s)
 
     async def acquire(self, n: int, wait_s: float) -> bool:
         """Take `n` bytes, waiting up to `wait_s` for room; False: still no room."""

@@ -181,17 +181,22 @@ class RequestLimits:
         polling = kind is QuotaKind.FETCH and _long_poll(scope)
         if polling and not self.long_polls.try_take():
             raise busy("long_polls", f"this broker serves {s.max_long_polls} long polls at most")
-        body: _BodyReader | None = None
+        body = _BodyReader(self, receive, principal, kind)
         try:
-            if not await self.inflight.wait_until_fits(declared, s.inflight_wait_s):
-                raise busy("inflight_bytes", self._full_message())
-            body = _BodyReader(self, receive, principal, kind)
+            # The declared size is reserved whole before any byte is read: an admitted request
+            # never waits for room mid-body, so a flood cannot fill the budget with halves of
+            # requests that all stall (it did, when bytes were taken as they arrived). Slow
+            # clients hold their reservation until the body-read deadline; with auth on they
+            # must hold a valid key to get one.
+            if declared > 0:
+                if not await self.inflight.acquire(declared, s.inflight_wait_s):
+                    raise busy("inflight_bytes", self._full_message())
+                body.reserved = declared
             await self.app(scope, body.receive, self._counting_send(send, principal, kind))
         finally:
             if polling:
                 self.long_polls.give_back()
-            if body is not None:
-                self.inflight.release(body.reserved)
+            self.inflight.release(body.reserved)
 
     def _full_message(self) -> str:
         limit = self.settings.max_inflight_bytes
@@ -252,11 +257,13 @@ class _BodyReader:
         self.size += n
         if self.size > s.max_request_bytes:
             raise _too_large(self.size, s.max_request_bytes)
-        # Admission checked the declared size fits; a race with other requests (or a chunked
-        # body) can still find the budget full here: wait briefly, then refuse mid-body.
-        if not await self.limits.inflight.acquire(n, s.inflight_wait_s):
-            raise busy("inflight_bytes", self.limits._full_message())
-        self.reserved += n
+        # Bodies with a Content-Length were reserved whole at admission; only a chunked body
+        # (or one longer than declared) takes room here: wait briefly, then refuse mid-body.
+        need = self.size - self.reserved
+        if need > 0:
+            if not await self.limits.inflight.acquire(need, s.inflight_wait_s):
+                raise busy("inflight_bytes", self.limits._full_message())
+            self.reserved += need
         if self.kind is QuotaKind.PRODUCE:
             self.limits.quotas.record(QuotaKind.PRODUCE, self.principal, n)
 
