@@ -27,6 +27,8 @@ from tiering.object_store import ObjectStore, ObjectStoreConfig
 from tierlog.dev import fetch_port
 from tierlog.local_s3 import LocalS3, LocalS3Error
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def _store(env: dict[str, str], bucket: str = "tierlog") -> ObjectStore:
     return ObjectStore(ObjectStoreConfig.from_env({**env, "TIERLOG_S3_BUCKET": bucket}))
@@ -211,5 +213,22 @@ def test_dev_tiers_records_into_a_delta_table_in_its_s3(dev_data: Path, tmp_path
         )
         assert out.returncode == 0, out.stderr
         assert len(out.stdout.splitlines()) == len(produced)
+        # The README's Spark example against this dev instance gets every row.
+        out = subprocess.run(
+            [
+                *(sys.executable, str(ROOT / "examples" / "spark_query.py"), "events"),
+                *("--url", base, "--data-dir", str(dev_data)),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        counts = {}
+        for line in out.stdout.splitlines():
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if len(cells) == 6 and cells[0].isdigit():  # partition | records | first | last ...
+                counts[int(cells[0])] = (int(cells[1]), int(cells[2]), int(cells[3]))
+        assert counts == {p: (n, 0, n - 1) for p, n in hw.items()}, out.stdout
     finally:
         _ctrl_c(proc)
