@@ -15,12 +15,12 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import NamedTuple
 
-import uvicorn
 from starlette.routing import BaseRoute
 
 from fetch.replicas import ReplicaRouter
 from ingest.authorizer import Authorizer, AuthSettings
 from ingest.extension import Extension, running
+from ingest.http_server import run_server
 from ingest.metadata_cache import MetadataCache, TopicView
 from ingest.metadata_listener import MetadataListener
 from ingest.tiered_fetch import ColdReader
@@ -149,18 +149,6 @@ def serve(
             await node.stop()
 
     routes: list[BaseRoute] = [r for ext in added for r in ext.routes]
-    server = uvicorn.Server(
-        uvicorn.Config(
-            build_app(node, routes, lifespan),
-            host=config.host,
-            port=config.port,
-            log_config=None,
-            access_log=False,
-            lifespan="on",
-            timeout_graceful_shutdown=5,
-            limit_concurrency=4096,
-            ssl_certfile=config.tls_cert,
-            ssl_keyfile=config.tls_key,
-        )
+    run_server(
+        build_app(node, routes, lifespan), config.host, config.port, config.tls_cert, config.tls_key
     )
-    server.run()

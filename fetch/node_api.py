@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -21,12 +20,11 @@ from ingest.api import auth
 from ingest.api.app import RequestMetrics
 from ingest.api.auth import AuthMiddleware
 from ingest.api.fetch_response import fetch_params, fetch_response
-from ingest.api.http import JSONResponse, error_response, path_partition
+from ingest.api.http import JSONResponse, exception_handlers, path_partition, timestamp_param
 from ingest.api.limits import LimitSettings, limits_middleware
 from ingest.broker_config import DEFAULT_MAX_REQUEST_BYTES
 from ingest.fetch_reader import FetchResult
 from ingest.tiered_fetch import ColdRange, ColdReader
-from logformat.errors import ErrorCode, TierlogError
 
 if TYPE_CHECKING:
     from fetch.node import FetchNode
@@ -105,15 +103,7 @@ async def list_offsets(request: Request) -> Response:
     if at == "earliest":
         offset: int | None = None
     else:
-        try:
-            ts = int(at)
-        except ValueError:
-            raise TierlogError(
-                ErrorCode.INVALID_REQUEST,
-                f"at must be earliest, latest or a timestamp in ms; got {at!r}",
-            ) from None
-        if ts < 0:
-            raise TierlogError(ErrorCode.INVALID_TIMESTAMP, f"timestamp must be ≥ 0, got {ts}")
+        ts = timestamp_param(at)
         offset = await cold.offset_for_timestamp(view.info.name, view.info.id, partition, ts)
         if offset is None:  # every cold record is older: the hot tier's answer
             return await node.router.leader(view, partition, request)
@@ -159,24 +149,6 @@ routes: list[BaseRoute] = [
     Route("/metrics", metrics, methods=["GET"]),
 ]
 
-_HTTP_CODES = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}
-
-
-async def _tierlog_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, TierlogError)
-    return error_response(exc)
-
-
-async def _http_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
-    code = _HTTP_CODES.get(exc.status_code, ErrorCode.INVALID_REQUEST)
-    return error_response(TierlogError(code, f"{request.method} {request.url.path}: {exc.detail}"))
-
-
-async def _unexpected(request: Request, exc: Exception) -> Response:
-    log.exception("unhandled error", extra={"method": request.method, "path": request.url.path})
-    return error_response(TierlogError(ErrorCode.UNKNOWN_SERVER_ERROR, f"internal error: {exc}"))
-
 
 def build_app(
     node: FetchNode,
@@ -187,11 +159,7 @@ def build_app(
     find the node as `request.app.state.node` (engine, metadata cache, router)."""
     app = Starlette(
         routes=[*routes, *extra_routes],
-        exception_handlers={
-            TierlogError: _tierlog_error,
-            HTTPException: _http_error,
-            Exception: _unexpected,
-        },
+        exception_handlers=exception_handlers(log),
         lifespan=lifespan,
     )
     app.state.node = node

@@ -10,13 +10,12 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
-import uvicorn
-
 from ingest.authorizer import Authorizer
 from ingest.broker_config import BrokerConfig
 from ingest.controller import Controller
 from ingest.extension import ExtensionFactory, running
 from ingest.forwarding import Forwarder
+from ingest.http_server import run_server
 from ingest.log_cleaner import CleanerDuty
 from ingest.log_manager import LogManager
 from ingest.metadata_cache import MetadataCache, TopicView
@@ -310,18 +309,4 @@ def serve(
 
     gc.set_threshold(50_000, 20, 20)
     app = build_app(broker, lifespan, [r for ext in added for r in ext.routes])
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host=config.host,
-            port=config.port,
-            log_config=None,
-            access_log=False,
-            lifespan="on",
-            timeout_graceful_shutdown=5,
-            limit_concurrency=4096,
-            ssl_certfile=config.tls_cert,
-            ssl_keyfile=config.tls_key,
-        )
-    )
-    server.run()
+    run_server(app, config.host, config.port, config.tls_cert, config.tls_key)

@@ -16,6 +16,7 @@ from tierlog.limits_opts import add_limit_flags, limit_config
 from tierlog.quotas_cmd import add_quotas
 from tierlog.security_cmd import add_security_commands
 from tierlog.security_opts import add_server_security, auth_settings, scheme
+from tierlog.worker_roles import add_worker_roles
 
 if TYPE_CHECKING:
     from fetch.node import FetchNode
@@ -183,143 +184,6 @@ def _run_fetch(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_tiering(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("tiering", help="run a tiering worker (sealed segments -> Delta in S3)")
-    p.add_argument("--worker-id", default=_env("WORKER_ID"), help="default: tiering-HOST-PID")
-    p.add_argument("--database-url", default=_env("DATABASE_URL"))
-    p.add_argument("--poll-ms", type=int, default=int(_env("POLL_MS", "1000") or 1000))
-    p.add_argument(
-        "--lease-ms",
-        type=int,
-        default=int(_env("TIERING_LEASE_MS", "120000") or 120000),
-        help="claim lease: a segment whose worker is silent this long is taken over",
-    )
-    p.add_argument(
-        "--listen",
-        default=_env("TIERING_LISTEN"),
-        help="HOST:PORT serving /metrics and /healthz (default: none)",
-    )
-    p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
-    p.set_defaults(func=_run_tiering)
-
-
-def _run_tiering(args: argparse.Namespace) -> int:
-    import signal
-    import socket
-    import threading
-
-    from ingest.broker_config import parse_listen
-    from metadata.db import make_engine, migrate
-    from tiering import metrics
-    from tiering.object_store import ObjectStore, ObjectStoreConfig
-    from tiering.worker import TieringWorker
-    from tierlog import logs
-
-    logs.setup("tiering", args.log_level)
-    if not args.database_url:
-        print(
-            "tierlog tiering: --database-url or TIERLOG_DATABASE_URL is required", file=sys.stderr
-        )
-        return 2
-    worker_id = args.worker_id or f"tiering-{socket.gethostname()}-{os.getpid()}"
-    engine = make_engine(args.database_url)
-    migrate(engine)
-    config = ObjectStoreConfig.from_env()
-    ObjectStore(config).ensure_bucket()
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    # Unhealthy when the loop has not come round for a few leases (stuck on a dead peer).
-    health = metrics.Health(stale_s=max(60.0, 3 * args.lease_ms / 1000))
-    server = None
-    if args.listen:
-        host, port = parse_listen(args.listen)
-        server = metrics.serve_metrics(host, port, health)
-        print(f"tiering metrics on http://{host}:{server.server_port}/metrics", file=sys.stderr)
-    worker = TieringWorker(engine, config, worker_id, lease_ms=args.lease_ms)
-    try:
-        worker.run_forever(args.poll_ms, stop, health)
-    finally:
-        worker.close()
-        if server is not None:
-            server.shutdown()
-        engine.dispose()
-    return 0
-
-
-def _add_compaction(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "compaction", help="run a compaction worker (cold retention, file merge, key compaction)"
-    )
-    p.add_argument("--worker-id", default=_env("WORKER_ID"), help="default: compaction-HOST-PID")
-    p.add_argument("--database-url", default=_env("DATABASE_URL"))
-    p.add_argument("--poll-ms", type=int, default=int(_env("COMPACTION_POLL_MS", "10000") or 10000))
-    p.add_argument(
-        "--target-file-bytes",
-        type=int,
-        default=int(_env("COMPACTION_TARGET_FILE_BYTES", str(64 << 20)) or 64 << 20),
-        help="merges and key compaction write cold files of about this size",
-    )
-    p.add_argument(
-        "--min-grace-ms",
-        type=int,
-        default=int(_env("COMPACTION_MIN_GRACE_MS", "60000") or 60000),
-        help="removed files' objects stay at least this long (and file.delete.delay.ms)",
-    )
-    p.add_argument(
-        "--listen",
-        default=_env("COMPACTION_LISTEN"),
-        help="HOST:PORT serving /metrics and /healthz (default: none)",
-    )
-    p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
-    p.set_defaults(func=_run_compaction)
-
-
-def _run_compaction(args: argparse.Namespace) -> int:
-    import socket
-    import threading
-
-    from compaction.jobs import Settings
-    from compaction.worker import CompactionWorker
-    from ingest.broker_config import parse_listen
-    from metadata.db import make_engine, migrate
-    from tiering import metrics
-    from tiering.object_store import ObjectStore, ObjectStoreConfig
-    from tierlog import logs
-
-    logs.setup("compaction", args.log_level)
-    if not args.database_url:
-        print(
-            "tierlog compaction: --database-url or TIERLOG_DATABASE_URL is required",
-            file=sys.stderr,
-        )
-        return 2
-    worker_id = args.worker_id or f"compaction-{socket.gethostname()}-{os.getpid()}"
-    engine = make_engine(args.database_url)
-    migrate(engine)
-    config = ObjectStoreConfig.from_env()
-    ObjectStore(config).ensure_bucket()
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    health = metrics.Health(stale_s=max(300.0, 10 * args.poll_ms / 1000))
-    server = None
-    if args.listen:
-        host, port = parse_listen(args.listen)
-        server = metrics.serve_metrics(host, port, health)
-        print(f"compaction metrics on http://{host}:{server.server_port}/metrics", file=sys.stderr)
-    settings = Settings(target_file_bytes=args.target_file_bytes, min_grace_ms=args.min_grace_ms)
-    worker = CompactionWorker(engine, config, worker_id, settings)
-    try:
-        worker.run_forever(args.poll_ms, stop, health)
-    finally:
-        worker.close()
-        if server is not None:
-            server.shutdown()
-        engine.dispose()
-    return 0
-
-
 def _add_dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("dev", help="run the whole system locally on embedded defaults")
     p.add_argument("--brokers", type=int, default=1)
@@ -342,8 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_dev(sub)
     _add_broker(sub)
-    _add_tiering(sub)
-    _add_compaction(sub)
+    add_worker_roles(sub)
     _add_fetch(sub)
     commands.add_client_commands(sub, _env("URL", DEFAULT_URL) or DEFAULT_URL)
     add_quotas(sub)

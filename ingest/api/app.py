@@ -9,41 +9,19 @@ from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.requests import Request
-from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ingest import metrics
 from ingest.api import internal, ops, producers, records, topics
 from ingest.api.auth import AuthMiddleware
-from ingest.api.http import error_response
+from ingest.api.http import exception_handlers
 from ingest.api.limits import broker_limits, limits_middleware
-from logformat.errors import ErrorCode, TierlogError
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
 
 log = logging.getLogger("tierlog.api")
-
-_HTTP_CODES = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}
-
-
-async def _tierlog_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, TierlogError)
-    return error_response(exc)
-
-
-async def _http_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
-    code = _HTTP_CODES.get(exc.status_code, ErrorCode.INVALID_REQUEST)
-    return error_response(TierlogError(code, f"{request.method} {request.url.path}: {exc.detail}"))
-
-
-async def _unexpected(request: Request, exc: Exception) -> Response:
-    log.exception("unhandled error", extra={"method": request.method, "path": request.url.path})
-    return error_response(TierlogError(ErrorCode.UNKNOWN_SERVER_ERROR, f"internal error: {exc}"))
 
 
 class RequestMetrics:
@@ -87,11 +65,7 @@ def build_app(
             *internal.routes,
             *extra_routes,
         ],
-        exception_handlers={
-            TierlogError: _tierlog_error,
-            HTTPException: _http_error,
-            Exception: _unexpected,
-        },
+        exception_handlers=exception_handlers(log),
         lifespan=lifespan,
     )
     app.state.broker = broker

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -111,3 +114,44 @@ def field_int(
     if not lo <= value <= hi:
         raise TierlogError(code, f"{name!r} must be in [{lo}, {hi}], got {value}")
     return value
+
+
+_HTTP_CODES = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}
+
+Handler = Callable[[Request, Exception], Awaitable[Response]]
+
+
+def exception_handlers(log: logging.Logger) -> dict[Any, Handler]:
+    """Starlette's exception handlers for a tierlog app (broker or fetch node): every error,
+    routing ones and unexpected ones included, is a Kafka-style JSON error."""
+
+    async def tierlog_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, TierlogError)
+        return error_response(exc)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        code = _HTTP_CODES.get(exc.status_code, ErrorCode.INVALID_REQUEST)
+        message = f"{request.method} {request.url.path}: {exc.detail}"
+        return error_response(TierlogError(code, message))
+
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        log.exception("unhandled error", extra={"method": request.method, "path": request.url.path})
+        message = f"internal error: {exc}"
+        return error_response(TierlogError(ErrorCode.UNKNOWN_SERVER_ERROR, message))
+
+    return {TierlogError: tierlog_error, HTTPException: http_error, Exception: unexpected}
+
+
+def timestamp_param(at: str) -> int:
+    """`?at=<ms>` of an offsets lookup (not earliest / latest), validated."""
+    try:
+        ts = int(at)
+    except ValueError:
+        raise TierlogError(
+            ErrorCode.INVALID_REQUEST,
+            f"at must be earliest, latest or a timestamp in ms; got {at!r}",
+        ) from None
+    if ts < 0:
+        raise TierlogError(ErrorCode.INVALID_TIMESTAMP, f"timestamp must be ≥ 0, got {ts}")
+    return ts

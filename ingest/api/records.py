@@ -19,7 +19,7 @@ from ingest.api.fetch_response import (
     fetch_params,
     fetch_response,
 )
-from ingest.api.http import JSONResponse, path_partition, read_body
+from ingest.api.http import JSONResponse, path_partition, read_body, timestamp_param
 from ingest.partition_state import AppendResult, PartitionState, Role
 from ingest.produce import ProducePlan, json_offsets, plan_arrow, plan_json, producer_fields
 from ingest.replication_wire import CLUSTER_TOKEN_HEADER, FORWARDED_HEADER
@@ -250,15 +250,7 @@ async def list_offsets(request: Request) -> Response:
     elif at == "latest":
         body["offset"] = state.high_watermark
     else:
-        try:
-            ts = int(at)
-        except ValueError:
-            raise TierlogError(
-                ErrorCode.INVALID_REQUEST,
-                f"at must be earliest, latest or a timestamp in ms; got {at!r}",
-            ) from None
-        if ts < 0:
-            raise TierlogError(ErrorCode.INVALID_TIMESTAMP, f"timestamp must be ≥ 0, got {ts}")
+        ts = timestamp_param(at)
         body["offset"] = await tiered_fetch.offset_for_timestamp(state, cold, ts)
     body["log_start_offset"] = await tiered_fetch.earliest(state, cold)
     body["high_watermark"] = state.high_watermark
