@@ -14,14 +14,15 @@ from tests.integration.brokers import BrokerProcess
 
 T = TypeVar("T")
 
-# Short timings so failover tests run in seconds (production defaults are longer).
+# Short timings so failover tests run in seconds (production defaults are longer), with
+# room for a loaded CI machine (two test workers on two cores): a 1.5 s lease lapsed there.
 FAST = [
     "--lease-ms",
-    "1500",
+    "3000",
     "--heartbeat-ms",
     "250",
     "--replica-lag-ms",
-    "2500",
+    "4000",
     "--request-timeout-ms",
     "10000",
 ]
