@@ -14,19 +14,6 @@ from typing import Any
 import httpx
 
 
-def _unwritten_retriable(r: httpx.Response) -> bool:
-    """A produce refused before anything was written, which a retry may fix (a leader that
-    missed a lease renewal, an election under way). A lease lost *while replicating* is not
-    retried: the records may be in the log."""
-    if r.status_code != 503:
-        return False
-    doc = r.json()
-    code = doc.get("error_code")
-    if code == "LEADER_NOT_AVAILABLE":
-        return True
-    return code == "NOT_LEADER_OR_FOLLOWER" and "while replicating" not in doc.get("message", "")
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -143,15 +130,9 @@ class BrokerProcess:
     def produce(
         self, topic: str, records: list[dict[str, Any]], acks: str = "all"
     ) -> list[dict[str, int]]:
-        # Retriable errors are retried, as a Kafka producer does: on a loaded machine a
-        # broker can miss a lease renewal and step down for a moment.
-        for _attempt in range(40):
-            r = self.http.post(
-                f"/topics/{topic}/records", params={"acks": acks}, json={"records": records}
-            )
-            if not _unwritten_retriable(r):
-                break
-            time.sleep(0.25)
+        r = self.http.post(
+            f"/topics/{topic}/records", params={"acks": acks}, json={"records": records}
+        )
         assert r.status_code == 200, r.text
         return list(r.json()["offsets"])
 
