@@ -3,6 +3,12 @@
 A node that does not lead a partition still parses and frames the records it receives, then
 sends the frames to the leader's internal append endpoint; reads are proxied as they came.
 Forwarded requests carry a header so they are never forwarded a second time.
+
+A forwarded append that fails is reported by what the failure proves: no connection means
+nothing was sent (LEADER_NOT_AVAILABLE); a connection that broke or went quiet after the
+records were sent leaves the outcome unknown (REQUEST_TIMED_OUT, as Kafka reports it), since
+the leader may have written them. Either is retriable; only an idempotent producer's retry
+is sure not to duplicate.
 """
 
 from __future__ import annotations
@@ -36,10 +42,16 @@ def _error_from(response: httpx.Response) -> TierlogError:
         )
 
 
+# Failures that happen before a request leaves this node: the leader cannot have acted on it.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
 class Forwarder:
-    def __init__(self, token: Callable[[], str], timeout_s: float) -> None:
+    def __init__(self, token: Callable[[], str], timeout_s: float, grace_s: float = 5.0) -> None:
+        """`timeout_s` is the leader's own request timeout; `grace_s` on top lets the leader
+        answer with its own timeout error rather than this node giving up first."""
         self._token = token
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s + 5, connect=2.0))
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s + grace_s, connect=2.0))
 
     async def append(
         self,
@@ -57,9 +69,16 @@ class Forwarder:
                 content=b"".join(frames),
                 headers={CLUSTER_TOKEN_HEADER: self._token(), **producer_headers},
             )
+        except _NOT_SENT as exc:
+            raise TierlogError(
+                ErrorCode.LEADER_NOT_AVAILABLE,
+                f"cannot reach the leader at {leader_url}: {exc!r}; nothing was written",
+            ) from None
         except httpx.HTTPError as exc:
             raise TierlogError(
-                ErrorCode.LEADER_NOT_AVAILABLE, f"cannot reach the leader at {leader_url}: {exc}"
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"the leader at {leader_url} did not answer ({exc!r}): the records may or may"
+                " not have been written; retry with an idempotent producer to avoid duplicates",
             ) from None
         if response.status_code != 200:
             raise _error_from(response)
