@@ -23,11 +23,12 @@ async def healthz(request: Request) -> JSONResponse:
 
 async def readyz(request: Request) -> JSONResponse:
     broker: Broker = request.app.state.broker
-    if broker.ready and broker.cache.loaded:
+    # Ready means a member of the cluster: started, metadata loaded and the lease current.
+    # A broker whose lease lapsed (slow start, Postgres unreachable) is dead to the others.
+    if broker.ready and broker.cache.loaded and broker.lease_ok():
         return JSONResponse({"status": "ready", "broker_id": broker.config.broker_id})
-    return JSONResponse(
-        {"status": "starting", "broker_id": broker.config.broker_id}, status_code=503
-    )
+    status = "lease lapsed" if broker.ready and broker.cache.loaded else "starting"
+    return JSONResponse({"status": status, "broker_id": broker.config.broker_id}, status_code=503)
 
 
 async def metrics(request: Request) -> Response:

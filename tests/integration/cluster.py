@@ -56,13 +56,18 @@ class Cluster:
             b.start(wait=False)
         for b in self.brokers.values():
             b.wait_ready()
-        wait_for(
-            "all brokers alive",
-            lambda: (
-                all(x["alive"] for x in self.any().http.get("/brokers").json()["brokers"])
-                and len(self.any().http.get("/brokers").json()["brokers"]) == len(self.brokers)
-            ),
-        )
+        try:
+            wait_for(
+                "all brokers alive",
+                lambda: (
+                    all(x["alive"] for x in self.any().http.get("/brokers").json()["brokers"])
+                    and len(self.any().http.get("/brokers").json()["brokers"]) == len(self.brokers)
+                ),
+            )
+        except AssertionError as exc:
+            seen = self.any().http.get("/brokers").text
+            logs = "\n".join(f"--- broker {i}:\n{b.log_tail(15)}" for i, b in self.brokers.items())
+            raise AssertionError(f"{exc}\n/brokers: {seen}\n{logs}") from None
         return self
 
     def stop(self) -> None:
