@@ -6,7 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import Engine
 
+from metadata.db import make_engine
 from tests.integration.brokers import BrokerProcess
 
 
@@ -32,3 +34,11 @@ def broker(broker_factory: object) -> BrokerProcess:
     b = broker_factory()
     assert isinstance(b, BrokerProcess)
     return b
+
+
+@pytest.fixture
+def engine(fresh_db: str) -> Iterator[Engine]:
+    """A SQLAlchemy engine on the test's own database."""
+    e = make_engine(fresh_db)
+    yield e
+    e.dispose()

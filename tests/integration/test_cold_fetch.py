@@ -17,7 +17,6 @@ import pyarrow as pa
 import pytest
 from sqlalchemy.engine import Engine
 
-from metadata.db import make_engine
 from metadata.manifest import ColdManifest
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.fetch_nodes import FetchNodeProcess, s3_env
@@ -113,13 +112,6 @@ def _metric(text: str, name: str, **labels: str) -> float:
         if m and all(f'{k}="{v}"' in (m.group(1) or "") for k, v in labels.items()):
             total += float(m.group(2))
     return total
-
-
-@pytest.fixture
-def engine(fresh_db: str) -> Iterator[Engine]:
-    e = make_engine(fresh_db)
-    yield e
-    e.dispose()
 
 
 @pytest.fixture

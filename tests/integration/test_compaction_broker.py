@@ -13,7 +13,6 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from compaction.manifest_ops import CompactionManifest
-from metadata.db import make_engine
 from metadata.manifest import ColdManifest
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.test_tiering_broker import (
@@ -26,13 +25,6 @@ from tests.integration.test_tiering_broker import (
 )
 
 HOUR_MS = 3600 * 1000
-
-
-@pytest.fixture
-def engine(fresh_db: str) -> Iterator[Engine]:
-    e = make_engine(fresh_db)
-    yield e
-    e.dispose()
 
 
 @pytest.fixture

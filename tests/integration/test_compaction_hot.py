@@ -15,17 +15,9 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from ingest.segment_swap import cleaned_path
-from metadata.db import make_engine
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.test_tiering_broker import _create, _files, _registered, _tier
-
-
-@pytest.fixture
-def engine(fresh_db: str) -> Iterator[Engine]:
-    e = make_engine(fresh_db)
-    yield e
-    e.dispose()
 
 
 @pytest.fixture

@@ -31,13 +31,6 @@ HOUR_MS = 3600 * 1000
 
 
 @pytest.fixture
-def engine(fresh_db: str) -> Iterator[Engine]:
-    e = make_engine(fresh_db)
-    yield e
-    e.dispose()
-
-
-@pytest.fixture
 def cluster(fresh_db: str, tmp_path: Path) -> Iterator[Cluster]:
     c = Cluster(fresh_db, tmp_path, 3).start()
     yield c
