@@ -35,8 +35,8 @@ from pathlib import Path
 import httpx
 
 from bench.load import LoadResult, run_load
+from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
-from metadata.manifest import ColdManifest
 from tests.integration.brokers import BrokerProcess
 from tests.integration.fetch_nodes import FetchNodeProcess
 from tests.integration.replay_data import arrow_body, records

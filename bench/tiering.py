@@ -37,8 +37,9 @@ import orjson
 import pyarrow as pa
 
 from bench.load import LoadResult, run_load
+from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
-from metadata.manifest import ColdManifest, SegmentRegistry
+from metadata.manifest import SegmentRegistry
 from tests.integration.brokers import BrokerProcess
 from tests.integration.s3 import MotoServer, config_for
 from tiering.object_store import ObjectStore, ObjectStoreConfig

@@ -37,8 +37,8 @@ from compaction.rewrite import (
     split_by_bytes,
     write_table,
 )
+from metadata.cold_manifest import ColdManifest
 from metadata.configs import TopicConfig
-from metadata.manifest import ColdManifest
 from metadata.types import ColdFile, FileSpec
 from tiering.delta_table import DeltaTopicTable
 from tiering.layout import data_file_relpath, table_key, table_uri

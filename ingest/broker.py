@@ -28,9 +28,10 @@ from ingest.tiered_fetch import ColdReader
 from logformat.errors import ErrorCode, TierlogError
 from logformat.partitioner import StickyPartitioner
 from metadata.brokers import BrokerRepo
+from metadata.cold_manifest import ColdManifest
 from metadata.controller_lease import ControllerLease
 from metadata.db import make_engine, migrate
-from metadata.manifest import ColdManifest, SegmentRegistry
+from metadata.manifest import SegmentRegistry
 from metadata.partition_state import PartitionStateRepo
 from metadata.topics import TopicRepo
 

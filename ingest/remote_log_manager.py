@@ -53,7 +53,7 @@ class SegmentRegistryApi(Protocol):
 
 
 class ColdManifestApi(Protocol):
-    """What the broker uses of metadata.manifest.ColdManifest."""
+    """What the broker uses of metadata.cold_manifest.ColdManifest."""
 
     def tiered_end_offset(self, topic_id: str, partition: int) -> int | None: ...
 

@@ -1,4 +1,5 @@
-"""Sealed segments to tier, and the cold manifest (DESIGN §4; Kafka's RemoteLogMetadataManager).
+"""Sealed segments to tier and their claims (DESIGN §4; Kafka's RemoteLogMetadataManager,
+with metadata/cold_manifest.py for the cold files).
 
 hot_segments (one row per sealed segment, registered by the partition's leader):
 
@@ -11,7 +12,7 @@ Delta in offset order (its txn idempotence relies on that). Every claim bumps `a
 which is also the claim's fencing token: a worker whose lease expired and was taken over can
 no longer move the segment or its manifest rows.
 
-cold_files (the manifest; one row per uploaded data file):
+cold_files (the manifest, metadata/cold_manifest.py; one row per uploaded data file):
 
     copy_started ──▶ copied ──▶ committed ──▶ delete_started ──▶ deleted
          └─────────────┴──(superseded attempt)──▶ delete_started
@@ -29,9 +30,9 @@ import builtins
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import and_, exists, func, insert, literal, select, update
+from sqlalchemy import and_, exists, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.engine import Connection, Engine, Row
+from sqlalchemy.engine import Engine, Row
 
 from metadata.schema import cold_files, hot_segments, topics
 from metadata.types import ColdFile, FileSpec, HotSegment, SegmentClaim, Untiered
@@ -40,7 +41,6 @@ AnyRow = Row[*tuple[Any, ...]]
 __all__ = [
     "ClaimLostError",
     "ColdFile",
-    "ColdManifest",
     "FileSpec",
     "HotSegment",
     "SegmentClaim",
@@ -54,11 +54,11 @@ class ClaimLostError(RuntimeError):
     """The claim expired and another worker took the segment over (or it is already tiered)."""
 
 
-def _cold(row: AnyRow) -> ColdFile:
+def cold_file(row: AnyRow) -> ColdFile:
     return ColdFile(*(row._mapping[c.name] for c in cold_files.columns))
 
 
-def _fence(claim: SegmentClaim) -> Any:
+def claim_fence(claim: SegmentClaim) -> Any:
     """The segment row still belongs to this claim."""
     return and_(
         hot_segments.c.topic_id == claim.topic_id,
@@ -174,7 +174,7 @@ class SegmentRegistry:
         with self.engine.begin() as conn:
             n = conn.execute(
                 update(hot_segments)
-                .where(_fence(claim))
+                .where(claim_fence(claim))
                 .values(claim_expires_at=func.now() + _ms(lease_ms))
             ).rowcount
         return n == 1
@@ -186,7 +186,7 @@ class SegmentRegistry:
         with self.engine.begin() as conn:
             n = conn.execute(
                 update(hot_segments)
-                .where(_fence(claim))
+                .where(claim_fence(claim))
                 .values(
                     state="sealed",
                     claimed_by=None,
@@ -205,11 +205,11 @@ class SegmentRegistry:
         attempts' rows (now delete_started). Raises ClaimLostError if the claim was lost."""
         with self.engine.begin() as conn:
             locked = conn.execute(
-                select(hot_segments.c.base_offset).where(_fence(claim)).with_for_update()
+                select(hot_segments.c.base_offset).where(claim_fence(claim)).with_for_update()
             ).first()
             if locked is None:
-                raise ClaimLostError(_describe(claim))
-            values = _file_values(claim, file)
+                raise ClaimLostError(describe_lost_claim(claim))
+            values = file_values(claim, file)
             conn.execute(
                 pg_insert(cold_files)
                 .values(**values, state="committed", delta_version=delta_version)
@@ -236,10 +236,10 @@ class SegmentRegistry:
             ).all()
             conn.execute(
                 update(hot_segments)
-                .where(_fence(claim))
+                .where(claim_fence(claim))
                 .values(state="tiered", claimed_by=None, claim_expires_at=None, last_error=None)
             )
-        return [_cold(r) for r in orphans]
+        return [cold_file(r) for r in orphans]
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -274,14 +274,14 @@ class SegmentRegistry:
             ]
 
 
-def _describe(claim: SegmentClaim) -> str:
+def describe_lost_claim(claim: SegmentClaim) -> str:
     return (
         f"claim of {claim.topic}-{claim.partition} segment {claim.base_offset} "
         f"(attempt {claim.attempt}, {claim.worker_id}) was lost"
     )
 
 
-def _file_values(claim: SegmentClaim, file: FileSpec) -> dict[str, Any]:
+def file_values(claim: SegmentClaim, file: FileSpec) -> dict[str, Any]:
     return {
         "topic_id": claim.topic_id,
         "partition": claim.partition,
@@ -293,144 +293,3 @@ def _file_values(claim: SegmentClaim, file: FileSpec) -> dict[str, Any]:
         "size_bytes": file.size_bytes,
         "records": file.records,
     }
-
-
-class ColdManifest:
-    """The cold files of each partition and their states."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-
-    def start_copy(self, claim: SegmentClaim, file: FileSpec) -> int:
-        """Record an upload about to start (copy_started); returns the row id. Raises
-        ClaimLostError if the claim was lost (then nothing is recorded)."""
-        values = _file_values(claim, file)
-        cols = list(values)
-        src = select(
-            *(literal(values[c], cold_files.c[c].type) for c in cols), literal("copy_started")
-        ).where(exists().where(_fence(claim)))
-        with self.engine.begin() as conn:
-            file_id = conn.execute(
-                insert(cold_files).from_select([*cols, "state"], src).returning(cold_files.c.id)
-            ).scalar()
-        if file_id is None:
-            raise ClaimLostError(_describe(claim))
-        return int(file_id)
-
-    def mark_copied(self, file_id: int) -> None:
-        """The upload finished. Raises ClaimLostError if the row was superseded meanwhile
-        (another worker committed the segment): the caller must not commit its file."""
-        self._move(file_id, ("copy_started",), "copied")
-
-    def start_delete(self, file_ids: builtins.list[int], grace_ms: int = 0) -> None:
-        """committed (or superseded) → delete_started: readers in flight have `grace_ms`."""
-        with self.engine.begin() as conn:
-            conn.execute(
-                update(cold_files)
-                .where(
-                    cold_files.c.id.in_(file_ids),
-                    cold_files.c.state.in_(("copy_started", "copied", "committed")),
-                )
-                .values(
-                    state="delete_started",
-                    delete_after=func.now() + timedelta(milliseconds=grace_ms),
-                    updated_at=func.now(),
-                )
-            )
-
-    def mark_deleted(self, file_ids: builtins.list[int]) -> None:
-        """delete_started → deleted: the object is gone from the bucket."""
-        with self.engine.begin() as conn:
-            conn.execute(
-                update(cold_files)
-                .where(cold_files.c.id.in_(file_ids), cold_files.c.state == "delete_started")
-                .values(state="deleted", updated_at=func.now())
-            )
-
-    def _move(self, file_id: int, from_states: tuple[str, ...], to: str) -> None:
-        with self.engine.begin() as conn:
-            n = conn.execute(
-                update(cold_files)
-                .where(cold_files.c.id == file_id, cold_files.c.state.in_(from_states))
-                .values(state=to, updated_at=func.now())
-            ).rowcount
-        if n != 1:
-            raise ClaimLostError(f"cold file {file_id} is no longer in {'/'.join(from_states)}")
-
-    # -- reads ----------------------------------------------------------------------------
-
-    def get(self, file_id: int) -> ColdFile | None:
-        with self.engine.connect() as conn:
-            row = conn.execute(select(cold_files).where(cold_files.c.id == file_id)).first()
-        return None if row is None else _cold(row)
-
-    def files(
-        self, topic_id: str, partition: int, states: tuple[str, ...] = ("committed",)
-    ) -> builtins.list[ColdFile]:
-        """The partition's files in offset order; committed ones only unless asked."""
-        with self.engine.connect() as conn:
-            return self._files(conn, topic_id, partition, states)
-
-    @staticmethod
-    def _files(
-        conn: Connection, topic_id: str, partition: int, states: tuple[str, ...]
-    ) -> builtins.list[ColdFile]:
-        rows = conn.execute(
-            select(cold_files)
-            .where(
-                cold_files.c.topic_id == topic_id,
-                cold_files.c.partition == partition,
-                cold_files.c.state.in_(states),
-            )
-            .order_by(cold_files.c.base_offset, cold_files.c.id)
-        ).all()
-        return [_cold(r) for r in rows]
-
-    def cold_range(self, topic_id: str, partition: int) -> tuple[int, int] | None:
-        """[start, end) of the contiguous committed range from the partition's first cold
-        file, or None when nothing is committed."""
-        start: int | None = None
-        end = 0
-        for f in self.files(topic_id, partition):
-            if start is None:
-                start, end = f.base_offset, f.last_offset + 1
-            elif f.base_offset <= end:
-                end = max(end, f.last_offset + 1)
-            else:
-                break  # a gap (a file still to be committed): the range stops before it
-        return None if start is None else (start, end)
-
-    def log_start_offset(self, topic_id: str, partition: int) -> int | None:
-        """The cross-tier log start the cold tier implies (retention, compaction/): the first
-        committed cold offset; with nothing committed, the end of the highest removed file
-        (everything below it was removed by retention); None when the partition has no cold
-        history at all."""
-        with self.engine.connect() as conn:
-            row = conn.execute(
-                select(
-                    func.min(cold_files.c.base_offset).filter(cold_files.c.state == "committed"),
-                    func.max(cold_files.c.last_offset + 1).filter(
-                        cold_files.c.state.in_(("delete_started", "deleted"))
-                    ),
-                ).where(cold_files.c.topic_id == topic_id, cold_files.c.partition == partition)
-            ).one()
-        if row[0] is not None:
-            return int(row[0])
-        return None if row[1] is None else int(row[1])
-
-    def tiered_end_offset(self, topic_id: str, partition: int) -> int | None:
-        """Exclusive end of the contiguous committed cold range (None: nothing tiered)."""
-        r = self.cold_range(topic_id, partition)
-        return None if r is None else r[1]
-
-    def lag(self, topic_id: str, partition: int, hw: int) -> int:
-        """Records below the high watermark `hw` that are not in the cold tier yet."""
-        with self.engine.connect() as conn:
-            first_hot = conn.execute(
-                select(func.min(hot_segments.c.base_offset)).where(
-                    hot_segments.c.topic_id == topic_id, hot_segments.c.partition == partition
-                )
-            ).scalar()
-        end = self.tiered_end_offset(topic_id, partition)
-        start = end if end is not None else (first_hot if first_hot is not None else 0)
-        return max(0, hw - start)

@@ -104,8 +104,8 @@ def _key(root: str, bucket: str, path: str) -> str:
 
 
 def _from_manifest(opts: SourceOptions, partitions: Iterable[int] | None) -> ColdListing:
+    from metadata.cold_manifest import ColdManifest
     from metadata.db import make_engine
-    from metadata.manifest import ColdManifest
     from metadata.topics import TopicRepo
 
     assert opts.database_url is not None

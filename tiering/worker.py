@@ -28,14 +28,8 @@ from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
-from metadata.manifest import (
-    ClaimLostError,
-    ColdFile,
-    ColdManifest,
-    FileSpec,
-    SegmentClaim,
-    SegmentRegistry,
-)
+from metadata.cold_manifest import ColdManifest
+from metadata.manifest import ClaimLostError, ColdFile, FileSpec, SegmentClaim, SegmentRegistry
 from tiering import metrics
 from tiering.delta_table import DeltaTopicTable
 from tiering.layout import data_file_key, table_key, table_uri

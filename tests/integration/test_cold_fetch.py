@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 from sqlalchemy.engine import Engine
 
-from metadata.manifest import ColdManifest
+from metadata.cold_manifest import ColdManifest
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.fetch_nodes import FetchNodeProcess, s3_env
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from compaction.manifest_ops import CompactionManifest
-from metadata.manifest import ColdManifest
+from metadata.cold_manifest import ColdManifest
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.test_tiering_broker import (
     _create,

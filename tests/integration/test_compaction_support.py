@@ -22,7 +22,8 @@ from compaction.worker import CompactionWorker
 from logformat.frame import encode_frame
 from logformat.records import build_batch
 from metadata.brokers import BrokerRepo
-from metadata.manifest import ColdManifest, SegmentRegistry
+from metadata.cold_manifest import ColdManifest
+from metadata.manifest import SegmentRegistry
 from metadata.topics import TopicRepo
 from metadata.types import FileSpec
 from tiering.delta_table import DeltaTopicTable

@@ -12,8 +12,8 @@ import httpx
 import pyarrow as pa
 import pytest
 
+from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
-from metadata.manifest import ColdManifest
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import wait_for
 from tests.integration.fetch_nodes import FetchNodeProcess, s3_env

@@ -25,8 +25,9 @@ from sqlalchemy.engine import Engine
 from logformat.frame import encode_frame
 from logformat.records import build_batch
 from metadata.brokers import BrokerRepo
+from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
-from metadata.manifest import ColdManifest, SegmentRegistry
+from metadata.manifest import SegmentRegistry
 from metadata.topics import TopicRepo
 from spark_tables import report, store_options, tierlog_session
 from tests.integration.cluster import Cluster, wait_for

@@ -13,7 +13,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
 from metadata.brokers import BrokerRepo
-from metadata.manifest import ClaimLostError, ColdManifest, FileSpec, SegmentRegistry
+from metadata.cold_manifest import ColdManifest
+from metadata.manifest import ClaimLostError, FileSpec, SegmentRegistry
 from metadata.topics import TopicRepo
 from tests.integration.schema_head import HEAD
 

@@ -28,7 +28,8 @@ from sqlalchemy.engine import Engine
 from logformat.frame import encode_frame
 from logformat.records import build_batch
 from metadata.brokers import BrokerRepo
-from metadata.manifest import ColdManifest, SegmentRegistry
+from metadata.cold_manifest import ColdManifest
+from metadata.manifest import SegmentRegistry
 from metadata.partition_state import PartitionStateRepo
 from metadata.topics import TopicRepo
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from sqlalchemy.engine import Engine
 
-from metadata.manifest import COLD_STATES, ColdFile, ColdManifest, SegmentRegistry
+from metadata.cold_manifest import ColdManifest
+from metadata.manifest import COLD_STATES, ColdFile, SegmentRegistry
 from tiering.delta_table import DeltaTopicTable
 from tiering.layout import table_key, table_uri
 from tiering.object_store import ObjectStore, ObjectStoreConfig
