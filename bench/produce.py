@@ -21,7 +21,8 @@ import orjson
 import pyarrow as pa
 
 from bench.load import LoadResult, run_load
-from tests.integration.brokers import BrokerProcess, free_port
+from tests.integration.brokers import BrokerProcess
+from tests.integration.ports import free_port
 from tierlog.localpg import LocalPostgres
 
 ARROW = "application/vnd.apache.arrow.stream"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,11 +12,7 @@ from typing import Any
 
 import httpx
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.integration.ports import free_port
 
 
 class BrokerProcess:
@@ -71,10 +66,14 @@ class BrokerProcess:
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
-                    return
+                r = httpx.get(f"{self.url}/readyz", timeout=1)
             except httpx.HTTPError:
                 pass
+            else:
+                if r.status_code == 200:
+                    # Not another test's broker on our port (tests/integration/ports.py).
+                    assert r.json()["broker_id"] == self.broker_id, r.text
+                    return
             time.sleep(0.1)
         raise RuntimeError(f"broker not ready within {timeout}s:\n{self.log_tail()}")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.integration.brokers import free_port
+from tests.integration.ports import free_port
 from tiering.object_store import ObjectStoreConfig
 
 

@@ -16,7 +16,6 @@ ruff's F811 quiet where a test takes `s3_bucket` as an argument).
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -27,15 +26,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.integration.ports import free_port
 from tiering.object_store import ObjectStore, ObjectStoreConfig
 
 _START_TIMEOUT_S = 30.0
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class MotoServer:
@@ -49,7 +43,7 @@ class MotoServer:
     def start(self) -> MotoServer:
         # The free port can be taken between probe and bind: try a few.
         for _ in range(3):
-            self.port = _free_port()
+            self.port = free_port()
             self.endpoint = f"http://127.0.0.1:{self.port}"
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],

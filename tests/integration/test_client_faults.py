@@ -11,7 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.brokers import BrokerProcess, free_port
+from tests.integration.brokers import BrokerProcess
+from tests.integration.ports import free_port
 from tierlog import Producer
 
 _HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}

@@ -205,8 +205,8 @@ def test_the_tierlog_compaction_role_runs_the_worker(
 
     import httpx
 
-    from tests.integration.brokers import free_port
     from tests.integration.cluster import wait_for
+    from tests.integration.ports import free_port
 
     now = now_ms()
     tid = cold.topic("cli", **{"retention.ms": "60000", "file.delete.delay.ms": "0"})

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.brokers import free_port
+from tests.integration.ports import free_port
 from tiering.object_store import ObjectStore, ObjectStoreConfig
 
 _EXTERNAL = {
@@ -85,7 +85,7 @@ def dev_dir() -> Iterator[Path]:
 
 
 def test_dev_runs_the_quickstart_and_keeps_data(dev_dir: Path, tmp_path: Path) -> None:
-    port = free_port()
+    port = free_port(span=11)  # dev: the broker on port, the fetch node on port + 10
     data_dir = dev_dir / "dev-data"
     log = tmp_path / "dev.log"
     base = f"http://127.0.0.1:{port}"

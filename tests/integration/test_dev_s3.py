@@ -19,8 +19,8 @@ import pyarrow as pa
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.integration.brokers import free_port
 from tests.integration.cluster import wait_for
+from tests.integration.ports import free_port
 from tests.integration.test_dev import _ctrl_c, _s3_env, _start
 from tiering.layout import table_uri
 from tiering.object_store import ObjectStore, ObjectStoreConfig
@@ -149,7 +149,7 @@ def test_dev_tiers_records_into_a_delta_table_in_its_s3(dev_data: Path, tmp_path
     """`tierlog dev` end to end: produce to small segments, and the tiering worker it runs
     puts every record in the topic's Delta table in its S3 endpoint; describe shows the
     cold range, and the table opens with deltalake using the credentials in s3.env."""
-    port = free_port()
+    port = free_port(span=11)  # dev: the broker on port, the fetch node on port + 10
     base = f"http://127.0.0.1:{port}"
     proc = _start(dev_data, port, tmp_path / "dev.log")
     try:
