@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -50,6 +51,14 @@ class Cluster:
             i: BrokerProcess(database_url, root / f"data-{i}", i, [*FAST, *(extra or [])])
             for i in range(1, size + 1)
         }
+        self._producer = IdempotentProducer(self)
+
+    def produce(
+        self, topic: str, records: list[dict[str, Any]], partition: int = 0, **kw: Any
+    ) -> list[dict[str, int]]:
+        """Append `records` to one partition exactly once, through leader changes (see
+        IdempotentProducer): for tests that need data in place, not a produce outcome."""
+        return self._producer.send(topic, records, partition, **kw)
 
     def start(self) -> Cluster:
         for b in self.brokers.values():
@@ -107,3 +116,70 @@ class Cluster:
     def segment_bytes(self, broker: BrokerProcess, topic: str, p: int = 0) -> bytes:
         d = broker.data_dir / f"{topic}-{p}"
         return b"".join(f.read_bytes() for f in sorted(d.glob("*.log")))
+
+
+# Errors after which the same batch may be sent again (Kafka's retriable produce errors).
+_RETRIABLE = frozenset(
+    {
+        "NOT_LEADER_OR_FOLLOWER",
+        "LEADER_NOT_AVAILABLE",
+        "NOT_ENOUGH_REPLICAS",
+        "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+        "REQUEST_TIMED_OUT",
+    }
+)
+
+
+class IdempotentProducer:
+    """Produce as an idempotent producer (POST /producers, then a sequence per partition), so a
+    batch whose outcome was unknown can be sent again without duplicating: the leader answers
+    a retried batch with its original offsets. Under a loaded CI machine a lease can lapse and
+    leadership move mid-test; a plain retry would then write some records twice."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.producer_id: int | None = None
+        self.sequences: dict[tuple[str, int], int] = defaultdict(int)
+
+    def send(
+        self,
+        topic: str,
+        records: list[dict[str, Any]],
+        partition: int = 0,
+        via: int | None = None,
+        timeout: float = 60,
+    ) -> list[dict[str, int]]:
+        if self.producer_id is None:
+            r = self.cluster.any().http.post("/producers")
+            assert r.status_code == 201, r.text
+            self.producer_id = int(r.json()["producer_id"])
+        sequence = self.sequences[(topic, partition)]
+        headers = {
+            "X-Tierlog-Producer-Id": str(self.producer_id),
+            "X-Tierlog-Producer-Epoch": "0",
+            "X-Tierlog-Sequence": str(sequence),
+        }
+        body = {"records": [{**rec, "partition": partition} for rec in records]}
+        deadline = time.monotonic() + timeout
+        while True:
+            broker = self.cluster.brokers[via] if via else self._route(topic, partition)
+            try:
+                r = broker.http.post(
+                    f"/topics/{topic}/records", params={"acks": "all"}, json=body, headers=headers
+                )
+            except httpx.HTTPError as exc:
+                last = repr(exc)
+            else:
+                if r.status_code == 200:
+                    self.sequences[(topic, partition)] = sequence + len(records)
+                    return list(r.json()["offsets"])
+                assert r.json().get("error_code") in _RETRIABLE, r.text
+                last = r.text
+            if time.monotonic() > deadline:
+                raise AssertionError(f"produce to {topic}-{partition} kept failing: {last}")
+            time.sleep(0.2)
+
+    def _route(self, topic: str, partition: int) -> BrokerProcess:
+        """The leader, or any running broker (which forwards) if the leader is paused or down."""
+        leader = self.cluster.leader(topic, partition)
+        return leader if leader in self.cluster.alive() else self.cluster.any()

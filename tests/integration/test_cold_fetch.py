@@ -141,7 +141,7 @@ def tiered(
         tid = str(r.json()["id"])
         wait_for("replicas in sync", lambda: len(cluster.partition("cold")["isr"]) == 2)
         for i in range(0, N, 3):
-            cluster.leader("cold").produce("cold", [produce_body(j) for j in range(i, i + 3)])
+            cluster.produce("cold", [produce_body(j) for j in range(i, i + 3)])
         manifest = ColdManifest(engine)
         worker = TieringWorker(engine, s3_bucket, "cold-worker")
         try:

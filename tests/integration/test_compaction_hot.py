@@ -45,7 +45,7 @@ def _updates(c: Cluster, topic: str, rounds: int, keys: int, ts: int | None = No
         if ts is not None:
             for rec in recs:
                 rec["timestamp"] = ts
-        c.leader(topic).produce(topic, recs)
+        c.produce(topic, recs)
 
 
 def _latest(records: list[dict[str, Any]]) -> dict[str, tuple[int, Any]]:
@@ -75,7 +75,7 @@ def test_replicas_compact_and_consumers_read_the_latest_per_key(cluster: Cluster
     assert first.status_code == 200, first.text
     _updates(cluster, "hot", 30, keys=8)
     old = int(time.time() * 1000) - 3_600_000
-    cluster.leader("hot").produce("hot", [{"key": "k0", "value": None, "timestamp": old}])
+    cluster.produce("hot", [{"key": "k0", "value": None, "timestamp": old}])
     # The cleaner may already be at work (a loaded machine): `full` can be partly compacted,
     # which keeps the latest per key; the produced count is the end offset, not len(full).
     full = cluster.any().fetch_all("hot")

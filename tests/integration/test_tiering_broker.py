@@ -52,15 +52,13 @@ def _create(c: Cluster, name: str, rf: int = 3, **configs: object) -> str:
     return str(r.json()["id"])
 
 
-def _produce_frames(
-    c: Cluster, topic: str, frames: int, ts: int | None = None, acks: str = "all"
-) -> None:
+def _produce_frames(c: Cluster, topic: str, frames: int, ts: int | None = None) -> None:
     """One request per frame: with segment.bytes=1024 each frame fills a segment of its own."""
     for i in range(frames):
         rec: dict[str, Any] = {"key": f"k{i}", "value": "x" * 300 + str(i), "partition": 0}
         if ts is not None:
             rec["timestamp"] = ts
-        c.leader(topic).produce(topic, [rec, {**rec, "key": f"j{i}"}], acks=acks)
+        c.produce(topic, [rec, {**rec, "key": f"j{i}"}])
 
 
 def _files(b: BrokerProcess, topic: str) -> dict[int, Path]:

@@ -408,11 +408,11 @@ def test_end_to_end_with_real_brokers(
                     body["headers"] = [
                         {"key": h["key"], "value_b64": _b64(h["value"])} for h in want["headers"]
                     ]
-                (off,) = cluster.leader("e2e", p).produce("e2e", [body])
+                (off,) = cluster.produce("e2e", [body], p)
                 assert off["partition"] == p
                 expected[(p, off["offset"])] = want
             # a filler frame, so every record above sits in a sealed segment
-            cluster.leader("e2e", p).produce("e2e", [{"partition": p, "value": "filler"}])
+            cluster.produce("e2e", [{"partition": p, "value": "filler"}], p)
         ends = {p: max(o for q, o in expected if q == p) + 1 for p in (0, 1)}
         registry = SegmentRegistry(engine)
         wait_for(
