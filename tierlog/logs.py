@@ -39,5 +39,6 @@ def setup(role: str, level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    for noisy in ("uvicorn.access",):
+    # httpx logs every request at INFO: replica fetches, forwards and polls would flood the log.
+    for noisy in ("uvicorn.access", "httpx", "httpcore"):
         logging.getLogger(noisy).setLevel("WARNING")
