@@ -68,6 +68,7 @@ class Broker:
         self._background: set[asyncio.Future[Any]] = set()
         self.ready = False
         self._lease_until = 0.0  # monotonic deadline of our broker lease, by our own clock
+        self._last_heartbeat = 0.0  # monotonic start of the last successful heartbeat
         self._refresh_wanted = asyncio.Event()
         self._listener = MetadataListener(config.database_url, self._notified)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -174,10 +175,20 @@ class Broker:
         alive = await asyncio.to_thread(self.brokers.heartbeat, cfg.broker_id, cfg.lease_ms)
         if not alive:
             # Our lease lapsed (we were paused or cut off): others may have taken over.
-            await asyncio.to_thread(
+            info = await asyncio.to_thread(
                 self.brokers.register, cfg.broker_id, cfg.advertised_url, cfg.lease_ms
             )
+            if self.ready:
+                log.warning(
+                    "broker lease lapsed: registered again",
+                    extra={
+                        "broker_id": cfg.broker_id,
+                        "incarnation": info.incarnation,
+                        "since_last_heartbeat_s": round(started - self._last_heartbeat, 3),
+                    },
+                )
             self.refresh_now_nowait()
+        self._last_heartbeat = started
         # Count the lease from before the call, with a margin, so we never overestimate it.
         self._lease_until = started + cfg.lease_ms * 0.8 / 1000
 

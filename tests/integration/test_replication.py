@@ -183,6 +183,8 @@ def test_fenced_old_leader_cannot_ack_and_truncates(cluster: Cluster) -> None:
     )
     values = [r["value"] for r in cluster.any().fetch_all("fence")]
     assert values == ["a", "b", "c", *(["zombie"] if acked else [])]
+    # The lapse is in the old leader's log, for whoever wonders why leadership moved.
+    wait_for("lapse logged", lambda: "broker lease lapsed" in old.log_tail(400), timeout=10)
 
 
 def test_unclean_election_only_when_enabled(cluster: Cluster) -> None:
