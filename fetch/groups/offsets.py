@@ -129,7 +129,7 @@ async def plan_reset(
     committed: list[CommittedOffset] = await run(coordinator.repo.offsets, group) or []
     previous = {TopicPartition(c.topic, c.partition): c.offset for c in committed}
     if req.at is None:
-        entries = req.offsets
+        entries = await _clamped(coordinator, run, resolve, req.offsets)
     else:
         scope: set[TopicPartition] = set(req.scope or ())
         if req.topics is not None:
@@ -153,6 +153,24 @@ async def plan_reset(
         ResetRow(e.topic, e.partition, e.offset, previous.get(TopicPartition(e.topic, e.partition)))
         for e in entries
     ]
+
+
+async def _clamped(
+    coordinator: GroupCoordinator,
+    run: Blocking,
+    resolve: OffsetResolver,
+    entries: Sequence[OffsetEntry],
+) -> tuple[OffsetEntry, ...]:
+    """Explicit reset offsets, clamped into [log start, log end] as Kafka's reset tool does:
+    an offset outside the log would only send consumers to auto.offset.reset later."""
+    partitions = [TopicPartition(e.topic, e.partition) for e in entries]
+    await _check_partitions(coordinator, run, partitions)
+    lows = await _resolve_all(resolve, partitions, "earliest")
+    highs = await _resolve_all(resolve, partitions, "latest")
+    return tuple(
+        e._replace(offset=min(max(e.offset, lo), hi))
+        for e, lo, hi in zip(entries, lows, highs, strict=True)
+    )
 
 
 async def _check_partitions(

@@ -314,6 +314,14 @@ def test_reset_offsets_only_when_the_group_is_empty(cluster: Cluster, topic: str
     explicit = {"offsets": [{"topic": topic, "partition": 1, "offset": 5}]}
     ok(http.post("/groups/g-reset/offsets/reset", json=explicit))
     assert offsets()[1] == 5
+    # Outside the log: clamped to its end (10), as Kafka's reset tool does.
+    beyond = {"offsets": [{"topic": topic, "partition": 1, "offset": 99}]}
+    assert ok(http.post("/groups/g-reset/offsets/reset", json=beyond))["offsets"][0]["offset"] == 10
+    assert offsets()[1] == 10
+    missing = {"offsets": [{"topic": topic, "partition": 99, "offset": 0}]}
+    error(
+        http.post("/groups/g-reset/offsets/reset", json=missing), 404, "UNKNOWN_TOPIC_OR_PARTITION"
+    )
     error(
         http.post("/groups/g-reset/offsets/reset", json={"at": "earliest", "topics": ["nope"]}),
         404,
