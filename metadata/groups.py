@@ -183,6 +183,9 @@ class GroupRepo:
     @staticmethod
     def _apply(conn: Connection, snapshot: GroupSnapshot, write: GroupWrite) -> None:
         gid = snapshot.group.id
+        if write.delete_group:
+            conn.execute(delete(consumer_groups).where(consumer_groups.c.id == gid))
+            return
         if write.group is not None:
             g = write.group
             done = conn.execute(

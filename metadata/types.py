@@ -155,6 +155,7 @@ class GroupWrite(NamedTuple):
     members: tuple[GroupMember, ...] = ()  # inserted or updated
     removed: tuple[str, ...] = ()  # member ids
     offsets: tuple[OffsetWrite, ...] = ()
+    delete_group: bool = False  # the group, its members and offsets go (FK cascades)
 
 
 class CommittedOffset(NamedTuple):

@@ -1,4 +1,4 @@
-"""`tierlog groups list | describe G | reset-offsets G --topic T --to-…`."""
+"""`tierlog groups list | describe G | reset-offsets G --topic T --to-… | delete G`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from tierlog.credentials import creds
 def add_groups(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
-    groups = sub.add_parser("groups", help="list, describe consumer groups; reset their offsets")
+    groups = sub.add_parser(
+        "groups", help="list, describe, delete consumer groups; reset their offsets"
+    )
     gsub = groups.add_subparsers(dest="action", required=True)
     ls = gsub.add_parser("list", parents=[common])
     ls.set_defaults(func=_list)
@@ -37,6 +39,9 @@ def add_groups(
     to.add_argument("--to-offset", type=int, metavar="OFFSET")
     r.add_argument("--dry-run", action="store_true", help="show the new offsets, change nothing")
     r.set_defaults(func=_reset)
+    rm = gsub.add_parser("delete", parents=[common], help="delete an empty group and its offsets")
+    rm.add_argument("group")
+    rm.set_defaults(func=_delete)
 
 
 def parse_datetime(text: str) -> datetime:
@@ -96,4 +101,11 @@ def _reset(args: argparse.Namespace) -> int:
         print(f"{r.topic}\t{r.partition}\t{previous}\t{r.offset}")
     if args.dry_run:
         print("(dry run: nothing changed)")
+    return 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    with Admin(args.url, **creds(args)) as admin:
+        admin.delete_group(args.group)
+    print(f"deleted group {args.group}")
     return 0

@@ -286,6 +286,29 @@ class GroupCoordinator:
             )
         return None
 
+    def delete(self, group: str) -> None:
+        """Kafka's DeleteGroups: the group and its committed offsets go, only while it has no
+        live members (members whose session lapsed are expired first)."""
+
+        def decide(snap: GroupSnapshot | None) -> tuple[GroupWrite, TierlogError | None]:
+            if snap is None:
+                return GroupWrite(), TierlogError(
+                    ErrorCode.GROUP_ID_NOT_FOUND, f"no consumer group {group!r}"
+                )
+            d = _Draft(snap)
+            d.expire()
+            d.rebalance()
+            if d.members:
+                error = TierlogError(
+                    ErrorCode.NON_EMPTY_GROUP,
+                    f"group {group!r} has {len(d.members)} live member(s): a group can be "
+                    "deleted only while it is empty",
+                )
+                return d.finish(), error
+            return GroupWrite(delete_group=True), None
+
+        _check(self.repo.transact(group, decide))
+
     def reset(self, group: str, offsets: Sequence[OffsetEntry]) -> None:
         """Admin reset: write these offsets, only while the group has no live members."""
 

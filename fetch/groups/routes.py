@@ -188,6 +188,11 @@ def group_routes(
         done: tuple[OffsetEntry, ...] = await run(coordinator.commit, group, req)
         return JSONResponse({"offsets": [e._asdict() for e in done]})
 
+    async def delete_group(request: Request) -> Response:
+        group = group_of(request, "delete")  # Kafka's DeleteGroups
+        await run(coordinator.delete, group)
+        return JSONResponse({"deleted": group})
+
     async def get_offsets(request: Request) -> Response:
         group = group_of(request, "describe")  # Kafka's OffsetFetch
         rows = _visible(
@@ -213,6 +218,7 @@ def group_routes(
     return [
         Route("/groups", _kafka_errors(list_groups), methods=["GET"]),
         Route("/groups/{group}", _kafka_errors(describe), methods=["GET"]),
+        Route("/groups/{group}", _kafka_errors(delete_group), methods=["DELETE"]),
         Route("/groups/{group}/members", _kafka_errors(join), methods=["POST"]),
         Route(
             "/groups/{group}/members/{member}/heartbeat",

@@ -72,6 +72,13 @@ GROUP_PATHS: dict[str, Any] = {
             "summary": "Describe a group: members, assignment, committed offsets and lag",
             "responses": {"200": json_response({"type": "object"}), **error_responses(400, 404)},
         },
+        "delete": {
+            "summary": "Delete an empty group and its committed offsets (Kafka's DeleteGroups)",
+            "responses": {
+                "200": json_response({"type": "object", "required": ["deleted"]}),
+                **error_responses(400, 404, 409, 503),
+            },
+        },
     },
     "/groups/{group}/members": {
         "parameters": [_GROUP],

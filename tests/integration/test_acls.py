@@ -72,6 +72,7 @@ DENIED = [
     ),
     ("GET", "/groups/g0/offsets", None, G),
     ("POST", "/groups/g0/offsets/reset", {"at": "earliest"}, G),
+    ("DELETE", "/groups/g0", None, G),
 ]
 
 

@@ -109,6 +109,9 @@ def test_consume_with_a_group_resumes_where_it_stopped(broker: BrokerProcess) ->
         "consume", "jobs", "--group", "workers", "--timeout-ms", "2000", *url
     ).stdout.splitlines()
     assert sorted(again) == sorted(b"job-%d" % i for i in range(30))
+    # The consumers left on exit, so the group is empty and can go.
+    assert tierlog("groups", "delete", "workers", *url).stdout == b"deleted group workers\n"
+    assert "workers\t" not in tierlog("groups", "list", *url).stdout.decode()
 
 
 def test_replay_reads_everything_and_reports_the_rate(

@@ -285,6 +285,25 @@ def test_commits_are_fenced_and_offsets_report_lag(cluster: Cluster, topic: str)
     b.leave()
 
 
+def test_delete_only_an_empty_group_and_its_offsets_go(cluster: Cluster, topic: str) -> None:
+    http = cluster.any().http
+    commit = {"offsets": [{"topic": topic, "partition": 0, "offset": 4}]}
+    ok(http.post("/groups/g-delete/offsets", json=commit))  # an admin commit makes the group
+    m = Member([cluster.any()], "g-delete", [topic])
+    error(http.delete("/groups/g-delete"), 409, "NON_EMPTY_GROUP")
+    assert ok(http.get("/groups/g-delete"))["members"]  # nothing changed
+    m.leave()
+    assert ok(http.delete("/groups/g-delete")) == {"deleted": "g-delete"}
+    error(http.get("/groups/g-delete"), 404, "GROUP_ID_NOT_FOUND")
+    error(http.delete("/groups/g-delete"), 404, "GROUP_ID_NOT_FOUND")
+    assert "g-delete" not in [g["name"] for g in ok(http.get("/groups"))["groups"]]
+    # A group of the same name starts afresh: no offsets survive the deletion.
+    m = Member([cluster.any()], "g-delete", [topic])
+    rows = ok(http.get("/groups/g-delete/offsets", params={"topic": topic}))["offsets"]
+    assert {r["offset"] for r in rows} == {None}
+    m.leave()
+
+
 def test_reset_offsets_only_when_the_group_is_empty(cluster: Cluster, topic: str) -> None:
     http = cluster.any().http
     m = Member([cluster.any()], "g-reset", [topic])

@@ -236,6 +236,11 @@ class Admin:
         """Members with their assignments, committed offsets and lag."""
         return GroupDescription.from_json(self.call("GET", group_path(group_id)))
 
+    def delete_group(self, group_id: str) -> None:
+        """Delete an empty group and its committed offsets. NON_EMPTY_GROUP while it has live
+        members; GROUP_ID_NOT_FOUND if there is no such group."""
+        self.call("DELETE", group_path(group_id))
+
     def list_group_offsets(self, group_id: str) -> dict[TopicPartition, GroupOffset]:
         """The group's committed offsets (with lag behind the high watermark)."""
         return _group_offsets(self.call("GET", group_path(group_id) + "/offsets"))
