@@ -92,14 +92,16 @@ class PartitionJobs:
     def close(self) -> None:
         self.store.close()
 
-    def table(self, topic: str) -> DeltaTopicTable:
-        t = self._tables.get(topic)
-        if t is None:
-            t = DeltaTopicTable(
-                table_uri(self.config, topic), self.config.storage_options(), topic=topic
+    def table(self, t: Target) -> DeltaTopicTable:
+        """The topic's table, cached by topic id: a topic deleted and created again under
+        the same name is a new table, which a snapshot cached by name would not see."""
+        table = self._tables.get(t.topic_id)
+        if table is None:
+            table = DeltaTopicTable(
+                table_uri(self.config, t.topic), self.config.storage_options(), topic=t.topic
             )
-            self._tables[topic] = t
-        return t
+            self._tables[t.topic_id] = table
+        return table
 
     def grace_ms(self, t: Target) -> int:
         return max(self.settings.min_grace_ms, t.config.file_delete_delay_ms)
@@ -114,7 +116,7 @@ class PartitionJobs:
         staged = self.ops.staged_rewrites(t.topic_id, t.partition)
         if not staged:
             return
-        table = self.table(t.topic)
+        table = self.table(t)
         live = {f.path for f in table.files() if f.partition == t.partition}
         done = sorted(
             (s for s in staged if s.state == "copied" and table.relpath(s.object_key) in live),
@@ -157,9 +159,7 @@ class PartitionJobs:
         expired = plan_retention(files, untiered, cfg.retention_ms, cfg.retention_bytes, now_ms)
         if not expired:
             return []
-        version = self.table(t.topic).remove_files(
-            [e.file.object_key for e in expired], data_change=True
-        )
+        version = self.table(t).remove_files([e.file.object_key for e in expired], data_change=True)
         self.ops.retire([e.file.id for e in expired], self.grace_ms(t))
         for e in expired:
             metrics.EXPIRED_FILES.labels(t.topic, e.reason).inc()
@@ -235,7 +235,7 @@ class PartitionJobs:
         metrics.COMPACTED_RECORDS_IN.labels(t.topic).inc(records_in)
         metrics.COMPACTED_RECORDS_OUT.labels(t.topic).inc(data.num_rows)
         if data.num_rows == 0:  # nothing survives: the range goes as retention would
-            self.table(t.topic).remove_files([f.object_key for f in plan.files], data_change=True)
+            self.table(t).remove_files([f.object_key for f in plan.files], data_change=True)
             self.ops.retire([f.id for f in plan.files], self.grace_ms(t))
             log.info(
                 "key compaction emptied the range", extra={**self._ctx(t), "files": len(plan.files)}
@@ -269,7 +269,7 @@ class PartitionJobs:
         starts = [first] + [int(p.column("offset")[0].as_py()) for p in pieces[1:]]
         ends = [s - 1 for s in starts[1:]] + [last]
         root = table_key(self.config, t.topic)
-        table = self.table(t.topic)
+        table = self.table(t)
         staged: list[int] = []
         adds = []
         try:

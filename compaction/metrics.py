@@ -37,6 +37,9 @@ RECLAIMED_BYTES = Counter(
 DELETED_OBJECTS = Counter(
     "tierlog_compaction_deleted_objects_total", "Objects deleted from S3 after the grace period"
 )
+PURGED_TOPICS = Counter(
+    "tierlog_compaction_purged_topics_total", "Deleted topics whose Delta table was deleted"
+)
 PENDING_DELETE_BYTES = Gauge(
     "tierlog_compaction_pending_delete_bytes", "Bytes of removed files waiting out their grace"
 )

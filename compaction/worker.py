@@ -1,6 +1,6 @@
 """The compaction worker (`tierlog compaction`): retention, small-file merge and key
 compaction of every partition's cold files, then the sweep that deletes removed objects once
-their grace period is over (DESIGN §1, §2, §4).
+their grace period is over, and the tables of deleted topics (DESIGN §1, §2, §4).
 
 Each pass visits every partition under its Postgres advisory lock (so any number of workers
 can run: they skip the partitions another one holds) and does, in order:
@@ -27,6 +27,7 @@ from sqlalchemy.engine import Engine
 from compaction import metrics
 from compaction.jobs import PartitionJobs, Settings, Target
 from compaction.manifest_ops import CompactionManifest
+from compaction.topic_purge import TopicPurge
 from metadata.configs import topic_config
 from metadata.topics import TopicRepo
 from tiering.metrics import Health
@@ -42,6 +43,7 @@ class PassSummary(NamedTuple):
     compacted_partitions: int
     deleted_objects: int
     reclaimed_bytes: int
+    purged_topics: int = 0  # deleted topics whose table went (compaction/topic_purge.py)
 
 
 class CompactionWorker:
@@ -56,6 +58,8 @@ class CompactionWorker:
         self.ops = CompactionManifest(engine)
         self.jobs = PartitionJobs(self.ops, store_config, settings or Settings())
         self.topics = TopicRepo(engine)
+        grace = (settings or Settings()).min_grace_ms
+        self.purge = TopicPurge(engine, self.jobs.store, store_config, grace)
 
     def close(self) -> None:
         self.jobs.close()
@@ -90,9 +94,18 @@ class CompactionWorker:
                     e, m, c = self._partition(t, now_ms)
                     expired, merged, compacted = expired + e, merged + m, compacted + c
         deleted, reclaimed = self._sweep()
+        purged, purged_objects, purged_bytes = self._purge_deleted_topics()
         metrics.PENDING_DELETE_BYTES.set(self.ops.pending_delete_bytes())
-        summary = PassSummary(visited, expired, merged, compacted, deleted, reclaimed)
-        if expired or merged or compacted or deleted:
+        summary = PassSummary(
+            visited,
+            expired,
+            merged,
+            compacted,
+            deleted + purged_objects,
+            reclaimed + purged_bytes,
+            purged,
+        )
+        if expired or merged or compacted or deleted or purged:
             log.info(
                 "compaction pass",
                 extra={
@@ -124,6 +137,16 @@ class CompactionWorker:
             metrics.FAILURES.labels(job).inc()
             log.exception("compaction job failed", extra={**ctx, "job": job})
         return expired, merged, compacted
+
+    def _purge_deleted_topics(self) -> tuple[int, int, int]:
+        try:
+            return self.purge.run_once()
+        except Exception:
+            metrics.FAILURES.labels("purge").inc()
+            log.exception(
+                "deleting a deleted topic's table failed", extra={"worker": self.worker_id}
+            )
+            return 0, 0, 0
 
     def _sweep(self) -> tuple[int, int]:
         files = size = 0

@@ -91,6 +91,16 @@ cluster = Table(
 )
 
 # Tiering (0003): sealed segments to tier, and the cold manifest (metadata/manifest.py).
+# Deleted topics whose cold files are still in the bucket (migration 0008): the compaction
+# role deletes the table's objects, then the row; until then the name cannot be reused.
+deleted_topics = Table(
+    "deleted_topics",
+    meta,
+    Column("name", Text, primary_key=True),
+    Column("topic_id", UUID(as_uuid=False), nullable=False),
+    Column("deleted_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
 hot_segments = Table(
     "hot_segments",
     meta,

@@ -11,14 +11,22 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import delete as sql_delete
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import exists, func, insert, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine, Row
 
 from logformat.errors import ErrorCode, TierlogError
 from metadata.configs import check_min_insync, merge_configs, validate_configs, validate_topic_name
 from metadata.placement import assign_replicas
-from metadata.schema import brokers, metadata_version, partitions, topics
+from metadata.schema import (
+    brokers,
+    cold_files,
+    deleted_topics,
+    hot_segments,
+    metadata_version,
+    partitions,
+    topics,
+)
 from metadata.types import PartitionInfo, TopicInfo
 
 AnyRow = Row[*tuple[Any, ...]]
@@ -144,6 +152,13 @@ class TopicRepo:
             ).first()
             if row is None:
                 raise TierlogError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+            # Checked after the insert: a delete racing this create has committed by now.
+            if conn.execute(select(exists().where(deleted_topics.c.name == name))).scalar():
+                raise TierlogError(
+                    ErrorCode.TOPIC_ALREADY_EXISTS,
+                    f"topic {name!r} is marked for deletion: the compaction role is deleting its"
+                    " cold files from the bucket; create it again once they are gone",
+                )
             info = _topic(row)
             live = _live_brokers(conn, rf)  # raising here rolls the insert back
             _insert_partitions(conn, info.id, assign_replicas(live, n, rf), 0)
@@ -213,13 +228,37 @@ class TopicRepo:
         return _topic(row)
 
     def delete(self, name: str) -> TopicInfo:
-        """Remove the topic and (by cascade) its partitions; returns what was deleted."""
+        """Remove the topic and (by cascade) its partitions; returns what was deleted. A topic
+        that may have objects in the bucket is also marked for deletion (deleted_topics), so
+        the compaction role deletes its Delta table and the name waits until it has."""
         with self.engine.begin() as conn:
-            row = conn.execute(
-                sql_delete(topics).where(topics.c.name == name).returning(*_TOPIC_COLUMNS)
+            locked = conn.execute(
+                select(topics.c.id).where(topics.c.name == name).with_for_update()
             ).first()
-        if row is None:
-            raise _unknown(name)
+            if locked is None:
+                raise _unknown(name)
+            # Looked at before the delete cascades the rows away. Registering a segment or
+            # starting an upload inserts a row that references the topic (a key-share lock on
+            # the row locked here), so none can slip in between this look and the delete.
+            in_bucket = conn.execute(
+                select(
+                    or_(
+                        exists().where(hot_segments.c.topic_id == locked.id),
+                        exists().where(cold_files.c.topic_id == locked.id),
+                    )
+                )
+            ).scalar()
+            row = conn.execute(
+                sql_delete(topics).where(topics.c.id == locked.id).returning(*_TOPIC_COLUMNS)
+            ).one()
+            if in_bucket:
+                mark = pg_insert(deleted_topics).values(name=name, topic_id=locked.id)
+                conn.execute(
+                    mark.on_conflict_do_update(
+                        index_elements=[deleted_topics.c.name],
+                        set_={"topic_id": mark.excluded.topic_id, "deleted_at": func.now()},
+                    )
+                )
         return _topic(row)
 
     # -- reads --------------------------------------------------------------------------------

@@ -200,14 +200,18 @@ class TieringWorker:
         if not self.registry.extend(claim, self.lease_ms):
             raise ClaimLostError(f"{claim.topic}-{claim.partition} {claim.base_offset}")
 
-    def _table(self, topic: str) -> DeltaTopicTable:
-        table = self._tables.get(topic)
+    def _table(self, claim: SegmentClaim) -> DeltaTopicTable:
+        """Cached by topic id: a topic deleted and created again under the same name is a new
+        table (its old one deleted by the compaction role), never the old cached snapshot."""
+        table = self._tables.get(claim.topic_id)
         if table is None:
             table = DeltaTopicTable(
-                table_uri(self.config, topic), self.config.storage_options(), topic=topic
+                table_uri(self.config, claim.topic),
+                self.config.storage_options(),
+                topic=claim.topic,
             )
             table.ensure_created()
-            self._tables[topic] = table
+            self._tables[claim.topic_id] = table
         return table
 
     def _commit_delta(
@@ -215,7 +219,7 @@ class TieringWorker:
     ) -> tuple[FileSpec, int]:
         """Commit our file; return the file that the table holds for this segment (ours, or a
         lapsed attempt's that got there first) and a version at which it is visible."""
-        table = self._table(claim.topic)
+        table = self._table(claim)
         version = table.commit_file(claim.partition, parquet, key)
         root = table_key(self.config, claim.topic)
         for f in table.files():

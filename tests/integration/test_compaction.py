@@ -14,8 +14,11 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from compaction.manifest_ops import CompactionManifest
+from logformat.errors import ErrorCode, TierlogError
+from metadata.topics import TopicRepo
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
 from tests.integration.test_compaction_support import ColdEnv, now_ms, rec
+from tiering.layout import table_key
 from tiering.object_store import ObjectNotFoundError, ObjectStoreConfig
 
 
@@ -245,3 +248,36 @@ def test_the_tierlog_compaction_role_runs_the_worker(
         assert proc.wait(timeout=30) == 0
         log.close()
     assert "retention removed cold files" in (tmp_path / "compaction.log").read_text()
+
+
+def test_a_deleted_topics_table_leaves_the_bucket_then_the_name_is_free(cold: ColdEnv) -> None:
+    now = now_ms()
+    cold.topic("gone")
+    _segments(cold, "gone", [now - 1000, now])
+    root = table_key(cold.config, "gone") + "/"
+    assert any("/_delta_log/" in key for key, _ in cold.store.list(root))
+    repo = TopicRepo(cold.engine)
+    repo.delete("gone")
+    # Until its table is gone, a new "gone" would write into the old topic's Delta table.
+    with pytest.raises(TierlogError) as refused:
+        repo.create("gone", 1, 2)
+    assert refused.value.code is ErrorCode.TOPIC_ALREADY_EXISTS
+    assert "marked for deletion" in str(refused.value)
+    assert cold.worker(min_grace_ms=3_600_000).run_once().purged_topics == 0  # in its grace
+    assert list(cold.store.list(root))
+    summary = cold.worker().run_once()
+    assert summary.purged_topics == 1 and summary.deleted_objects >= 4  # 2 files + 3 commits
+    assert list(cold.store.list(root)) == []
+    # The name is free again, and the new topic's table holds only its own records.
+    cold.topic("gone")
+    del cold.written[("gone", 0)]
+    _segments(cold, "gone", [now], n=5)
+    assert [r["offset"] for r in cold.delta_rows("gone")] == list(range(5))
+    assert cold.worker().run_once().purged_topics == 0
+
+
+def test_a_topic_with_nothing_tiered_is_deleted_at_once(cold: ColdEnv) -> None:
+    repo = TopicRepo(cold.engine)
+    cold.topic("plain")
+    repo.delete("plain")
+    cold.topic("plain")  # nothing of it can be in the bucket: no wait for the compaction role

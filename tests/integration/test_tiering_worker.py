@@ -25,6 +25,8 @@ import pytest
 from deltalake import DeltaTable
 from sqlalchemy.engine import Engine
 
+from compaction.jobs import Settings
+from compaction.worker import CompactionWorker
 from logformat.frame import encode_frame
 from logformat.records import build_batch
 from metadata.brokers import BrokerRepo
@@ -204,6 +206,29 @@ def test_records_are_tiered_byte_exact_and_once(env: Env) -> None:
     w.close()
 
 
+def test_a_topic_deleted_and_created_again_gets_a_table_of_its_own(env: Env) -> None:
+    """The worker caches tables by topic id: after the old table was deleted (compaction's
+    purge) a new topic of the same name must not be committed through the old snapshot."""
+    old = env.topic("again", 1)
+    end = env.add_segment("again", 0, 0, [rec(i) for i in range(10)])
+    env.add_segment("again", 0, end, [rec(i) for i in range(end, end + 10)])
+    w = env.worker("w1")
+    assert w.run_once() == 2
+    TopicRepo(env.engine).delete("again")
+    purger = CompactionWorker(env.engine, env.config, "purge", Settings(min_grace_ms=0))
+    assert purger.run_once().purged_topics == 1
+    purger.close()
+    new = env.topic("again", 1)
+    assert new != old
+    env.expected = {}
+    env.add_segment("again", 0, 0, [rec(i, value=b"new-%d" % i) for i in range(5)])
+    assert w.run_once() == 1
+    env.assert_exact("again")  # only the new topic's five records
+    (f,) = env.manifest.files(new, 0)
+    assert ObjectStore(env.config).head(f.object_key) == f.size_bytes
+    w.close()
+
+
 def test_prefers_a_follower_and_falls_back_to_the_leader(env: Env) -> None:
     tid = env.topic("t", 1)
     part = TopicRepo(env.engine).partitions("t")[0]
@@ -294,7 +319,7 @@ def put_then_die(self, key, data):
 ObjectStore.put = put_then_die
 config = ObjectStoreConfig(bucket=sys.argv[2], prefix=sys.argv[3], endpoint_url=sys.argv[4],
                            access_key_id="testing", secret_access_key="testing")
-TieringWorker(make_engine(sys.argv[1]), config, "doomed", lease_ms=1000).run_once()
+TieringWorker(make_engine(sys.argv[1]), config, "doomed", lease_ms=5000).run_once()
 """
 
 
@@ -315,9 +340,11 @@ def test_a_worker_killed_mid_upload_is_taken_over(env: Env, fresh_db: str) -> No
     (abandoned,) = env.manifest.files(tid, 0, states=("copy_started",))
     assert env.manifest.files(tid, 0) == []  # nothing committed
     w = env.worker("rescuer")
-    assert w.run_once() == 0  # the claim's lease is still running
-    time.sleep(1.1)
-    assert w.run_once() == 1
+    assert w.run_once() == 0  # the claim's lease (5 s) is still running
+    deadline = time.monotonic() + 30
+    while (done := w.run_once()) == 0 and time.monotonic() < deadline:
+        time.sleep(0.5)  # until the lease lapses and the rescuer takes the segment over
+    assert done == 1
     env.assert_exact("t")
     (committed,) = env.manifest.files(tid, 0)
     assert committed.object_key != abandoned.object_key
