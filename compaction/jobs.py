@@ -54,6 +54,8 @@ class Settings(NamedTuple):
     target_file_bytes: int = 64 * MiB  # merges and key compaction write files of about this
     merge_min_files: int = 4  # a bin under half the target merges once it has this many
     min_grace_ms: int = 60_000  # floor under file.delete.delay.ms before objects go
+    stale_upload_ms: int = 24 * 3600 * 1000  # multipart uploads open this long are abandoned
+    upload_check_s: float = 600.0  # how often to list open multipart uploads
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES
     temp_dir: str | None = None
 

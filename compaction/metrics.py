@@ -37,6 +37,9 @@ RECLAIMED_BYTES = Counter(
 DELETED_OBJECTS = Counter(
     "tierlog_compaction_deleted_objects_total", "Objects deleted from S3 after the grace period"
 )
+ABORTED_UPLOADS = Counter(
+    "tierlog_compaction_aborted_uploads_total", "Abandoned multipart uploads aborted"
+)
 PURGED_TOPICS = Counter(
     "tierlog_compaction_purged_topics_total", "Deleted topics whose Delta table was deleted"
 )

@@ -27,6 +27,7 @@ from sqlalchemy.engine import Engine
 from compaction import metrics
 from compaction.jobs import PartitionJobs, Settings, Target
 from compaction.manifest_ops import CompactionManifest
+from compaction.stale_uploads import StaleUploads
 from compaction.topic_purge import TopicPurge
 from metadata.configs import topic_config
 from metadata.topics import TopicRepo
@@ -44,6 +45,7 @@ class PassSummary(NamedTuple):
     deleted_objects: int
     reclaimed_bytes: int
     purged_topics: int = 0  # deleted topics whose table went (compaction/topic_purge.py)
+    aborted_uploads: int = 0  # abandoned multipart uploads (compaction/stale_uploads.py)
 
 
 class CompactionWorker:
@@ -58,8 +60,11 @@ class CompactionWorker:
         self.ops = CompactionManifest(engine)
         self.jobs = PartitionJobs(self.ops, store_config, settings or Settings())
         self.topics = TopicRepo(engine)
-        grace = (settings or Settings()).min_grace_ms
-        self.purge = TopicPurge(engine, self.jobs.store, store_config, grace)
+        s = settings or Settings()
+        self.purge = TopicPurge(engine, self.jobs.store, store_config, s.min_grace_ms)
+        self.uploads = StaleUploads(
+            self.jobs.store, store_config, s.stale_upload_ms, s.upload_check_s
+        )
 
     def close(self) -> None:
         self.jobs.close()
@@ -95,6 +100,7 @@ class CompactionWorker:
                     expired, merged, compacted = expired + e, merged + m, compacted + c
         deleted, reclaimed = self._sweep()
         purged, purged_objects, purged_bytes = self._purge_deleted_topics()
+        aborted = self._abort_stale_uploads()
         metrics.PENDING_DELETE_BYTES.set(self.ops.pending_delete_bytes())
         summary = PassSummary(
             visited,
@@ -104,8 +110,9 @@ class CompactionWorker:
             deleted + purged_objects,
             reclaimed + purged_bytes,
             purged,
+            aborted,
         )
-        if expired or merged or compacted or deleted or purged:
+        if expired or merged or compacted or deleted or purged or aborted:
             log.info(
                 "compaction pass",
                 extra={
@@ -147,6 +154,14 @@ class CompactionWorker:
                 "deleting a deleted topic's table failed", extra={"worker": self.worker_id}
             )
             return 0, 0, 0
+
+    def _abort_stale_uploads(self) -> int:
+        try:
+            return self.uploads.run_once()
+        except Exception:
+            metrics.FAILURES.labels("uploads").inc()
+            log.exception("aborting stale uploads failed", extra={"worker": self.worker_id})
+            return 0
 
     def _sweep(self) -> tuple[int, int]:
         files = size = 0

@@ -18,6 +18,7 @@ import contextlib
 import io
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any, NamedTuple
 
 import boto3
@@ -28,6 +29,12 @@ from botocore.exceptions import ClientError
 MiB = 1 << 20
 _DELETE_BATCH = 1000  # the DeleteObjects API limit
 _NOT_FOUND = frozenset(("404", "NoSuchKey", "NotFound", "NoSuchBucket"))
+
+
+class IncompleteUpload(NamedTuple):
+    key: str
+    upload_id: str
+    initiated: datetime  # by the S3 server's clock (UTC)
 
 
 class ObjectNotFoundError(KeyError):
@@ -225,6 +232,26 @@ class ObjectStore:
                 f"{first.get('Code')} {first.get('Message')}"
             )
         return len(keys)
+
+    def incomplete_uploads(self, prefix: str) -> Iterator[IncompleteUpload]:
+        """Multipart uploads under `prefix` never completed nor aborted: a process killed
+        mid-upload leaves one, and its parts are stored (and billed) until it is aborted."""
+        pages = self.client.get_paginator("list_multipart_uploads").paginate(
+            Bucket=self.bucket, Prefix=prefix
+        )
+        for page in pages:
+            for up in page.get("Uploads", ()):
+                yield IncompleteUpload(str(up["Key"]), str(up["UploadId"]), up["Initiated"])
+
+    def abort_upload(self, upload: IncompleteUpload) -> None:
+        """Abort a multipart upload (one already gone is fine): its parts are deleted."""
+        try:
+            self.client.abort_multipart_upload(
+                Bucket=self.bucket, Key=upload.key, UploadId=upload.upload_id
+            )
+        except ClientError as exc:
+            if _error_code(exc) not in ("NoSuchUpload", *_NOT_FOUND):
+                raise
 
     def ensure_bucket(self) -> None:
         """Create the bucket if it does not exist (racing creators are fine)."""

@@ -75,6 +75,12 @@ def add_worker_roles(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         default=_int_env("COMPACTION_MIN_GRACE_MS", 60000),
         help="removed files' objects stay at least this long (and file.delete.delay.ms)",
     )
+    p.add_argument(
+        "--stale-upload-ms",
+        type=int,
+        default=_int_env("COMPACTION_STALE_UPLOAD_MS", 24 * 3600 * 1000),
+        help="abort multipart uploads left open this long (a writer killed mid-upload)",
+    )
     p.set_defaults(func=_run_compaction)
 
 
@@ -92,7 +98,11 @@ def _run_compaction(args: argparse.Namespace) -> int:
     from compaction.jobs import Settings
     from compaction.worker import CompactionWorker
 
-    settings = Settings(target_file_bytes=args.target_file_bytes, min_grace_ms=args.min_grace_ms)
+    settings = Settings(
+        target_file_bytes=args.target_file_bytes,
+        min_grace_ms=args.min_grace_ms,
+        stale_upload_ms=args.stale_upload_ms,
+    )
 
     def make(engine: Engine, config: ObjectStoreConfig, worker_id: str) -> Worker:
         return CompactionWorker(engine, config, worker_id, settings)

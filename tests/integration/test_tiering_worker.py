@@ -351,6 +351,16 @@ def test_a_worker_killed_mid_upload_is_taken_over(env: Env, fresh_db: str) -> No
     gone = env.manifest.get(abandoned.id)
     assert gone is not None and gone.state == "deleted"
     w.close()
+    # The dead worker's multipart upload is still open, its part stored: compaction aborts it.
+    store = ObjectStore(c)
+    topics = c.key("topics") + "/"
+    assert [u.key for u in store.incomplete_uploads(topics)] == [abandoned.object_key]
+    # (moto dates every upload 2010, so the age rule is in tests/unit/compaction.)
+    sweeper = CompactionWorker(env.engine, c, "c2", Settings(min_grace_ms=0, stale_upload_ms=0))
+    assert sweeper.run_once().aborted_uploads == 1
+    assert list(store.incomplete_uploads(topics)) == []
+    assert sweeper.run_once().aborted_uploads == 0  # next listing only after upload_check_s
+    sweeper.close()
 
 
 def test_a_lapsed_worker_that_committed_to_delta_first_wins_the_manifest(env: Env) -> None:
