@@ -130,6 +130,20 @@ def _check(outcome: T | TierlogError) -> T:
     return outcome
 
 
+def _while_empty(snap: GroupSnapshot, group: str, what: str) -> tuple[_Draft, TierlogError | None]:
+    """Admin changes need an empty group: expire lapsed members first (their sessions are
+    over), then NON_EMPTY_GROUP if anyone is left. The draft carries the expiries."""
+    d = _Draft(snap)
+    d.expire()
+    d.rebalance()
+    if not d.members:
+        return d, None
+    return d, TierlogError(
+        ErrorCode.NON_EMPTY_GROUP,
+        f"group {group!r} has {len(d.members)} live member(s): {what} only while it is empty",
+    )
+
+
 class GroupCoordinator:
     def __init__(self, repo: GroupRepo, default_assignor: str) -> None:
         self.repo = repo
@@ -295,17 +309,8 @@ class GroupCoordinator:
                 return GroupWrite(), TierlogError(
                     ErrorCode.GROUP_ID_NOT_FOUND, f"no consumer group {group!r}"
                 )
-            d = _Draft(snap)
-            d.expire()
-            d.rebalance()
-            if d.members:
-                error = TierlogError(
-                    ErrorCode.NON_EMPTY_GROUP,
-                    f"group {group!r} has {len(d.members)} live member(s): a group can be "
-                    "deleted only while it is empty",
-                )
-                return d.finish(), error
-            return GroupWrite(delete_group=True), None
+            d, busy = _while_empty(snap, group, "a group can be deleted")
+            return (d.finish(), busy) if busy else (GroupWrite(delete_group=True), None)
 
         _check(self.repo.transact(group, decide))
 
@@ -314,17 +319,8 @@ class GroupCoordinator:
 
         def decide(snap: GroupSnapshot | None) -> tuple[GroupWrite, TierlogError | None]:
             assert snap is not None  # created if missing
-            d = _Draft(snap)
-            d.expire()
-            d.rebalance()
-            if d.members:
-                error = TierlogError(
-                    ErrorCode.NON_EMPTY_GROUP,
-                    f"group {group!r} has {len(d.members)} live member(s): offsets can be "
-                    "reset only while it is empty",
-                )
-                return d.finish(), error
-            return d.finish(_offset_writes(snap, offsets)), None
+            d, busy = _while_empty(snap, group, "offsets can be reset")
+            return (d.finish(), busy) if busy else (d.finish(_offset_writes(snap, offsets)), None)
 
         topics = {o.topic for o in offsets}
         _check(self.repo.transact(group, decide, create=self.default_assignor, topics=topics))
