@@ -23,6 +23,7 @@ from starlette.responses import Response
 
 from fetch import metrics
 from ingest.api.fetch_response import REPLICA_READ_HEADER
+from ingest.internal_tls import internal_verify
 from ingest.metadata_cache import MetadataCache, TopicView
 from ingest.replication_wire import CLUSTER_TOKEN_HEADER
 from logformat.errors import ErrorCode, TierlogError
@@ -44,7 +45,9 @@ class HotOffsets(dict[str, int]):
 class ReplicaRouter:
     def __init__(self, cache: MetadataCache, token: Callable[[], str], timeout_s: float) -> None:
         self._cache, self._token = cache, token
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s + 5, connect=2.0))
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout_s + 5, connect=2.0), verify=internal_verify()
+        )
         self._offsets: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
 
     async def close(self) -> None:

@@ -20,6 +20,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ingest.internal_tls import internal_verify
 from ingest.partition_state import AppendResult
 from ingest.replication_wire import CLUSTER_TOKEN_HEADER, FORWARDED_HEADER
 from logformat.errors import ErrorCode, TierlogError
@@ -51,7 +52,9 @@ class Forwarder:
         """`timeout_s` is the leader's own request timeout; `grace_s` on top lets the leader
         answer with its own timeout error rather than this node giving up first."""
         self._token = token
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s + grace_s, connect=2.0))
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout_s + grace_s, connect=2.0), verify=internal_verify()
+        )
 
     async def append(
         self,

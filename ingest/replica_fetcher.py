@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import httpx
 
+from ingest.internal_tls import internal_verify
 from ingest.partition_state import PartitionState, Role
 from ingest.replication_wire import (
     CLUSTER_TOKEN_HEADER,
@@ -45,7 +46,9 @@ class ReplicaFetcher:
         self.partitions: dict[tuple[str, int], PartitionState] = {}
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=2.0))
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(30.0, connect=2.0), verify=internal_verify()
+        )
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"fetcher-{self.leader_id}")

@@ -20,6 +20,7 @@ from typing import NamedTuple
 import httpx
 from sqlalchemy.engine import Engine
 
+from ingest.internal_tls import internal_verify
 from ingest.replication_wire import CLUSTER_TOKEN_HEADER
 from metadata.brokers import BrokerRepo
 from metadata.manifest import SegmentClaim
@@ -61,7 +62,9 @@ class SegmentSource:
         self.brokers = BrokerRepo(engine)
         self._secret = PartitionStateRepo(engine).cluster_secret()
         # Connect/read timeouts per chunk, not for the whole body: big segments take a while.
-        self.http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=5.0))
+        self.http = httpx.Client(
+            timeout=httpx.Timeout(timeout_s, connect=5.0), verify=internal_verify()
+        )
 
     def close(self) -> None:
         self.http.close()

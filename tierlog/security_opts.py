@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import ssl
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -49,6 +50,29 @@ def add_server_security(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--tls-cert", default=_env("TLS_CERT"), help="PEM certificate: serve HTTPS")
     p.add_argument("--tls-key", default=_env("TLS_KEY"), help="PEM private key of --tls-cert")
+    add_tls_ca(p)
+
+
+def add_tls_ca(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tls-ca",
+        default=_env("TLS_CA"),
+        help="PEM CA bundle that calls to other nodes trust (a cluster's private CA)",
+    )
+
+
+def trust_tls_ca(args: argparse.Namespace, role: str) -> bool:
+    """Make --tls-ca the trust of this process's node-to-node clients (ingest/internal_tls.py
+    reads TIERLOG_TLS_CA); False, after saying why, when it is not a readable CA bundle."""
+    if not args.tls_ca:
+        return True
+    try:
+        ssl.create_default_context(cafile=args.tls_ca)
+    except (OSError, ssl.SSLError) as exc:
+        print(f"tierlog {role}: --tls-ca {args.tls_ca}: {exc}", file=sys.stderr)
+        return False
+    os.environ["TIERLOG_TLS_CA"] = args.tls_ca
+    return True
 
 
 def super_users(raw: str) -> frozenset[str]:
@@ -76,6 +100,8 @@ def auth_settings(args: argparse.Namespace, role: str) -> AuthSettings | None:
         if path and not Path(path).is_file():
             print(f"tierlog {role}: no such file {path}", file=sys.stderr)
             return None
+    if not trust_tls_ca(args, role):
+        return None
     if args.auth_cache_ms < 0:
         print(f"tierlog {role}: --auth-cache-ms must be >= 0", file=sys.stderr)
         return None

@@ -15,6 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from tierlog.security_opts import add_tls_ca, trust_tls_ca
+
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
@@ -46,6 +48,7 @@ def _common(p: argparse.ArgumentParser, role: str, poll_env: str, poll_ms: int) 
         help="HOST:PORT serving /metrics and /healthz (default: none)",
     )
     p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
+    add_tls_ca(p)  # tiering downloads segments from brokers
 
 
 def add_worker_roles(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -127,6 +130,8 @@ def _run_worker(
         print(
             f"tierlog {role}: --database-url or TIERLOG_DATABASE_URL is required", file=sys.stderr
         )
+        return 2
+    if not trust_tls_ca(args, role):
         return 2
     worker_id = args.worker_id or f"{role}-{socket.gethostname()}-{os.getpid()}"
     engine = make_engine(args.database_url)

@@ -17,6 +17,7 @@ import httpx
 import orjson
 
 from fetch.assignors.base import TopicPartition
+from ingest.internal_tls import internal_verify
 from ingest.metadata_cache import MetadataCache
 from ingest.replication_wire import CLUSTER_TOKEN_HEADER
 from logformat.errors import ErrorCode, TierlogError
@@ -35,7 +36,9 @@ class ClusterOffsets:
         self._cache = cache
         self._token = token
         self._local_hw = local_hw
-        self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=2.0))
+        self._http = httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout_s, connect=2.0), verify=internal_verify()
+        )
 
     async def close(self) -> None:
         await self._http.aclose()

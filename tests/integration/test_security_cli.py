@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from tests.integration.brokers import BrokerProcess
+from tests.integration.cluster import FAST, wait_for
 from tests.integration.secured import Secured, secure_broker, settle
 from tierlog import Admin, ApiError, Consumer, Producer
 from tierlog.cli import main
@@ -189,3 +190,59 @@ def test_bootstrap_key_from_the_environment_is_idempotent(fresh_db: str) -> None
         assert bad.returncode == 1 and "NOPE" in bad.stderr
     finally:
         sec.close()
+
+
+def test_a_tls_cluster_with_a_private_ca_replicates_and_forwards(
+    fresh_db: str, tmp_path: Path
+) -> None:
+    """Brokers reach each other over HTTPS (replica fetches, forwarded produce) trusting the
+    cluster's CA through --tls-ca, not a public bundle."""
+    cert, key = self_signed(tmp_path)
+    ca = ssl.create_default_context(cafile=str(cert))
+    tls = ["--tls-cert", str(cert), "--tls-key", str(key), "--tls-ca", str(cert)]
+    brokers = [BrokerProcess(fresh_db, tmp_path / f"data-{i}", i, [*FAST, *tls]) for i in (1, 2)]
+    clients: list[httpx.Client] = []
+    try:
+        for b in brokers:
+            b.url = f"https://127.0.0.1:{b.port}"
+            b.start(wait=False)
+            clients.append(httpx.Client(base_url=b.url, verify=ca, timeout=30))
+        for b, c in zip(brokers, clients, strict=True):
+            wait_for(
+                f"broker {b.broker_id} ready over TLS",
+                lambda c=c: c.get("/readyz").status_code == 200,  # type: ignore[misc]
+                timeout=60,
+            )
+        body = {
+            "name": "secret",
+            "partitions": 1,
+            "replication_factor": 2,
+            "configs": {"min.insync.replicas": 2},
+        }
+        assert clients[0].post("/topics", json=body).status_code == 201
+        wait_for("both in sync", lambda: len(_partition(clients[0])["isr"]) == 2)
+        leader = _partition(clients[0])["leader"]
+        other = clients[2 - leader]  # the broker that does not lead: it forwards over TLS
+        records = {"records": [{"value": f"v{i}"} for i in range(5)]}
+        r = other.post("/topics/secret/records", params={"acks": "all"}, json=records)
+        assert r.status_code == 200, r.text  # acks=all: the follower fetched over HTTPS
+        assert r.headers["x-tierlog-leader"].startswith("https://")
+        for c in clients:  # and either node answers reads with them
+            wait_for(
+                "replicated",
+                lambda c=c: (
+                    len(  # type: ignore[misc]
+                        c.get("/topics/secret/partitions/0/records").json()["records"]
+                    )
+                    == 5
+                ),
+            )
+    finally:
+        for c in clients:
+            c.close()
+        for b in brokers:
+            b.stop()
+
+
+def _partition(c: httpx.Client) -> dict[str, object]:
+    return dict(c.get("/topics/secret").json()["partitions"][0])
