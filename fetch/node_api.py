@@ -22,6 +22,7 @@ from ingest.api.auth import AuthMiddleware
 from ingest.api.fetch_response import fetch_params, fetch_response
 from ingest.api.http import JSONResponse, exception_handlers, path_partition, timestamp_param
 from ingest.api.limits import LimitSettings, limits_middleware
+from ingest.api.openapi import OPENAPI
 from ingest.broker_config import DEFAULT_MAX_REQUEST_BYTES
 from ingest.fetch_reader import FetchResult
 from ingest.tiered_fetch import ColdRange, ColdReader
@@ -139,6 +140,32 @@ async def metrics(request: Request) -> Response:
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 
+async def openapi(request: Request) -> JSONResponse:
+    return JSONResponse(served_openapi(request.app.routes))
+
+
+def served_openapi(app_routes: Sequence[BaseRoute]) -> dict[str, Any]:
+    """The brokers' OpenAPI document cut down to the operations this node serves (its reads,
+    offsets, topic listings and, when mounted, consumer groups)."""
+    served = {
+        (r.path, m.lower())
+        for r in app_routes
+        if isinstance(r, Route)
+        for m in r.methods or ()
+        if m != "HEAD"
+    }
+    paths: dict[str, Any] = {}
+    for path, item in OPENAPI["paths"].items():
+        ops = {k: v for k, v in item.items() if (path, k) in served}
+        if ops:
+            paths[path] = {
+                **({"parameters": item["parameters"]} if "parameters" in item else {}),
+                **ops,
+            }
+    info = {**OPENAPI["info"], "title": "tierlog fetch node"}
+    return {**OPENAPI, "info": info, "paths": paths}
+
+
 routes: list[BaseRoute] = [
     Route("/topics/{topic}/partitions/{partition}/records", fetch_records, methods=["GET"]),
     Route("/topics/{topic}/partitions/{partition}/offsets", list_offsets, methods=["GET"]),
@@ -147,6 +174,7 @@ routes: list[BaseRoute] = [
     Route("/healthz", healthz, methods=["GET"]),
     Route("/readyz", readyz, methods=["GET"]),
     Route("/metrics", metrics, methods=["GET"]),
+    Route("/openapi.json", openapi, methods=["GET"]),
 ]
 
 

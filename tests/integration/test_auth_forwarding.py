@@ -73,6 +73,13 @@ def test_forwarded_produce_and_proxied_reads(
         assert [t["name"] for t in via.get("/topics").json()["topics"]] == ["t"]
         assert sec.client(node.url, "stranger").get("/topics").json() == {"topics": []}
         assert sec.client(node.url, None).get("/topics/t").status_code == 401
+        # Its OpenAPI document (an open path) lists what it serves, and only that.
+        doc = sec.client(node.url, None).get("/openapi.json").json()
+        assert doc["info"]["title"] == "tierlog fetch node"
+        assert set(doc["paths"]["/topics/{topic}/partitions/{partition}/records"]) >= {"get"}
+        assert "/groups/{group}/members" in doc["paths"]  # groups are mounted on the node
+        assert "/producers" not in doc["paths"] and "/topics/{topic}/records" not in doc["paths"]
+        assert set(doc["paths"]["/topics"]) == {"get"}  # no topic creation here
         assert (
             sec.client(node.url, "stranger").get(f"/topics/t/partitions/{p}/records").status_code
             == 403
