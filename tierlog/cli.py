@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from logformat.errors import TierlogError
 from tierlog.limits_opts import add_limit_flags, limit_config
+from tierlog.parent_watch import die_with_parent
 from tierlog.quotas_cmd import add_quotas
 from tierlog.security_cmd import add_security_commands
 from tierlog.security_opts import add_server_security, auth_settings, scheme
@@ -212,6 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_quotas(sub)
     add_security_commands(sub)
     args = parser.parse_args(argv)
+    die_with_parent()  # started by `tierlog dev` or a test harness: go when it goes
     # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see where a hang is.
     faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
     try:

@@ -24,6 +24,7 @@ import httpx
 from tierlog import logs
 from tierlog.local_s3 import LocalS3
 from tierlog.localpg import LocalPostgres
+from tierlog.parent_watch import child_env
 
 log = logging.getLogger("tierlog.dev")
 
@@ -35,7 +36,7 @@ class Child:
         self.restarts = 0
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(self.argv, env=self.env)
+        self.proc = subprocess.Popen(self.argv, env=child_env(self.env))
 
     def stop(self, timeout: float = 10) -> None:
         if self.proc is None or self.proc.poll() is not None:

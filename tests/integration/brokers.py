@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from tests.integration.ports import free_port
+from tierlog.parent_watch import child_env
 
 
 class BrokerProcess:
@@ -40,7 +41,8 @@ class BrokerProcess:
         self.http = httpx.Client(base_url=self.url, timeout=30)
 
     def start(self, wait: bool = True) -> BrokerProcess:
-        env = dict(os.environ, TIERLOG_DATABASE_URL=self.database_url)
+        # The broker goes if this test process dies (a killed pytest leaves no brokers behind).
+        env = child_env(dict(os.environ, TIERLOG_DATABASE_URL=self.database_url))
         argv = [
             sys.executable,
             "-m",

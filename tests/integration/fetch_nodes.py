@@ -13,6 +13,7 @@ import httpx
 
 from tests.integration.ports import free_port
 from tiering.object_store import ObjectStoreConfig
+from tierlog.parent_watch import child_env
 
 
 def s3_env(config: ObjectStoreConfig) -> dict[str, str]:
@@ -50,7 +51,9 @@ class FetchNodeProcess:
             *self.extra_args,
         ]
         with open(self.log_path, "ab") as logf:
-            self.proc = subprocess.Popen(argv, env=self.env, stdout=logf, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                argv, env=child_env(self.env), stdout=logf, stderr=subprocess.STDOUT
+            )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

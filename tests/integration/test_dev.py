@@ -18,6 +18,7 @@ import pytest
 
 from tests.integration.ports import free_port
 from tiering.object_store import ObjectStore, ObjectStoreConfig
+from tierlog.parent_watch import child_env
 
 _EXTERNAL = {
     "TIERLOG_DATABASE_URL",
@@ -39,7 +40,7 @@ def _s3_env(data_dir: Path) -> dict[str, str]:
 
 def _start(data_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
     # dev's own Postgres and S3, not the caller's
-    env = {k: v for k, v in os.environ.items() if k not in _EXTERNAL}
+    env = child_env({k: v for k, v in os.environ.items() if k not in _EXTERNAL})
     banners = log.read_text().count(_BANNER) if log.exists() else 0
     with open(log, "ab") as f:
         proc = subprocess.Popen(
