@@ -55,8 +55,19 @@ def _latest(records: list[dict[str, Any]]) -> dict[str, tuple[int, Any]]:
     return out
 
 
+def _sizes(b: BrokerProcess, topic: str) -> dict[int, int]:
+    """Segment sizes by base offset, listed again if the cleaner swaps a segment between the
+    listing and the stat."""
+    for _ in range(100):
+        try:
+            return {base: f.stat().st_size for base, f in _files(b, topic).items()}
+        except FileNotFoundError:
+            time.sleep(0.05)
+    raise AssertionError(f"the segments of {topic} kept changing")
+
+
 def _compacted(b: BrokerProcess, topic: str, max_bytes: int) -> bool:
-    return sum(f.stat().st_size for f in _files(b, topic).values()) <= max_bytes
+    return sum(_sizes(b, topic).values()) <= max_bytes
 
 
 def test_replicas_compact_and_consumers_read_the_latest_per_key(cluster: Cluster) -> None:
@@ -130,20 +141,20 @@ def test_tiered_topics_are_cleaned_only_below_the_tiered_end(
     topic_id = _create(cluster, "tiered", rf=1, **COMPACT)
     _updates(cluster, "tiered", 12, keys=4)
     b = cluster.leader("tiered")
-    sizes = {base: f.stat().st_size for base, f in _files(b, "tiered").items()}
+    sizes = _sizes(b, "tiered")
     wait_for("registered", lambda: len(_registered(engine, topic_id)) >= 10)
     time.sleep(1)  # cleaner passes run: nothing is tiered yet, so nothing changes
-    assert {base: f.stat().st_size for base, f in _files(b, "tiered").items()} == sizes
+    assert _sizes(b, "tiered") == sizes
     end = _tier(engine, topic_id, 6)
     # below the tiered end the files shrink (or merge); above it they stay byte for byte
     wait_for(
         "cleaned below the tiered end",
         lambda: (
-            sum(f.stat().st_size for base, f in _files(b, "tiered").items() if base < end)
+            sum(size for base, size in _sizes(b, "tiered").items() if base < end)
             < sum(s for base, s in sizes.items() if base < end)
         ),
     )
-    after = {base: f.stat().st_size for base, f in _files(b, "tiered").items()}
+    after = _sizes(b, "tiered")
     assert {k: v for k, v in after.items() if k >= end} == {
         k: v for k, v in sizes.items() if k >= end and k in after
     }
