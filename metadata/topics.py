@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import delete as sql_delete
-from sqlalchemy import exists, func, insert, or_, select, update
+from sqlalchemy import exists, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine, Row
 
@@ -237,17 +237,25 @@ class TopicRepo:
             ).first()
             if locked is None:
                 raise _unknown(name)
-            # Looked at before the delete cascades the rows away. Registering a segment or
-            # starting an upload inserts a row that references the topic (a key-share lock on
-            # the row locked here), so none can slip in between this look and the delete.
-            in_bucket = conn.execute(
-                select(
-                    or_(
-                        exists().where(hot_segments.c.topic_id == locked.id),
-                        exists().where(cold_files.c.topic_id == locked.id),
-                    )
+            # Looked at before the delete cascades the rows away. The segment rows are locked:
+            # a claim in flight (it bumps `attempts`, which references the topic without
+            # locking its row) finishes first, and later ones skip them. Starting an upload
+            # inserts a cold_files row, which waits on the topic row locked above.
+            attempts = (
+                conn.execute(
+                    select(hot_segments.c.attempts)
+                    .where(hot_segments.c.topic_id == locked.id)
+                    .with_for_update()
                 )
-            ).scalar()
+                .scalars()
+                .all()
+            )
+            # A segment a tiering worker claimed may have made the table or uploaded; sealed
+            # segments no worker took (a cluster without tiering) left nothing in the bucket.
+            in_bucket = (
+                any(a > 0 for a in attempts)
+                or conn.execute(select(exists().where(cold_files.c.topic_id == locked.id))).scalar()
+            )
             row = conn.execute(
                 sql_delete(topics).where(topics.c.id == locked.id).returning(*_TOPIC_COLUMNS)
             ).one()

@@ -278,6 +278,8 @@ def test_a_deleted_topics_table_leaves_the_bucket_then_the_name_is_free(cold: Co
 
 def test_a_topic_with_nothing_tiered_is_deleted_at_once(cold: ColdEnv) -> None:
     repo = TopicRepo(cold.engine)
-    cold.topic("plain")
+    tid = cold.topic("plain")
+    # A sealed segment no tiering worker ever claimed (a cluster without tiering workers).
+    cold.registry.register_sealed(tid, 0, 0, 10, 1000)
     repo.delete("plain")
     cold.topic("plain")  # nothing of it can be in the bucket: no wait for the compaction role
