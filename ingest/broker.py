@@ -86,6 +86,9 @@ class Broker:
         self.cluster_secret = await asyncio.to_thread(self.partition_repo.cluster_secret)
         await self.authorizer.start()
         await self._heartbeat()
+        # Renew the lease from now on: the rest of start-up (log recovery, the cold reader's
+        # S3 clients) can outlast a lease, and a lapse makes the controller see a restart.
+        self._tasks = [self._every(cfg.heartbeat_ms, self._heartbeat, "heartbeat")]
         if self.cold_reader is not None:
             await self.cold_reader.start()
         self._logs = await asyncio.to_thread(LogManager, str(cfg.data_dir))
@@ -102,8 +105,7 @@ class Broker:
         await asyncio.to_thread(self.cache.refresh, True)
         self.replicas.reconcile()
         self._listener.start()
-        self._tasks = [
-            self._every(cfg.heartbeat_ms, self._heartbeat, "heartbeat"),
+        self._tasks += [
             asyncio.create_task(self._refresh_loop(), name="metadata-refresh"),
             self._every(cfg.controller_tick_ms, self._controller_tick, "controller"),
             self._every(max(100, cfg.replica_lag_ms // 4), self._shrink_isr, "isr-shrink"),
