@@ -141,7 +141,7 @@ async def metrics(request: Request) -> Response:
 
 
 async def openapi(request: Request) -> JSONResponse:
-    return JSONResponse(served_openapi(request.app.routes))
+    return JSONResponse(request.app.state.openapi)
 
 
 def served_openapi(app_routes: Sequence[BaseRoute]) -> dict[str, Any]:
@@ -191,6 +191,7 @@ def build_app(
         lifespan=lifespan,
     )
     app.state.node = node
+    app.state.openapi = served_openapi(app.routes)  # the routes are fixed from here on
     # Quotas and overload protection, inside auth (see ingest/api/app.py): consumers reading
     # through a fetch node are held to their consumer_byte_rate here too.
     limits = LimitSettings(max_request_bytes=DEFAULT_MAX_REQUEST_BYTES)
