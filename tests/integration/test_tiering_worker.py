@@ -1,8 +1,8 @@
 """TieringWorker against a real Postgres and moto's HTTP S3 server.
 
 Replicas are stand-in HTTP servers that serve segment files at the contract's internal path
-(the real broker endpoint is covered by the end-to-end test at the bottom): this lets the tests control
-which replica has what, and kill a worker mid-upload deterministically.
+(tests/integration/tiering_env.py; the real broker endpoint is covered by the end-to-end test
+at the bottom): this lets the tests control which replica has what.
 """
 
 from __future__ import annotations
