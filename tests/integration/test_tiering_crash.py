@@ -25,8 +25,8 @@ from sqlalchemy.engine import Engine
 
 from metadata.manifest import COLD_STATES
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
-from tests.integration.test_tiering_worker import ROOT, Env, rec, tricky
 from tests.integration.tiering_consistency import all_rows, assert_consistent
+from tests.integration.tiering_env import ROOT, Env, rec, tricky
 from tiering.delta_table import DeltaTopicTable
 from tiering.layout import table_key, table_uri
 from tiering.object_store import ObjectStore, ObjectStoreConfig
