@@ -19,6 +19,7 @@ from starlette.routing import BaseRoute, Route
 from ingest.api import auth
 from ingest.api.app import RequestMetrics
 from ingest.api.auth import AuthMiddleware
+from ingest.api.cross_site import CrossSiteGuard, own_origins
 from ingest.api.fetch_response import fetch_params, fetch_response
 from ingest.api.http import JSONResponse, exception_handlers, path_partition, timestamp_param
 from ingest.api.limits import LimitSettings, limits_middleware
@@ -197,5 +198,8 @@ def build_app(
     limits = LimitSettings(max_request_bytes=DEFAULT_MAX_REQUEST_BYTES)
     app.add_middleware(limits_middleware(limits, node.engine, lambda: node.cluster_secret))
     app.add_middleware(AuthMiddleware, authorizer=node.authorizer)  # see ingest/api/app.py
+    cfg = node.config
+    origins = own_origins([], cfg.host, cfg.port, cfg.tls_cert is not None)
+    app.add_middleware(CrossSiteGuard, origins=origins)
     app.add_middleware(RequestMetrics)
     return app

@@ -38,6 +38,10 @@ class BrokerConfig(NamedTuple):
     max_inflight_bytes: int = 256 * 1024 * 1024
     max_long_polls: int = 1024
     request_body_timeout_ms: int = 30_000
+    # Expansion limits on produce (logformat/expansion.py): what a body may decode to.
+    max_request_records: int = 1_000_000
+    max_request_decoded_bytes: int = 128 * 1024 * 1024
+    max_compression_ratio: float = 100.0
 
 
 def parse_listen(listen: str) -> tuple[str, int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import NamedTuple
 
 import pyarrow as pa
@@ -46,6 +47,26 @@ async def fetch(
         raise out_of_range(state, offset)
     if offset >= state.high_watermark and wait_ms > 0:
         await state.wait_for_data(offset, min(wait_ms, MAX_WAIT_MS) / 1000)
+        # The polls one produce wakes ask for the same records: read them once for all.
+        key = (offset, max_records, max_bytes, state.high_watermark, log.log_start_offset)
+        shared = _WOKEN.get(state)
+        if shared is not None and shared[0] == key:
+            return shared[1]
+        result = _read(state, offset, max_records, max_bytes)
+        _WOKEN[state] = (key, result)
+        return result
+    return _read(state, offset, max_records, max_bytes)
+
+
+# Per partition, the last read a woken long poll made (records below the high watermark do
+# not change; the key holds the high watermark and the log start).
+_WOKEN: weakref.WeakKeyDictionary[PartitionState, tuple[tuple[int, ...], FetchResult]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _read(state: PartitionState, offset: int, max_records: int, max_bytes: int) -> FetchResult:
+    log = state.log
     hw = state.high_watermark
     empty = FetchResult(_EMPTY, offset, hw, log.log_start_offset)
     if offset >= hw:

@@ -22,21 +22,22 @@ class ByteBudget:
         self.used = 0
         self._freed = asyncio.Condition()
 
-    def fits(self, n: int) -> bool:
+    def fits(self, n: int, held: int = 0) -> bool:
         # A request larger than the whole budget still runs alone (max_request_bytes bounds
-        # it), so a budget below the request limit cannot starve it forever.
-        return n <= 0 or self.used == 0 or self.used + n <= self.limit
+        # it), so a budget below the request limit cannot starve it forever. `held`: what the
+        # asking request holds already (its body, when it asks for its decoded size).
+        return n <= 0 or self.used <= held or self.used + n <= self.limit
 
-    def try_acquire(self, n: int) -> bool:
-        if not self.fits(n):
+    def try_acquire(self, n: int, held: int = 0) -> bool:
+        if not self.fits(n, held):
             return False
         self.used += n
         metrics.INFLIGHT_BYTES.set(self.used)
         return True
 
-    async def acquire(self, n: int, wait_s: float) -> bool:
+    async def acquire(self, n: int, wait_s: float, held: int = 0) -> bool:
         """Take `n` bytes, waiting up to `wait_s` for room; False: still no room."""
-        return await self._wait(lambda: self.try_acquire(n), wait_s)
+        return await self._wait(lambda: self.try_acquire(n, held), wait_s)
 
     async def _wait(self, ready: Callable[[], bool], wait_s: float) -> bool:
         if ready():

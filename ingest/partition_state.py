@@ -76,7 +76,8 @@ class PartitionState:
         self.pending_isr: list[int] = []
         self._pending: list[tuple[list[bytearray], asyncio.Future[list[AppendResult]]]] = []
         self._draining = False
-        self._changed = asyncio.Event()
+        self._changed = asyncio.Event()  # producers waiting for acks=all
+        self._data = asyncio.Event()  # long-polling consumers, woken after the producers
         self._closed = False
         self._labels = (self.topic, str(self.partition))
 
@@ -357,14 +358,17 @@ class PartitionState:
             if remaining <= 0:
                 return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), remaining)
+                await asyncio.wait_for(self._data.wait(), remaining)
 
     # -- housekeeping -----------------------------------------------------------------------
 
     def _wake(self) -> None:
-        # Swap in a fresh event so woken waiters re-check without a lost-wakeup window.
+        # Swap in fresh events so woken waiters re-check without a lost-wakeup window.
+        # Producers first: their answers must not queue behind a thousand long polls.
         event, self._changed = self._changed, asyncio.Event()
         event.set()
+        data, self._data = self._data, asyncio.Event()
+        data.set()
 
     def _fail_pending(self, code: ErrorCode, why: str) -> None:
         pending, self._pending = self._pending, []

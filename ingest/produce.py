@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from logformat import records
 from logformat.errors import ErrorCode, TierlogError
+from logformat.expansion import UNLIMITED, ExpansionLimits, check_json_records
 from logformat.frame import encode_frame
 from logformat.partitioner import StickyPartitioner, assign_partitions
 from logformat.schema import RECORD_SCHEMA, TIMESTAMP
@@ -145,7 +146,9 @@ def plan_json(
     sticky: StickyPartitioner,
     now_ms: int,
     producer: ProducerFields | None = None,
+    limits: ExpansionLimits = UNLIMITED,
 ) -> ProducePlan:
+    check_json_records(body, limits)  # before parsing: 24 MB of `{}` would be 3 GB parsed
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -202,8 +205,10 @@ def plan_arrow(
     sticky: StickyPartitioner,
     now_ms: int,
     producer: ProducerFields | None = None,
+    limits: ExpansionLimits = UNLIMITED,
+    measured: bool = False,
 ) -> ProducePlan:
-    table = records.read_arrow_stream(body)
+    table = records.read_arrow_stream(body, limits, measured)
     if table.num_rows == 0:
         raise TierlogError(ErrorCode.INVALID_REQUEST, "the Arrow stream holds no records")
     norm = records.normalize_arrow(table, now_ms)

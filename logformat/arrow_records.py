@@ -238,16 +238,3 @@ def split_by_partition(
         out[p] = with_offset_deltas(ordered.slice(start, c))
         start += c
     return out
-
-
-def read_arrow_stream(body: bytes | bytearray | memoryview) -> pa.Table:
-    """The records of an Arrow IPC stream body; TierlogError(INVALID_RECORD) if it is not one."""
-    try:
-        table = pa.ipc.open_stream(pa.py_buffer(body)).read_all()
-        # Full validation: a malformed stream must not reach compute kernels (memory safety).
-        table.validate(full=True)
-    except (pa.ArrowException, OSError, ValueError, TypeError) as exc:
-        raise TierlogError(
-            ErrorCode.INVALID_RECORD, f"body is not a valid Arrow IPC stream: {exc}"
-        ) from None
-    return table

@@ -50,12 +50,12 @@ from logformat.arrow_records import (
     NormalizedArrow,
     normalize_arrow,
     offset_deltas,
-    read_arrow_stream,
     resolve_partitions,
     split_by_partition,
     with_offset_deltas,
 )
 from logformat.errors import ErrorCode, TierlogError
+from logformat.expansion import read_arrow_stream
 from logformat.render import VALUE_FORMATS, ValueFormat, render_json_records, to_consumer_batch
 from logformat.schema import HEADERS, RECORD_SCHEMA, TIMESTAMP
 

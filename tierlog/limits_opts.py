@@ -31,6 +31,31 @@ def add_limit_flags(p: argparse.ArgumentParser) -> None:
         default=_env_int("REQUEST_BODY_TIMEOUT_MS", 30_000),
         help="a request body must arrive within this, else 408 and the connection is closed",
     )
+    add_expansion_flags(p)
+
+
+def add_expansion_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--max-request-records",
+        type=int,
+        default=_env_int("MAX_REQUEST_RECORDS", 1_000_000),
+        help="records in one produce request (Arrow or JSON), counted before decoding; "
+        "more gets 413 RECORD_LIST_TOO_LARGE",
+    )
+    p.add_argument(
+        "--max-request-decoded-bytes",
+        type=int,
+        default=_env_int("MAX_REQUEST_DECODED_BYTES", 128 * 1024 * 1024),
+        help="what an Arrow produce body may decode to (decompressed, dictionaries expanded); "
+        "more gets 413 MESSAGE_TOO_LARGE",
+    )
+    p.add_argument(
+        "--max-compression-ratio",
+        type=float,
+        default=float(os.environ.get("TIERLOG_MAX_COMPRESSION_RATIO", "100") or 100),
+        help="decoded size / body size of a produce request decoding to over 1 MiB; "
+        "more gets 413 MESSAGE_TOO_LARGE",
+    )
 
 
 def limit_config(args: argparse.Namespace) -> dict[str, Any]:
@@ -39,4 +64,7 @@ def limit_config(args: argparse.Namespace) -> dict[str, Any]:
         "max_inflight_bytes": args.max_inflight_bytes,
         "max_long_polls": args.max_long_polls,
         "request_body_timeout_ms": args.request_body_timeout_ms,
+        "max_request_records": args.max_request_records,
+        "max_request_decoded_bytes": args.max_request_decoded_bytes,
+        "max_compression_ratio": args.max_compression_ratio,
     }

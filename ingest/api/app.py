@@ -15,6 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ingest import metrics
 from ingest.api import internal, ops, producers, records, topics
 from ingest.api.auth import AuthMiddleware
+from ingest.api.cross_site import CrossSiteGuard, own_origins
 from ingest.api.http import exception_handlers
 from ingest.api.limits import broker_limits, limits_middleware
 
@@ -75,5 +76,8 @@ def build_app(
     # Added first, so innermost: inside auth, whose principal it reads.
     app.add_middleware(limits_middleware(limits, broker.engine, lambda: broker.cluster_secret))
     app.add_middleware(AuthMiddleware, authorizer=broker.authorizer)
+    cfg = broker.config  # cross-site writes are refused before anything else runs
+    origins = own_origins([cfg.advertised_url], cfg.host, cfg.port, cfg.tls_cert is not None)
+    app.add_middleware(CrossSiteGuard, origins=origins)
     app.add_middleware(RequestMetrics)
     return app

@@ -8,7 +8,7 @@ whether a broker's hot log, a broker's cold read or a fetch node served it (DESI
 from __future__ import annotations
 
 import asyncio
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 from starlette.requests import Request
@@ -70,6 +70,28 @@ def arrow_stream(batch: pa.RecordBatch) -> memoryview:
     return memoryview(sink.getvalue())
 
 
+class _LastEncoded:
+    """The last batch encoded, per format. The long polls one produce wakes share one read
+    (ingest/fetch_reader.py), so they share its encoding too: one render, not a thousand."""
+
+    def __init__(self) -> None:
+        self.batch: pa.RecordBatch | None = None
+        self.encoded: dict[str, Any] = {}
+
+    def get(self, batch: pa.RecordBatch, fmt: str) -> Any:
+        return self.encoded.get(fmt) if batch is self.batch else None
+
+    def put(self, batch: pa.RecordBatch, fmt: str, encoded: Any, big: bool) -> None:
+        if big:  # a replay's page is not worth keeping alive (JSON rows are Python objects)
+            return
+        if batch is not self.batch:
+            self.batch, self.encoded = batch, {}
+        self.encoded[fmt] = encoded
+
+
+_LAST = _LastEncoded()
+
+
 async def fetch_response(
     request: Request, result: FetchResult, value_format: ValueFormat, leader_url: str | None
 ) -> Response:
@@ -84,16 +106,22 @@ async def fetch_response(
     if leader_url:
         headers["X-Tierlog-Leader"] = leader_url
     big = result.batch.nbytes >= OFFLOAD_BYTES
+    batch = result.batch
     if wants_arrow(request):
-        batch = result.batch
-        body = await asyncio.to_thread(arrow_stream, batch) if big else arrow_stream(batch)
+        body = _LAST.get(batch, ARROW_STREAM)
+        if body is None:
+            body = await asyncio.to_thread(arrow_stream, batch) if big else arrow_stream(batch)
+            _LAST.put(batch, ARROW_STREAM, body, big)
         return Response(body, media_type=ARROW_STREAM, headers=headers)
-    render = records.render_json_records
-    rows = (
-        await asyncio.to_thread(render, result.batch, value_format)
-        if big
-        else render(result.batch, value_format)
-    )
+    rows = _LAST.get(batch, value_format)
+    if rows is None:
+        render = records.render_json_records
+        rows = (
+            await asyncio.to_thread(render, batch, value_format)
+            if big
+            else render(batch, value_format)
+        )
+        _LAST.put(batch, value_format, rows, big)
     return JSONResponse(
         {
             "records": rows,

@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from ingest.broker_config import BrokerConfig
 
 PRINCIPAL_SCOPE_KEY = "tierlog.principal"  # set by the authentication middleware
+# An async callable(n): the request's body decodes to n more bytes (api/records.py).
+DECODED_SCOPE_KEY = "tierlog.charge_decoded"
 THROTTLE_HEADER = "x-tierlog-throttle-ms"
 _PRODUCE = re.compile(r"^/topics/[^/]+/records$")
 _FETCH = re.compile(r"^/topics/[^/]+/partitions/[^/]+/records$")
@@ -192,6 +194,7 @@ class RequestLimits:
                 if not await self.inflight.acquire(declared, s.inflight_wait_s):
                     raise busy("inflight_bytes", self._full_message())
                 body.reserved = declared
+            scope[DECODED_SCOPE_KEY] = body.charge_decoded
             await self.app(scope, body.receive, self._counting_send(send, principal, kind))
         finally:
             if polling:
@@ -251,6 +254,18 @@ class _BodyReader:
         await self._account(len(message.get("body", b"")))
         self.done = not message.get("more_body", False)
         return message
+
+    async def charge_decoded(self, n: int) -> None:
+        """The body grows by `n` bytes once decoded: held in the in-flight budget like body
+        bytes (released with them) and counted against the produce quota."""
+        if n <= 0:
+            return
+        limits = self.limits
+        if not await limits.inflight.acquire(n, limits.settings.inflight_wait_s, self.reserved):
+            raise busy("inflight_bytes", limits._full_message())
+        self.reserved += n
+        if self.kind is QuotaKind.PRODUCE:
+            limits.quotas.record(QuotaKind.PRODUCE, self.principal, n)
 
     async def _account(self, n: int) -> None:
         s = self.limits.settings

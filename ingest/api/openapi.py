@@ -264,3 +264,10 @@ OPENAPI["security"] = [{"apiKey": []}]
 for _open in ("/healthz", "/readyz", "/metrics", "/openapi.json"):
     for _op in OPENAPI["paths"].get(_open, {}).values():
         _op["security"] = []
+# Every write may be refused as cross-site (403), and any body of an undocumented media type
+# with 415 (ingest/api/cross_site.py).
+for _item in OPENAPI["paths"].values():
+    for _method, _op in _item.items():
+        if _method in ("post", "put", "patch", "delete"):
+            _op["responses"].setdefault("403", error_responses(403)["403"])
+            _op["responses"].setdefault("415", error_responses(415)["415"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import time
 from typing import TYPE_CHECKING, Any, cast
@@ -15,21 +16,23 @@ from ingest import metrics, tiered_fetch
 from ingest.api import auth
 from ingest.api.fetch_response import (
     ARROW_STREAM,
+    OFFLOAD_BYTES,
     REPLICA_READ_HEADER,
     fetch_params,
     fetch_response,
 )
 from ingest.api.http import JSONResponse, path_partition, read_body, timestamp_param
+from ingest.api.limits import DECODED_SCOPE_KEY
 from ingest.partition_state import AppendResult, PartitionState, Role
 from ingest.produce import ProducePlan, json_offsets, plan_arrow, plan_json, producer_fields
 from ingest.replication_wire import CLUSTER_TOKEN_HEADER, FORWARDED_HEADER
 from logformat.errors import ErrorCode, TierlogError
+from logformat.expansion import ExpansionLimits, measure_arrow
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
     from ingest.metadata_cache import TopicView
 
-JSON_TYPES = ("application/json", "", "application/x-www-form-urlencoded", "text/plain")
 ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
 
 
@@ -48,20 +51,15 @@ async def produce(request: Request) -> Response:
     # credential the forwarded frames carry (/internal/.../append).
     auth.require(request, "topic", topic, "write")
     media = _media_type(request)
-    if media != ARROW_STREAM and media not in JSON_TYPES:
+    if media not in (ARROW_STREAM, "application/json"):  # also refused by api/cross_site.py
         raise TierlogError(
             ErrorCode.UNSUPPORTED_MEDIA_TYPE,
             f"produce takes application/json or {ARROW_STREAM}, not {media!r}",
         )
     view = broker.topic_view(topic)
     body = await read_body(request, broker.config.max_request_bytes)
-    now_ms = int(time.time() * 1000)
-    planner = plan_arrow if media == ARROW_STREAM else plan_json
-    producer = producer_fields(request.headers)
     # Everything is validated and framed before anything is written: bad input writes nothing.
-    plan = planner(
-        body, topic, len(view.partitions), view.config, broker.sticky_for(topic), now_ms, producer
-    )
+    plan = await _plan(request, broker, view, media, body)
     forwarded = FORWARDED_HEADER in request.headers
     writes = [_append(broker, view, a.partition, a.frames, acks, forwarded) for a in plan.appends]
     if acks == 0:
@@ -85,6 +83,35 @@ async def produce(request: Request) -> Response:
         for a, o in zip(plan.appends, outcomes, strict=True)
     }
     return JSONResponse({"offsets": json_offsets(plan, bases)}, headers=headers)
+
+
+async def _plan(
+    request: Request, broker: Broker, view: TopicView, media: str, body: bytes
+) -> ProducePlan:
+    """The request's frames. The body is measured against the expansion limits before it
+    is decoded (an Arrow stream's decoded size is held in the in-flight budget and counted
+    against the quota like body bytes); big bodies are decoded off the event loop."""
+    cfg = broker.config
+    limits = ExpansionLimits(
+        cfg.max_request_records, cfg.max_request_decoded_bytes, cfg.max_compression_ratio
+    )
+    topic = view.info.name
+    sticky, now_ms = broker.sticky_for(topic), int(time.time() * 1000)
+    args = (body, topic, len(view.partitions), view.config, sticky, now_ms)
+    producer = producer_fields(request.headers)
+    big = len(body) >= OFFLOAD_BYTES
+    if media != ARROW_STREAM:
+        if big:
+            return await asyncio.to_thread(plan_json, *args, producer, limits)
+        return plan_json(*args, producer, limits)
+    measure = functools.partial(measure_arrow, body, limits)
+    declared = await asyncio.to_thread(measure) if big else measure()
+    charge = request.scope.get(DECODED_SCOPE_KEY)
+    if charge is not None:  # None: cluster traffic, never limited
+        await charge(declared.decoded_bytes - len(body))
+    if big or declared.decoded_bytes >= OFFLOAD_BYTES:
+        return await asyncio.to_thread(plan_arrow, *args, producer, limits, True)
+    return plan_arrow(*args, producer, limits, True)
 
 
 async def _append(

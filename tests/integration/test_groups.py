@@ -17,6 +17,7 @@ from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import Cluster, wait_for
 
 PARTITIONS = 6
+JSON = {"content-type": "application/json"}
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +157,7 @@ def test_errors_are_kafka_names_with_http_statuses(cluster: Cluster, topic: str)
         f"/groups/g-err/members/{m.id}/heartbeat", json={"member_epoch": m.epoch + 5}
     )
     error(r, 409, "FENCED_MEMBER_EPOCH")
-    error(http.post("/groups/g-err/offsets", content=b"{"), 400, "INVALID_REQUEST")
+    error(http.post("/groups/g-err/offsets", content=b"{", headers=JSON), 400, "INVALID_REQUEST")
     m.leave()
 
 

@@ -48,7 +48,9 @@ async def _chunked(http: httpx.AsyncClient, size: int) -> httpx.Response:
         for _ in range(size // 65536):
             yield b"x" * 65536
 
-    return await http.post("/topics/flood/records", content=chunks())
+    return await http.post(
+        "/topics/flood/records", content=chunks(), headers={"content-type": "application/json"}
+    )
 
 
 async def _read_response(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:
