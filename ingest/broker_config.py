@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ingest.authorizer import AuthSettings
+from ingest.http_guard import HttpLimits
 
 DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
 
@@ -38,6 +39,7 @@ class BrokerConfig(NamedTuple):
     max_inflight_bytes: int = 256 * 1024 * 1024
     max_long_polls: int = 1024
     request_body_timeout_ms: int = 30_000
+    http_limits: HttpLimits = HttpLimits()  # header size/count/deadline, connection caps
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
