@@ -46,6 +46,11 @@ class ColdReader(Protocol):
         """The committed cold range (cached briefly unless `fresh`); None when nothing is."""
         ...
 
+    def known_range(self, topic_id: str, partition: int) -> ColdRange | None:
+        """The last cold range read, at once, however old (None: not read yet); refreshes
+        it in the background. For hot reads, which must not wait on Postgres."""
+        ...
+
     async def read(
         self,
         topic: str,
@@ -83,15 +88,22 @@ def log_start(state: PartitionState, rng: ColdRange | None) -> int:
     return hot if rng is None else min(hot, rng.start)
 
 
+def known_start(state: PartitionState, cold: ColdReader | None) -> int:
+    """The log start across tiers as last known, without waiting: what hot reads report
+    (they must not depend on Postgres being reachable, nor wait on it)."""
+    if cold is None:
+        return state.log.log_start_offset
+    return log_start(state, cold.known_range(state.topic_id, state.partition))
+
+
 async def earliest(state: PartitionState, cold: ColdReader | None) -> int:
-    """The log start across tiers; the hot one when the manifest cannot be read (reads of
-    the hot tier must not depend on Postgres being reachable)."""
+    """The log start across tiers; the last known one when the manifest cannot be read."""
     if cold is None:
         return state.log.log_start_offset
     try:
         rng = await cold.cold_range(state.topic_id, state.partition)
     except TierlogError:
-        rng = None
+        return known_start(state, cold)
     return log_start(state, rng)
 
 
@@ -117,9 +129,9 @@ async def fetch_tiered(
             result = await fetch(state, offset, max_records, max_bytes, wait_ms)
         except TierlogError as exc:  # above the log end: name the start across tiers
             if exc.code is ErrorCode.OFFSET_OUT_OF_RANGE:
-                exc.extra["log_start_offset"] = await earliest(state, cold)
+                exc.extra["log_start_offset"] = known_start(state, cold)
             raise
-        return result._replace(log_start_offset=await earliest(state, cold))
+        return result._replace(log_start_offset=known_start(state, cold))
     rng = await cold_range_at(cold, state, offset)
     start = log_start(state, rng)
     hw = state.high_watermark
