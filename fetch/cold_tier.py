@@ -162,13 +162,13 @@ class ColdTier:
         except Exception as exc:
             raise _unavailable("the cold manifest cannot be read", exc) from exc
 
-    def known_range(self, topic_id: str, partition: int) -> ColdRange | None:
+    def known_range(self, topic_id: str, partition: int) -> tuple[ColdRange | None] | None:
         """The last cold range read, without waiting (hot reads must not wait on Postgres);
         a stale or missing one is re-read in the background for the next caller."""
         hit = self.index.last_bounds(topic_id, partition)
         if (hit is None or hit[0] >= self.index.bounds_ttl_s) and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._refresh_bounds, topic_id, partition)
-        return None if hit is None else hit[1]
+        return None if hit is None else (hit[1],)
 
     def _refresh_bounds(self, topic_id: str, partition: int) -> None:
         key = (topic_id, partition)

@@ -54,7 +54,8 @@ async def _cold_range(
         if offset is not None and (rng is None or offset >= rng.end):
             rng = await cold.cold_range(view.info.id, partition, fresh=True)  # tiered since?
     except TierlogError:
-        rng = cold.known_range(view.info.id, partition)
+        known = cold.known_range(view.info.id, partition)
+        rng = None if known is None else known[0]
         if rng is None or offset is None or not rng.start <= offset < rng.end:
             return None
     return rng
