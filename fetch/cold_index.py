@@ -27,6 +27,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from fetch import metrics
+from fetch.deadlines import POSTGRES, within
 from ingest.tiered_fetch import ColdRange
 from metadata.schema import cold_files
 from metadata.types import ColdFile
@@ -111,15 +112,19 @@ class ColdIndex:
         window_ttl_s: float = 10.0,
         window: int = 8,
         max_partitions: int = 4096,
+        query_timeout_s: float = 5.0,
     ) -> None:
         self._q, self._pool = queries, pool
+        self.query_timeout_s = query_timeout_s
         self.bounds_ttl_s, self.window_ttl_s, self.window = bounds_ttl_s, window_ttl_s, window
         self.max_partitions = max_partitions
         self._bounds: OrderedDict[tuple[str, int], tuple[float, ColdRange | None]] = OrderedDict()
         self._windows: OrderedDict[tuple[str, int], _Window] = OrderedDict()
 
     async def _run(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        # The thread may stay stuck on a frozen Postgres; the caller stops waiting for it.
+        ran = asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        return await within(self.query_timeout_s, POSTGRES, ran)
 
     def peek_bounds(self, topic_id: str, partition: int) -> tuple[ColdRange | None] | None:
         """The cached bounds if fresh, wrapped (None: not cached). Reads only, so any thread
@@ -128,6 +133,11 @@ class ColdIndex:
         if hit is not None and time.monotonic() - hit[0] < self.bounds_ttl_s:
             return (hit[1],)
         return None
+
+    def last_bounds(self, topic_id: str, partition: int) -> tuple[float, ColdRange | None] | None:
+        """The last bounds read, however old, with their age in seconds (None: never read)."""
+        hit = self._bounds.get((topic_id, partition))
+        return None if hit is None else (time.monotonic() - hit[0], hit[1])
 
     async def bounds(self, topic_id: str, partition: int, fresh: bool = False) -> ColdRange | None:
         k = (topic_id, partition)

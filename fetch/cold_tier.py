@@ -25,6 +25,7 @@ from fetch import metrics
 from fetch.cold_index import ColdIndex, ManifestQueries
 from fetch.cold_offsets import offset_for_timestamp
 from fetch.cold_reader import ColdFileReader
+from fetch.deadlines import DeadlineStore
 from fetch.footer_cache import FooterCache
 from fetch.parquet_layout import CorruptColdFileError
 from fetch.prefetch import PrefetchConfig, Prefetcher
@@ -57,19 +58,28 @@ class ColdTierConfig(NamedTuple):
     decode_threads: int = 2
     db_threads: int = 2
     prefetch: PrefetchConfig = PrefetchConfig()
+    manifest_timeout_s: float = 5.0  # a manifest query (Postgres) waited for at most this
+    s3_timeout_s: float = 20.0  # one ranged GET, retries included, at most this
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ColdTierConfig:
-        """TIERLOG_COLD_CACHE_MB, _DECODED_MB, _PREFETCH_MB (window), _DECODE_THREADS."""
+        """TIERLOG_COLD_CACHE_MB, _DECODED_MB, _PREFETCH_MB (window), _DECODE_THREADS,
+        _MANIFEST_TIMEOUT_MS, _S3_TIMEOUT_MS."""
         env = os.environ if environ is None else environ
 
         def mib(name: str, default: int) -> int:
             raw = env.get(f"TIERLOG_COLD_{name}")
             return int(raw) * MiB if raw else default
 
+        def seconds(name: str, default: float) -> float:
+            raw = env.get(f"TIERLOG_COLD_{name}")
+            return int(raw) / 1000 if raw else default
+
         base = cls()
         threads = env.get("TIERLOG_COLD_DECODE_THREADS")
         return base._replace(
+            manifest_timeout_s=seconds("MANIFEST_TIMEOUT_MS", base.manifest_timeout_s),
+            s3_timeout_s=seconds("S3_TIMEOUT_MS", base.s3_timeout_s),
             cache_bytes=mib("CACHE_MB", base.cache_bytes),
             decoded_bytes=mib("DECODED_MB", base.decoded_bytes),
             decode_threads=int(threads) if threads else base.decode_threads,
@@ -89,13 +99,16 @@ class ColdTier:
         self, database_url: str, store: RangeStore, config: ColdTierConfig | None = None
     ) -> None:
         self.config = config = config or ColdTierConfig()
-        self._store = store
+        self._store = store = DeadlineStore(store, config.s3_timeout_s)
         self._engine = make_engine(database_url, pool_size=config.db_threads, max_overflow=0)
         self._db_pool = ThreadPoolExecutor(config.db_threads, thread_name_prefix="cold-db")
         self._decode_pool = ThreadPoolExecutor(
             config.decode_threads, thread_name_prefix="cold-decode", initializer=_lower_priority
         )
-        self.index = ColdIndex(ManifestQueries(self._engine), self._db_pool)
+        self.index = ColdIndex(
+            ManifestQueries(self._engine), self._db_pool, query_timeout_s=config.manifest_timeout_s
+        )
+        self._refreshing: set[tuple[str, int]] = set()  # bounds being re-read (cold loop only)
         self.ranges = RangeCache(store, config.cache_bytes)
         self.footers = FooterCache(self.ranges, self._decode_pool)
         self.groups = RowGroupCache(self.ranges, self._decode_pool, config.decoded_bytes)
@@ -144,8 +157,32 @@ class ColdTier:
                 return hit[0]
         try:
             return await self._on_loop(self.index.bounds(topic_id, partition, fresh))
+        except TierlogError:
+            raise
         except Exception as exc:
             raise _unavailable("the cold manifest cannot be read", exc) from exc
+
+    def known_range(self, topic_id: str, partition: int) -> tuple[ColdRange | None] | None:
+        """The last cold range read, without waiting (hot reads must not wait on Postgres);
+        a stale or missing one is re-read in the background for the next caller."""
+        hit = self.index.last_bounds(topic_id, partition)
+        if (hit is None or hit[0] >= self.index.bounds_ttl_s) and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._refresh_bounds, topic_id, partition)
+        return None if hit is None else (hit[1],)
+
+    def _refresh_bounds(self, topic_id: str, partition: int) -> None:
+        key = (topic_id, partition)
+        if key in self._refreshing:  # one query per partition at a time, however many ask
+            return
+        self._refreshing.add(key)
+        task = asyncio.ensure_future(self.index.bounds(topic_id, partition, fresh=True))
+
+        def done(t: asyncio.Future[ColdRange | None]) -> None:
+            self._refreshing.discard(key)
+            if not t.cancelled() and t.exception() is not None:
+                log.debug("cold bounds refresh failed", exc_info=t.exception())
+
+        task.add_done_callback(done)
 
     async def read(
         self,

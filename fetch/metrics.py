@@ -49,3 +49,8 @@ PROXIED = Counter(
     "Requests a fetch node handed to a broker, by target (follower, leader, any)",
     ["target"],
 )
+DEPENDENCY_TIMEOUTS = Counter(
+    "tierlog_cold_dependency_timeouts_total",
+    "Cold-read waits on Postgres or S3 given up at their deadline",
+    ["dependency"],
+)

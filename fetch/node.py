@@ -20,6 +20,7 @@ from starlette.routing import BaseRoute
 from fetch.replicas import ReplicaRouter
 from ingest.authorizer import Authorizer, AuthSettings
 from ingest.extension import Extension, running
+from ingest.http_guard import HttpLimits
 from ingest.http_server import run_server
 from ingest.metadata_cache import MetadataCache, TopicView
 from ingest.metadata_listener import MetadataListener
@@ -42,6 +43,7 @@ class FetchNodeConfig(NamedTuple):
     auth: AuthSettings = AuthSettings()  # API keys + ACLs unless explicitly turned off
     tls_cert: str | None = None  # PEM files: the listener speaks HTTPS when both are set
     tls_key: str | None = None
+    http_limits: HttpLimits = HttpLimits()  # header size/count/deadline, connection caps
 
 
 class FetchNode:
@@ -150,5 +152,10 @@ def serve(
 
     routes: list[BaseRoute] = [r for ext in added for r in ext.routes]
     run_server(
-        build_app(node, routes, lifespan), config.host, config.port, config.tls_cert, config.tls_key
+        build_app(node, routes, lifespan),
+        config.host,
+        config.port,
+        config.tls_cert,
+        config.tls_key,
+        config.http_limits,
     )

@@ -27,6 +27,7 @@ from ingest.api.openapi import OPENAPI
 from ingest.broker_config import DEFAULT_MAX_REQUEST_BYTES
 from ingest.fetch_reader import FetchResult
 from ingest.tiered_fetch import ColdRange, ColdReader
+from logformat.errors import TierlogError
 
 if TYPE_CHECKING:
     from fetch.node import FetchNode
@@ -47,9 +48,17 @@ def _cold(node: FetchNode, view: TopicView) -> ColdReader | None:
 async def _cold_range(
     cold: ColdReader, view: TopicView, partition: int, offset: int | None
 ) -> ColdRange | None:
-    rng = await cold.cold_range(view.info.id, partition)
-    if offset is not None and (rng is None or offset >= rng.end):
-        rng = await cold.cold_range(view.info.id, partition, fresh=True)  # tiered since?
+    """The cold range if `offset` may be in it. Without the manifest (Postgres away), the
+    last known range: an offset past it goes to a replica, which knows its own log."""
+    try:
+        rng = await cold.cold_range(view.info.id, partition)
+        if offset is not None and (rng is None or offset >= rng.end):
+            rng = await cold.cold_range(view.info.id, partition, fresh=True)  # tiered since?
+    except TierlogError:
+        known = cold.known_range(view.info.id, partition)
+        rng = None if known is None else known[0]
+        if rng is None or offset is None or not rng.start <= offset < rng.end:
+            return None
     return rng
 
 

@@ -323,4 +323,4 @@ def serve(
 
     gc.set_threshold(50_000, 20, 20)
     app = build_app(broker, lifespan, [r for ext in added for r in ext.routes])
-    run_server(app, config.host, config.port, config.tls_cert, config.tls_key)
+    run_server(app, config.host, config.port, config.tls_cert, config.tls_key, config.http_limits)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ingest.authorizer import AuthSettings
+from ingest.http_guard import HttpLimits
 
 DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
 
@@ -42,6 +43,7 @@ class BrokerConfig(NamedTuple):
     max_request_records: int = 1_000_000
     max_request_decoded_bytes: int = 128 * 1024 * 1024
     max_compression_ratio: float = 100.0
+    http_limits: HttpLimits = HttpLimits()  # header size/count/deadline, connection caps
 
 
 def parse_listen(listen: str) -> tuple[str, int]:

@@ -96,6 +96,11 @@ class Forwarder:
             response = await self._client.get(
                 f"{leader_url}{request.url.path}", params=request.query_params, headers=headers
             )
+        except httpx.TimeoutException as exc:  # it was reached, but did not answer in time
+            raise TierlogError(
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"the leader at {leader_url} did not answer in time ({type(exc).__name__})",
+            ) from None
         except httpx.HTTPError as exc:
             raise TierlogError(
                 ErrorCode.LEADER_NOT_AVAILABLE, f"cannot reach the leader at {leader_url}: {exc}"

@@ -72,7 +72,8 @@ QUOTA_ENTITIES = Gauge("tierlog_quota_entities", "Client quota entities in the c
 REJECTED_REQUESTS = Counter(
     "tierlog_overload_rejected_requests_total",
     "Requests refused by a broker-wide limit",
-    ["reason"],  # inflight_bytes | long_polls | too_large | body_timeout
+    ["reason"],  # inflight_bytes | long_polls | too_large | body_timeout | header_too_large |
+    # header_timeout | idle_connection | connections_per_address (ingest/http_guard.py)
 )
 INFLIGHT_BYTES = Gauge("tierlog_inflight_request_bytes", "Request body bytes being handled")
 LONG_POLLS = Gauge("tierlog_long_polls_in_flight", "Long-polling fetches waiting for data")

@@ -46,6 +46,11 @@ class ColdReader(Protocol):
         """The committed cold range (cached briefly unless `fresh`); None when nothing is."""
         ...
 
+    def known_range(self, topic_id: str, partition: int) -> tuple[ColdRange | None] | None:
+        """The last cold range read, wrapped, at once, however old (None: never read yet);
+        refreshes it in the background. For hot reads, which must not wait on Postgres."""
+        ...
+
     async def read(
         self,
         topic: str,
@@ -83,15 +88,27 @@ def log_start(state: PartitionState, rng: ColdRange | None) -> int:
     return hot if rng is None else min(hot, rng.start)
 
 
+async def known_start(state: PartitionState, cold: ColdReader | None) -> int:
+    """The log start across tiers as last known: what hot reads report. They must not
+    depend on Postgres, so they wait on it (with its deadline) only before the partition's
+    cold range was ever read."""
+    if cold is None:
+        return state.log.log_start_offset
+    known = cold.known_range(state.topic_id, state.partition)
+    if known is None:
+        return await earliest(state, cold)
+    return log_start(state, known[0])
+
+
 async def earliest(state: PartitionState, cold: ColdReader | None) -> int:
-    """The log start across tiers; the hot one when the manifest cannot be read (reads of
-    the hot tier must not depend on Postgres being reachable)."""
+    """The log start across tiers; the last known one when the manifest cannot be read."""
     if cold is None:
         return state.log.log_start_offset
     try:
         rng = await cold.cold_range(state.topic_id, state.partition)
     except TierlogError:
-        rng = None
+        known = cold.known_range(state.topic_id, state.partition)
+        rng = None if known is None else known[0]
     return log_start(state, rng)
 
 
@@ -117,9 +134,9 @@ async def fetch_tiered(
             result = await fetch(state, offset, max_records, max_bytes, wait_ms)
         except TierlogError as exc:  # above the log end: name the start across tiers
             if exc.code is ErrorCode.OFFSET_OUT_OF_RANGE:
-                exc.extra["log_start_offset"] = await earliest(state, cold)
+                exc.extra["log_start_offset"] = await known_start(state, cold)
             raise
-        return result._replace(log_start_offset=await earliest(state, cold))
+        return result._replace(log_start_offset=await known_start(state, cold))
     rng = await cold_range_at(cold, state, offset)
     start = log_start(state, rng)
     hw = state.high_watermark

@@ -30,7 +30,16 @@ def make_engine(url: str, **kwargs: object) -> Engine:
             "tierlog needs PostgreSQL (postgresql://...)"
         )
     # pre_ping: a pooled connection may have died with a Postgres restart (`tierlog dev`).
-    options: dict[str, object] = {"pool_pre_ping": True, "pool_size": 5, "max_overflow": 10}
+    # connect_timeout: a frozen or unreachable server fails a new connection in seconds, and
+    # pool_timeout bounds the wait for a pooled one (callers also put deadlines on queries:
+    # a query to a frozen server cannot be interrupted from the client).
+    options: dict[str, object] = {
+        "pool_pre_ping": True,
+        "pool_size": 5,
+        "max_overflow": 10,
+        "pool_timeout": 10,
+        "connect_args": {"connect_timeout": 5},
+    }
     options.update(kwargs)
     return create_engine(u, **options)
 

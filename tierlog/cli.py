@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from logformat.errors import TierlogError
-from tierlog.limits_opts import add_limit_flags, limit_config
+from tierlog.limits_opts import add_http_flags, add_limit_flags, http_limits, limit_config
 from tierlog.parent_watch import die_with_parent
 from tierlog.quotas_cmd import add_quotas
 from tierlog.security_cmd import add_security_commands
@@ -71,6 +71,7 @@ def _add_broker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
     add_server_security(p)
     add_limit_flags(p)
+    add_http_flags(p)
     p.set_defaults(func=_run_broker)
 
 
@@ -106,6 +107,7 @@ def _run_broker(args: argparse.Namespace) -> int:
             auth=auth,
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
+            http_limits=http_limits(args),
             **limit_config(args),
         ),
         cold_reader=_cold_tier(args.database_url),
@@ -141,6 +143,7 @@ def _add_fetch(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
     add_server_security(p)
+    add_http_flags(p)
     p.set_defaults(func=_run_fetch)
 
 
@@ -180,6 +183,7 @@ def _run_fetch(args: argparse.Namespace) -> int:
         auth=auth,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
+        http_limits=http_limits(args),
     )
     serve(config, _cold_tier(args.database_url), [_groups_on_fetch_node])
     return 0

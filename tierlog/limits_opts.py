@@ -1,10 +1,14 @@
-"""Overload-protection flags of `tierlog broker` (ingest/api/limits.py enforces them)."""
+"""Overload-protection flags of `tierlog broker` (ingest/api/limits.py enforces them) and the
+HTTP connection limits of brokers and fetch nodes (ingest/http_guard.py)."""
 
 from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ingest.http_guard import HttpLimits
 
 
 def _env_int(name: str, default: int) -> int:
@@ -68,3 +72,58 @@ def limit_config(args: argparse.Namespace) -> dict[str, Any]:
         "max_request_decoded_bytes": args.max_request_decoded_bytes,
         "max_compression_ratio": args.max_compression_ratio,
     }
+
+
+def add_http_flags(p: argparse.ArgumentParser) -> None:
+    """Connection limits, checked while a request's headers are parsed (before auth)."""
+    p.add_argument(
+        "--max-header-bytes",
+        type=int,
+        default=_env_int("MAX_HEADER_BYTES", 32 * 1024),
+        help="request line and headers together; more gets 431 and the connection is closed",
+    )
+    p.add_argument(
+        "--max-headers",
+        type=int,
+        default=_env_int("MAX_HEADERS", 100),
+        help="header fields in one request; more gets 431 and the connection is closed",
+    )
+    p.add_argument(
+        "--header-timeout-ms",
+        type=int,
+        default=_env_int("HEADER_TIMEOUT_MS", 10_000),
+        help="a new connection or request must send its whole head within this, else 408 "
+        "(or, if it sent nothing, a silent close)",
+    )
+    p.add_argument(
+        "--idle-timeout-ms",
+        type=int,
+        default=_env_int("IDLE_TIMEOUT_MS", 5000),
+        help="a keep-alive connection idle this long between requests is closed",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=_env_int("MAX_CONNECTIONS", 4096),
+        help="open connections (and requests) at once; more get 503, except /healthz and "
+        "/readyz, which keep a small reserve",
+    )
+    p.add_argument(
+        "--max-connections-per-address",
+        type=int,
+        default=_env_int("MAX_CONNECTIONS_PER_ADDRESS", 512),
+        help="open connections from one client IP address; more get 429 and are closed",
+    )
+
+
+def http_limits(args: argparse.Namespace) -> HttpLimits:
+    from ingest.http_guard import HttpLimits
+
+    return HttpLimits(
+        max_header_bytes=args.max_header_bytes,
+        max_headers=args.max_headers,
+        header_timeout_s=args.header_timeout_ms / 1000,
+        idle_timeout_s=args.idle_timeout_ms / 1000,
+        max_connections=args.max_connections,
+        max_connections_per_address=args.max_connections_per_address,
+    )

@@ -1,0 +1,180 @@
+"""A frozen dependency never hangs a read (issue 13 item 4), on real broker processes.
+
+- Postgres frozen (SIGSTOP of a private server's postmaster and backends: never the shared
+  test server): hot fetches keep answering from the broker's log, because they no longer
+  consult the cold manifest on their path (its boundary is cached and refreshed aside).
+- S3 frozen (every request to the fault proxy stalls): a cold replay from offset 0 gets a
+  prompt 503 REQUEST_TIMED_OUT naming S3, from a broker and from the fetch node, instead of
+  waiting for minutes of socket timeouts and retries.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy.engine import Engine
+
+from metadata.cold_manifest import ColdManifest
+from metadata.db import make_engine, migrate
+from tests.integration.brokers import BrokerProcess
+from tests.integration.cluster import FAST, wait_for
+from tests.integration.fetch_nodes import FetchNodeProcess, s3_env
+from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
+from tests.integration.s3_faults import FaultyS3Proxy
+from tiering.object_store import ObjectStoreConfig
+from tiering.worker import TieringWorker
+from tierlog.localpg import LocalPostgres
+
+N = 60
+
+
+def _postgres_pids(pgdata: Path) -> list[int]:
+    postmaster = int((pgdata / "postmaster.pid").read_text().split()[0])
+    children = Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split()
+    return [postmaster, *map(int, children)]
+
+
+@pytest.fixture
+def private_pg() -> Iterator[tuple[str, Path]]:
+    """A Postgres of this test's own (URL, pgdata): the shared one is never frozen."""
+    # Not tmp_path: as root, the postgres user cannot traverse /tmp/pytest-of-root (mode 700).
+    base = Path(tempfile.mkdtemp(prefix="tierlog-frozen-pg-"))
+    base.chmod(0o755)
+    try:
+        with LocalPostgres(base / "pg", fast=True) as pg:
+            engine = make_engine(pg.url)
+            try:
+                migrate(engine)
+            finally:
+                engine.dispose()
+            yield pg.url, pg.pgdata
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_hot_reads_do_not_wait_on_a_frozen_postgres(
+    private_pg: tuple[str, Path],
+    tmp_path: Path,
+    s3_bucket: ObjectStoreConfig,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for k, v in s3_env(s3_bucket).items():  # S3 configured: the broker has a cold reader
+        monkeypatch.setenv(k, v)
+    url, pgdata = private_pg
+    broker = BrokerProcess(url, tmp_path / "data-1", 1, FAST).start()
+    try:
+        broker.create_topic("hot")
+        offsets = broker.produce("hot", [{"value": f"v{i}"} for i in range(5)])
+        assert broker.fetch("hot", 0, 0)["records"]
+        pids = _postgres_pids(pgdata)
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            with httpx.Client(base_url=broker.url, timeout=3) as http:
+                for round_ in range(5):  # past the cached boundary's 1 s freshness
+                    r = http.get(
+                        "/topics/hot/partitions/0/records",
+                        params={"offset": round_, "max_records": 1},
+                    )
+                    assert r.status_code == 200, r.text
+                    doc = r.json()
+                    assert doc["records"][0]["value"] == f"v{round_}"
+                    assert doc["log_start_offset"] == 0
+                    time.sleep(0.4)
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        assert offsets[0]["offset"] == 0
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def frozen_s3_setup(
+    fresh_db: str,
+    tmp_path: Path,
+    s3_bucket: ObjectStoreConfig,
+    engine: Engine,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[tuple[BrokerProcess, FetchNodeProcess, FaultyS3Proxy]]:
+    """One broker and a fetch node reading S3 through the fault proxy; the first half of a
+    topic tiered (straight to moto) and deleted from the broker's disk."""
+    assert s3_bucket.endpoint_url is not None
+    proxy = FaultyS3Proxy(s3_bucket.endpoint_url, error_rate=0, stall_rate=1.0, stall_s=30)
+    proxy.start()
+    proxy.set_enabled(False)
+    env = {
+        **s3_env(s3_bucket._replace(endpoint_url=proxy.endpoint)),
+        "TIERLOG_COLD_S3_TIMEOUT_MS": "2000",
+    }
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    broker = BrokerProcess(fresh_db, tmp_path / "data-1", 1, FAST)
+    node: FetchNodeProcess | None = None
+    try:
+        broker.start()
+        r = broker.http.post(
+            "/topics",
+            json={
+                "name": "cold",
+                "partitions": 1,
+                "configs": {"segment.bytes": 2048, "local.retention.ms": 1000},
+            },
+        )
+        assert r.status_code == 201, r.text
+        tid = str(r.json()["id"])
+        for i in range(0, N, 3):
+            broker.produce("cold", [{"value": f"value-{j:04d}" * 10} for j in range(i, i + 3)])
+        manifest = ColdManifest(engine)
+        worker = TieringWorker(engine, s3_bucket, "cold-worker")
+        try:
+
+            def tiered_far() -> bool:
+                worker.run_once()
+                return (manifest.tiered_end_offset(tid, 0) or 0) >= N // 2
+
+            wait_for("half the topic tiered", tiered_far, timeout=90, every=0.3)
+        finally:
+            worker.close()
+        wait_for(
+            "tiered segments deleted locally",
+            lambda: int(broker.http.get("/topics/cold").json()["partitions"][0]["hot"]["start"]),
+        )
+        node = FetchNodeProcess(fresh_db, tmp_path / "fetch.log", env).start()
+        yield broker, node, proxy
+    finally:
+        if node is not None:
+            node.stop()
+        broker.stop()
+        proxy.stop()
+
+
+def test_cold_reads_fail_fast_naming_s3_when_s3_is_frozen(
+    frozen_s3_setup: tuple[BrokerProcess, FetchNodeProcess, FaultyS3Proxy],
+) -> None:
+    broker, node, proxy = frozen_s3_setup
+    proxy.set_enabled(True)  # every S3 request now stalls for 30 s, then is dropped
+    for http in (broker.http, node.http):
+        r = http.get("/topics/cold/partitions/0/records", params={"offset": 0}, timeout=15)
+        assert r.status_code == 503, r.text
+        doc = r.json()
+        assert doc["error_code"] == "REQUEST_TIMED_OUT", doc
+        assert doc["dependency"] == "s3", doc
+        assert "S3" in doc["message"], doc
+        # Hot reads are not affected.
+        hot = http.get("/topics/cold/partitions/0/records", params={"offset": N - 1})
+        assert hot.status_code == 200, hot.text
+    assert proxy.counts().get("stall", 0) > 0, proxy.counts()
+    proxy.set_enabled(False)
+    for http in (broker.http, node.http):  # and when S3 is back, the replay works
+        r = http.get("/topics/cold/partitions/0/records", params={"offset": 0})
+        assert r.status_code == 200, r.text
+        assert r.json()["records"][0]["offset"] == 0
