@@ -13,6 +13,7 @@ a body that expands more than the ratio cap allows, 413 MESSAGE_TOO_LARGE.
 from __future__ import annotations
 
 import re
+import threading
 from typing import NamedTuple
 
 import pyarrow as pa
@@ -138,6 +139,7 @@ _KEEP = b'{}[]"'
 _NOT_KEPT = bytes(b for b in range(256) if b not in _KEEP)
 _STRING = re.compile(rb'"[^"]*"')
 _SCAN_CHUNK = 1 << 20
+_SCAN_LOCK = threading.Lock()
 # Typed scalars: with Python ints the kernels cast every chunk first (100x slower).
 _BRACE, _BRACKET = pa.scalar(ord("{"), pa.uint8()), pa.scalar(ord("["), pa.uint8())
 _UP, _DOWN = pa.scalar(1, pa.int64()), pa.scalar(-1, pa.int64())
@@ -145,10 +147,17 @@ _UP, _DOWN = pa.scalar(1, pa.int64()), pa.scalar(-1, pa.int64())
 
 def json_record_bound(body: bytes) -> int:
     """An upper bound of the records in a JSON produce body, from its raw bytes: objects
-    opened at the depth of {"records": [ {...} ]} (exact for well-formed requests)."""
-    opened = body.count(b"{")
-    if opened <= 1:
+    opened at the depth of {"records": [ {...} ]} (exact for well-formed requests).
+
+    One scan at a time per process: each holds temporaries about twice the body's size, and
+    concurrent bombs would otherwise add them up (the bodies themselves are budgeted)."""
+    if body.count(b"{") <= 1:
         return 0
+    with _SCAN_LOCK:
+        return _scan(body)
+
+
+def _scan(body: bytes) -> int:
     # Escaped backslashes go first (in pairs, left to right), then escaped quotes: what is
     # left of a string is its quotes and brackets, removed whole. No copy without escapes.
     unescaped = body.replace(b"\\\\", b"").replace(b'\\"', b"")

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from logformat.errors import ErrorCode, TierlogError
@@ -135,12 +135,23 @@ def exception_handlers(log: logging.Logger) -> dict[Any, Handler]:
         message = f"{request.method} {request.url.path}: {exc.detail}"
         return error_response(TierlogError(code, message))
 
+    async def client_gone(request: Request, exc: Exception) -> Response:
+        # The peer closed mid-body (a killed or paused broker, a client's timeout): nobody
+        # reads this answer, and it is not the server's error, so no traceback.
+        log.debug("client disconnected", extra={"method": request.method, "path": request.url.path})
+        return error_response(TierlogError(ErrorCode.INVALID_REQUEST, "client disconnected"))
+
     async def unexpected(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error", extra={"method": request.method, "path": request.url.path})
         message = f"internal error: {exc}"
         return error_response(TierlogError(ErrorCode.UNKNOWN_SERVER_ERROR, message))
 
-    return {TierlogError: tierlog_error, HTTPException: http_error, Exception: unexpected}
+    return {
+        TierlogError: tierlog_error,
+        HTTPException: http_error,
+        ClientDisconnect: client_gone,
+        Exception: unexpected,
+    }
 
 
 def timestamp_param(at: str) -> int:
