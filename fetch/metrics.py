@@ -49,3 +49,8 @@ PROXIED = Counter(
     "Requests a fetch node handed to a broker, by target (follower, leader, any)",
     ["target"],
 )
+FAILOVERS = Counter(
+    "tierlog_fetch_node_replica_failovers_total",
+    "Hot reads passed on to the next replica after a KAFKA_STORAGE_ERROR (e.g. a corrupt copy)",
+    ["target"],
+)

@@ -1,5 +1,10 @@
 """The partition log's lock-free read path: frames by offset, offset by timestamp.
 
+Every frame a read returns has had its CRC checked (one CRC-32C over the frame body, per frame,
+not per record) and its base offset checked against the offsets the index promises (dense
+from the segment's base): bytes that rot on disk are never served to a client or a follower.
+A frame that fails raises `CorruptLogError`, which names the offset of the first bad frame.
+
 Readers take no lock. They work on a `LogView`, a snapshot of the end offset, start offset and
 segment list (read in that order, so every offset below the end has its segment listed), and
 never look past what the index knew. A log cleaner swap replaces files and index entries
@@ -19,11 +24,38 @@ import pyarrow.compute as pc
 from ingest.index import PartitionIndex
 from ingest.segment import Segment
 from logformat.errors import ErrorCode, TierlogError
-from logformat.frame import HEADER_SIZE, CorruptFrameError, FrameHeader
+from logformat.frame import HEADER_SIZE, CorruptFrameError, FrameHeader, verify_crc
 from logformat.frame import decode_records as _decode
 
 ReadResult = list[tuple[FrameHeader, memoryview]]
 _T = TypeVar("_T")
+
+
+class CorruptLogError(TierlogError):
+    """A stored frame failed its CRC or offset check: it is not served (KAFKA_STORAGE_ERROR,
+    a 503, so clients retry and fetch nodes fail over to another replica)."""
+
+    def __init__(self, offset: int, reason: str) -> None:
+        super().__init__(
+            ErrorCode.KAFKA_STORAGE_ERROR,
+            f"the stored frame at offset {offset} is corrupt ({reason}); it is not served",
+            corrupt_offset=offset,
+        )
+        self.offset = offset
+
+
+def check_frames(frames: ReadResult, expected: int) -> int:
+    """Check each frame read from disk: CRC of its body, base offset `expected` (then the
+    frame's next offset). Returns the offset after the last frame."""
+    for header, view in frames:
+        if header.base_offset != expected:
+            raise CorruptLogError(expected, f"the frame there says offset {header.base_offset}")
+        try:
+            verify_crc(view, 0, header)
+        except CorruptFrameError:
+            raise CorruptLogError(expected, "CRC-32C mismatch") from None
+        expected = header.next_offset
+    return expected
 
 
 class LogView(NamedTuple):
@@ -73,6 +105,7 @@ def read(
     if i < 0 or bases[i] != entry.segment_base:  # deleted by retention meanwhile
         raise TierlogError(ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {offset} was deleted")
     seg, pos, need = segs[i], entry.position, entry.size
+    expected = entry.base_offset  # of the next frame on disk, as the index knows it
     out: ReadResult = []
     taken = 0
     while True:
@@ -81,7 +114,7 @@ def read(
             i += 1
             if i >= len(segs):
                 return out
-            seg, pos = segs[i], 0
+            seg, pos, expected = segs[i], 0, segs[i].base_offset
             continue
         budget = max_bytes - taken if out else max(max_bytes, need)
         if min(avail, budget) < HEADER_SIZE:
@@ -90,7 +123,8 @@ def read(
         try:
             used, more = seg.read_frames(pos, min(avail, budget), limit, offset, out)
         except CorruptFrameError as exc:
-            raise TierlogError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from exc
+            raise CorruptLogError(expected, str(exc)) from exc
+        expected = check_frames(out[before:], expected) if len(out) > before else expected
         taken += sum(h.size for h, _ in out[before:])
         if more < 0 or (out and more):  # at the limit, or the next frame does not fit
             return out
@@ -114,7 +148,10 @@ def offset_for_timestamp(
         if entry.max_timestamp < ts_ms or entry.next_offset <= start:
             continue
         seg = segs[bisect.bisect_right(bases, entry.segment_base) - 1]
-        batch = _decode(seg.read(entry.position, entry.size), verify=False)
+        try:
+            batch = _decode(seg.read(entry.position, entry.size))
+        except CorruptFrameError as exc:
+            raise CorruptLogError(entry.base_offset, str(exc)) from None
         deltas = batch.column(0)
         mask = pc.and_(
             pc.greater_equal(batch.column(1).cast(pa.int64()), ts_ms),

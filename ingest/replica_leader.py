@@ -12,6 +12,8 @@ import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ingest import corruption
+from ingest.log_read import CorruptLogError
 from ingest.partition_state import PartitionState, Role
 from ingest.replication_wire import (
     FetchPartition,
@@ -112,6 +114,12 @@ class ReplicaFetchHandler:
             self.on_isr_expand(state, expansion)
         data = b""
         if p.fetch_offset < log.log_end_offset and budget > 0:
-            frames = log.read(p.fetch_offset, budget)
+            try:  # CRC-checked frames only: a follower must never append a corrupt one
+                frames = log.read(p.fetch_offset, budget)
+            except CorruptLogError as exc:
+                corruption.report(state, exc)
+                return _reply(p, state, exc.code, exc.message), b""
+            except TierlogError as exc:  # e.g. the log went offline: this partition only
+                return _reply(p, state, exc.code, exc.message), b""
             data = b"".join(view for _, view in frames)
         return _reply(p, state, length=len(data)), data

@@ -232,3 +232,16 @@ def iter_headers(
         header = decode_header(buf, pos)
         yield pos, header
         pos += header.size
+
+
+def first_corrupt_offset(buf: bytes | bytearray | memoryview, base_offset: int) -> int | None:
+    """None when `buf` is whole frames with valid CRCs and dense offsets from `base_offset`
+    (a sealed segment as it must be); else the offset where the first bad frame should start.
+    One CRC per frame: this is what a segment copied between nodes is checked with."""
+    result = scan(buf, 0)
+    expected = base_offset
+    for _, header in result.frames:
+        if header.base_offset != expected:
+            return expected
+        expected = header.next_offset
+    return expected if result.torn else None
