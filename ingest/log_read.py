@@ -2,8 +2,8 @@
 
 Every frame a read returns has had its CRC checked (one CRC-32C over the frame body, per frame,
 not per record) and its base offset checked against the offsets the index promises (dense
-from the segment's base): bytes that rot on disk are never served to a client or a follower.
-A frame that fails raises `CorruptLogError`, which names the offset of the first bad frame.
+from the segment's base; Segment.read_frames): bytes that rot on disk are never served to a
+client or a follower. A frame that fails raises `CorruptLogError`, naming its offset.
 
 Readers take no lock. They work on a `LogView`, a snapshot of the end offset, start offset and
 segment list (read in that order, so every offset below the end has its segment listed), and
@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from ingest.index import PartitionIndex
 from ingest.segment import Segment
 from logformat.errors import ErrorCode, TierlogError
-from logformat.frame import HEADER_SIZE, CorruptFrameError, FrameHeader, verify_crc
+from logformat.frame import HEADER_SIZE, CorruptFrameError, FrameHeader
 from logformat.frame import decode_records as _decode
 
 ReadResult = list[tuple[FrameHeader, memoryview]]
@@ -42,20 +42,6 @@ class CorruptLogError(TierlogError):
             corrupt_offset=offset,
         )
         self.offset = offset
-
-
-def check_frames(frames: ReadResult, expected: int) -> int:
-    """Check each frame read from disk: CRC of its body, base offset `expected` (then the
-    frame's next offset). Returns the offset after the last frame."""
-    for header, view in frames:
-        if header.base_offset != expected:
-            raise CorruptLogError(expected, f"the frame there says offset {header.base_offset}")
-        try:
-            verify_crc(view, 0, header)
-        except CorruptFrameError:
-            raise CorruptLogError(expected, "CRC-32C mismatch") from None
-        expected = header.next_offset
-    return expected
 
 
 class LogView(NamedTuple):
@@ -121,10 +107,11 @@ def read(
             return out
         before = len(out)
         try:
-            used, more = seg.read_frames(pos, min(avail, budget), limit, offset, out)
+            used, more, expected = seg.read_frames(
+                pos, min(avail, budget), limit, offset, out, expected
+            )
         except CorruptFrameError as exc:
-            raise CorruptLogError(expected, str(exc)) from exc
-        expected = check_frames(out[before:], expected) if len(out) > before else expected
+            raise CorruptLogError(expected if exc.offset is None else exc.offset, str(exc)) from exc
         taken += sum(h.size for h, _ in out[before:])
         if more < 0 or (out and more):  # at the limit, or the next frame does not fit
             return out
