@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from ingest.broker import Broker
 
 
+_WAITING = (None, ErrorCode.KAFKA_STORAGE_ERROR.value)
+
+
 def _reply(
     p: FetchPartition,
     state: PartitionState | None,
@@ -68,8 +71,10 @@ class ReplicaFetchHandler:
             raise TierlogError(ErrorCode.INVALID_REQUEST, f"bad replica fetch: {exc}") from None
         waiter = self._appended
         replies, payloads = self._serve(replica, parts, max_bytes)
+        # A storage error (a corrupt frame the follower needs) waits like an idle answer, so
+        # the follower asks again at the long-poll pace rather than in a tight loop.
         idle = all(
-            r.length == 0 and r.error_code is None and r.diverging_epoch < 0 for r in replies
+            r.length == 0 and r.error_code in _WAITING and r.diverging_epoch < 0 for r in replies
         )
         if idle and max_wait_ms > 0:
             with contextlib.suppress(TimeoutError):

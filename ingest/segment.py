@@ -192,7 +192,7 @@ class Segment:
         view, p, end = memoryview(chunk), 0, len(chunk)
         while end - p >= HEADER_SIZE:
             h = FrameHeader._make(HEADER.unpack_from(chunk, p))
-            where = f"at byte {position + p} of {self.path}"
+            where = f"at byte {position + p} of segment {self.base_offset}"
             if h.magic != MAGIC:
                 raise CorruptFrameError(f"bad magic {where}", offset=expected)
             if h.base_offset != expected or h.record_count <= 0:
