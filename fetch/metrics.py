@@ -54,3 +54,8 @@ DEPENDENCY_TIMEOUTS = Counter(
     "Cold-read waits on Postgres or S3 given up at their deadline",
     ["dependency"],
 )
+FAILOVERS = Counter(
+    "tierlog_fetch_node_replica_failovers_total",
+    "Hot reads passed on to the next replica after a KAFKA_STORAGE_ERROR (e.g. a corrupt copy)",
+    ["target"],
+)

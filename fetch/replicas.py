@@ -1,9 +1,11 @@
 """Where a fetch node sends what it does not read from S3 itself: the brokers.
 
 - Hot fetches go to an in-sync follower when there is a live one (Kafka's KIP-392 follower
-  fetching, so replay load stays off the leader), else to the leader. The request carries the
-  cluster credential and the replica-read header; a follower that cannot serve it (out of the
-  ISR, or the offset is past its high watermark) forwards it to the leader itself (one hop).
+  fetching, so replay load stays off the leader), else to the leader; a replica that answers
+  KAFKA_STORAGE_ERROR (a frame failed its CRC check there) is passed over for the next. The
+  request carries the cluster credential and the replica-read header; a follower that cannot
+  serve it (out of the ISR, or the offset is past its high watermark) forwards it to the
+  leader itself (one hop).
 - Offsets and admin reads go to the leader or to any live broker, as a client's would.
 - The partition's high watermark and hot log start, which cold answers must carry too, come
   from the leader's internal offsets endpoint, cached for a moment.
@@ -36,6 +38,11 @@ _KEEP_HEADERS = (
     "x-tierlog-log-start-offset",
 )
 OFFSETS_TTL_S = 0.5
+
+
+def _storage_error(response: Response) -> bool:
+    """A replica's 503 KAFKA_STORAGE_ERROR: its disk could not serve the read."""
+    return response.status_code == 503 and b'"KAFKA_STORAGE_ERROR"' in response.body[:512]
 
 
 class HotOffsets(dict[str, int]):
@@ -80,12 +87,18 @@ class ReplicaRouter:
         """A hot fetch, from a follower if one is in sync, else from the leader."""
         targets = [("follower", u) for u in self._followers(view, partition)]
         targets.append(("leader", self._leader(view, partition)))
-        last: Exception | None = None
-        for kind, url in targets:
+        last: Exception | str | None = None
+        for i, (kind, url) in enumerate(targets):
             try:
                 response = await self._get(url, request, internal=True)
             except httpx.HTTPError as exc:
                 last = exc  # that replica is unreachable: the next one
+                continue
+            if i < len(targets) - 1 and _storage_error(response):
+                # Its copy failed a CRC check (or its log is offline): another replica's may
+                # be whole. The last answer, even an error, goes back to the client as is.
+                last = f"{kind} {url}: {response.body[:200]!r}"
+                metrics.FAILOVERS.labels(kind).inc()
                 continue
             metrics.PROXIED.labels(kind).inc()
             return response

@@ -8,6 +8,8 @@ from typing import NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ingest import corruption
+from ingest.log_read import CorruptLogError
 from ingest.partition_state import PartitionState
 from logformat import records
 from logformat.errors import ErrorCode, TierlogError
@@ -20,11 +22,20 @@ MAX_WAIT_MS = 30_000
 _EMPTY = pa.RecordBatch.from_pylist([], schema=CONSUMER_SCHEMA)
 
 
+class FrameCrc(NamedTuple):
+    """A frame a hot read served from, with the CRC-32C the read checked it against."""
+
+    base_offset: int
+    last_offset: int
+    crc: int
+
+
 class FetchResult(NamedTuple):
     batch: pa.RecordBatch  # CONSUMER_SCHEMA
     next_offset: int
     high_watermark: int
     log_start_offset: int
+    frames: tuple[FrameCrc, ...] = ()  # hot reads only: cold files carry no frames
 
 
 def out_of_range(state: PartitionState, offset: int) -> TierlogError:
@@ -74,13 +85,20 @@ def _read(state: PartitionState, offset: int, max_records: int, max_bytes: int) 
     batches = []
     rows = 0
     covered = offset  # every offset below this was read (kept or compacted away)
-    for header, data in log.read(offset, max_bytes, hw):
+    frames: list[FrameCrc] = []
+    try:  # every frame read is CRC-checked (log_read.py): decoding need not check again
+        read = log.read(offset, max_bytes, hw)
+    except CorruptLogError as exc:
+        corruption.report(state, exc)
+        raise
+    for header, data in read:
         batch = records.to_consumer_batch(decode_records(data, verify=False), header.base_offset)
         # Filter by offset, not by row index: a compacted frame spans more offsets than rows.
         if header.base_offset < offset or header.next_offset > hw:
             offsets = batch.column(0)
             batch = batch.filter(pc.and_(pc.greater_equal(offsets, offset), pc.less(offsets, hw)))
         batches.append(batch)
+        frames.append(FrameCrc(header.base_offset, header.last_offset, header.crc))
         rows += batch.num_rows
         covered = min(header.next_offset, hw)
         if rows >= max_records:
@@ -96,4 +114,5 @@ def _read(state: PartitionState, offset: int, max_records: int, max_bytes: int) 
     result = out[0] if out else _EMPTY
     # Past the frames read, not last offset + 1: compacted logs have gaps, and a fetch that
     # met only compacted-away offsets must still move the consumer on.
-    return FetchResult(result, covered, hw, log.log_start_offset)
+    served = tuple(f for f in frames if f.base_offset < covered)
+    return FetchResult(result, covered, hw, log.log_start_offset, served)

@@ -29,9 +29,10 @@ from typing import NamedTuple, Protocol
 
 import pyarrow as pa
 
-from ingest import metrics, segment_swap
+from ingest import corruption, metrics, segment_swap
 from ingest.cleaner_frames import OutFrame, SourceFrame, reframe
 from ingest.cleaner_offset_map import MAX_GROUP_SPAN, CleanBounds, CleanPlan, OffsetMap, plan
+from ingest.log_read import CorruptLogError
 from ingest.metadata_cache import MetadataCache
 from ingest.partition_log import PartitionLog, SegmentInfo
 from ingest.partition_state import PartitionState
@@ -45,6 +46,7 @@ from logformat.frame import (
     CorruptFrameError,
     FrameHeader,
     decode_records,
+    verify_crc,
 )
 from metadata.configs import TopicConfig
 
@@ -97,6 +99,15 @@ def _frames(path: str) -> Iterator[tuple[FrameHeader, bytes]]:
             frame = os.pread(fd, header.size, pos)
             if len(frame) != header.size:
                 raise CorruptFrameError(f"{path}: frame at byte {pos} is cut short")
+            # Rewriting a frame gives it a new, valid CRC: a corrupt one must stop the pass,
+            # or cleaning would launder rotten bytes into frames every check accepts.
+            try:
+                verify_crc(frame, 0, header)
+            except CorruptFrameError:
+                raise CorruptFrameError(
+                    f"CRC-32C mismatch at byte {pos} of segment {header.base_offset}",
+                    offset=header.base_offset,
+                ) from None
             yield header, frame
             pos += header.size
     finally:
@@ -310,6 +321,9 @@ class CleanerDuty:
                 )
                 if self.cleaner.clean(state.log, view.config, state.high_watermark, end):
                     cleaned += 1
+            except CorruptFrameError as exc:  # a follower refetches it; a leader says so
+                bad = exc.offset if exc.offset is not None else state.log.log_start_offset
+                corruption.report(state, CorruptLogError(bad, str(exc)))
             except Exception:  # one partition's trouble must not stop the others
                 log.exception(
                     "log cleaner pass failed topic=%s partition=%d", state.topic, state.partition

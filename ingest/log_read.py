@@ -1,5 +1,10 @@
 """The partition log's lock-free read path: frames by offset, offset by timestamp.
 
+Every frame a read returns has had its CRC checked (one CRC-32C over the frame body, per frame,
+not per record) and its base offset checked against the offsets the index promises (dense
+from the segment's base; Segment.read_frames): bytes that rot on disk are never served to a
+client or a follower. A frame that fails raises `CorruptLogError`, naming its offset.
+
 Readers take no lock. They work on a `LogView`, a snapshot of the end offset, start offset and
 segment list (read in that order, so every offset below the end has its segment listed), and
 never look past what the index knew. A log cleaner swap replaces files and index entries
@@ -24,6 +29,19 @@ from logformat.frame import decode_records as _decode
 
 ReadResult = list[tuple[FrameHeader, memoryview]]
 _T = TypeVar("_T")
+
+
+class CorruptLogError(TierlogError):
+    """A stored frame failed its CRC or offset check: it is not served (KAFKA_STORAGE_ERROR,
+    a 503, so clients retry and fetch nodes fail over to another replica)."""
+
+    def __init__(self, offset: int, reason: str) -> None:
+        super().__init__(
+            ErrorCode.KAFKA_STORAGE_ERROR,
+            f"the stored frame at offset {offset} is corrupt ({reason}); it is not served",
+            corrupt_offset=offset,
+        )
+        self.offset = offset
 
 
 class LogView(NamedTuple):
@@ -73,6 +91,7 @@ def read(
     if i < 0 or bases[i] != entry.segment_base:  # deleted by retention meanwhile
         raise TierlogError(ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {offset} was deleted")
     seg, pos, need = segs[i], entry.position, entry.size
+    expected = entry.base_offset  # of the next frame on disk, as the index knows it
     out: ReadResult = []
     taken = 0
     while True:
@@ -81,16 +100,18 @@ def read(
             i += 1
             if i >= len(segs):
                 return out
-            seg, pos = segs[i], 0
+            seg, pos, expected = segs[i], 0, segs[i].base_offset
             continue
         budget = max_bytes - taken if out else max(max_bytes, need)
         if min(avail, budget) < HEADER_SIZE:
             return out
         before = len(out)
         try:
-            used, more = seg.read_frames(pos, min(avail, budget), limit, offset, out)
+            used, more, expected = seg.read_frames(
+                pos, min(avail, budget), limit, offset, out, expected
+            )
         except CorruptFrameError as exc:
-            raise TierlogError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from exc
+            raise CorruptLogError(expected if exc.offset is None else exc.offset, str(exc)) from exc
         taken += sum(h.size for h, _ in out[before:])
         if more < 0 or (out and more):  # at the limit, or the next frame does not fit
             return out
@@ -114,7 +135,10 @@ def offset_for_timestamp(
         if entry.max_timestamp < ts_ms or entry.next_offset <= start:
             continue
         seg = segs[bisect.bisect_right(bases, entry.segment_base) - 1]
-        batch = _decode(seg.read(entry.position, entry.size), verify=False)
+        try:
+            batch = _decode(seg.read(entry.position, entry.size))
+        except CorruptFrameError as exc:
+            raise CorruptLogError(entry.base_offset, str(exc)) from None
         deltas = batch.column(0)
         mask = pc.and_(
             pc.greater_equal(batch.column(1).cast(pa.int64()), ts_ms),

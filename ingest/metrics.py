@@ -28,6 +28,16 @@ LOG_END_OFFSET = Gauge("tierlog_log_end_offset", "Next offset to assign", ["topi
 HIGH_WATERMARK = Gauge("tierlog_high_watermark", "High watermark", ["topic", "partition"])
 LOG_START_OFFSET = Gauge("tierlog_log_start_offset", "Log start offset", ["topic", "partition"])
 PARTITIONS_LED = Gauge("tierlog_partitions_led", "Partitions this broker leads")
+CORRUPT_FRAMES = Counter(
+    "tierlog_corrupt_frame_reads_total",
+    "Reads that met a stored frame failing its CRC or offset check (not served)",
+    ["topic", "partition"],
+)
+CORRUPT_REPAIRS = Counter(
+    "tierlog_corrupt_frame_repairs_total",
+    "Follower truncations below a corrupt frame, to fetch it again from the leader",
+    ["topic", "partition"],
+)
 
 # Tiering, broker side (remote_log_manager.py).
 TIERING_LAG = Gauge(

@@ -70,6 +70,9 @@ class PartitionState:
         self.producers.rebuild(log_)
         self.producers.expire(int(time.time() * 1000))
         self.isr_change_pending = False
+        # Offset of a corrupt frame found in this follower's log: its replica fetcher truncates
+        # there before the next fetch and fetches the rest again (ingest/corruption.py).
+        self.repair_from: int | None = None
         # An ISR change sent to Postgres but not yet confirmed. Until it is, the high watermark
         # counts the union of both ISRs (Kafka's "maximal ISR", KIP-497): a member being added
         # may already be electable by the controller, so nothing it lacks may be acknowledged.

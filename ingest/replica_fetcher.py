@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import httpx
 
+from ingest import corruption
 from ingest.internal_tls import internal_verify
 from ingest.partition_state import PartitionState, Role
 from ingest.replication_wire import (
@@ -67,6 +68,7 @@ class ReplicaFetcher:
         for state in self.partitions.values():
             if state.role is not Role.FOLLOWER or state.leader_id != self.leader_id:
                 continue
+            corruption.repair(state)  # a corrupt frame found here: fetch it again
             epochs = state.log.leader_epochs()
             parts.append(
                 FetchPartition(

@@ -12,6 +12,8 @@ import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ingest import corruption
+from ingest.log_read import CorruptLogError
 from ingest.partition_state import PartitionState, Role
 from ingest.replication_wire import (
     FetchPartition,
@@ -23,6 +25,9 @@ from logformat.errors import ErrorCode, TierlogError
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
+
+
+_WAITING = (None, ErrorCode.KAFKA_STORAGE_ERROR.value)
 
 
 def _reply(
@@ -66,8 +71,10 @@ class ReplicaFetchHandler:
             raise TierlogError(ErrorCode.INVALID_REQUEST, f"bad replica fetch: {exc}") from None
         waiter = self._appended
         replies, payloads = self._serve(replica, parts, max_bytes)
+        # A storage error (a corrupt frame the follower needs) waits like an idle answer, so
+        # the follower asks again at the long-poll pace rather than in a tight loop.
         idle = all(
-            r.length == 0 and r.error_code is None and r.diverging_epoch < 0 for r in replies
+            r.length == 0 and r.error_code in _WAITING and r.diverging_epoch < 0 for r in replies
         )
         if idle and max_wait_ms > 0:
             with contextlib.suppress(TimeoutError):
@@ -112,6 +119,12 @@ class ReplicaFetchHandler:
             self.on_isr_expand(state, expansion)
         data = b""
         if p.fetch_offset < log.log_end_offset and budget > 0:
-            frames = log.read(p.fetch_offset, budget)
+            try:  # CRC-checked frames only: a follower must never append a corrupt one
+                frames = log.read(p.fetch_offset, budget)
+            except CorruptLogError as exc:
+                corruption.report(state, exc)
+                return _reply(p, state, exc.code, exc.message), b""
+            except TierlogError as exc:  # e.g. the log went offline: this partition only
+                return _reply(p, state, exc.code, exc.message), b""
             data = b"".join(view for _, view in frames)
         return _reply(p, state, length=len(data)), data

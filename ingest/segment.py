@@ -17,7 +17,17 @@ import shutil
 import uuid
 from collections.abc import Sequence
 
-from logformat.frame import HEADER, HEADER_SIZE, MAGIC, CorruptFrameError, FrameHeader, scan
+import google_crc32c
+
+from logformat.frame import (
+    CRC_START,
+    HEADER,
+    HEADER_SIZE,
+    MAGIC,
+    CorruptFrameError,
+    FrameHeader,
+    scan,
+)
 
 BytesLike = bytes | bytearray | memoryview
 log = logging.getLogger(__name__)
@@ -167,24 +177,39 @@ class Segment:
         limit: int,
         offset: int,
         out: list[tuple[FrameHeader, memoryview]],
-    ) -> tuple[int, int]:
+        expected: int,
+    ) -> tuple[int, int, int]:
         """Append to `out` the whole frames in `size` bytes at `position` that hold offsets
-        >= offset and start below limit. Returns (bytes consumed, then 0 if the caller may go
-        on, -1 if it reached `limit`, or the size of a frame the read cut short)."""
+        >= offset and start below limit; the first must start at offset `expected`, the rest
+        follow densely. Returns (bytes consumed, then 0 if the caller may go on, -1 if it
+        reached `limit`, or the size of a frame the read cut short, then the base offset of
+        the next frame).
+
+        Every frame appended passed its CRC check (one CRC-32C per frame body), and every
+        frame walked its magic and offset check: raises CorruptFrameError (with the offset
+        the bad frame should start at) rather than return bytes that rotted on disk."""
         chunk = os.pread(self.fd, size, position)
         view, p, end = memoryview(chunk), 0, len(chunk)
         while end - p >= HEADER_SIZE:
             h = FrameHeader._make(HEADER.unpack_from(chunk, p))
+            where = f"at byte {position + p} of segment {self.base_offset}"
             if h.magic != MAGIC:
-                raise CorruptFrameError(f"bad magic at byte {position + p} of {self.path}")
+                raise CorruptFrameError(f"bad magic {where}", offset=expected)
+            if h.base_offset != expected or h.record_count <= 0:
+                raise CorruptFrameError(
+                    f"the frame {where} says offset {h.base_offset}", offset=expected
+                )
             if h.base_offset >= limit:
-                return p, -1
+                return p, -1, expected
             if end - p < h.size:
-                return p, h.size
+                return p, h.size, expected
             if h.next_offset > offset:
+                if google_crc32c.value(chunk[p + CRC_START : p + h.size]) != h.crc:
+                    raise CorruptFrameError(f"CRC-32C mismatch {where}", offset=expected)
                 out.append((h, view[p : p + h.size]))
             p += h.size
-        return p, (HEADER_SIZE if p < end else 0)
+            expected = h.next_offset
+        return p, (HEADER_SIZE if p < end else 0), expected
 
     def mtime_ms(self) -> int:
         return int(os.stat(self.path).st_mtime * 1000)

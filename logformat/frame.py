@@ -39,7 +39,7 @@ HEADER = struct.Struct("<4sqiIIHiqhiqq")
 HEADER_SIZE = HEADER.size  # 60
 _ASSIGNED = struct.Struct("<qi")  # base_offset, leader_epoch at byte 4
 _CRC = struct.Struct("<I")  # at byte 20
-_CRC_START = 24
+CRC_START = 24  # the CRC covers the frame from here to its end
 _EOS = 8  # Arrow IPC end-of-stream marker written by the stream writer
 
 CODECS = {None: 0, "none": 0, "zstd": 1, "lz4": 2}
@@ -53,7 +53,12 @@ NO_SEQUENCE = -1
 
 
 class CorruptFrameError(ValueError):
-    """The bytes are not a whole, valid frame (bad magic, short read or CRC mismatch)."""
+    """The bytes are not a whole, valid frame (bad magic, short read or CRC mismatch).
+    `offset`, when known, is the offset the bad frame should have started at."""
+
+    def __init__(self, message: str, offset: int | None = None) -> None:
+        super().__init__(message)
+        self.offset = offset
 
 
 class FrameHeader(NamedTuple):
@@ -147,7 +152,7 @@ def encode_frame(
     )
     frame[HEADER_SIZE:] = memoryview(payload)
     # google_crc32c wants read-only buffers: the 36 header bytes as bytes, then Arrow's buffer.
-    crc = google_crc32c.extend(google_crc32c.value(bytes(frame[_CRC_START:HEADER_SIZE])), payload)
+    crc = google_crc32c.extend(google_crc32c.value(bytes(frame[CRC_START:HEADER_SIZE])), payload)
     _CRC.pack_into(frame, 20, crc)
     return frame
 
@@ -167,7 +172,7 @@ def decode_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> FrameHea
 
 
 def verify_crc(buf: bytes | bytearray | memoryview, pos: int, header: FrameHeader) -> None:
-    view = memoryview(buf)[pos + _CRC_START : pos + header.size]
+    view = memoryview(buf)[pos + CRC_START : pos + header.size]
     if google_crc32c.value(bytes(view)) != header.crc:
         raise CorruptFrameError(f"CRC mismatch in frame at byte {pos}")
 
@@ -232,3 +237,16 @@ def iter_headers(
         header = decode_header(buf, pos)
         yield pos, header
         pos += header.size
+
+
+def first_corrupt_offset(buf: bytes | bytearray | memoryview, base_offset: int) -> int | None:
+    """None when `buf` is whole frames with valid CRCs and dense offsets from `base_offset`
+    (a sealed segment as it must be); else the offset where the first bad frame should start.
+    One CRC per frame: this is what a segment copied between nodes is checked with."""
+    result = scan(buf, 0)
+    expected = base_offset
+    for _, header in result.frames:
+        if header.base_offset != expected:
+            return expected
+        expected = header.next_offset
+    return expected if result.torn else None

@@ -3,7 +3,9 @@
 Which replica: an alive in-sync follower first (tiering then costs the leader nothing), the
 leader last. Replicas roll their segments independently, so a follower's segment with the same
 base offset may end elsewhere: the download is accepted only if its size is exactly the size
-the leader registered, else the next replica is tried.
+the leader registered, else the next replica is tried. So is it when a frame of the copy fails
+its CRC check: the replica refuses to serve a copy it finds corrupt (503), and the worker
+checks every frame of what it received too, so a bad copy costs one attempt, not a backoff.
 
 The body is streamed to disk, never held in memory: segments are up to segment.bytes (1 GiB).
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import mmap
 import os
 import tempfile
 from pathlib import Path
@@ -22,6 +25,7 @@ from sqlalchemy.engine import Engine
 
 from ingest.internal_tls import internal_verify
 from ingest.replication_wire import CLUSTER_TOKEN_HEADER
+from logformat.frame import first_corrupt_offset
 from metadata.brokers import BrokerRepo
 from metadata.manifest import SegmentClaim
 from metadata.partition_state import PartitionStateRepo
@@ -52,6 +56,18 @@ def replica_order(part: PartitionInfo, brokers: list[BrokerInfo]) -> list[Broker
 
 def segment_path(topic: str, partition: int, base_offset: int) -> str:
     return f"/internal/topics/{topic}/partitions/{partition}/segments/{base_offset}"
+
+
+def _first_corrupt(path: Path, size: int, base_offset: int) -> int | None:
+    """Offset of the first frame of the file that fails its CRC or offset check."""
+    if size == 0:
+        return None
+    with (
+        open(path, "rb") as f,
+        mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m,
+        memoryview(m) as view,
+    ):
+        return first_corrupt_offset(view, base_offset)
 
 
 class SegmentSource:
@@ -126,6 +142,9 @@ class SegmentSource:
                     if size > claim.size_bytes
                     else f"size mismatch: got {size} bytes, the segment has {claim.size_bytes}"
                 )
+            bad = _first_corrupt(path, size, claim.base_offset)
+            if bad is not None:
+                raise SegmentUnavailableError(f"the copy is corrupt from offset {bad} (CRC check)")
             return Downloaded(path, broker.id, size)
         except BaseException:
             with contextlib.suppress(OSError):

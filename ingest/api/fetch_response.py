@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any, NamedTuple
 
+import orjson
 import pyarrow as pa
 from starlette.requests import Request
 from starlette.responses import Response
 
 from ingest.api.http import JSONResponse, query_int
-from ingest.fetch_reader import FetchResult
+from ingest.fetch_reader import FetchResult, FrameCrc
 from logformat import records
 from logformat.errors import ErrorCode, TierlogError
 from logformat.records import VALUE_FORMATS, ValueFormat
@@ -28,6 +29,8 @@ MAX_OFFSET = 2**63 - 1
 # fetching); with the cluster credential only, so public clients always reach the leader.
 REPLICA_READ_HEADER = "x-tierlog-replica-read"
 OFFLOAD_BYTES = 1 << 20  # answers bigger than this are encoded off the event loop
+# Arrow answers list the frames they were read from in the stream's schema metadata.
+FRAMES_METADATA_KEY = b"tierlog.frames"
 
 
 class FetchParams(NamedTuple):
@@ -60,11 +63,23 @@ def wants_arrow(request: Request) -> bool:
     return ARROW_STREAM in request.headers.get("accept", "")
 
 
-def arrow_stream(batch: pa.RecordBatch) -> memoryview:
+def frames_json(frames: tuple[FrameCrc, ...]) -> list[dict[str, int]]:
+    """The frames a hot answer was read from and the CRC-32C each was verified against (the
+    same on every replica: a client can compare two reads of the same offsets)."""
+    return [
+        {"base_offset": f.base_offset, "last_offset": f.last_offset, "crc32c": f.crc}
+        for f in frames
+    ]
+
+
+def arrow_stream(batch: pa.RecordBatch, frames: tuple[FrameCrc, ...] = ()) -> memoryview:
     """The batch as an Arrow IPC stream; a view of Arrow's buffer, not a copy of it (a
     replay's responses are megabytes each)."""
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, CONSUMER_SCHEMA) as writer:
+    schema = CONSUMER_SCHEMA
+    if frames:
+        schema = schema.with_metadata({FRAMES_METADATA_KEY: orjson.dumps(frames_json(frames))})
+    with pa.ipc.new_stream(sink, schema) as writer:
         if batch.num_rows:
             writer.write_batch(batch)
     return memoryview(sink.getvalue())
@@ -109,8 +124,13 @@ async def fetch_response(
     batch = result.batch
     if wants_arrow(request):
         body = _LAST.get(batch, ARROW_STREAM)
-        if body is None:
-            body = await asyncio.to_thread(arrow_stream, batch) if big else arrow_stream(batch)
+        if body is None:  # the frames come from the same read as the batch: one key serves
+            frames = result.frames
+            body = (
+                await asyncio.to_thread(arrow_stream, batch, frames)
+                if big
+                else arrow_stream(batch, frames)
+            )
             _LAST.put(batch, ARROW_STREAM, body, big)
         return Response(body, media_type=ARROW_STREAM, headers=headers)
     rows = _LAST.get(batch, value_format)
@@ -128,6 +148,7 @@ async def fetch_response(
             "next_offset": result.next_offset,
             "high_watermark": result.high_watermark,
             "log_start_offset": result.log_start_offset,
+            "frames": frames_json(result.frames),
         },
         headers=headers,
     )

@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from ingest import corruption
 from ingest.api.http import JSONResponse, path_partition, read_body
 from ingest.replication_wire import CLUSTER_TOKEN_HEADER
 from logformat.errors import ErrorCode, TierlogError
@@ -113,8 +114,9 @@ class _File:
 
 async def segment(request: Request) -> Response:
     """The bytes of a sealed, committed segment this broker holds (leader or follower), for
-    the tiering worker. `?end_offset=` (optional) must match the segment's end, so a replica
-    whose segment boundaries differ answers 404 rather than other bytes."""
+    the tiering worker, once every frame passed its CRC check (503 KAFKA_STORAGE_ERROR if
+    not: the worker downloads from another replica). `?end_offset=` (optional) must match the
+    segment's end, so a replica whose segment boundaries differ answers 404, not other bytes."""
     broker = _authorize(request)
     topic = request.path_params["topic"]
     partition = path_partition(request)
@@ -150,6 +152,14 @@ async def segment(request: Request) -> Response:
             ErrorCode.NOT_FOUND, f"segment {base} of {topic}-{partition} was just deleted"
         ) from None
     body = _File(fd)
+    try:  # one CRC per frame before anything is sent: a corrupt copy is never handed out
+        bad = await asyncio.to_thread(corruption.check_segment, fd, found.size, base)
+    except BaseException:
+        body.close()
+        raise
+    if bad is not None:
+        body.close()
+        raise corruption.segment_error(state, base, bad)
     return StreamingResponse(
         body.chunks(found.size),
         media_type="application/octet-stream",

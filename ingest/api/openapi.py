@@ -7,6 +7,7 @@ from typing import Any
 from ingest.api.openapi_groups import GROUP_PATHS
 from ingest.api.openapi_schemas import (
     CONFIGS,
+    FRAMES_OUT,
     PARTITION,
     RECORD_IN,
     RECORD_OUT,
@@ -184,6 +185,7 @@ OPENAPI: dict[str, Any] = {
                                         "next_offset": {"type": "integer"},
                                         "high_watermark": {"type": "integer"},
                                         "log_start_offset": {"type": "integer"},
+                                        "frames": FRAMES_OUT,
                                     },
                                 }
                             },

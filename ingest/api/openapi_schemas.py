@@ -83,6 +83,24 @@ RECORD_OUT = {
         "headers": {},
     },
 }
+# The frames a hot fetch was read from, each CRC-32C-checked by the broker before it was
+# served (a frame that fails is never served: 503 KAFKA_STORAGE_ERROR). Arrow answers carry
+# the same list as JSON in the stream's schema metadata, key `tierlog.frames`. Cold reads
+# (from Parquet) list none.
+FRAMES_OUT = {
+    "type": "array",
+    "description": "Frames read, with the CRC-32C each was verified against (hot reads only; "
+    "Arrow: schema metadata `tierlog.frames`). Equal on every replica of the same offsets.",
+    "items": {
+        "type": "object",
+        "required": ["base_offset", "last_offset", "crc32c"],
+        "properties": {
+            "base_offset": {"type": "integer"},
+            "last_offset": {"type": "integer"},
+            "crc32c": {"type": "integer", "minimum": 0},
+        },
+    },
+}
 
 # -- consumer groups (fetch/groups/routes.py, mounted by the composition root) -------------
 

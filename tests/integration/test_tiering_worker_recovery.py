@@ -138,3 +138,26 @@ def test_a_lapsed_worker_that_committed_to_delta_first_wins_the_manifest(env: En
     env.assert_exact("t")
     a.close()
     b.close()
+
+
+def test_a_corrupt_copy_is_refused_and_the_next_replica_tiers_it_at_once(env: Env) -> None:
+    """A follower's copy arrives with a flipped byte (it served it, or the bytes changed on the
+    way): the worker's own CRC check refuses it and the leader's copy is tiered in the same
+    attempt, with no backoff on the bad copy."""
+    tid = env.topic("rot", 1)
+    part = TopicRepo(env.engine).partitions("rot")[0]
+    follower = next(i for i in part.isr if i != part.leader)
+    env.add_segment("rot", 0, 0, [rec(i) for i in range(9)])
+    data, end = env.replicas[follower].segments[("rot", 0, 0)]
+    bad = bytearray(data)
+    bad[len(bad) // 2] ^= 0x40
+    env.replicas[follower].segments[("rot", 0, 0)] = (bytes(bad), end)
+    w = env.worker("w")
+    try:
+        assert w.run_once() == 1
+    finally:
+        w.close()
+    assert env.replicas[follower].requests  # tried first, refused
+    assert env.replicas[part.leader or 0].requests
+    env.assert_exact("rot")
+    assert env.manifest.tiered_end_offset(tid, 0) == 9

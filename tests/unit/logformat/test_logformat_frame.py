@@ -192,3 +192,24 @@ def test_short_and_garbage_buffers():
         decode_header(buf)
     assert scan(b"").frames == [] and not scan(b"").torn
     assert scan(b"\x00" * 100).torn
+
+
+def test_first_corrupt_offset_checks_every_frame_crc_and_offset():
+    frames = []
+    base = 10
+    for n in (2, 3, 4):
+        frames.append(encode_frame(sample_batch(n), base_offset=base))
+        base += n
+    seg = b"".join(bytes(f) for f in frames)
+    assert frame.first_corrupt_offset(seg, 10) is None
+    assert frame.first_corrupt_offset(seg, 11) == 11  # not dense from the segment's base
+    flipped = bytearray(seg)
+    flipped[len(frames[0]) + frame.HEADER_SIZE + 5] ^= 0x01  # one bit in the 2nd payload
+    assert frame.first_corrupt_offset(flipped, 10) == 12
+    moved = bytearray(seg)  # base_offset is outside the CRC: the density check catches it
+    frame.assign(moved, 99, 0, pos=len(frames[0]) + len(frames[1]))
+    assert frame.first_corrupt_offset(moved, 10) == 15
+    assert frame.first_corrupt_offset(seg[:-1], 10) == 15  # cut short
+    with pytest.raises(CorruptFrameError) as e:
+        decode_records(flipped, len(frames[0]))
+    assert e.value.offset is None

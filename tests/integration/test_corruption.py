@@ -1,0 +1,241 @@
+"""Bytes flipped inside a sealed segment file of a real broker process: no corrupted value is
+ever served (JSON or Arrow, broker or fetch node), the error is a 503 with a Kafka error name,
+a follower repairs its copy from the leader, and tiering takes another replica's copy."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pyarrow as pa
+import pytest
+from sqlalchemy.engine import Engine
+
+from ingest.api.fetch_response import FRAMES_METADATA_KEY, REPLICA_READ_HEADER
+from ingest.replication_wire import CLUSTER_TOKEN_HEADER
+from logformat.frame import HEADER_SIZE, decode_header
+from metadata.manifest import SegmentRegistry
+from metadata.partition_state import PartitionStateRepo
+from tests.integration.brokers import BrokerProcess
+from tests.integration.cluster import Cluster, wait_for
+from tests.integration.fetch_nodes import FetchNodeProcess, s3_env
+from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
+from tiering.object_store import ObjectStoreConfig
+from tiering.worker import TieringWorker
+
+ARROW = "application/vnd.apache.arrow.stream"
+FRAMES = 24  # of 3 records each; segment.bytes=4096 seals a segment every few frames
+N = FRAMES * 3
+
+
+def _value(i: int) -> str:
+    return f"value-{i:05d}-" + "x" * 100
+
+
+@pytest.fixture
+def cluster(fresh_db: str, tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(fresh_db, tmp_path, 3).start()
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def fetch_node(
+    cluster: Cluster, fresh_db: str, tmp_path: Path, s3_bucket: ObjectStoreConfig
+) -> Iterator[FetchNodeProcess]:
+    node = FetchNodeProcess(fresh_db, tmp_path / "fetch.log", s3_env(s3_bucket)).start()
+    yield node
+    node.stop()
+
+
+def _topic(c: Cluster, name: str) -> str:
+    r = c.any().http.post(
+        "/topics",
+        json={
+            "name": name,
+            "partitions": 1,
+            "replication_factor": 3,
+            "configs": {"segment.bytes": 4096, "min.insync.replicas": 2},
+        },
+    )
+    assert r.status_code == 201, r.text
+    wait_for("replicas ready", lambda: len(c.partition(name)["isr"]) == 3)
+    for f in range(FRAMES):
+        c.produce(name, [{"key": f"k{i}", "value": _value(i)} for i in range(f * 3, f * 3 + 3)])
+    # Every replica has every record and knows it is committed.
+    wait_for(
+        "replicas identical",
+        lambda: len({c.segment_bytes(b, name) for b in c.brokers.values()}) == 1,
+    )
+    return str(r.json()["id"])
+
+
+def _flip(b: BrokerProcess, topic: str, frame_index: int = 1) -> int:
+    """Flip one payload byte of a frame in the broker's first (sealed) segment; its offset."""
+    path = b.data_dir / f"{topic}-0" / f"{0:020d}.log"
+    data = bytearray(path.read_bytes())
+    pos = 0
+    for _ in range(frame_index):
+        pos += decode_header(data, pos).size
+    header = decode_header(data, pos)
+    data[pos + HEADER_SIZE + header.payload_length // 2] ^= 0x5A
+    with open(path, "r+b") as f:  # in place: the broker's descriptor sees it
+        f.seek(pos)
+        f.write(data[pos : pos + header.size])
+    return header.base_offset
+
+
+def _position_of(log_bytes: bytes, offset: int) -> int:
+    """Byte position of the frame starting at `offset` in a replica's concatenated log."""
+    pos = 0
+    while decode_header(log_bytes, pos).base_offset != offset:
+        pos += decode_header(log_bytes, pos).size
+    return pos
+
+
+def _read_json(http: httpx.Client, topic: str, **headers: str) -> list[str] | httpx.Response:
+    """Every value from offset 0 (JSON), or the first answer that is not a 200."""
+    values: list[str] = []
+    offset, deadline = 0, time.monotonic() + 30
+    while offset < N:
+        assert time.monotonic() < deadline, f"stuck at offset {offset}"
+        r = http.get(
+            f"/topics/{topic}/partitions/0/records", params={"offset": offset}, headers=headers
+        )
+        if r.status_code != 200:
+            return r
+        doc = r.json()
+        if not doc["records"]:  # an in-sync follower not yet told the newest watermark
+            time.sleep(0.1)
+            continue
+        values += [rec["value"] for rec in doc["records"]]
+        frames = doc["frames"]  # hot reads name their frames and CRCs
+        assert frames and frames[0]["base_offset"] <= offset and "crc32c" in frames[0]
+        offset = doc["next_offset"]
+    return values
+
+
+def _read_arrow(http: httpx.Client, topic: str, hot: bool = True) -> list[str] | httpx.Response:
+    values: list[str] = []
+    offset, deadline = 0, time.monotonic() + 30
+    while offset < N:
+        assert time.monotonic() < deadline, f"stuck at offset {offset}"
+        r = http.get(
+            f"/topics/{topic}/partitions/0/records",
+            params={"offset": offset},
+            headers={"accept": ARROW},
+        )
+        if r.status_code != 200:
+            return r
+        table = pa.ipc.open_stream(r.content).read_all()
+        if not table.num_rows:
+            time.sleep(0.1)
+            continue
+        if hot:  # hot reads name their frames and CRCs (cold ones, from Parquet, cannot)
+            assert table.schema.metadata and FRAMES_METADATA_KEY in table.schema.metadata
+        values += [v.decode() for v in table.column("value").to_pylist()]
+        offset = int(r.headers["x-tierlog-next-offset"])
+    return values
+
+
+def _storage_error(r: Any) -> None:
+    assert isinstance(r, httpx.Response), "a corrupt frame was served"
+    assert r.status_code == 503, r.text
+    body = r.json()
+    assert body["error_code"] == "KAFKA_STORAGE_ERROR" and "corrupt" in body["message"], body
+
+
+def _token(engine: Engine) -> str:
+    return PartitionStateRepo(engine).cluster_secret()
+
+
+def _follower_read(b: BrokerProcess, topic: str, token: str) -> httpx.Response:
+    """What a fetch node asks an in-sync follower (KIP-392 follower fetching)."""
+    return b.http.get(
+        f"/topics/{topic}/partitions/0/records",
+        params={"offset": 0, "max_records": N},
+        headers={CLUSTER_TOKEN_HEADER: token, REPLICA_READ_HEADER: "1"},
+    )
+
+
+def _repaired(c: Cluster, b: BrokerProcess, topic: str) -> bool:
+    return c.segment_bytes(b, topic) == c.segment_bytes(c.leader(topic), topic)
+
+
+def test_corrupt_follower_copies_are_never_served_and_are_repaired(
+    cluster: Cluster, fetch_node: FetchNodeProcess, engine: Engine, s3_bucket: ObjectStoreConfig
+) -> None:
+    expected = [_value(i) for i in range(N)]
+    _topic(cluster, "fol")
+    leader = cluster.leader("fol")
+    followers = [b for b in cluster.brokers.values() if b is not leader]
+    token = _token(engine)
+
+    # Both followers corrupt: the fetch node's first choice is always a bad copy.
+    for b in followers:
+        _flip(b, "fol")
+    assert _read_json(fetch_node.http, "fol") == expected
+    for b in followers:  # each one refuses its copy (or has already repaired it)
+        r = _follower_read(b, "fol", token)
+        if r.status_code != 200:
+            _storage_error(r)
+        else:
+            assert [rec["value"] for rec in r.json()["records"]] == expected
+    for b in followers:
+        wait_for(
+            f"broker {b.broker_id} refetched its copy", lambda b=b: _repaired(cluster, b, "fol")
+        )
+    assert _read_arrow(fetch_node.http, "fol") == expected
+    assert _read_json(cluster.any().http, "fol") == expected
+
+    # Again, then tier: the worker takes the leader's copy when the followers' fail the CRC.
+    for b in followers:
+        _flip(b, "fol")
+    topic_id = cluster.describe("fol")["id"]
+    wait_for("segments registered", lambda: SegmentRegistry(engine).segments(topic_id, 0))
+    worker = TieringWorker(engine, s3_bucket, "crc-worker")
+    try:
+        assert worker.run_once() >= 1, "no segment was tiered"
+    finally:
+        worker.close()
+    segs = SegmentRegistry(engine).segments(topic_id, 0)
+    assert segs[0].base_offset == 0 and segs[0].state == "tiered", segs[0]
+    for b in followers:  # the downloads found the bad copies: they are repaired too
+        wait_for(f"broker {b.broker_id} repaired", lambda b=b: _repaired(cluster, b, "fol"))
+    assert _read_arrow(fetch_node.http, "fol", hot=False) == expected
+
+
+def test_a_corrupt_leader_answers_errors_and_serves_no_follower(
+    cluster: Cluster, fetch_node: FetchNodeProcess, engine: Engine
+) -> None:
+    expected = [_value(i) for i in range(N)]
+    _topic(cluster, "led")
+    leader = cluster.leader("led")
+    bad = _flip(leader, "led")
+    # The leader's own answers: a clear 503 with a Kafka error name, never the bytes.
+    _storage_error(_read_json(leader.http, "led"))
+    _storage_error(_read_arrow(leader.http, "led"))
+    other = cluster.any(exclude=leader.broker_id)
+    _storage_error(_read_json(other.http, "led"))  # a public read is proxied to the leader
+    # The fetch node reads in-sync followers first, whose copies are whole.
+    assert _read_json(fetch_node.http, "led") == expected
+    assert _read_arrow(fetch_node.http, "led") == expected
+
+    # A follower with the same frame corrupt truncates below it and asks the leader again:
+    # the leader answers KAFKA_STORAGE_ERROR, so the follower appends nothing corrupt.
+    _flip(other, "led")
+    _storage_error(_follower_read(other, "led", _token(engine)))
+    good = next(b for b in cluster.brokers.values() if b not in (leader, other))
+    whole = cluster.segment_bytes(good, "led")
+
+    def truncated() -> bool:
+        mine = cluster.segment_bytes(other, "led")
+        return len(mine) < len(whole) and whole.startswith(mine)
+
+    wait_for("the follower cut below the bad frame", truncated)
+    assert _follower_read(other, "led", _token(engine)).status_code != 200 or truncated()
+    assert truncated()  # still: nothing the leader could not vouch for was appended
+    assert len(cluster.segment_bytes(other, "led")) <= _position_of(whole, bad)

@@ -1,0 +1,164 @@
+"""Bytes that rot on disk: reads check each frame's CRC and offset, never serve a bad frame,
+and a follower truncates below it to fetch it again (real files + RocksDB)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from ingest import corruption
+from ingest.fetch_reader import fetch
+from ingest.log_read import CorruptLogError
+from ingest.partition_log import LogConfig, PartitionLog
+from ingest.partition_state import PartitionState, Role
+from logformat.errors import ErrorCode
+from logformat.frame import HEADER_SIZE, decode_header
+from metadata.types import PartitionInfo
+
+
+def _frames_at(log: PartitionLog) -> list[tuple[str, int, int, int]]:
+    """(segment path, position, base offset, size) of every stored frame."""
+    out = []
+    for seg in log.segments():
+        with open(seg.path, "rb") as f:
+            data = f.read()
+        pos = 0
+        while pos < len(data):
+            h = decode_header(data, pos)
+            out.append((seg.path, pos, h.base_offset, h.size))
+            pos += h.size
+    return out
+
+
+def _flip(path: str, position: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(position)
+        byte = f.read(1)
+        f.seek(position)
+        f.write(bytes([byte[0] ^ 0xFF]))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _log_of_sealed_segments(env, frame) -> PartitionLog:  # type: ignore[no-untyped-def]
+    log = env.open(LogConfig(segment_bytes=2_400))  # three frames of ~760 bytes a segment
+    for _ in range(12):
+        log.append([frame(3)], leader_epoch=1, now_ms=1_000)
+    assert len(log.segments()) >= 3
+    return log
+
+
+def test_a_flipped_payload_byte_fails_the_read_at_that_frame(env, frame) -> None:  # type: ignore[no-untyped-def]
+    log = _log_of_sealed_segments(env, frame)
+    stored = _frames_at(log)
+    path, pos, bad, size = stored[1]  # the second frame of the first (sealed) segment
+    assert log.segments()[0].sealed and path == log.segments()[0].path
+    _flip(path, pos + HEADER_SIZE + size // 3)
+    with pytest.raises(CorruptLogError) as e:
+        log.read(0, 1 << 20)
+    assert e.value.offset == bad == 3
+    assert e.value.code is ErrorCode.KAFKA_STORAGE_ERROR and e.value.http_status == 503
+    assert e.value.to_json()["corrupt_offset"] == 3
+    # The frame before it is whole and readable alone; so is everything after it.
+    [(header, _)] = log.read(0, 10)
+    assert header.base_offset == 0
+    after = stored[2][2]
+    assert log.read(after, 1 << 20)[0][0].base_offset == after
+
+
+def test_a_changed_base_offset_outside_the_crc_is_caught(env, frame) -> None:  # type: ignore[no-untyped-def]
+    """The header's base offset is not under the CRC (the leader patches it in place): the
+    read checks it against the offsets the index promises."""
+    log = _log_of_sealed_segments(env, frame)
+    path, pos, bad, _ = _frames_at(log)[2]
+    _flip(path, pos + 4)  # the low byte of base_offset
+    with pytest.raises(CorruptLogError, match="says offset") as e:
+        log.read(0, 1 << 20)
+    assert e.value.offset == bad
+
+
+def test_time_lookup_does_not_decode_a_corrupt_frame(env, frame) -> None:  # type: ignore[no-untyped-def]
+    log = env.open()
+    log.append([frame(3, ts=1_000)], leader_epoch=1, now_ms=1)
+    log.append([frame(3, ts=5_000)], leader_epoch=1, now_ms=1)
+    path, pos, _, size = _frames_at(log)[1]
+    _flip(path, pos + size - 20)
+    with pytest.raises(CorruptLogError):
+        log.offset_for_timestamp(4_000)
+
+
+def test_a_follower_repairs_by_truncating_below_the_corrupt_frame(env, frame) -> None:  # type: ignore[no-untyped-def]
+    async def run() -> None:
+        log = _log_of_sealed_segments(env, frame)
+        state = PartitionState(log, me=2)
+        state.apply(PartitionInfo("orders", env.topic_id, 0, 1, 5, [1, 2, 3], [1, 2, 3], 7))
+        assert state.role is Role.FOLLOWER
+        state.high_watermark = log.log_end_offset
+        path, pos, bad, size = _frames_at(log)[4]
+        _flip(path, pos + HEADER_SIZE + size // 2)
+        with pytest.raises(CorruptLogError):
+            await fetch(state, 0, 1_000, 1 << 20, 0)  # a fetch node's follower read
+        assert state.repair_from == bad
+        corruption.repair(state)  # what the replica fetcher does before its next fetch
+        assert state.repair_from is None
+        assert log.log_end_offset == bad and state.high_watermark == bad
+        got = await fetch(state, 0, 1_000, 1 << 20, 0)  # the whole frames below it still serve
+        assert got.batch.column(0).to_pylist() == list(range(bad))
+
+    asyncio.run(run())
+
+
+def test_a_leader_answers_errors_and_keeps_its_log(env, frame) -> None:  # type: ignore[no-untyped-def]
+    async def run() -> None:
+        log = _log_of_sealed_segments(env, frame)
+        state = PartitionState(log, me=1)
+        state.apply(PartitionInfo("orders", env.topic_id, 0, 1, 5, [1], [1], 7))
+        assert state.role is Role.LEADER
+        state.high_watermark = log.log_end_offset
+        path, pos, _, size = _frames_at(log)[1]
+        _flip(path, pos + HEADER_SIZE + size // 2)
+        end = log.log_end_offset
+        for _ in range(2):
+            with pytest.raises(CorruptLogError):
+                await fetch(state, 0, 1_000, 1 << 20, 0)
+        corruption.repair(state)
+        assert state.repair_from is None and log.log_end_offset == end
+
+    asyncio.run(run())
+
+
+def test_hot_fetches_name_each_frame_and_its_crc(env, frame) -> None:  # type: ignore[no-untyped-def]
+    async def run() -> None:
+        log = env.open()
+        for n in (2, 3, 4):
+            log.append([frame(n)], leader_epoch=1, now_ms=1)
+        state = PartitionState(log, me=1)
+        state.apply(PartitionInfo("orders", env.topic_id, 0, 1, 5, [1], [1], 7))
+        state.high_watermark = log.log_end_offset
+        stored = {h.base_offset: h for h, _ in log.read(0, 1 << 20)}
+        got = await fetch(state, 1, 4, 1 << 20, 0)
+        assert got.batch.column(0).to_pylist() == [1, 2, 3, 4] and got.next_offset == 5
+        # The frames served from (the third, not reached, is not listed), with their CRCs.
+        assert [(f.base_offset, f.last_offset, f.crc) for f in got.frames] == [
+            (0, 1, stored[0].crc),
+            (2, 4, stored[2].crc),
+        ]
+
+    asyncio.run(run())
+
+
+def test_check_segment_finds_the_first_bad_frame(env, frame) -> None:  # type: ignore[no-untyped-def]
+    log = _log_of_sealed_segments(env, frame)
+    seg = log.segments()[0]
+    fd = os.open(seg.path, os.O_RDONLY)
+    try:
+        assert corruption.check_segment(fd, seg.size, seg.base_offset) is None
+        assert corruption.check_segment(fd, seg.size, seg.base_offset + 1) == seg.base_offset + 1
+        path, pos, bad, _ = _frames_at(log)[2]
+        assert path == seg.path
+        _flip(path, pos + HEADER_SIZE + 1)
+        assert corruption.check_segment(fd, seg.size, seg.base_offset) == bad
+    finally:
+        os.close(fd)
