@@ -1,0 +1,171 @@
+"""The nemesis: faults drawn from a seeded random generator, one at a time, each healed before
+the next. Every fault is named, so a run can include or exclude it (`--faults`, `--exclude`):
+
+    kill            kill -9 a broker (a partition leader 7 times in 10), restart it 1-2.5 s on
+    pause-leader    SIGSTOP a partition leader past its lease, then SIGCONT
+    pause-postgres  SIGSTOP every Postgres process past the brokers' leases, then SIGCONT
+    s3              S3 answers 500/503 and stalls requests (the proxy) for 4-6 s
+    corrupt         flip bytes inside one frame of a sealed segment on one replica
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from logformat.frame import HEADER_SIZE, decode_header
+from tests.chaos.history import History
+from tests.chaos.workload import TOPIC
+from tests.chaos.world import World
+from tests.integration.cluster import wait_for
+
+LEASE_S = 3.0  # tests/integration/cluster.py FAST --lease-ms
+PAST_LEASE_S = LEASE_S + 1.5
+RECOVERY_S = 60.0  # a fault's damage must be undone (all brokers back) within this
+
+
+class Nemesis:
+    def __init__(self, world: World, history: History, rng: random.Random, partitions: int):
+        assert world.cluster is not None
+        self.world, self.cluster, self.history = world, world.cluster, history
+        self.rng, self.partitions = rng, partitions
+
+    def schedule(self, rounds: int, faults: Sequence[str]) -> list[str]:
+        """`rounds` faults: each of `faults` once (shuffled) before any repeats."""
+        plan: list[str] = []
+        while len(plan) < rounds:
+            batch = list(faults)
+            self.rng.shuffle(batch)
+            plan += batch
+        return plan[:rounds]
+
+    def run(self, plan: Sequence[str]) -> None:
+        for i, name in enumerate(plan):
+            what = FAULTS[name](self)
+            self.history.fault(f"{i + 1}/{len(plan)} {name}: {what}")
+            print(f"chaos nemesis {i + 1}/{len(plan)} {name}: {what}", flush=True)
+            self._await_recovery(name)
+            time.sleep(self.rng.uniform(0.5, 1.5))
+
+    def _await_recovery(self, name: str) -> None:
+        def all_alive() -> bool:
+            brokers = self.cluster.any().http.get("/brokers").json()["brokers"]
+            return len(brokers) == len(self.cluster.brokers) and all(b["alive"] for b in brokers)
+
+        wait_for(f"every broker alive after {name}", all_alive, timeout=RECOVERY_S)
+
+    def _leader_of_any(self) -> tuple[int, int]:
+        p = self.rng.randrange(self.partitions)
+        return p, self.cluster.leader(TOPIC, p).broker_id
+
+    # -- the faults: each returns what it did -------------------------------------------------
+
+    def kill(self) -> str:
+        if self.rng.random() < 0.7:
+            p, victim = self._leader_of_any()
+            what = f"broker {victim} (leader of partition {p})"
+        else:
+            victim = self.rng.choice(sorted(self.cluster.brokers))
+            what = f"broker {victim}"
+        broker = self.cluster.brokers[victim]
+        broker.kill(signal.SIGKILL)
+        down = self.rng.uniform(1.0, 2.5)
+        time.sleep(down)
+        broker.start()
+        return f"kill -9 {what}, down {down:.1f}s"
+
+    def pause_leader(self) -> str:
+        p, victim = self._leader_of_any()
+        broker = self.cluster.brokers[victim]
+        pause = self.rng.uniform(PAST_LEASE_S, PAST_LEASE_S + 1.5)
+        broker.kill(signal.SIGSTOP)
+        try:
+            time.sleep(pause)
+        finally:
+            broker.kill(signal.SIGCONT)
+        return f"SIGSTOP broker {victim} (leader of partition {p}) for {pause:.1f}s"
+
+    def pause_postgres(self) -> str:
+        pause = self.rng.uniform(PAST_LEASE_S, PAST_LEASE_S + 1.5)
+        self.world.pg.signal_all(signal.SIGSTOP)
+        try:
+            time.sleep(pause)
+        finally:
+            self.world.pg.signal_all(signal.SIGCONT)
+        return f"SIGSTOP Postgres for {pause:.1f}s"
+
+    def s3(self) -> str:
+        assert self.world.s3 is not None
+        before = self.world.s3.injected()
+        window = self.rng.uniform(4.0, 6.0)
+        self.world.s3.set_enabled(True)
+        try:
+            time.sleep(window)
+        finally:
+            self.world.s3.set_enabled(False)
+        return (
+            f"S3 errors and stalls for {window:.1f}s ({self.world.s3.injected() - before} faults)"
+        )
+
+    def corrupt(self) -> str:
+        sealed = [
+            (broker_id, p, segment)
+            for broker_id, broker in sorted(self.cluster.brokers.items())
+            for p in range(self.partitions)
+            # every segment but the newest (the active one) is sealed
+            for segment in sorted(
+                (broker.data_dir / f"{TOPIC}-{p}").glob("*.log"), key=lambda f: int(f.stem)
+            )[:-1]
+        ]
+        if not sealed:
+            return "nothing to corrupt: no sealed segment yet"
+        broker_id, p, segment = self.rng.choice(sealed)
+        at = corrupt_frame(segment, self.rng)
+        return f"flipped bytes at {at} of {segment.name} (partition {p}) on broker {broker_id}"
+
+
+def corrupt_frame(segment: Path, rng: random.Random) -> int:
+    """Flip 4 bytes inside the payload of one frame of `segment` (so only its CRC can tell);
+    returns the file position flipped."""
+    data = segment.read_bytes()
+    frames: list[tuple[int, int]] = []  # (payload start, payload length)
+    pos = 0
+    while pos + HEADER_SIZE <= len(data):
+        header = decode_header(data, pos)
+        frames.append((pos + HEADER_SIZE, header.payload_length))
+        pos += HEADER_SIZE + header.payload_length
+    start, length = rng.choice(frames)
+    at = start + rng.randrange(length // 2, max(length - 4, length // 2 + 1))
+    flipped = bytes(b ^ 0xFF for b in data[at : at + 4])
+    fd = os.open(segment, os.O_WRONLY)
+    try:
+        os.pwrite(fd, flipped, at)
+    finally:
+        os.close(fd)
+    return at
+
+
+FAULTS: dict[str, Callable[[Nemesis], str]] = {
+    "kill": Nemesis.kill,
+    "pause-leader": Nemesis.pause_leader,
+    "pause-postgres": Nemesis.pause_postgres,
+    "s3": Nemesis.s3,
+    "corrupt": Nemesis.corrupt,
+}
+
+
+def select(include: str | None, exclude: str | None) -> list[str]:
+    """The faults named in `include` (comma-separated; default all) minus those in `exclude`."""
+    names = [n.strip() for n in (include or ",".join(FAULTS)).split(",") if n.strip()]
+    dropped = {n.strip() for n in (exclude or "").split(",") if n.strip()}
+    unknown = sorted((set(names) | dropped) - set(FAULTS))
+    if unknown:
+        raise ValueError(f"unknown faults {unknown}; known: {', '.join(FAULTS)}")
+    chosen = [n for n in names if n not in dropped]
+    if not chosen:
+        raise ValueError("no faults left to run")
+    return chosen

@@ -1,0 +1,171 @@
+"""One chaos run: the world, the workload, the nemesis's schedule, then the checks — the history
+checker on the final log, replicas byte-identical up to the high watermark, and the ISR whole
+again within a bound after the nemesis stops."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.chaos.checker import check
+from tests.chaos.history import History, Kind, Row
+from tests.chaos.nemesis import Nemesis
+from tests.chaos.workload import TOPIC, Consumer, EpochWatcher, Producer
+from tests.chaos.world import World
+from tests.integration.cluster import Cluster, wait_for
+
+PARTITIONS = 3
+ISR_BOUND_S = 45.0  # the ISR must be whole again this long after the nemesis stops
+PRODUCERS = (
+    ("idem1", Kind.IDEMPOTENT_ALL),
+    ("idem2", Kind.IDEMPOTENT_ALL),
+    ("plain", Kind.PLAIN_ALL),
+    ("one", Kind.PLAIN_ONE),
+)
+CONSUMERS = 2
+
+
+@dataclass
+class Outcome:
+    seed: int
+    faults: list[str] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    stats: str = ""
+    logs: str = ""
+
+    def report(self) -> str:
+        lines = [f"chaos seed {self.seed}: {self.stats}", *self.faults]
+        if self.violations:
+            lines += ["VIOLATIONS:", *self.violations, self.logs]
+        return "\n".join(lines)
+
+
+def run(root: Path, seed: int, rounds: int, faults: Sequence[str]) -> Outcome:
+    print(f"chaos seed {seed} (replay: python -m tests.chaos --seed {seed})", flush=True)
+    rng = random.Random(seed)
+    outcome = Outcome(seed)
+    with World(root, seed) as world:
+        assert world.cluster is not None
+        cluster = world.cluster
+        _create_topic(cluster)
+        history, stop = History(), threading.Event()
+        keys = [f"key-{i}" for i in range(24)]
+        producers = [
+            Producer(cluster, history, name, kind, keys[i :: len(PRODUCERS)], PARTITIONS, stop, s)
+            for i, (name, kind) in enumerate(PRODUCERS)
+            for s in [rng.randrange(2**32)]
+        ]
+        consumers = [
+            Consumer(cluster, history, f"c{i}", PARTITIONS, stop) for i in range(CONSUMERS)
+        ]
+        threads = [*producers, *consumers, EpochWatcher(cluster, history, stop)]
+        for t in threads:
+            t.start()
+        try:
+            time.sleep(2)
+            nemesis = Nemesis(world, history, rng, PARTITIONS)
+            nemesis.run(nemesis.schedule(rounds, faults))
+            time.sleep(2)  # traffic on the healed cluster
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(IDEMPOTENT_JOIN_S)
+        outcome.faults = list(history.faults)
+        outcome.violations += [f"{t.name} still running" for t in threads if t.is_alive()]
+        outcome.violations += _isr_whole(cluster)
+        final, hws = _final_log(cluster)
+        outcome.violations += check(history, final, hws)
+        outcome.violations += _replicas_identical(cluster)
+        retries = sum(p.retries for p in producers)
+        outcome.stats = (
+            f"{len(history.acks)} acknowledged, {len(history.reads)} read, {retries} retries, "
+            f"{sum(len(r) for r in final.values())} in the log, {len(faults)} fault kinds"
+        )
+        if outcome.violations:
+            outcome.logs = world.log_tails()
+        if len(history.acks) < 200:
+            outcome.violations.append(f"too little traffic to mean anything: {outcome.stats}")
+    return outcome
+
+
+IDEMPOTENT_JOIN_S = 150.0  # an idempotent producer finishes its batch (retries up to 120 s)
+
+
+def _create_topic(cluster: Cluster) -> None:
+    r = cluster.any().http.post(
+        "/topics",
+        json={
+            "name": TOPIC,
+            "partitions": PARTITIONS,
+            "replication_factor": 3,
+            "configs": {"min.insync.replicas": 2, "segment.bytes": 64 * 1024},
+        },
+    )
+    assert r.status_code == 201, r.text
+    wait_for("full ISRs", lambda: _isrs_full(cluster))
+
+
+def _isrs_full(cluster: Cluster) -> bool:
+    parts = cluster.describe(TOPIC)["partitions"]
+    return all(len(p["isr"]) == len(cluster.brokers) for p in parts)
+
+
+def _isr_whole(cluster: Cluster) -> list[str]:
+    try:
+        wait_for("full ISRs after the nemesis", lambda: _isrs_full(cluster), timeout=ISR_BOUND_S)
+    except AssertionError:
+        parts = cluster.describe(TOPIC)["partitions"]
+        return [
+            f"partition {p['partition']}: ISR {p['isr']} of replicas {p['replicas']} "
+            f"(leader {p['leader']}, epoch {p['leader_epoch']}) {ISR_BOUND_S:.0f}s after the faults"
+            for p in parts
+            if len(p["isr"]) != len(p["replicas"])
+        ]
+    return []
+
+
+def _final_log(cluster: Cluster) -> tuple[dict[int, list[Row]], dict[int, int]]:
+    final: dict[int, list[Row]] = {}
+    hws: dict[int, int] = {}
+    for p in range(PARTITIONS):
+        rows = cluster.leader(TOPIC, p).fetch_all(TOPIC, p)
+        final[p] = [Row(r["offset"], r.get("key"), r.get("value")) for r in rows]
+        hws[p] = int(cluster.partition(TOPIC, p)["high_watermark"])
+    return final, hws
+
+
+def _replicas_identical(cluster: Cluster) -> list[str]:
+    """Every replica's segment bytes equal, up to the high watermark (nothing is produced now,
+    so followers catch up to the log end)."""
+    problems = []
+    for p in range(PARTITIONS):
+
+        def same(p: int = p) -> bool:
+            copies = {cluster.segment_bytes(b, TOPIC, p) for b in cluster.brokers.values()}
+            return len(copies) == 1
+
+        try:
+            wait_for(f"byte-identical replicas of partition {p}", same, timeout=30)
+        except AssertionError:
+            copies = {i: cluster.segment_bytes(b, TOPIC, p) for i, b in cluster.brokers.items()}
+            problems.append(f"partition {p}: replicas differ: {_first_difference(copies)}")
+    return problems
+
+
+def _first_difference(copies: dict[int, bytes]) -> str:
+    ids = sorted(copies)
+    base = copies[ids[0]]
+    parts = [f"broker {ids[0]} {len(base)} bytes"]
+    for i in ids[1:]:
+        other = copies[i]
+        at = next(
+            (k for k, (a, b) in enumerate(zip(base, other, strict=False)) if a != b),
+            min(len(base), len(other)),
+        )
+        same = "same" if other == base else f"first difference at byte {at}"
+        parts.append(f"broker {i} {len(other)} bytes ({same})")
+    return ", ".join(parts)
