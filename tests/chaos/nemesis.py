@@ -6,6 +6,7 @@ the next. Every fault is named, so a run can include or exclude it (`--faults`, 
     pause-postgres  SIGSTOP every Postgres process past the brokers' leases, then SIGCONT
     s3              S3 answers 500/503 and stalls requests (the proxy) for 4-6 s
     corrupt         flip bytes inside one frame of a sealed segment on one replica
+                    (CI leaves it out until corrupt frames are caught: test_chaos.py)
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from tests.integration.cluster import wait_for
 
 LEASE_S = 3.0  # tests/integration/cluster.py FAST --lease-ms
 PAST_LEASE_S = LEASE_S + 1.5
+S3_MIN_FAULTS = 3
 RECOVERY_S = 60.0  # a fault's damage must be undone (all brokers back) within this
 
 
@@ -100,37 +102,42 @@ class Nemesis:
 
     def s3(self) -> str:
         assert self.world.s3 is not None
-        before = self.world.s3.injected()
+        proxy, before = self.world.s3, self.world.s3.injected()
         window = self.rng.uniform(4.0, 6.0)
-        self.world.s3.set_enabled(True)
+        start = time.monotonic()
+        proxy.set_enabled(True)
         try:
             time.sleep(window)
+            # S3 is touched only when a segment is tiered or merged: keep the faults on until
+            # some requests met them (bounded: early in a run nothing may be sealed yet).
+            while proxy.injected() - before < S3_MIN_FAULTS and time.monotonic() - start < 15:
+                time.sleep(0.5)
         finally:
-            self.world.s3.set_enabled(False)
-        return (
-            f"S3 errors and stalls for {window:.1f}s ({self.world.s3.injected() - before} faults)"
-        )
+            proxy.set_enabled(False)
+        took = time.monotonic() - start
+        return f"S3 errors and stalls for {took:.1f}s ({proxy.injected() - before} faults)"
 
     def corrupt(self) -> str:
-        sealed = [
-            (broker_id, p, segment)
-            for broker_id, broker in sorted(self.cluster.brokers.items())
-            for p in range(self.partitions)
-            # every segment but the newest (the active one) is sealed
-            for segment in sorted(
-                (broker.data_dir / f"{TOPIC}-{p}").glob("*.log"), key=lambda f: int(f.stem)
-            )[:-1]
-        ]
-        if not sealed:
-            return "nothing to corrupt: no sealed segment yet"
-        broker_id, p, segment = self.rng.choice(sealed)
+        def sealed() -> list[tuple[int, int, Path]]:
+            return [
+                (broker_id, p, segment)
+                for broker_id, broker in sorted(self.cluster.brokers.items())
+                for p in range(self.partitions)
+                # every segment but the newest (the active one) is sealed
+                for segment in sorted(
+                    (broker.data_dir / f"{TOPIC}-{p}").glob("*.log"), key=lambda f: int(f.stem)
+                )[:-1]
+            ]
+
+        # Early in a run nothing may be sealed yet: the workload seals a segment in seconds.
+        broker_id, p, segment = self.rng.choice(wait_for("a sealed segment", sealed, timeout=30))
         at = corrupt_frame(segment, self.rng)
         return f"flipped bytes at {at} of {segment.name} (partition {p}) on broker {broker_id}"
 
 
 def corrupt_frame(segment: Path, rng: random.Random) -> int:
-    """Flip 4 bytes inside the payload of one frame of `segment` (so only its CRC can tell);
-    returns the file position flipped."""
+    """Flip 16 bytes inside the Arrow body of one frame of `segment` (header intact, so only
+    the CRC can tell); returns the file position flipped."""
     data = segment.read_bytes()
     frames: list[tuple[int, int]] = []  # (payload start, payload length)
     pos = 0
@@ -139,8 +146,8 @@ def corrupt_frame(segment: Path, rng: random.Random) -> int:
         frames.append((pos + HEADER_SIZE, header.payload_length))
         pos += HEADER_SIZE + header.payload_length
     start, length = rng.choice(frames)
-    at = start + rng.randrange(length // 2, max(length - 4, length // 2 + 1))
-    flipped = bytes(b ^ 0xFF for b in data[at : at + 4])
+    at = start + rng.randrange(length // 2, max(length - 16, length // 2 + 1))
+    flipped = bytes(b ^ 0xFF for b in data[at : at + 16])
     fd = os.open(segment, os.O_WRONLY)
     try:
         os.pwrite(fd, flipped, at)

@@ -11,9 +11,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
+
 from tests.chaos.checker import check
+from tests.chaos.cold import cold_agrees
 from tests.chaos.history import History, Kind, Row
 from tests.chaos.nemesis import Nemesis
+from tests.chaos.replicas import replicas_identical, replicas_serve
 from tests.chaos.workload import TOPIC, Consumer, EpochWatcher, Producer
 from tests.chaos.world import World
 from tests.integration.cluster import Cluster, wait_for
@@ -50,46 +54,69 @@ def run(root: Path, seed: int, rounds: int, faults: Sequence[str]) -> Outcome:
     outcome = Outcome(seed)
     with World(root, seed) as world:
         assert world.cluster is not None
-        cluster = world.cluster
-        _create_topic(cluster)
-        history, stop = History(), threading.Event()
-        keys = [f"key-{i}" for i in range(24)]
-        producers = [
-            Producer(cluster, history, name, kind, keys[i :: len(PRODUCERS)], PARTITIONS, stop, s)
-            for i, (name, kind) in enumerate(PRODUCERS)
-            for s in [rng.randrange(2**32)]
-        ]
-        consumers = [
-            Consumer(cluster, history, f"c{i}", PARTITIONS, stop) for i in range(CONSUMERS)
-        ]
-        threads = [*producers, *consumers, EpochWatcher(cluster, history, stop)]
-        for t in threads:
-            t.start()
+        history = History()
         try:
-            time.sleep(2)
-            nemesis = Nemesis(world, history, rng, PARTITIONS)
-            nemesis.run(nemesis.schedule(rounds, faults))
-            time.sleep(2)  # traffic on the healed cluster
-        finally:
-            stop.set()
-            for t in threads:
-                t.join(IDEMPOTENT_JOIN_S)
+            _create_topic(world.cluster)
+            stats = _workload_under_faults(world, history, rng, rounds, faults, outcome)
+            outcome.violations += _checks(world, history)
+            outcome.stats = f"{stats}, {len(faults)} fault kinds"
+        except Exception as exc:  # a run that could not finish still reports its seed and logs
+            outcome.violations.append(f"run aborted: {exc!r}")
         outcome.faults = list(history.faults)
-        outcome.violations += [f"{t.name} still running" for t in threads if t.is_alive()]
-        outcome.violations += _isr_whole(cluster)
-        final, hws = _final_log(cluster)
-        outcome.violations += check(history, final, hws)
-        outcome.violations += _replicas_identical(cluster)
-        retries = sum(p.retries for p in producers)
-        outcome.stats = (
-            f"{len(history.acks)} acknowledged, {len(history.reads)} read, {retries} retries, "
-            f"{sum(len(r) for r in final.values())} in the log, {len(faults)} fault kinds"
-        )
-        if outcome.violations:
-            outcome.logs = world.log_tails()
         if len(history.acks) < 200:
             outcome.violations.append(f"too little traffic to mean anything: {outcome.stats}")
+        if outcome.violations:
+            outcome.logs = world.log_tails()
     return outcome
+
+
+def _workload_under_faults(
+    world: World,
+    history: History,
+    rng: random.Random,
+    rounds: int,
+    faults: Sequence[str],
+    outcome: Outcome,
+) -> str:
+    """Producers, consumers and the epoch watcher run through the nemesis's schedule."""
+    assert world.cluster is not None
+    cluster, stop = world.cluster, threading.Event()
+    keys = [f"key-{i}" for i in range(24)]
+    producers = [
+        Producer(cluster, history, name, kind, keys[i :: len(PRODUCERS)], PARTITIONS, stop, s)
+        for i, (name, kind) in enumerate(PRODUCERS)
+        for s in [rng.randrange(2**32)]
+    ]
+    consumers = [Consumer(cluster, history, f"c{i}", PARTITIONS, stop) for i in range(CONSUMERS)]
+    threads = [*producers, *consumers, EpochWatcher(cluster, history, stop)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(2)
+        nemesis = Nemesis(world, history, rng, PARTITIONS)
+        nemesis.run(nemesis.schedule(rounds, faults))
+        time.sleep(2)  # traffic on the healed cluster
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(IDEMPOTENT_JOIN_S)
+    outcome.violations += [f"{t.name} still running" for t in threads if t.is_alive()]
+    retries = sum(p.retries for p in producers)
+    return f"{len(history.acks)} acknowledged, {len(history.reads)} read, {retries} retries"
+
+
+def _checks(world: World, history: History) -> list[str]:
+    """Everything checked once the nemesis has stopped."""
+    assert world.cluster is not None and world.direct_s3 is not None
+    cluster = world.cluster
+    violations = _isr_whole(cluster)
+    final, hws, unreadable = _final_log(cluster)
+    violations += unreadable
+    violations += check(history, final, hws)
+    violations += replicas_serve(cluster, world.database_url, final)
+    violations += replicas_identical(cluster, PARTITIONS)
+    violations += cold_agrees(world.direct_s3, final)
+    return violations
 
 
 IDEMPOTENT_JOIN_S = 150.0  # an idempotent producer finishes its batch (retries up to 120 s)
@@ -128,44 +155,20 @@ def _isr_whole(cluster: Cluster) -> list[str]:
     return []
 
 
-def _final_log(cluster: Cluster) -> tuple[dict[int, list[Row]], dict[int, int]]:
+def _final_log(
+    cluster: Cluster,
+) -> tuple[dict[int, list[Row]], dict[int, int], list[str]]:
+    """Each partition read in full from its leader, its high watermark, and the partitions
+    that could not be read (the checker then leaves them out)."""
     final: dict[int, list[Row]] = {}
     hws: dict[int, int] = {}
+    unreadable: list[str] = []
     for p in range(PARTITIONS):
-        rows = cluster.leader(TOPIC, p).fetch_all(TOPIC, p)
-        final[p] = [Row(r["offset"], r.get("key"), r.get("value")) for r in rows]
-        hws[p] = int(cluster.partition(TOPIC, p)["high_watermark"])
-    return final, hws
-
-
-def _replicas_identical(cluster: Cluster) -> list[str]:
-    """Every replica's segment bytes equal, up to the high watermark (nothing is produced now,
-    so followers catch up to the log end)."""
-    problems = []
-    for p in range(PARTITIONS):
-
-        def same(p: int = p) -> bool:
-            copies = {cluster.segment_bytes(b, TOPIC, p) for b in cluster.brokers.values()}
-            return len(copies) == 1
-
         try:
-            wait_for(f"byte-identical replicas of partition {p}", same, timeout=30)
-        except AssertionError:
-            copies = {i: cluster.segment_bytes(b, TOPIC, p) for i, b in cluster.brokers.items()}
-            problems.append(f"partition {p}: replicas differ: {_first_difference(copies)}")
-    return problems
-
-
-def _first_difference(copies: dict[int, bytes]) -> str:
-    ids = sorted(copies)
-    base = copies[ids[0]]
-    parts = [f"broker {ids[0]} {len(base)} bytes"]
-    for i in ids[1:]:
-        other = copies[i]
-        at = next(
-            (k for k, (a, b) in enumerate(zip(base, other, strict=False)) if a != b),
-            min(len(base), len(other)),
-        )
-        same = "same" if other == base else f"first difference at byte {at}"
-        parts.append(f"broker {i} {len(other)} bytes ({same})")
-    return ", ".join(parts)
+            rows = cluster.leader(TOPIC, p).fetch_all(TOPIC, p)
+            hws[p] = int(cluster.partition(TOPIC, p)["high_watermark"])
+        except (AssertionError, httpx.HTTPError) as exc:
+            unreadable.append(f"partition {p}: the final read failed: {exc}")
+            continue
+        final[p] = [Row(r["offset"], r.get("key"), r.get("value")) for r in rows]
+    return final, hws, unreadable

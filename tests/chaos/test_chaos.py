@@ -11,8 +11,10 @@ from pathlib import Path
 from tests.chaos.nemesis import select
 from tests.chaos.runner import run
 
-# Faults left out of CI's schedule by default, each for a known bug (see the report).
-KNOWN_BROKEN = ""
+# Faults CI's schedule leaves out (TIERLOG_CHAOS_EXCLUDE overrides), each for a known bug:
+# corrupt: a corrupt sealed segment is served and never re-fetched, so replicas stay
+# different (issue 12, "Found" 4); take it out of here once CRCs are checked on reads.
+KNOWN_BROKEN = "corrupt"
 
 
 def test_short_chaos_schedule_keeps_every_guarantee(tmp_path: Path) -> None:

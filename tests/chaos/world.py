@@ -96,7 +96,7 @@ class World:
                 )
         return self
 
-    def log_tails(self, lines: int = 30) -> str:
+    def log_tails(self, lines: int = 12) -> str:
         parts = []
         if self.cluster is not None:
             for i, b in self.cluster.brokers.items():
