@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.chaos.checker import check
+from tests.chaos.checker import allowed_losses, check
 from tests.chaos.cold import cold_agrees
 from tests.chaos.history import History, Kind, Row
 from tests.chaos.nemesis import Nemesis
@@ -58,8 +58,9 @@ def run(root: Path, seed: int, rounds: int, faults: Sequence[str]) -> Outcome:
         try:
             _create_topic(world.cluster)
             stats = _workload_under_faults(world, history, rng, rounds, faults, outcome)
-            outcome.violations += _checks(world, history)
-            outcome.stats = f"{stats}, {len(faults)} fault kinds"
+            violations, allowed = _checks(world, history)
+            outcome.violations += violations
+            outcome.stats = f"{stats}, {len(faults)} fault kinds, allowed: {allowed}"
         except Exception as exc:  # a run that could not finish still reports its seed and logs
             outcome.violations.append(f"run aborted: {exc!r}")
         outcome.faults = list(history.faults)
@@ -105,7 +106,7 @@ def _workload_under_faults(
     return f"{len(history.acks)} acknowledged, {len(history.reads)} read, {retries} retries"
 
 
-def _checks(world: World, history: History) -> list[str]:
+def _checks(world: World, history: History) -> tuple[list[str], dict[str, int]]:
     """Everything checked once the nemesis has stopped."""
     assert world.cluster is not None and world.direct_s3 is not None
     cluster = world.cluster
@@ -116,7 +117,7 @@ def _checks(world: World, history: History) -> list[str]:
     violations += replicas_serve(cluster, world.database_url, final)
     violations += replicas_identical(cluster, PARTITIONS)
     violations += cold_agrees(world.direct_s3, final)
-    return violations
+    return violations, allowed_losses(history, final)
 
 
 IDEMPOTENT_JOIN_S = 150.0  # an idempotent producer finishes its batch (retries up to 120 s)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.chaos.checker import check
+from tests.chaos.checker import allowed_losses, check
 from tests.chaos.history import History, Kind, Row, value_of
 
 
@@ -72,6 +72,7 @@ def test_a_plain_producer_may_duplicate_on_retry() -> None:
     h.ack("plain", 0, 1, "b", P0)
     h.ack("plain", 0, 2, "b", P1)
     assert check(h, final, _hw(final)) == []
+    assert allowed_losses(h, final)["plain records duplicated"] == 1
 
 
 def test_an_offset_gap_is_caught() -> None:
@@ -120,6 +121,7 @@ def test_acks_1_loss_is_allowed_only_across_a_failover() -> None:
     assert any(O0 in p and "lost" in p for p in problems), problems  # no failover seen
     h.epoch(0, 2)  # the leader changed after the acknowledgement
     assert check(h, final, _hw(final)) == []
+    assert allowed_losses(h, final)["acks=1 lost in a failover"] == 1
 
 
 @pytest.mark.parametrize("bad", [Row(1, "a", "garbage"), Row(1, "x", A1)])
