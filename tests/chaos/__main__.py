@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.chaos.nemesis import FAULTS, select
+from tests.chaos.nemesis import FAULTS, KNOWN_BROKEN, select
 from tests.chaos.runner import run
 
 
@@ -18,7 +18,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=20, help="faults to inject (default 20)")
     parser.add_argument("--seed", type=int, help="the random seed (default: a new one, printed)")
     parser.add_argument("--faults", help=f"comma-separated, of: {', '.join(FAULTS)} (default all)")
-    parser.add_argument("--exclude", help="comma-separated faults to leave out")
+    parser.add_argument(
+        "--exclude",
+        help=f"comma-separated faults to leave out (default, unless --faults is given: "
+        f"{KNOWN_BROKEN!r}, open bugs)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the logs and data dirs")
     args = parser.parse_args(argv)
     try:

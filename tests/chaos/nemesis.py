@@ -4,12 +4,12 @@ the next. Every fault is named, so a run can include or exclude it (`--faults`, 
     kill              kill -9 a broker (a partition leader 7 times in 10), restart it 1-5.5 s
                       later (past its lease half the time: then another broker leads)
     kill-idle-leader  kill -9 the leader of the partition nobody writes to, past its lease
-                      (CI leaves it out until the ISR heals after such a move: test_chaos.py)
+                      (left out by default until the ISR heals after such a move)
     pause-leader      SIGSTOP a partition leader past its lease, then SIGCONT
     pause-postgres    SIGSTOP every Postgres process past the brokers' leases, then SIGCONT
     s3                S3 answers 500/503 and stalls requests (the proxy) for 4-6 s or more
     corrupt           flip bytes inside one frame of a sealed segment on one replica
-                      (CI leaves it out until corrupt frames are caught: test_chaos.py)
+                      (left out by default until corrupt frames are caught)
 
 Faults other than kill-idle-leader spare the idle partition's leader where they can (Postgres
 pauses may still move it).
@@ -34,6 +34,12 @@ LEASE_S = 3.0  # tests/integration/cluster.py FAST --lease-ms
 PAST_LEASE_S = LEASE_S + 1.5
 S3_MIN_FAULTS = 3
 RECOVERY_S = 60.0  # a fault's damage must be undone (all brokers back) within this
+# Faults left out unless asked for (TIERLOG_CHAOS_EXCLUDE, --exclude ''), each for an open bug:
+# - corrupt: a corrupt sealed segment is served and never re-fetched, so replicas stay
+#   different (issue 12, "Found" 4); drop it from here once CRCs are checked on reads.
+# - kill-idle-leader: the replica that led the idle partition in between never rejoins the
+#   ISR ("truncated divergent tail" in a loop; issue 12, "Found" 1); drop it once fixed.
+KNOWN_BROKEN = "corrupt,kill-idle-leader"
 
 
 class Nemesis:
@@ -198,7 +204,10 @@ FAULTS: dict[str, Callable[[Nemesis], str]] = {
 
 
 def select(include: str | None, exclude: str | None) -> list[str]:
-    """The faults named in `include` (comma-separated; default all) minus those in `exclude`."""
+    """The faults named in `include` (comma-separated; default all) minus those in `exclude`
+    (default: KNOWN_BROKEN's, unless `include` names faults itself)."""
+    if exclude is None:
+        exclude = "" if include else KNOWN_BROKEN
     names = [n.strip() for n in (include or ",".join(FAULTS)).split(",") if n.strip()]
     dropped = {n.strip() for n in (exclude or "").split(",") if n.strip()}
     unknown = sorted((set(names) | dropped) - set(FAULTS))

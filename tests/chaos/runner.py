@@ -29,6 +29,7 @@ PARTITIONS = 4
 IDLE_PARTITION = 3
 ISR_BOUND_S = 45.0  # the ISR must be whole again this long after the nemesis stops
 STABLE_S = 3.0  # ... and stay whole this long
+IDEMPOTENT_JOIN_S = 75.0  # an idempotent producer finishes its batch (retries up to 60 s)
 PRODUCERS = (
     ("idem1", Kind.IDEMPOTENT_ALL),
     ("idem2", Kind.IDEMPOTENT_ALL),
@@ -124,9 +125,6 @@ def _checks(world: World, history: History) -> tuple[list[str], dict[str, int]]:
     violations += replicas_identical(cluster, PARTITIONS)
     violations += cold_agrees(world.direct_s3, final)
     return violations, allowed_losses(history, final)
-
-
-IDEMPOTENT_JOIN_S = 150.0  # an idempotent producer finishes its batch (retries up to 120 s)
 
 
 def _create_topic(cluster: Cluster) -> None:

@@ -13,13 +13,6 @@ from pathlib import Path
 from tests.chaos.nemesis import select
 from tests.chaos.runner import run
 
-# Faults CI's schedule leaves out (TIERLOG_CHAOS_EXCLUDE overrides), each for a known bug:
-# - corrupt: a corrupt sealed segment is served and never re-fetched, so replicas stay
-#   different (issue 12, "Found" 4); drop it from here once CRCs are checked on reads.
-# - kill-idle-leader: the replica that led the idle partition in between never rejoins the
-#   ISR ("truncated divergent tail" in a loop; issue 12, "Found" 1); drop it once fixed.
-KNOWN_BROKEN = "corrupt,kill-idle-leader"
-
 
 def test_short_chaos_schedule_keeps_every_guarantee(
     tmp_path: Path, record_property: Callable[[str, object], None]
@@ -28,7 +21,7 @@ def test_short_chaos_schedule_keeps_every_guarantee(
     record_property("chaos_seed", seed)  # tests/conftest.py prints it in the summary
     faults = select(
         os.environ.get("TIERLOG_CHAOS_FAULTS"),
-        os.environ.get("TIERLOG_CHAOS_EXCLUDE", KNOWN_BROKEN),
+        os.environ.get("TIERLOG_CHAOS_EXCLUDE"),  # default: nemesis.KNOWN_BROKEN
     )
     # Each fault once, and one more drawn at random.
     rounds = int(os.environ.get("TIERLOG_CHAOS_ROUNDS") or len(faults) + 1)

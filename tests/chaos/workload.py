@@ -24,7 +24,7 @@ TOPIC = "chaos"
 # the partition is moving (the 409s: a leader epoch older or newer than the broker's).
 RETRIABLE_STATUS = frozenset({408, 429, 502, 503, 504})
 RETRIABLE_409 = frozenset({"FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH"})
-IDEMPOTENT_PATIENCE_S = 120.0  # an idempotent batch is retried, unchanged, this long
+IDEMPOTENT_PATIENCE_S = 60.0  # an idempotent batch is retried, unchanged, this long
 PLAIN_PATIENCE_S = 20.0  # a plain producer gives a batch up after this (outcome unknown)
 
 
