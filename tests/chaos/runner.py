@@ -29,6 +29,7 @@ PARTITIONS = 4
 IDLE_PARTITION = 3
 ISR_BOUND_S = 45.0  # the ISR must be whole again this long after the nemesis stops
 STABLE_S = 3.0  # ... and stay whole this long
+TRUNCATION_LOOP = 100  # a follower truncating more often than this is stuck in a loop
 IDEMPOTENT_JOIN_S = 75.0  # an idempotent producer finishes its batch (retries up to 60 s)
 PRODUCERS = (
     ("idem1", Kind.IDEMPOTENT_ALL),
@@ -118,6 +119,8 @@ def _checks(world: World, history: History) -> tuple[list[str], dict[str, int]]:
     assert world.cluster is not None and world.direct_s3 is not None
     cluster = world.cluster
     violations = _isr_whole(cluster)
+    if violations:
+        violations += _truncation_loops(cluster)
     final, hws, unreadable = _final_log(cluster)
     violations += unreadable
     violations += check(history, final, hws)
@@ -185,6 +188,18 @@ def _isr_whole(cluster: Cluster) -> list[str]:
             for p in parts
             if sorted(p["isr"]) != sorted(p["replicas"]) or p["leader"] != p["replicas"][0]
         ]
+
+
+def _truncation_loops(cluster: Cluster) -> list[str]:
+    """The stuck-ISR symptom of issue 12 ("Found" 1), named when it is what kept a replica out:
+    a follower truncating to the same offset over and over instead of fetching."""
+    found = []
+    for i, b in sorted(cluster.brokers.items()):
+        text = b.log_path.read_text(errors="replace") if b.log_path.exists() else ""
+        n = text.count('"truncated divergent tail"')
+        if n > TRUNCATION_LOOP:
+            found.append(f"broker {i} logged 'truncated divergent tail' {n} times (issue 12, 1)")
+    return found
 
 
 def _final_log(
