@@ -145,8 +145,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for reports in terminalreporter.stats.values():
         for report in reports:
             for name, value in getattr(report, "user_properties", ()):
-                if name == "chaos_seed" and getattr(report, "when", "") == "call":
+                if getattr(report, "when", "") != "call":
+                    continue
+                if name == "chaos_seed":
                     terminalreporter.write_line(
                         f"{report.nodeid}: chaos seed {value} ({report.outcome}; replay with "
                         f"TIERLOG_CHAOS_SEED={value})"
                     )
+                elif name == "chaos_known_bugs":
+                    terminalreporter.write_line(f"{report.nodeid}: known bugs seen: {value}")

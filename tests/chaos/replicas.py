@@ -54,11 +54,11 @@ def replicas_serve(cluster: Cluster, database_url: str, final: dict[int, list[Ro
     return problems
 
 
-def replicas_identical(cluster: Cluster, partitions: int) -> list[str]:
+def replicas_identical(cluster: Cluster, partitions: list[int]) -> list[str]:
     """Violations: replicas whose segment bytes differ (nothing is produced now, so followers
     catch up to the log end, and a repaired copy has had its chance to be re-fetched)."""
     problems = []
-    for p in range(partitions):
+    for p in partitions:
 
         def same(p: int = p) -> bool:
             copies = {cluster.segment_bytes(b, TOPIC, p) for b in cluster.brokers.values()}

