@@ -1,6 +1,7 @@
-"""One chaos run: the world, the workload, the nemesis's schedule, then the checks — the history
-checker on the final log, replicas byte-identical up to the high watermark, and the ISR whole
-again within a bound after the nemesis stops."""
+"""One chaos run: the world, the workload, the nemesis's schedule, then the checks: the ISR whole
+again (and partitions back on their preferred leaders) within a bound after the nemesis stops,
+the history checker on the final log, every in-sync follower serving the leader's records,
+replicas byte-identical up to the high watermark, and the cold tier agreeing with the hot log."""
 
 from __future__ import annotations
 
