@@ -4,6 +4,8 @@ every replica's segment files are byte-identical up to the high watermark."""
 
 from __future__ import annotations
 
+import time
+
 from ingest.api.fetch_response import REPLICA_READ_HEADER
 from ingest.replication_wire import CLUSTER_TOKEN_HEADER
 from metadata.db import make_engine
@@ -12,6 +14,8 @@ from tests.chaos.checker import MAX_REPORTED
 from tests.chaos.history import Row
 from tests.chaos.workload import TOPIC
 from tests.integration.cluster import Cluster, wait_for
+
+REPAIR_S = 20.0  # a replica refusing a bad frame (503) has this long to repair it
 
 
 def replicas_serve(cluster: Cluster, database_url: str, final: dict[int, list[Row]]) -> list[str]:
@@ -27,12 +31,16 @@ def replicas_serve(cluster: Cluster, database_url: str, final: dict[int, list[Ro
         want = {r.offset: (r.key, r.value) for r in rows}
         for broker_id, broker in sorted(cluster.brokers.items()):
             offset, end = 0, len(rows)
+            deadline = time.monotonic() + REPAIR_S
             while offset < end:
                 r = broker.http.get(
                     f"/topics/{TOPIC}/partitions/{p}/records",
                     params={"offset": offset, "max_records": 5000},
                     headers=headers,
                 )
+                if r.status_code == 503 and time.monotonic() < deadline:
+                    time.sleep(0.5)  # refused (a corrupt frame is never served): repairing?
+                    continue
                 if r.status_code != 200:
                     problems.append(
                         f"broker {broker_id} read {p}@{offset}: {r.status_code} {r.text}"

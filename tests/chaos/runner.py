@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -21,7 +22,7 @@ from tests.chaos.checker import allowed_losses, check
 from tests.chaos.cold import cold_agrees
 from tests.chaos.history import History, Kind, Row, value_of
 from tests.chaos.nemesis import Nemesis
-from tests.chaos.replicas import replicas_identical, replicas_serve
+from tests.chaos.replicas import REPAIR_S, replicas_identical, replicas_serve
 from tests.chaos.workload import TOPIC, Consumer, EpochWatcher, Producer
 from tests.chaos.world import World
 from tests.integration.cluster import Cluster, wait_for
@@ -232,17 +233,29 @@ def _truncation_loops(cluster: Cluster) -> dict[int, str]:
     }
 
 
+def _read_in_full(cluster: Cluster, p: int) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + REPAIR_S
+    while True:
+        try:
+            return cluster.leader(TOPIC, p).fetch_all(TOPIC, p)
+        except (AssertionError, httpx.HTTPError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)  # refused (a corrupt frame is never served): repairing?
+
+
 def _final_log(
     cluster: Cluster,
 ) -> tuple[dict[int, list[Row]], dict[int, int], list[str]]:
     """Each partition read in full from its leader, its high watermark, and the partitions
-    that could not be read (the checker then leaves them out)."""
+    that could not be read within REPAIR_S (a corrupt frame refused: the checker then leaves
+    them out)."""
     final: dict[int, list[Row]] = {}
     hws: dict[int, int] = {}
     unreadable: list[str] = []
     for p in range(PARTITIONS):
         try:
-            rows = cluster.leader(TOPIC, p).fetch_all(TOPIC, p)
+            rows = _read_in_full(cluster, p)
             hws[p] = int(cluster.partition(TOPIC, p)["high_watermark"])
         except (AssertionError, httpx.HTTPError) as exc:
             unreadable.append(f"partition {p}: the final read failed: {exc}")
