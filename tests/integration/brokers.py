@@ -44,9 +44,7 @@ class BrokerProcess:
 
     def start(self, wait: bool = True) -> BrokerProcess:
         # The broker goes if this test process dies (a killed pytest leaves no brokers behind).
-        env = child_env(
-            dict(os.environ, **self.env, TIERLOG_DATABASE_URL=self.database_url)
-        )
+        env = child_env(dict(os.environ, **self.env, TIERLOG_DATABASE_URL=self.database_url))
         argv = [
             sys.executable,
             "-m",
