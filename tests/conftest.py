@@ -137,3 +137,20 @@ def db_engine(fresh_db: str) -> Iterator[Engine]:
     engine = make_engine(fresh_db)
     yield engine
     engine.dispose()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The chaos suite's random seeds, in every run's output (pass or fail, with xdist too:
+    reports carry their user properties from the workers), so any run can be replayed."""
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            for name, value in getattr(report, "user_properties", ()):
+                if getattr(report, "when", "") != "call":
+                    continue
+                if name == "chaos_seed":
+                    terminalreporter.write_line(
+                        f"{report.nodeid}: chaos seed {value} ({report.outcome}; replay with "
+                        f"TIERLOG_CHAOS_SEED={value})"
+                    )
+                elif name == "chaos_known_bugs":
+                    terminalreporter.write_line(f"{report.nodeid}: known bugs seen: {value}")

@@ -26,10 +26,12 @@ class BrokerProcess:
         broker_id: int = 1,
         extra_args: list[str] | None = None,
         secure: bool = False,
+        env: dict[str, str] | None = None,
     ) -> None:
         """`secure`: API keys and ACLs on (the production default); else `--insecure`, so
-        tests about other things need no keys."""
+        tests about other things need no keys. `env`: extra environment (e.g. S3 settings)."""
         self.database_url = database_url
+        self.env = env or {}
         self.data_dir = data_dir
         self.broker_id = broker_id
         self.port = free_port()
@@ -42,7 +44,7 @@ class BrokerProcess:
 
     def start(self, wait: bool = True) -> BrokerProcess:
         # The broker goes if this test process dies (a killed pytest leaves no brokers behind).
-        env = child_env(dict(os.environ, TIERLOG_DATABASE_URL=self.database_url))
+        env = child_env(dict(os.environ, **self.env, TIERLOG_DATABASE_URL=self.database_url))
         argv = [
             sys.executable,
             "-m",

@@ -46,9 +46,16 @@ def wait_for(
 
 
 class Cluster:
-    def __init__(self, database_url: str, root: Path, size: int, extra: list[str] | None = None):
+    def __init__(
+        self,
+        database_url: str,
+        root: Path,
+        size: int,
+        extra: list[str] | None = None,
+        env: dict[str, str] | None = None,
+    ):
         self.brokers = {
-            i: BrokerProcess(database_url, root / f"data-{i}", i, [*FAST, *(extra or [])])
+            i: BrokerProcess(database_url, root / f"data-{i}", i, [*FAST, *(extra or [])], env=env)
             for i in range(1, size + 1)
         }
         self._producer = IdempotentProducer(self)

@@ -1,0 +1,43 @@
+"""The cold tier against the final hot log: whatever tiering wrote to the Delta table (through
+S3 faults, while compaction rewrote files) is the hot log's records, each offset once."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from deltalake import DeltaTable
+
+from tests.chaos.checker import MAX_REPORTED
+from tests.chaos.history import Row
+from tests.chaos.workload import TOPIC
+from tiering.layout import table_uri
+from tiering.object_store import ObjectStoreConfig
+
+
+def _text(b: bytes | None) -> str | None:
+    return None if b is None else b.decode(errors="replace")
+
+
+def cold_agrees(config: ObjectStoreConfig, final: dict[int, list[Row]]) -> list[str]:
+    """Violations: a tiered offset held twice, or holding other than the hot log's record
+    (partitions missing from `final`, which could not be read, are left out)."""
+    uri = table_uri(config, TOPIC)
+    table = DeltaTable(uri, storage_options=config.storage_options()).to_pyarrow_table(
+        columns=["partition", "offset", "key", "value"]
+    )
+    hot = {(p, r.offset): (r.key, r.value) for p, rows in final.items() for r in rows}
+    problems: list[str] = []
+    seen = Counter(zip(table["partition"].to_pylist(), table["offset"].to_pylist(), strict=True))
+    problems += [f"cold tier: {p}:{o} tiered {n} times" for (p, o), n in seen.items() if n > 1]
+    for row in table.to_pylist():
+        at = (row["partition"], row["offset"])
+        if at[0] not in final:
+            continue
+        cold = (_text(row["key"]), _text(row["value"]))
+        if hot.get(at) != cold:
+            problems.append(f"cold tier: {at[0]}:{at[1]} holds {cold}, the hot log {hot.get(at)}")
+    if not len(table):
+        problems.append("cold tier: nothing was tiered (is the tiering worker running?)")
+    if len(problems) > MAX_REPORTED:
+        problems = [*problems[:MAX_REPORTED], f"... and {len(problems) - MAX_REPORTED} more"]
+    return problems

@@ -1,0 +1,115 @@
+"""What the chaos workload saw, recorded as it happened (thread-safe), for the checker.
+
+Every record a producer sends has a value unique in the run, `producer|key|n` (n counts up
+per producer), so the checker can tell records apart, find their producer and kind, and
+check per-key order from the log alone.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Kind(Enum):
+    """A producer's delivery contract, as in Kafka."""
+
+    IDEMPOTENT_ALL = "idempotent acks=all"  # exactly once, at the acknowledged offset
+    PLAIN_ALL = "plain acks=all"  # at least once: retries may duplicate, nothing acked is lost
+    PLAIN_ONE = "plain acks=1"  # an acknowledged record may be lost across a leader failover
+
+
+@dataclass(frozen=True)
+class Ack:
+    """A record the cluster acknowledged at `offset`."""
+
+    producer: str
+    kind: Kind
+    partition: int
+    offset: int
+    key: str
+    value: str
+    at: float  # monotonic time of the acknowledgement
+
+
+@dataclass(frozen=True)
+class Read:
+    """A record a consumer read (fetch serves only below the high watermark: committed)."""
+
+    consumer: str
+    partition: int
+    offset: int
+    key: str | None
+    value: str | None
+    at: float
+
+
+@dataclass(frozen=True)
+class EpochSeen:
+    """A partition's leader epoch as describe reported it at `at`."""
+
+    at: float
+    partition: int
+    epoch: int
+
+
+@dataclass(frozen=True)
+class Row:
+    """One record of the final log."""
+
+    offset: int
+    key: str | None
+    value: str | None
+
+
+def value_of(producer: str, key: str, n: int) -> str:
+    return f"{producer}|{key}|{n}"
+
+
+def parse_value(value: str | None) -> tuple[str, str, int] | None:
+    """(producer, key, n) of a workload value; None for anything the workload never wrote."""
+    parts = (value or "").split("|")
+    if len(parts) != 3 or not parts[2].isdigit():
+        return None
+    return parts[0], parts[1], int(parts[2])
+
+
+@dataclass
+class History:
+    kinds: dict[str, Kind] = field(default_factory=dict)  # producer name -> kind
+    acks: list[Ack] = field(default_factory=list)
+    reads: list[Read] = field(default_factory=list)
+    epochs: list[EpochSeen] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # a client saw what must never happen
+    faults: list[str] = field(default_factory=list)  # the nemesis's steps, in order
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def producer(self, name: str, kind: Kind) -> None:
+        with self._lock:
+            self.kinds[name] = kind
+
+    def ack(self, producer: str, partition: int, offset: int, key: str, value: str) -> None:
+        a = Ack(producer, self.kinds[producer], partition, offset, key, value, time.monotonic())
+        with self._lock:
+            self.acks.append(a)
+
+    def read(
+        self, consumer: str, partition: int, offset: int, key: str | None, value: str | None
+    ) -> None:
+        r = Read(consumer, partition, offset, key, value, time.monotonic())
+        with self._lock:
+            self.reads.append(r)
+
+    def epoch(self, partition: int, epoch: int) -> None:
+        with self._lock:
+            self.epochs.append(EpochSeen(time.monotonic(), partition, epoch))
+
+    def error(self, message: str) -> None:
+        with self._lock:
+            self.errors.append(message)
+
+    def fault(self, message: str) -> None:
+        with self._lock:
+            self.faults.append(message)

@@ -1,0 +1,72 @@
+"""The nemesis's pure parts: fault selection, the schedule, and a corruption only the CRC sees."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from logformat.frame import CorruptFrameError, decode_header, encode_frame, verify_crc
+from logformat.records import build_batch
+from tests.chaos.nemesis import FAULTS, KNOWN_BROKEN, Nemesis, corrupt_frame, select
+
+
+def test_select_includes_and_excludes_by_name() -> None:
+    everything = list(FAULTS)
+    assert select(None, "") == everything
+    assert select(None, None) == [f for f in everything if f not in KNOWN_BROKEN.split(",")]
+    assert select("kill,corrupt", None) == ["kill", "corrupt"]  # named: no default exclusion
+    assert "corrupt" not in select(None, "corrupt")
+    with pytest.raises(ValueError, match="unknown faults"):
+        select("kill,flood", None)
+    with pytest.raises(ValueError, match="no faults left"):
+        select("kill", "kill")
+
+
+def _with_rng(seed: int) -> Nemesis:
+    n = Nemesis.__new__(Nemesis)  # the schedule needs only the generator, not a cluster
+    n.rng = random.Random(seed)
+    return n
+
+
+def test_the_schedule_runs_every_fault_before_any_repeats_and_replays() -> None:
+    faults = ["kill", "s3", "pause-leader"]
+    plan = _with_rng(5).schedule(7, faults)
+    assert len(plan) == 7
+    assert sorted(plan[:3]) == sorted(plan[3:6]) == sorted(faults)
+    assert plan == _with_rng(5).schedule(7, faults)  # the same seed, the same schedule
+
+
+def test_corrupt_frame_leaves_headers_intact_and_fails_the_crc(tmp_path: Path) -> None:
+    frames = [
+        bytes(
+            encode_frame(
+                build_batch(
+                    [b"k"] * 3,
+                    [f"value-{i}-{j}".encode() for j in range(3)],
+                    [None] * 3,
+                    [0] * 3,
+                    0,
+                ),
+                base_offset=3 * i,
+            )
+        )
+        for i in range(4)
+    ]
+    segment = tmp_path / "00000000000000000000.log"
+    segment.write_bytes(b"".join(frames))
+    at = corrupt_frame(segment, random.Random(1))
+    data = segment.read_bytes()
+    assert len(data) == sum(map(len, frames)) and data != b"".join(frames)
+    bad = 0
+    pos = 0
+    while pos < len(data):
+        header = decode_header(data, pos)  # every header still parses
+        try:
+            verify_crc(data, pos, header)
+        except CorruptFrameError:
+            bad += 1
+            assert pos < at < pos + header.size
+        pos += header.size
+    assert bad == 1
