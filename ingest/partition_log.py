@@ -301,6 +301,10 @@ class PartitionLog:
         with self._lock:
             self._check_usable()
             if offset >= self._leo:
+                # No bytes to cut, but an epoch begun at the log end without an append (a
+                # leader replaced before it wrote) must go, as Kafka's truncateFromEnd does:
+                # kept, it made the leader answer "diverging" to every fetch, forever.
+                self._drop_epochs_from(offset)
                 return self._leo
             entry = self.index.frame_floor(offset)
             if offset <= self._lso or entry is None:
@@ -318,6 +322,14 @@ class PartitionLog:
             self._max_ts = _NO_MAX if remaining is None else remaining
             self._latest_epoch = max((e for e, _ in self.index.epochs()), default=-1)
             return new_leo
+
+    def _drop_epochs_from(self, offset: int) -> None:
+        if all(start < offset for _, start in self.index.epochs()):
+            return
+        batch = self._index.batch()
+        self.index.truncate_epochs_from_end(batch, offset)
+        self._index.write(batch)
+        self._latest_epoch = max((e for e, _ in self.index.epochs()), default=-1)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and restart the (empty) log at `offset`."""

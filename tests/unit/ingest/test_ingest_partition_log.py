@@ -170,6 +170,24 @@ def test_truncate_to_frame_boundary_and_inside_frame(env, frame):
     assert log.append([frame(1)], 6, 1) == [(0, 0)]
 
 
+def test_truncate_at_the_end_drops_an_epoch_begun_without_appends(env, frame):
+    """Issue 12 found 1: a broker that led an epoch without writing keeps that epoch's start
+    at its log end. When the next leader answers "diverging at the end of epoch 0", the
+    truncation cuts no bytes but must still forget epoch 1, or every fetch repeats it."""
+    log = env.open()
+    log.append([frame(3)], leader_epoch=0, now_ms=1)
+    log.begin_epoch(1)  # became leader at offset 3, replaced before appending
+    assert log.leader_epochs() == [(0, 0), (1, 3)] and log.latest_epoch == 1
+    assert log.truncate_to(3) == 3  # the leader: epoch 0 ends at 3
+    assert log.leader_epochs() == [(0, 0)] and log.latest_epoch == 0
+    assert log.end_offset_for_epoch(1) == (0, 3)  # no longer claims an epoch it never had
+    assert log.truncate_to(3) == 3 and log.leader_epochs() == [(0, 0)]  # idempotent
+    assert log.append([frame(2)], leader_epoch=2, now_ms=1) == [(3, 4)]
+    assert log.leader_epochs() == [(0, 0), (2, 3)]
+    log = env.reopen()
+    assert log.leader_epochs() == [(0, 0), (2, 3)] and log.latest_epoch == 2
+
+
 def test_retention_deletes_whole_segments_and_keeps_time_lookups(env, frame):
     log = env.open(LogConfig(segment_bytes=1_000))
     for i in range(12):
