@@ -23,9 +23,6 @@ def main(argv: list[str] | None = None) -> int:
         help=f"comma-separated faults to leave out (default, unless --faults is given: "
         f"{KNOWN_BROKEN!r}, open bugs)",
     )
-    parser.add_argument(
-        "--strict", action="store_true", help="fail on known bugs' symptoms too (runner.py)"
-    )
     parser.add_argument("--keep", action="store_true", help="keep the logs and data dirs")
     args = parser.parse_args(argv)
     try:
@@ -34,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     seed = args.seed if args.seed is not None else random.randrange(2**32)
     root = Path(tempfile.mkdtemp(prefix="tierlog-chaos-"))
-    outcome = run(root, seed, args.rounds, faults, args.strict)
+    outcome = run(root, seed, args.rounds, faults)
     print(outcome.report())
     if args.keep or outcome.violations:
         print(f"logs and data in {root}")

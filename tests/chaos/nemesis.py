@@ -35,12 +35,9 @@ PAST_LEASE_S = LEASE_S + 1.5
 S3_MIN_FAULTS = 3
 RECOVERY_S = 60.0  # a fault's damage must be undone (all brokers back) within this
 # Faults left out unless asked for (TIERLOG_CHAOS_EXCLUDE, --exclude ''), each for an open bug:
-# - corrupt: a corrupt sealed segment is served and never re-fetched, so replicas stay
-#   different (issue 12, "Found" 4); drop it from here once CRCs are checked on reads.
-# - kill-idle-leader: the replica that led the idle partition in between never rejoins the
-#   ISR ("truncated divergent tail" in a loop; issue 12, "Found" 1) every time, and the run
-#   waits out the ISR bound for it (runner.KNOWN_STUCK_ISR); drop it once fixed.
-KNOWN_BROKEN = "corrupt,kill-idle-leader"
+# - corrupt: a corrupt frame on the *leader* is never served, but the leader keeps its
+#   leadership, so the partition answers KAFKA_STORAGE_ERROR until it is repaired.
+KNOWN_BROKEN = "corrupt"
 
 
 class Nemesis:

@@ -34,11 +34,6 @@ IDLE_PARTITION = 3
 ISR_BOUND_S = 45.0  # the ISR must be whole again this long after the nemesis stops
 STABLE_S = 3.0  # ... and stay whole this long
 TRUNCATION_LOOP = 100  # a follower truncating more often than this is stuck in a loop
-# Issue 12, "Found" 1 (being fixed): a replica that led an epoch without appending never
-# rejoins the ISR. Any pause or kill can lead there, so no fault can be left out for it;
-# instead, unless strict, that exact symptom is reported but does not fail the run. Set this
-# to False once the fix is in.
-KNOWN_STUCK_ISR = True
 IDEMPOTENT_JOIN_S = 75.0  # an idempotent producer finishes its batch (retries up to 60 s)
 PRODUCERS = (
     ("idem1", Kind.IDEMPOTENT_ALL),
@@ -54,22 +49,18 @@ class Outcome:
     seed: int
     faults: list[str] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
-    known: list[str] = field(default_factory=list)  # an open bug's symptom, tolerated
     stats: str = ""
     logs: str = ""
 
     def report(self) -> str:
         lines = [f"chaos seed {self.seed}: {self.stats}", *self.faults]
-        if self.known:
-            lines += ["KNOWN BUGS (tolerated; strict mode fails on them):", *self.known]
         if self.violations:
             lines += ["VIOLATIONS:", *self.violations, self.logs]
         return "\n".join(lines)
 
 
-def run(root: Path, seed: int, rounds: int, faults: Sequence[str], strict: bool = False) -> Outcome:
-    """One run. Unless `strict`, the stuck ISR of issue 12's first finding, when its symptom
-    shows (KNOWN_STUCK_ISR), is reported under `known` instead of failing the run."""
+def run(root: Path, seed: int, rounds: int, faults: Sequence[str]) -> Outcome:
+    """One run: the workload under `rounds` faults drawn from `faults`, then every check."""
     print(f"chaos seed {seed} (replay: python -m tests.chaos --seed {seed})", flush=True)
     rng = random.Random(seed)
     outcome = Outcome(seed)
@@ -80,7 +71,7 @@ def run(root: Path, seed: int, rounds: int, faults: Sequence[str], strict: bool 
             _create_topic(world.cluster)
             _fill_idle_partition(world.cluster, history)
             stats = _workload_under_faults(world, history, rng, rounds, faults, outcome)
-            violations, allowed = _checks(world, history, outcome, strict)
+            violations, allowed = _checks(world, history)
             outcome.violations += violations
             outcome.stats = f"{stats}, {len(faults)} fault kinds, allowed: {allowed}"
         except Exception as exc:  # a run that could not finish still reports its seed and logs
@@ -128,27 +119,20 @@ def _workload_under_faults(
     return f"{len(history.acks)} acknowledged, {len(history.reads)} read, {retries} retries"
 
 
-def _checks(
-    world: World, history: History, outcome: Outcome, strict: bool
-) -> tuple[list[str], dict[str, int]]:
+def _checks(world: World, history: History) -> tuple[list[str], dict[str, int]]:
     """Everything checked once the nemesis has stopped."""
     assert world.cluster is not None and world.direct_s3 is not None
     cluster = world.cluster
     unhealthy = _isr_whole(cluster)
     loops = _truncation_loops(cluster) if unhealthy else {}
-    stuck = {p for p in unhealthy if p in loops} if KNOWN_STUCK_ISR and not strict else set()
-    outcome.known += [f"{unhealthy[p]}; {loops[p]} (issue 12, 1)" for p in sorted(stuck)]
     violations = [
-        f"{msg}; {loops[p]}" if p in loops else msg
-        for p, msg in sorted(unhealthy.items())
-        if p not in stuck
+        f"{msg}; {loops[p]}" if p in loops else msg for p, msg in sorted(unhealthy.items())
     ]
     final, hws, unreadable = _final_log(cluster)
     violations += unreadable
     violations += check(history, final, hws)
     violations += replicas_serve(cluster, world.database_url, final)
-    # A replica stuck out of the ISR is behind: its bytes are compared once the bug is fixed.
-    violations += replicas_identical(cluster, [p for p in range(PARTITIONS) if p not in stuck])
+    violations += replicas_identical(cluster, list(range(PARTITIONS)))
     violations += cold_agrees(world.direct_s3, final)
     return violations, allowed_losses(history, final)
 
