@@ -112,8 +112,13 @@ def config_for(endpoint: str, bucket: str, prefix: str = "") -> ObjectStoreConfi
     )
 
 
-@pytest.fixture(name="s3_bucket")
-def s3_bucket_fixture(moto_s3: MotoServer) -> ObjectStoreConfig:
-    config = config_for(moto_s3.endpoint, f"t-{uuid.uuid4().hex[:20]}", f"p{uuid.uuid4().hex[:6]}")
+def new_bucket(moto: MotoServer) -> ObjectStoreConfig:
+    """A new, empty bucket on `moto` with a random prefix (for module-scoped fixtures)."""
+    config = config_for(moto.endpoint, f"t-{uuid.uuid4().hex[:20]}", f"p{uuid.uuid4().hex[:6]}")
     ObjectStore(config).ensure_bucket()
     return config
+
+
+@pytest.fixture(name="s3_bucket")
+def s3_bucket_fixture(moto_s3: MotoServer) -> ObjectStoreConfig:
+    return new_bucket(moto_s3)
