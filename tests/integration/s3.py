@@ -10,7 +10,8 @@ ruff's F811 quiet where a test takes `s3_bucket` as an argument).
 - ``moto_s3`` (session): a ``MotoServer`` (``.endpoint``), started once per run and stopped
   at its end. moto keeps everything in memory; buckets are per test, so tests don't share data.
 - ``s3_bucket`` (function): an ``ObjectStoreConfig`` for a new, empty bucket on that server
-  with a random prefix, credentials set (moto accepts any).
+  with a random prefix, credentials set (moto accepts any). ``new_bucket(moto_s3)`` makes one
+  for a module-scoped fixture.
 """
 
 from __future__ import annotations
