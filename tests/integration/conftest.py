@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +25,19 @@ def broker_factory(fresh_db: str, tmp_path: Path) -> Iterator[object]:
 
     yield make
     for b in started:
+        b.stop()
+
+
+@pytest.fixture(scope="module")
+def module_broker(
+    db_factory: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[BrokerProcess]:
+    """One broker (on its own database) for a whole module: for tests that each use their own
+    topics and groups and leave the broker as they found it (a broker start takes seconds)."""
+    b = BrokerProcess(db_factory(), tmp_path_factory.mktemp("module-broker") / "data-1", 1)
+    try:
+        yield b.start()
+    finally:
         b.stop()
 
 

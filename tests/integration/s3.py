@@ -10,7 +10,8 @@ ruff's F811 quiet where a test takes `s3_bucket` as an argument).
 - ``moto_s3`` (session): a ``MotoServer`` (``.endpoint``), started once per run and stopped
   at its end. moto keeps everything in memory; buckets are per test, so tests don't share data.
 - ``s3_bucket`` (function): an ``ObjectStoreConfig`` for a new, empty bucket on that server
-  with a random prefix, credentials set (moto accepts any).
+  with a random prefix, credentials set (moto accepts any). ``new_bucket(moto_s3)`` makes one
+  for a module-scoped fixture.
 """
 
 from __future__ import annotations
@@ -112,8 +113,13 @@ def config_for(endpoint: str, bucket: str, prefix: str = "") -> ObjectStoreConfi
     )
 
 
-@pytest.fixture(name="s3_bucket")
-def s3_bucket_fixture(moto_s3: MotoServer) -> ObjectStoreConfig:
-    config = config_for(moto_s3.endpoint, f"t-{uuid.uuid4().hex[:20]}", f"p{uuid.uuid4().hex[:6]}")
+def new_bucket(moto: MotoServer) -> ObjectStoreConfig:
+    """A new, empty bucket on `moto` with a random prefix (for module-scoped fixtures)."""
+    config = config_for(moto.endpoint, f"t-{uuid.uuid4().hex[:20]}", f"p{uuid.uuid4().hex[:6]}")
     ObjectStore(config).ensure_bucket()
     return config
+
+
+@pytest.fixture(name="s3_bucket")
+def s3_bucket_fixture(moto_s3: MotoServer) -> ObjectStoreConfig:
+    return new_bucket(moto_s3)

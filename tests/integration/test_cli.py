@@ -5,7 +5,15 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.integration.brokers import BrokerProcess
+
+
+@pytest.fixture(scope="module")
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """One broker for the module: each test has its own topics."""
+    return module_broker
 
 
 def tierlog(

@@ -7,10 +7,17 @@ import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from logformat.partitioner import partition_for_key
 from tests.integration.brokers import BrokerProcess
 from tierlog import Producer
+
+
+@pytest.fixture(scope="module")
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """One broker for the module: each test has its own topics and groups."""
+    return module_broker
 
 
 def tierlog(

@@ -21,6 +21,12 @@ FAST: dict[str, Any] = {
 }
 
 
+@pytest.fixture(scope="module")
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """One broker for the module: each test has its own topics and groups."""
+    return module_broker
+
+
 class Recorder(ConsumerRebalanceListener):
     def __init__(self, consumer: Consumer | None = None) -> None:
         self.events: list[tuple[str, set[TopicPartition]]] = []

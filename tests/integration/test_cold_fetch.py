@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +18,10 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from metadata.cold_manifest import ColdManifest
+from metadata.db import make_engine
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.fetch_nodes import FetchNodeProcess, s3_env
-from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
+from tests.integration.s3 import MotoServer, moto_s3_fixture, new_bucket  # noqa: F401
 from tiering.object_store import ObjectStoreConfig
 from tiering.worker import TieringWorker
 
@@ -114,17 +115,42 @@ def _metric(text: str, name: str, **labels: str) -> float:
     return total
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
+def cold_db(db_factory: Callable[..., str]) -> str:
+    """The module's database: its tests share one tiered topic (building it takes seconds)."""
+    return db_factory()
+
+
+@pytest.fixture(scope="module")
+def engine(cold_db: str) -> Iterator[Engine]:
+    """On the module's database (the conftest's `engine` is on a per-test one)."""
+    e = make_engine(cold_db)
+    yield e
+    e.dispose()
+
+
+@pytest.fixture(scope="module")
 def tiered(
-    fresh_db: str,
-    tmp_path: Path,
-    s3_bucket: ObjectStoreConfig,
+    cold_db: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    moto_s3: MotoServer,
     engine: Engine,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[tuple[Cluster, FetchNodeProcess, str, int]]:
-    """A topic whose first segments are tiered and deleted from both brokers' disks."""
-    for k, v in s3_env(s3_bucket).items():
-        monkeypatch.setenv(k, v)
+    """A topic whose first segments are tiered and deleted from both brokers' disks.
+
+    Shared by the module's tests, which only read it; the last test (the 416 one) deletes
+    the first cold file from the manifest, so it stays last in the file."""
+    s3_bucket = new_bucket(moto_s3)
+    tmp_path = tmp_path_factory.mktemp("cold")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        for k, v in s3_env(s3_bucket).items():
+            monkeypatch.setenv(k, v)
+        yield from _tiered(cold_db, tmp_path, s3_bucket, engine)
+
+
+def _tiered(
+    fresh_db: str, tmp_path: Path, s3_bucket: ObjectStoreConfig, engine: Engine
+) -> Iterator[tuple[Cluster, FetchNodeProcess, str, int]]:
     cluster = Cluster(fresh_db, tmp_path, 2).start()
     node: FetchNodeProcess | None = None
     try:

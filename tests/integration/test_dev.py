@@ -1,4 +1,6 @@
-"""`tierlog dev` end to end: its own Postgres and S3, a broker, Ctrl-C, data across restarts."""
+"""`tierlog dev` end to end: its own Postgres and S3, a broker, tiering into a Delta table,
+Ctrl-C, data across restarts. The tests share one dev instance (its start, with initdb and
+SeaweedFS, takes seconds); the last one stops and restarts it."""
 
 from __future__ import annotations
 
@@ -13,12 +15,18 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import deltalake
 import httpx
 import pytest
 
+from tests.integration.cluster import wait_for
 from tests.integration.ports import free_port
+from tiering.layout import table_uri
 from tiering.object_store import ObjectStore, ObjectStoreConfig
+from tierlog.dev import fetch_port
 from tierlog.parent_watch import child_env
+
+ROOT = Path(__file__).resolve().parents[2]
 
 _EXTERNAL = {
     "TIERLOG_DATABASE_URL",
@@ -75,22 +83,137 @@ def _ctrl_c(proc: subprocess.Popen[bytes]) -> None:
     assert proc.wait(60) == 0
 
 
-@pytest.fixture
-def dev_dir() -> Iterator[Path]:
+class DevInstance:
+    """`tierlog dev` on one data dir and port, for the module's tests; its log accumulates."""
+
+    def __init__(self, root: Path) -> None:
+        self.data_dir = root / "dev-data"
+        self.log = root / "dev.log"
+        self.port = free_port(span=11)  # dev: the broker on port, the fetch node on port + 10
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        self.proc = _start(self.data_dir, self.port, self.log)
+
+    def ctrl_c(self) -> None:
+        assert self.proc is not None
+        _ctrl_c(self.proc)
+
+
+@pytest.fixture(scope="module")
+def _dev_instance() -> Iterator[DevInstance]:
     # Not pytest's tmp_path: as root, dev runs Postgres as the postgres user, which cannot
     # traverse /tmp/pytest-of-root (mode 700).
     path = Path(tempfile.mkdtemp(prefix="tierlog-dev-test-"))
     path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    dev = DevInstance(path)
+    try:
+        yield dev
+    finally:
+        if dev.running():
+            dev.ctrl_c()
+        shutil.rmtree(path, ignore_errors=True)
 
 
-def test_dev_runs_the_quickstart_and_keeps_data(dev_dir: Path, tmp_path: Path) -> None:
-    port = free_port(span=11)  # dev: the broker on port, the fetch node on port + 10
-    data_dir = dev_dir / "dev-data"
-    log = tmp_path / "dev.log"
-    base = f"http://127.0.0.1:{port}"
-    proc = _start(data_dir, port, log)
+@pytest.fixture
+def dev(_dev_instance: DevInstance) -> DevInstance:
+    """The module's dev instance, running (started on first use, or again after a test
+    stopped it)."""
+    if not _dev_instance.running():
+        _dev_instance.start()
+    return _dev_instance
+
+
+def test_dev_tiers_records_into_a_delta_table_in_its_s3(dev: DevInstance) -> None:
+    """`tierlog dev` end to end: produce to small segments, and the tiering worker it runs
+    puts every record in the topic's Delta table in its S3 endpoint; describe shows the
+    cold range, and the table opens with deltalake using the credentials in s3.env."""
+    port, base, dev_data = dev.port, dev.base, dev.data_dir
+    r = httpx.post(
+        f"{base}/topics",
+        json={
+            "name": "events",
+            "partitions": 2,
+            # 1 MiB segments, and segment.ms seals the last one too, so all gets tiered
+            "configs": {"segment.bytes": 1048576, "segment.ms": 1000},
+        },
+    )
+    assert r.status_code == 201, r.text
+    produced: dict[tuple[int, int], tuple[bytes, bytes]] = {}
+    for batch in range(8):
+        records = [
+            {"key": f"user-{i % 37}", "value": f"event {batch * 400 + i} " + "x" * 500}
+            for i in range(400)
+        ]
+        r = httpx.post(f"{base}/topics/events/records", json={"records": records}, timeout=30)
+        assert r.status_code == 200, r.text
+        for rec, o in zip(records, r.json()["offsets"], strict=True):
+            produced[(o["partition"], o["offset"])] = (
+                rec["key"].encode(),
+                rec["value"].encode(),
+            )
+    hw = {p: 1 + max(o for q, o in produced if q == p) for p in (0, 1)}
+    assert all(hw.values())
+
+    def all_cold() -> bool:
+        parts = httpx.get(f"{base}/topics/events", timeout=10).json()["partitions"]
+        return all(
+            p["cold"] == {"start": 0, "end": hw[p["partition"]]} and p["tiering_lag"] == 0
+            for p in parts
+        )
+
+    wait_for("every record in the cold tier", all_cold, timeout=60, every=0.5)
+    config = ObjectStoreConfig.from_env(_s3_env(dev_data))
+    table = deltalake.DeltaTable(
+        table_uri(config, "events"), storage_options=config.storage_options()
+    ).to_pyarrow_table()
+    rows = {(r["partition"], r["offset"]): (r["key"], r["value"]) for r in table.to_pylist()}
+    assert table.num_rows == len(rows) == len(produced)  # each offset once
+    assert rows == produced
+    # The fetch node dev runs (no broker role) replays the topic from the beginning.
+    fetch_url = f"http://127.0.0.1:{fetch_port(port, 1)}"
+    wait_for(
+        "the fetch node is ready",
+        lambda: httpx.get(f"{fetch_url}/readyz", timeout=5).status_code == 200,
+        timeout=30,
+    )
+    out = subprocess.run(
+        [
+            *(sys.executable, "-m", "tierlog", "consume", "events", "--url", fetch_url),
+            *("--from-beginning", "--print-offset", "--max-messages", str(len(produced))),
+            *("--timeout-ms", "30000"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert len(out.stdout.splitlines()) == len(produced)
+    # The README's Spark example against this dev instance gets every row.
+    out = subprocess.run(
+        [
+            *(sys.executable, str(ROOT / "examples" / "spark_query.py"), "events"),
+            *("--url", base, "--data-dir", str(dev_data)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    counts = {}
+    for line in out.stdout.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 6 and cells[0].isdigit():  # partition | records | first | last ...
+            counts[int(cells[0])] = (int(cells[1]), int(cells[2]), int(cells[3]))
+    assert counts == {p: (n, 0, n - 1) for p, n in hw.items()}, out.stdout
+
+
+def test_dev_runs_the_quickstart_and_keeps_data(dev: DevInstance) -> None:
+    data_dir, log, base = dev.data_dir, dev.log, dev.base
     try:
         # The README's curl quickstart, as HTTP calls.
         r = httpx.post(f"{base}/topics", json={"name": "greetings", "partitions": 3})
@@ -116,11 +239,11 @@ def test_dev_runs_the_quickstart_and_keeps_data(dev_dir: Path, tmp_path: Path) -
         store = ObjectStore(ObjectStoreConfig.from_env(s3_env))
         store.put("dev-test/marker", b"kept")
     finally:
-        _ctrl_c(proc)
+        dev.ctrl_c()
     assert (data_dir / "postgres").is_dir()
     with pytest.raises(httpx.TransportError):  # Ctrl-C stopped S3 too
         httpx.get(f"{endpoint}/healthz", timeout=2)
-    proc = _start(data_dir, port, log)
+    dev.start()
     try:
         assert _s3_env(data_dir) == s3_env
         assert store.get("dev-test/marker") == b"kept"
@@ -131,4 +254,4 @@ def test_dev_runs_the_quickstart_and_keeps_data(dev_dir: Path, tmp_path: Path) -
             ).json()
             assert doc["records"][0]["value"] == value
     finally:
-        _ctrl_c(proc)
+        dev.ctrl_c()

@@ -1,33 +1,20 @@
-"""`tierlog dev`'s S3 endpoint: SeaweedFS (`weed mini`) via tierlog.local_s3.LocalS3, and
-`tierlog dev` tiering into it end to end."""
+"""`tierlog dev`'s S3 endpoint: SeaweedFS (`weed mini`) via tierlog.local_s3.LocalS3. (`tierlog dev`
+tiering into it end to end is in test_dev.py, on that module's one dev instance.)"""
 
 from __future__ import annotations
 
 import json
-import shutil
 import socket
-import subprocess
-import sys
-import tempfile
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import deltalake
-import httpx
 import pyarrow as pa
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.integration.cluster import wait_for
-from tests.integration.ports import free_port
-from tests.integration.test_dev import _ctrl_c, _s3_env, _start
-from tiering.layout import table_uri
 from tiering.object_store import ObjectStore, ObjectStoreConfig
-from tierlog.dev import fetch_port
 from tierlog.local_s3 import LocalS3, LocalS3Error
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _store(env: dict[str, str], bucket: str = "tierlog") -> ObjectStore:
@@ -133,102 +120,3 @@ def test_start_failure_names_the_cause_and_the_log(tmp_path: Path) -> None:
     message = str(info.value)
     assert f"127.0.0.1:{port}" in message and "weed.log" in message
     assert s3.proc is None  # nothing left running
-
-
-@pytest.fixture
-def dev_data() -> Iterator[Path]:
-    # Not pytest's tmp_path: as root, dev runs Postgres as the postgres user, which cannot
-    # traverse /tmp/pytest-of-root (mode 700).
-    path = Path(tempfile.mkdtemp(prefix="tierlog-dev-s3-test-"))
-    path.chmod(0o755)
-    yield path / "data"
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def test_dev_tiers_records_into_a_delta_table_in_its_s3(dev_data: Path, tmp_path: Path) -> None:
-    """`tierlog dev` end to end: produce to small segments, and the tiering worker it runs
-    puts every record in the topic's Delta table in its S3 endpoint; describe shows the
-    cold range, and the table opens with deltalake using the credentials in s3.env."""
-    port = free_port(span=11)  # dev: the broker on port, the fetch node on port + 10
-    base = f"http://127.0.0.1:{port}"
-    proc = _start(dev_data, port, tmp_path / "dev.log")
-    try:
-        r = httpx.post(
-            f"{base}/topics",
-            json={
-                "name": "events",
-                "partitions": 2,
-                # 1 MiB segments, and segment.ms seals the last one too, so all gets tiered
-                "configs": {"segment.bytes": 1048576, "segment.ms": 1000},
-            },
-        )
-        assert r.status_code == 201, r.text
-        produced: dict[tuple[int, int], tuple[bytes, bytes]] = {}
-        for batch in range(8):
-            records = [
-                {"key": f"user-{i % 37}", "value": f"event {batch * 400 + i} " + "x" * 500}
-                for i in range(400)
-            ]
-            r = httpx.post(f"{base}/topics/events/records", json={"records": records}, timeout=30)
-            assert r.status_code == 200, r.text
-            for rec, o in zip(records, r.json()["offsets"], strict=True):
-                produced[(o["partition"], o["offset"])] = (
-                    rec["key"].encode(),
-                    rec["value"].encode(),
-                )
-        hw = {p: 1 + max(o for q, o in produced if q == p) for p in (0, 1)}
-        assert all(hw.values())
-
-        def all_cold() -> bool:
-            parts = httpx.get(f"{base}/topics/events", timeout=10).json()["partitions"]
-            return all(
-                p["cold"] == {"start": 0, "end": hw[p["partition"]]} and p["tiering_lag"] == 0
-                for p in parts
-            )
-
-        wait_for("every record in the cold tier", all_cold, timeout=60, every=0.5)
-        config = ObjectStoreConfig.from_env(_s3_env(dev_data))
-        table = deltalake.DeltaTable(
-            table_uri(config, "events"), storage_options=config.storage_options()
-        ).to_pyarrow_table()
-        rows = {(r["partition"], r["offset"]): (r["key"], r["value"]) for r in table.to_pylist()}
-        assert table.num_rows == len(rows) == len(produced)  # each offset once
-        assert rows == produced
-        # The fetch node dev runs (no broker role) replays the topic from the beginning.
-        fetch_url = f"http://127.0.0.1:{fetch_port(port, 1)}"
-        wait_for(
-            "the fetch node is ready",
-            lambda: httpx.get(f"{fetch_url}/readyz", timeout=5).status_code == 200,
-            timeout=30,
-        )
-        out = subprocess.run(
-            [
-                *(sys.executable, "-m", "tierlog", "consume", "events", "--url", fetch_url),
-                *("--from-beginning", "--print-offset", "--max-messages", str(len(produced))),
-                *("--timeout-ms", "30000"),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert out.returncode == 0, out.stderr
-        assert len(out.stdout.splitlines()) == len(produced)
-        # The README's Spark example against this dev instance gets every row.
-        out = subprocess.run(
-            [
-                *(sys.executable, str(ROOT / "examples" / "spark_query.py"), "events"),
-                *("--url", base, "--data-dir", str(dev_data)),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert out.returncode == 0, out.stderr[-3000:]
-        counts = {}
-        for line in out.stdout.splitlines():
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            if len(cells) == 6 and cells[0].isdigit():  # partition | records | first | last ...
-                counts[int(cells[0])] = (int(cells[1]), int(cells[2]), int(cells[3]))
-        assert counts == {p: (n, 0, n - 1) for p, n in hw.items()}, out.stdout
-    finally:
-        _ctrl_c(proc)

@@ -9,6 +9,12 @@ from tests.integration.brokers import BrokerProcess
 ARROW = "application/vnd.apache.arrow.stream"
 
 
+@pytest.fixture(scope="module")
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """One broker for the module: each test has its own topics (but see create errors)."""
+    return module_broker
+
+
 def _expect(r: object, status: int, code: str) -> None:
     import httpx
 
@@ -26,7 +32,9 @@ def test_invalid_topic_names(broker: BrokerProcess, name: str) -> None:
     _expect(broker.http.post("/topics", json={"name": name}), 400, "INVALID_TOPIC_EXCEPTION")
 
 
-def test_topic_create_errors(broker: BrokerProcess) -> None:
+def test_topic_create_errors(broker_factory: object) -> None:
+    assert callable(broker_factory)
+    broker: BrokerProcess = broker_factory()  # its own broker: it lists every topic
     http = broker.http
     broker.create_topic("dup")
     _expect(http.post("/topics", json={"name": "dup"}), 409, "TOPIC_ALREADY_EXISTS")

@@ -7,11 +7,18 @@ import threading
 import time
 
 import pyarrow as pa
+import pytest
 
 from logformat.partitioner import partition_for_key
 from tests.integration.brokers import BrokerProcess
 
 ARROW = "application/vnd.apache.arrow.stream"
+
+
+@pytest.fixture(scope="module")
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """One broker for the module: each test has its own topics."""
+    return module_broker
 
 
 def test_offsets_are_dense_and_ordered_per_partition(broker: BrokerProcess) -> None:

@@ -11,7 +11,7 @@ import contextlib
 import re
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,9 +30,24 @@ from tests.integration.cluster import Cluster, wait_for
 HOUR_MS = 3600 * 1000
 
 
-@pytest.fixture
-def cluster(fresh_db: str, tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(fresh_db, tmp_path, 3).start()
+@pytest.fixture(scope="module")
+def cluster_db(db_factory: Callable[..., str]) -> str:
+    return db_factory()
+
+
+@pytest.fixture(scope="module")
+def engine(cluster_db: str) -> Iterator[Engine]:
+    """On the shared cluster's database (the conftest's `engine` is on a per-test one)."""
+    e = make_engine(cluster_db)
+    yield e
+    e.dispose()
+
+
+@pytest.fixture(scope="module")
+def cluster(cluster_db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """One three-broker cluster for the module's tests, each on its own topic (a cluster
+    start takes seconds); the last test kills a leader."""
+    c = Cluster(cluster_db, tmp_path_factory.mktemp("cluster"), 3).start()
     yield c
     c.stop()
 
