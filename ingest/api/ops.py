@@ -38,16 +38,13 @@ async def metrics(request: Request) -> Response:
 async def brokers(request: Request) -> JSONResponse:
     broker: Broker = request.app.state.broker
     infos = await asyncio.to_thread(broker.brokers.list)
+    # The holder of the controller lease, by the database's clock; None while it is free,
+    # expired or held by a dead broker (then no broker is marked).
+    controller, _ = await asyncio.to_thread(broker.controller_lease.holder)
     return JSONResponse(
         {
             "brokers": [
-                # One broker per cluster in this release, so it is always its own controller.
-                {
-                    "id": b.id,
-                    "url": b.url,
-                    "alive": b.alive,
-                    "controller": b.id == broker.config.broker_id,
-                }
+                {"id": b.id, "url": b.url, "alive": b.alive, "controller": b.id == controller}
                 for b in infos
             ]
         }

@@ -115,10 +115,10 @@ class Cluster:
         leader = wait_for("a leader", lambda: self.partition(topic, p)["leader"])
         return self.brokers[leader]
 
-    def controller(self) -> int:
-        return next(
-            b["id"] for b in self.any().http.get("/brokers").json()["brokers"] if b["controller"]
-        )
+    def controller(self) -> int | None:
+        """The controller lease's holder as /brokers reports it; None between holders."""
+        brokers = self.any().http.get("/brokers").json()["brokers"]
+        return next((b["id"] for b in brokers if b["controller"]), None)
 
     def segment_bytes(self, broker: BrokerProcess, topic: str, p: int = 0) -> bytes:
         d = broker.data_dir / f"{topic}-{p}"

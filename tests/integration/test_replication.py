@@ -221,11 +221,15 @@ def test_unclean_election_only_when_enabled(cluster: Cluster) -> None:
 
 def test_controller_failover_and_preferred_leader_return(cluster: Cluster) -> None:
     _create(cluster, "pref", min_insync_replicas=1)
-    controller = cluster.controller()
+    controller = wait_for("a controller", cluster.controller)
     preferred = cluster.partition("pref")["replicas"][0]
     victim = cluster.brokers[controller]
     victim.kill(signal.SIGKILL)
-    wait_for("a new controller", lambda: cluster.controller() != controller, timeout=20)
+    wait_for(
+        "a new controller",
+        lambda: cluster.controller() not in (None, controller),
+        timeout=20,
+    )
     if preferred == controller:
         wait_for(
             "leader moved", lambda: cluster.partition("pref")["leader"] not in (None, preferred)
