@@ -16,18 +16,17 @@ from __future__ import annotations
 
 import logging
 import mmap
-import time
 
 from ingest import metrics
 from ingest.log_read import CorruptLogError
+from ingest.log_throttle import LogThrottle
 from ingest.partition_state import PartitionState, Role
 from logformat.frame import first_corrupt_offset
 
 log = logging.getLogger("tierlog.corruption")
 
-LOG_EVERY_S = 10.0  # a corrupt frame is read again and again: say so once in a while
-_MAX_TRACKED = 1024
-_last_logged: dict[tuple[str, int, int], float] = {}
+# A corrupt frame is read again and again: say so once in a while.
+_THROTTLE = LogThrottle(every_s=10.0)
 
 
 def report(state: PartitionState, err: CorruptLogError) -> None:
@@ -37,12 +36,9 @@ def report(state: PartitionState, err: CorruptLogError) -> None:
     if follower:
         pending = state.repair_from
         state.repair_from = err.offset if pending is None else min(pending, err.offset)
-    key, now = (state.topic_id, state.partition, err.offset), time.monotonic()
-    if now - _last_logged.get(key, -LOG_EVERY_S) < LOG_EVERY_S:
+    skipped = _THROTTLE.allow((state.topic_id, state.partition, err.offset))
+    if skipped is None:
         return
-    if len(_last_logged) >= _MAX_TRACKED:
-        _last_logged.clear()
-    _last_logged[key] = now
     log.error(
         "corrupt frame on disk, not served"
         + ("; refetching it from the leader" if follower else "; this leader answers errors"),
@@ -52,6 +48,7 @@ def report(state: PartitionState, err: CorruptLogError) -> None:
             "offset": err.offset,
             "partition_role": state.role.value,
             "error": err.message,
+            "repeats_not_logged": skipped,
         },
     )
 

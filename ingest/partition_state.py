@@ -337,14 +337,26 @@ class PartitionState:
             self._wake()  # consumers long-polling this follower (follower fetching, KIP-392)
         self._publish_offsets()
 
-    def truncate_to(self, offset: int) -> None:
+    def truncate_to(self, offset: int) -> bool:
+        """Truncate the log (a follower diverging from its leader); False if nothing changed:
+        no bytes cut and no epoch forgotten, so asking the leader again would loop."""
+        before = (self.log.log_end_offset, self.log.latest_epoch)
         new_leo = self.log.truncate_to(offset)
         self.producers.on_truncate(self.log)
         self.high_watermark = min(self.high_watermark, new_leo)
-        log.warning(
-            "truncated divergent tail",
-            extra={"topic": self.topic, "partition": self.partition, "to": new_leo},
-        )
+        changed = (new_leo, self.log.latest_epoch) != before
+        if changed:
+            log.warning(
+                "truncated divergent tail",
+                extra={
+                    "topic": self.topic,
+                    "partition": self.partition,
+                    "to": new_leo,
+                    "from": before[0],
+                    "latest_epoch": self.log.latest_epoch,
+                },
+            )
+        return changed
 
     def restart_at(self, offset: int) -> None:
         self.log.truncate_fully_and_start_at(offset)

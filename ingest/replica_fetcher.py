@@ -3,7 +3,9 @@
 Each loop asks its leader for all the partitions this broker follows there, in one request;
 frames are appended exactly as received. A divergence answer truncates the local tail to
 the leader's epoch boundary before fetching on (KIP-279); an epoch mismatch or a moved
-leadership makes the broker refresh metadata and back off briefly.
+leadership makes the broker refresh metadata and back off briefly. A partition that makes no
+progress (an answer that changes nothing, asked again, would loop) is reported once in a while,
+saying why, and the loop backs off until something changes.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import httpx
 
 from ingest import corruption
 from ingest.internal_tls import internal_verify
+from ingest.log_throttle import LogThrottle
 from ingest.partition_state import PartitionState, Role
 from ingest.replication_wire import (
     CLUSTER_TOKEN_HEADER,
@@ -29,6 +32,8 @@ log = logging.getLogger("tierlog.replica_fetcher")
 
 MAX_WAIT_MS = 500
 MAX_BYTES = 8 * 1024 * 1024
+STALL_BACKOFF_S = (0.1, 2.0)  # first and longest wait of a loop that makes no progress
+_THROTTLE = LogThrottle(every_s=30.0)
 
 
 class ReplicaFetcher:
@@ -47,6 +52,7 @@ class ReplicaFetcher:
         self.partitions: dict[tuple[str, int], PartitionState] = {}
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._stalled = False  # the last response changed nothing for some partition
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(30.0, connect=2.0), verify=internal_verify()
         )
@@ -84,7 +90,7 @@ class ReplicaFetcher:
         return parts, states
 
     async def _run(self) -> None:
-        backoff = 0.05
+        backoff, stall = 0.05, STALL_BACKOFF_S[0]
         while not self._stopping:
             parts, states = self._request()
             url = self.leader_url()
@@ -113,12 +119,17 @@ class ReplicaFetcher:
             if self._apply(replies, states):
                 await self.refresh_metadata()
                 await asyncio.sleep(0.05)
+            if self._stalled:
+                await asyncio.sleep(stall)
+                stall = min(STALL_BACKOFF_S[1], stall * 2)
+            else:
+                stall = STALL_BACKOFF_S[0]
 
     def _apply(
         self, replies: list[tuple[PartitionReply, memoryview]], states: list[PartitionState]
     ) -> bool:
         """Apply one response; True when metadata looks stale and should be refreshed."""
-        stale = False
+        stale = self._stalled = False
         for (reply, data), state in zip(replies, states, strict=True):
             if state.role is not Role.FOLLOWER or state.leader_id != self.leader_id:
                 continue  # leadership moved while the fetch was in flight
@@ -134,12 +145,13 @@ class ReplicaFetcher:
                     )
                     if own is not None:  # repeated answers converge on the common prefix
                         target = min(target, own[1])
-                    state.truncate_to(target)
+                    if not state.truncate_to(target):
+                        self._no_progress(state, reply, f"truncating to {target} changed nothing")
                 elif reply.error_code == "OFFSET_OUT_OF_RANGE":
                     if state.log.log_end_offset < reply.log_start_offset:
                         state.restart_at(reply.log_start_offset)
-                    else:
-                        state.truncate_to(reply.log_end_offset)
+                    elif not state.truncate_to(reply.log_end_offset):
+                        self._no_progress(state, reply, "out of range, yet within the leader's log")
                 elif reply.error_code is not None:
                     stale = True
                 else:
@@ -151,3 +163,29 @@ class ReplicaFetcher:
                 )
                 stale = True
         return stale
+
+    def _no_progress(self, state: PartitionState, reply: PartitionReply, why: str) -> None:
+        """The leader's answer, applied, left the log as it was: asking again loops."""
+        self._stalled = True
+        skipped = _THROTTLE.allow((state.topic_id, state.partition, reply.leader_epoch))
+        if skipped is None:
+            return
+        log.warning(
+            "follower makes no progress; backing off",
+            extra={
+                "topic": state.topic,
+                "partition": state.partition,
+                "leader": self.leader_id,
+                "why": why,
+                "leader_answer": {
+                    "error": reply.error_code,
+                    "diverging_epoch": reply.diverging_epoch,
+                    "diverging_end_offset": reply.diverging_end_offset,
+                    "log_start_offset": reply.log_start_offset,
+                    "log_end_offset": reply.log_end_offset,
+                },
+                "log_end_offset": state.log.log_end_offset,
+                "epochs": state.log.leader_epochs()[-3:],
+                "repeats_not_logged": skipped,
+            },
+        )

@@ -1,0 +1,78 @@
+"""A follower whose leader's answer changes nothing says why, once in a while, and backs off
+(issue 12, found 1: a divergence answer repeated forever, hundreds of log lines a second)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from ingest import log_throttle
+from ingest.log_throttle import LogThrottle
+from ingest.partition_state import PartitionState, Role
+from ingest.replica_fetcher import ReplicaFetcher
+from ingest.replication_wire import PartitionReply
+from metadata.types import PartitionInfo
+
+
+def test_throttle_writes_once_per_interval_and_counts_the_rest(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    now = [100.0]
+    monkeypatch.setattr(log_throttle.time, "monotonic", lambda: now[0])
+    throttle = LogThrottle(every_s=10, max_keys=2)
+    assert throttle.allow("a") == 0
+    assert [throttle.allow("a") for _ in range(5)] == [None] * 5
+    assert throttle.allow("b") == 0  # keys are independent
+    now[0] += 10
+    assert throttle.allow("a") == 5  # the lines left out in between
+    assert throttle.allow("c") == 0  # over max_keys: forgets, stays bounded
+    assert len(throttle._last) <= 2
+
+
+def _follower(env, frame) -> PartitionState:  # type: ignore[no-untyped-def]
+    log = env.open()
+    log.append([frame(3)], leader_epoch=0, now_ms=1)
+    state = PartitionState(log, me=2)
+    state.apply(PartitionInfo("orders", env.topic_id, 0, 1, 1, [1, 2, 3], [1, 2, 3], 1))
+    assert state.role is Role.FOLLOWER
+    return state
+
+
+def _diverging(epoch: int, end: int) -> PartitionReply:
+    return PartitionReply(
+        topic="orders",
+        partition=0,
+        error_code=None,
+        message=None,
+        high_watermark=3,
+        log_start_offset=0,
+        log_end_offset=3,
+        leader_epoch=1,
+        diverging_epoch=epoch,
+        diverging_end_offset=end,
+        length=0,
+    )
+
+
+def test_an_answer_that_changes_nothing_stalls_the_loop_and_is_logged_once(
+    env, frame, caplog: pytest.LogCaptureFixture
+) -> None:  # type: ignore[no-untyped-def]
+    async def run() -> None:
+        state = _follower(env, frame)
+        fetcher = ReplicaFetcher(2, 1, lambda: None, lambda: "", asyncio.sleep)
+        try:
+            with caplog.at_level(logging.INFO, logger="tierlog"):
+                for _ in range(50):
+                    fetcher._apply([(_diverging(0, 3), memoryview(b""))], [state])
+                    assert fetcher._stalled
+            lines = [r for r in caplog.records if "no progress" in r.getMessage()]
+            assert len(lines) == 1, [r.getMessage() for r in caplog.records]
+            assert not [r for r in caplog.records if "truncated divergent" in r.getMessage()]
+            assert state.log.log_end_offset == 3  # nothing was lost either
+            # An answer that does change the log is progress again.
+            fetcher._apply([(_diverging(0, 1), memoryview(b""))], [state])
+            assert not fetcher._stalled and state.log.log_end_offset == 0
+        finally:
+            await fetcher._client.aclose()
+
+    asyncio.run(run())
