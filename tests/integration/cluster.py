@@ -103,6 +103,28 @@ class Cluster:
     def any(self, exclude: int | None = None) -> BrokerProcess:
         return next(b for b in self.alive() if b.broker_id != exclude)
 
+    def create_topic(
+        self, name: str, partitions: int = 1, rf: int = 3, **configs: object
+    ) -> dict[str, Any]:
+        """Create `name` (configs as keyword arguments, `min_insync_replicas=2` for
+        min.insync.replicas) and wait until every partition's ISR is whole: then every
+        replica hosts it and it is writable. Returns the creation's answer (its id)."""
+        r = self.any().http.post(
+            "/topics",
+            json={
+                "name": name,
+                "partitions": partitions,
+                "replication_factor": rf,
+                "configs": {k.replace("_", "."): v for k, v in configs.items()},
+            },
+        )
+        assert r.status_code == 201, r.text
+        wait_for(
+            f"{name}'s replicas ready",
+            lambda: all(len(p["isr"]) == rf for p in self.describe(name)["partitions"]),
+        )
+        return dict(r.json())
+
     def describe(self, topic: str, via: BrokerProcess | None = None) -> dict[str, Any]:
         r = (via or self.any()).http.get(f"/topics/{topic}")
         assert r.status_code == 200, r.text

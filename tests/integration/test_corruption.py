@@ -52,17 +52,7 @@ def fetch_node(
 
 
 def _topic(c: Cluster, name: str) -> str:
-    r = c.any().http.post(
-        "/topics",
-        json={
-            "name": name,
-            "partitions": 1,
-            "replication_factor": 3,
-            "configs": {"segment.bytes": 4096, "min.insync.replicas": 2},
-        },
-    )
-    assert r.status_code == 201, r.text
-    wait_for("replicas ready", lambda: len(c.partition(name)["isr"]) == 3)
+    created = c.create_topic(name, segment_bytes=4096, min_insync_replicas=2)
     for f in range(FRAMES):
         c.produce(name, [{"key": f"k{i}", "value": _value(i)} for i in range(f * 3, f * 3 + 3)])
     # Every replica has every record and knows it is committed.
@@ -70,7 +60,7 @@ def _topic(c: Cluster, name: str) -> str:
         "replicas identical",
         lambda: len({c.segment_bytes(b, name) for b in c.brokers.values()}) == 1,
     )
-    return str(r.json()["id"])
+    return str(created["id"])
 
 
 def _flip(b: BrokerProcess, topic: str, frame_index: int = 1) -> int:

@@ -50,20 +50,6 @@ def net(db_factory, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Partit
     n.close()
 
 
-def _create(c: Cluster, name: str, min_insync: int) -> None:
-    r = c.any().http.post(
-        "/topics",
-        json={
-            "name": name,
-            "partitions": 1,
-            "replication_factor": 3,
-            "configs": {"min.insync.replicas": str(min_insync)},
-        },
-    )
-    assert r.status_code == 201, r.text
-    wait_for("a whole ISR", lambda: len(c.partition(name)["isr"]) == 3)
-
-
 def _partition(c: Cluster, topic: str, via: int) -> dict[str, Any]:
     return dict(c.describe(topic, via=c.brokers[via])["partitions"][0])
 
@@ -74,7 +60,7 @@ def test_leader_drops_followers_that_stop_fetching_then_takes_them_back(
     """replica.lag.time.max.ms: followers alive (their leases current) but unable to fetch
     leave the ISR by the *leader's* decision, and rejoin once they catch up."""
     c = net.cluster
-    _create(c, "lag", min_insync=1)
+    c.create_topic("lag", min_insync_replicas=1)
     leader = c.leader("lag")
     net.to_broker[leader.broker_id].cut()  # followers' fetches fail; heartbeats go on
     try:
@@ -103,7 +89,7 @@ def test_isolated_leader_cannot_acknowledge_and_its_tail_is_truncated(net: Parti
     refuses writes outright (it cannot learn of the new leader, so it cannot forward); when
     the links return it follows the new leader and its divergent tail is gone."""
     c = net.cluster
-    _create(c, "fence", min_insync=2)
+    c.create_topic("fence", min_insync_replicas=2)
     c.produce("fence", [{"value": "a"}, {"value": "b"}])
     old = c.leader("fence")
     for b in c.brokers.values():

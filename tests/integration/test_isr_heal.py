@@ -24,17 +24,7 @@ def cluster(db_factory, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cl
 
 
 def _create(c: Cluster, name: str) -> list[int]:
-    r = c.any().http.post(
-        "/topics",
-        json={
-            "name": name,
-            "partitions": 1,
-            "replication_factor": 3,
-            "configs": {"min.insync.replicas": "2"},
-        },
-    )
-    assert r.status_code == 201, r.text
-    wait_for("a whole ISR", lambda: len(c.partition(name)["isr"]) == 3)
+    c.create_topic(name, min_insync_replicas=2)
     return list(c.partition(name)["replicas"])
 
 

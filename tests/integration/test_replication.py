@@ -22,20 +22,7 @@ def cluster(fresh_db: str, tmp_path: Path) -> Iterator[Cluster]:
 
 
 def _create(c: Cluster, name: str, partitions: int = 1, rf: int = 3, **configs: object) -> None:
-    r = c.any().http.post(
-        "/topics",
-        json={
-            "name": name,
-            "partitions": partitions,
-            "replication_factor": rf,
-            "configs": {k.replace("_", "."): v for k, v in configs.items()},
-        },
-    )
-    assert r.status_code == 201, r.text
-    # Every replica hosts the partition once the ISR is complete and it is writable.
-    wait_for(
-        "replicas ready", lambda: all(len(p["isr"]) == rf for p in c.describe(name)["partitions"])
-    )
+    c.create_topic(name, partitions, rf, **configs)
 
 
 def _produce(
