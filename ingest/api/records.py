@@ -272,14 +272,14 @@ async def list_offsets(request: Request) -> Response:
     cold = _cold_reader(broker, topic)
     at = request.query_params.get("at", "latest")
     body: dict[str, object] = {"partition": partition, "at": at}
-    if at == "earliest":
-        body["offset"] = await tiered_fetch.earliest(state, cold)
-    elif at == "latest":
+    if at == "latest":
         body["offset"] = state.high_watermark
-    else:
+    elif at != "earliest":
         ts = timestamp_param(at)
         body["offset"] = await tiered_fetch.offset_for_timestamp(state, cold, ts)
+    # One lookup serves both fields: each may wait out the manifest's deadline.
     body["log_start_offset"] = await tiered_fetch.earliest(state, cold)
+    body.setdefault("offset", body["log_start_offset"])
     body["high_watermark"] = state.high_watermark
     return JSONResponse(body, headers={"X-Tierlog-Leader": broker.config.advertised_url})
 
