@@ -85,7 +85,7 @@ class Broker:
         await asyncio.to_thread(migrate, self.engine)
         self.cluster_secret = await asyncio.to_thread(self.partition_repo.cluster_secret)
         await self.authorizer.start()
-        await self._heartbeat()
+        await self._register()
         # Renew the lease from now on: the rest of start-up (log recovery, the cold reader's
         # S3 clients) can outlast a lease, and a lapse makes the controller see a restart.
         self._tasks = [self._every(cfg.heartbeat_ms, self._heartbeat, "heartbeat")]
@@ -171,6 +171,17 @@ class Broker:
     def lease_ok(self) -> bool:
         return time.monotonic() < self._lease_until
 
+    async def _register(self) -> None:
+        """Join as a new incarnation, even while the last one's lease still runs: a restart
+        within the lease (a supervisor brings a killed broker back in a second or two) must
+        look like one to the controller, which then moves its leaderships and takes it back
+        into ISRs only once it has caught up (Kafka's new broker epoch on registration)."""
+        cfg, started = self.config, time.monotonic()
+        await asyncio.to_thread(
+            self.brokers.register, cfg.broker_id, cfg.advertised_url, cfg.lease_ms
+        )
+        self._renewed(started)
+
     async def _heartbeat(self) -> None:
         cfg = self.config
         started = time.monotonic()
@@ -190,9 +201,12 @@ class Broker:
                     },
                 )
             self.refresh_now_nowait()
-        self._last_heartbeat = started
+        self._renewed(started)
+
+    def _renewed(self, started: float) -> None:
         # Count the lease from before the call, with a margin, so we never overestimate it.
-        self._lease_until = started + cfg.lease_ms * 0.8 / 1000
+        self._last_heartbeat = started
+        self._lease_until = started + self.config.lease_ms * 0.8 / 1000
 
     async def _controller_tick(self) -> None:
         if self.lease_ok():
