@@ -116,6 +116,7 @@ class Broker:
                 cfg.tiering_duty_ms, self.remote_log.apply_local_retention, "local-retention"
             ),
             self._every(cfg.cleaner_interval_ms, self._clean_logs, "log-cleaner"),
+            self._every(1000, self._heal_offline, "offline-logs"),
         ]
         self.ready = True
         log.info(
@@ -247,6 +248,10 @@ class Broker:
     async def _shrink_isr(self) -> None:
         if self.replicas is not None and self.lease_ok():
             self.replicas.shrink_lagging(self.config.replica_lag_ms)
+
+    async def _heal_offline(self) -> None:
+        if self.replicas is not None and self.lease_ok():
+            await self.replicas.heal_offline()
 
     async def _clean_logs(self) -> None:
         await asyncio.to_thread(self.cleaner.run_once)

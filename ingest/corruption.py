@@ -36,12 +36,14 @@ def report(state: PartitionState, err: CorruptLogError) -> None:
     if follower:
         pending = state.repair_from
         state.repair_from = err.offset if pending is None else min(pending, err.offset)
+    elif state.role is Role.LEADER:
+        state.handoff_wanted = True  # then, as a follower, it repairs from the new leader
     skipped = _THROTTLE.allow((state.topic_id, state.partition, err.offset))
     if skipped is None:
         return
     log.error(
         "corrupt frame on disk, not served"
-        + ("; refetching it from the leader" if follower else "; this leader answers errors"),
+        + ("; refetching it from the leader" if follower else "; handing leadership off"),
         extra={
             "topic": state.topic,
             "partition": state.partition,

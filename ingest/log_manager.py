@@ -74,6 +74,26 @@ class LogManager:
             self._logs[key] = plog
             return plog
 
+    def reopen(self, plog: PartitionLog) -> PartitionLog:
+        """Open `plog`'s partition again (log recovery repairs what the failure left) and
+        close `plog`; raises, keeping `plog`, while the storage still fails."""
+        key = (plog.topic, plog.partition)
+        with self._lock:
+            fresh = PartitionLog.open(
+                plog.dir, plog.topic, plog.topic_id, plog.partition, self.index, plog.config
+            )
+            try:
+                _ = fresh.active_segment.fd  # opened for appending: what failed must work now
+            except OSError:
+                fresh.close()
+                raise
+            self._logs[key] = fresh
+        try:
+            plog.close()
+        except Exception:  # its files are the fresh log's now; the old descriptors just go
+            log.exception("closing a failed log: topic=%s partition=%d", *key)
+        return fresh
+
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
 

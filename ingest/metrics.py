@@ -28,6 +28,11 @@ LOG_END_OFFSET = Gauge("tierlog_log_end_offset", "Next offset to assign", ["topi
 HIGH_WATERMARK = Gauge("tierlog_high_watermark", "High watermark", ["topic", "partition"])
 LOG_START_OFFSET = Gauge("tierlog_log_start_offset", "Log start offset", ["topic", "partition"])
 PARTITIONS_LED = Gauge("tierlog_partitions_led", "Partitions this broker leads")
+# Kafka's OfflineReplicaCount: hosted partitions whose log went offline (a storage error).
+OFFLINE_PARTITIONS = Gauge(
+    "tierlog_offline_replicas",
+    "Hosted partitions whose log is offline after a storage error",
+)
 CORRUPT_FRAMES = Counter(
     "tierlog_corrupt_frame_reads_total",
     "Reads that met a stored frame failing its CRC or offset check (not served)",

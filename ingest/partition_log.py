@@ -126,6 +126,11 @@ class PartitionLog:
     def latest_epoch(self) -> int:
         return self._latest_epoch
 
+    @property
+    def failure(self) -> Exception | None:
+        """Why the log went offline (a failed write or swap), or None while it is usable."""
+        return self._failed
+
     def segments(self) -> list[SegmentInfo]:
         return [
             SegmentInfo(

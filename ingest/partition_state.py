@@ -73,6 +73,9 @@ class PartitionState:
         # Offset of a corrupt frame found in this follower's log: its replica fetcher truncates
         # there before the next fetch and fetches the rest again (ingest/corruption.py).
         self.repair_from: int | None = None
+        # The leader cannot serve this partition (a corrupt frame of its own): hand it to
+        # another in-sync replica (ReplicaManager.heal_offline), as for a failed log.
+        self.handoff_wanted = False
         # An ISR change sent to Postgres but not yet confirmed. Until it is, the high watermark
         # counts the union of both ISRs (Kafka's "maximal ISR", KIP-497): a member being added
         # may already be electable by the controller, so nothing it lacks may be acknowledged.

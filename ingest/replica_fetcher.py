@@ -74,6 +74,8 @@ class ReplicaFetcher:
         for state in self.partitions.values():
             if state.role is not Role.FOLLOWER or state.leader_id != self.leader_id:
                 continue
+            if state.log.failure is not None:
+                continue  # offline until ReplicaManager.heal_offline reopens it
             corruption.repair(state)  # a corrupt frame found here: fetch it again
             epochs = state.log.leader_epochs()
             parts.append(

@@ -1,5 +1,8 @@
 """The partitions this broker hosts, their roles, the fetchers that follow remote leaders,
-and the leader's ISR changes (compare-and-set on the partition epoch in Postgres)."""
+the leader's ISR changes (compare-and-set on the partition epoch in Postgres), and logs that
+went offline (Kafka's offline log dir, per partition): a leader whose log failed, or whose
+copy is corrupt, hands the partition to another in-sync replica and leaves the ISR; the log is
+reopened (recovery repairs it) once the storage works again, and catches up as a follower."""
 
 from __future__ import annotations
 
@@ -42,6 +45,9 @@ class ReplicaManager:
         self._token, self._refresh_metadata = token, refresh_metadata
         self.partitions: dict[tuple[str, int], PartitionState] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        # Failed logs: when to try reopening next, and the wait after that (doubling while
+        # the storage keeps failing, so a flapping disk is not reopened every second).
+        self._retry: dict[tuple[str, int], tuple[float, float]] = {}
 
     # -- metadata → hosted partitions -------------------------------------------------------
 
@@ -152,6 +158,79 @@ class ReplicaManager:
                 new_isr = state.isr_shrink(lag_ms)
                 if new_isr is not None:
                     self.request_isr_change(state, new_isr)
+
+    # -- storage failures ---------------------------------------------------------------------
+
+    async def heal_offline(self) -> None:
+        """Hand off what this broker cannot serve; reopen logs that failed."""
+        for key, state in list(self.partitions.items()):
+            failed = state.log.failure is not None
+            if state.role is Role.LEADER and (failed or state.handoff_wanted):
+                await self._hand_off(state)
+            if failed and self.partitions.get(key) is state:
+                await self._reopen(key, state)
+        metrics.OFFLINE_PARTITIONS.set(len(self.offline()))
+        now = time.monotonic()
+        for key in [k for k, (at, wait) in self._retry.items() if now - at > 10 * wait]:
+            del self._retry[key]  # online long enough: the next failure starts over at 1 s
+
+    def offline(self) -> list[str]:
+        return [f"{t}-{p}" for (t, p), s in self.partitions.items() if s.log.failure is not None]
+
+    async def _hand_off(self, state: PartitionState) -> None:
+        info = await asyncio.to_thread(
+            self.repo.resign_leadership,
+            state.topic_id,
+            state.partition,
+            self.me,
+            state.leader_epoch,
+            state.partition_epoch,
+        )
+        if info is None:
+            return  # no live in-sync replica to take over (or a race): keep trying
+        state.handoff_wanted = False
+        log.warning(
+            "leadership handed off: this broker cannot serve the partition",
+            extra={
+                "topic": state.topic,
+                "partition": state.partition,
+                "leader": info.leader,
+                "leader_epoch": info.leader_epoch,
+                "isr": info.isr,
+                "why": str(state.log.failure or "a corrupt frame on this broker's copy"),
+            },
+        )
+        await self._refresh_metadata()
+
+    async def _reopen(self, key: tuple[str, int], state: PartitionState) -> None:
+        at, wait = self._retry.get(key, (0.0, 1.0))
+        now = time.monotonic()
+        if now < at:
+            return
+        self._retry[key] = (now + wait, min(60.0, wait * 2))
+        try:
+            fresh = await asyncio.to_thread(self.logs.reopen, state.log)
+        except Exception as exc:  # the storage still fails: stay offline, try again later
+            log.debug(
+                "failed log not reopened yet", extra={"log": state.log.dir, "error": str(exc)}
+            )
+            return
+        state.close()
+        new = self.partitions[key] = PartitionState(fresh, self.me, self._lease_ok, self._on_append)
+        info = self._info(key)
+        if info is not None:
+            new.apply(info)
+        self._sync_fetchers()
+        log.warning(
+            "log back online after a storage error",
+            extra={"topic": key[0], "partition": key[1], "log_end_offset": fresh.log_end_offset},
+        )
+
+    def _info(self, key: tuple[str, int]) -> PartitionInfo | None:
+        view = self.cache.topic(key[0])
+        if view is None or key[1] >= len(view.partitions):
+            return None
+        return view.partitions[key[1]]
 
     def checkpoint(self) -> None:
         for state in self.partitions.values():

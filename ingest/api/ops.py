@@ -26,7 +26,12 @@ async def readyz(request: Request) -> JSONResponse:
     # Ready means a member of the cluster: started, metadata loaded and the lease current.
     # A broker whose lease lapsed (slow start, Postgres unreachable) is dead to the others.
     if broker.ready and broker.cache.loaded and broker.lease_ok():
-        return JSONResponse({"status": "ready", "broker_id": broker.config.broker_id})
+        # Still ready with offline logs (it serves its other partitions), but it says which.
+        offline = broker.replicas.offline() if broker.replicas is not None else []
+        body: dict[str, object] = {"status": "ready", "broker_id": broker.config.broker_id}
+        if offline:
+            body["offline_partitions"] = offline
+        return JSONResponse(body)
     status = "lease lapsed" if broker.ready and broker.cache.loaded else "starting"
     return JSONResponse({"status": status, "broker_id": broker.config.broker_id}, status_code=503)
 

@@ -155,6 +155,7 @@ _RETRIABLE = frozenset(
         "NOT_ENOUGH_REPLICAS",
         "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
         "REQUEST_TIMED_OUT",
+        "KAFKA_STORAGE_ERROR",
     }
 )
 

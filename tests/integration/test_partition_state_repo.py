@@ -160,6 +160,34 @@ def test_concurrent_alter_isr_exactly_one_wins(
 # -- elect_leader and controller_alter_isr ------------------------------------------------------
 
 
+def test_a_leader_that_cannot_serve_resigns_to_a_live_isr_member(
+    repo: PartitionStateRepo, part: PartitionInfo, brokers: BrokerRepo
+) -> None:
+    """A leader whose log went offline hands off: the first live ISR member in replica order
+    leads in a new leader epoch, and the resigning broker leaves the ISR."""
+    leader, second, third = part.replicas
+    stale = repo.resign_leadership(
+        part.topic_id, part.partition, leader, part.leader_epoch, part.partition_epoch + 1
+    )
+    assert stale is None  # fenced on the leader's epochs, like alter_isr
+    brokers.deregister(second)  # not live: skipped
+    out = repo.resign_leadership(
+        part.topic_id, part.partition, leader, part.leader_epoch, part.partition_epoch
+    )
+    assert out is not None
+    assert (out.leader, out.leader_epoch) == (third, part.leader_epoch + 1)
+    assert out.isr == [second, third] and leader not in out.isr
+    # The new leader alone in its ISR with no live peer: it keeps leading (offline helps no one).
+    alone = alter(repo, out, [third])
+    assert alone is not None
+    assert (
+        repo.resign_leadership(
+            alone.topic_id, alone.partition, third, alone.leader_epoch, alone.partition_epoch
+        )
+        is None
+    )
+
+
 def test_elect_leader_bumps_both_epochs(repo: PartitionStateRepo, part: PartitionInfo) -> None:
     r = part.replicas
     info = repo.elect_leader(part.topic_id, 0, r[1], [r[2], r[1]], 0)
