@@ -21,6 +21,7 @@ from ingest.log_manager import LogManager
 from ingest.metadata_cache import MetadataCache, TopicView
 from ingest.metadata_listener import MetadataListener
 from ingest.partition_state import PartitionState, Role
+from ingest.preferred_leader import PreferredLeaderMover
 from ingest.remote_log_manager import RemoteLogManager
 from ingest.replica_leader import ReplicaFetchHandler
 from ingest.replica_manager import ReplicaManager
@@ -57,6 +58,12 @@ class Broker:
         )
         self.cleaner = CleanerDuty(lambda: self.partitions, self.cache, ColdManifest(self.engine))
         self.fetch_handler = ReplicaFetchHandler(self, self._expand_isr)
+        self.preferred = PreferredLeaderMover(
+            config.broker_id,
+            lambda: self.partitions,
+            PartitionStateRepo(self.engine),
+            self.refresh_now,
+        )
         self.controller = Controller(self.engine, config.broker_id, config.lease_ms)
         self.controller_lease = ControllerLease(self.engine)
         self.sticky: dict[str, StickyPartitioner] = {}
@@ -117,6 +124,7 @@ class Broker:
             ),
             self._every(cfg.cleaner_interval_ms, self._clean_logs, "log-cleaner"),
             self._every(1000, self._heal_offline, "offline-logs"),
+            self._every(500, self._move_to_preferred, "preferred-leader"),
         ]
         self.ready = True
         log.info(
@@ -248,6 +256,10 @@ class Broker:
     async def _shrink_isr(self) -> None:
         if self.replicas is not None and self.lease_ok():
             self.replicas.shrink_lagging(self.config.replica_lag_ms)
+
+    async def _move_to_preferred(self) -> None:
+        if self.lease_ok():
+            await self.preferred.run_once()
 
     async def _heal_offline(self) -> None:
         if self.replicas is not None and self.lease_ok():

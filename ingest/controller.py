@@ -13,11 +13,11 @@ or renews the controller lease (``metadata.controller_lease``); only the holder 
    partition goes offline (leader None) keeping its last ISR, so that the first ISR member
    to come back is elected cleanly;
 3. for a partition with a healthy leader, fence dead brokers out of the ISR (ISR ∩ live,
-   never dropping the leader) without bumping the leader epoch;
-4. move leadership back to the preferred replica (replicas[0]) once it has been live and in
-   the ISR for ``preferred_delay_ms`` and at least two ticks, and no more often than every
-   ``preferred_interval_ms`` per partition. Being in the ISR means caught up: the leader
-   adds a follower only after it reached the leader's log end.
+   never dropping the leader) without bumping the leader epoch.
+
+Moving leadership back to the preferred replica is not the controller's: only the leader
+knows when the preferred follower holds everything it acknowledged, acks=1 writes included,
+and only it can stop acknowledging while leadership moves (ingest/preferred_leader.py).
 
 Every write is a compare-and-set on the partition epoch, fenced on this controller's lease
 epoch (it commits only while the lease is current), so a paused controller that lost its
@@ -26,15 +26,14 @@ lease cannot overwrite its successor. A lost race is not an error: the next tick
 A broker that re-registered (its incarnation moved) since the previous tick is treated as
 having restarted: it may have lost unflushed data, so it leaves every ISR and loses its
 leaderships, unless it is the only ISR member left (then it is re-elected with a new epoch).
-Each tick that finds nothing changed (same metadata version, same live brokers, no pending
-preferred-leader move) skips the partition scan: the steady-state cost is three small queries.
+Each tick that finds nothing changed (same metadata version, same live brokers) skips the
+partition scan: the steady-state cost is three small queries.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Engine
@@ -54,7 +53,7 @@ Key = tuple[str, int]  # (topic id, partition)
 
 @dataclass(frozen=True)
 class ControllerAction:
-    kind: str  # "elect" | "unclean_elect" | "offline" | "isr_shrink" | "preferred"
+    kind: str  # "elect" | "unclean_elect" | "offline" | "isr_shrink"
     topic: str
     partition: int
     old_leader: int | None
@@ -94,14 +93,10 @@ class Controller:
         broker_id: int,
         lease_ms: int,
         *,
-        preferred_delay_ms: int = 1000,
-        preferred_interval_ms: int = 5000,
         logger: logging.Logger = log,
     ) -> None:
         self.broker_id = broker_id
         self.lease_ms = lease_ms
-        self.preferred_delay = preferred_delay_ms / 1000
-        self.preferred_interval = preferred_interval_ms / 1000
         self.log = logger
         self.lease = ControllerLease(engine)
         self.brokers = BrokerRepo(engine)
@@ -115,8 +110,6 @@ class Controller:
         """Forget everything learned in a term: a new term starts from the database."""
         self._incarnations: dict[int, int] = {}
         self._scan_key: tuple[int, frozenset[int]] | None = None
-        self._preferred_seen: dict[Key, tuple[float, int]] = {}  # first seen, ticks
-        self._last_move: dict[Key, float] = {}  # monotonic time of our last leader change
         self._offline: set[Key] = set()  # offline partitions already reported
 
     @property
@@ -177,11 +170,7 @@ class Controller:
             ControllerFence(self.broker_id, epoch),
             ControllerActions(active=True, epoch=epoch),
         )
-        if (
-            not restarted
-            and not self._preferred_seen
-            and self._scan_key == (self.topics.version(), frozenset(live))
-        ):
+        if not restarted and self._scan_key == (self.topics.version(), frozenset(live)):
             return tick.result
         version, infos, parts = self.topics.snapshot()
         default = SPECS[UNCLEAN].default
@@ -191,9 +180,6 @@ class Controller:
         for p in parts:
             seen.add((p.topic_id, p.partition))
             self._partition(p, unclean.get(p.topic_id, False), tick)
-        for d in (self._preferred_seen, self._last_move):
-            for k in [k for k in d if k not in seen]:
-                del d[k]
         self._offline &= seen
         # Restarts are handled once; lost races must be retried: neither may be skipped.
         clean = not restarted and tick.result.lost_races == 0
@@ -203,7 +189,6 @@ class Controller:
     def _partition(self, p: PartitionInfo, unclean: bool, t: _Tick) -> None:
         key = (p.topic_id, p.partition)
         if p.leader is None or p.leader not in t.live or p.leader not in p.replicas:
-            self._preferred_seen.pop(key, None)
             self._elect(p, unclean, t)
             return
         self._offline.discard(key)
@@ -211,30 +196,10 @@ class Controller:
         if p.leader not in keep:
             keep.append(p.leader)  # never below the leader itself
         if set(keep) != set(p.isr):
-            self._preferred_seen.pop(key, None)
             info = self.repo.controller_alter_isr(
                 p.topic_id, p.partition, keep, p.partition_epoch, t.fence
             )
             self._record(t, "isr_shrink", p, info, "dead brokers fenced out of the ISR")
-            return
-        preferred = p.replicas[0]
-        if preferred == p.leader or preferred not in t.live or preferred not in p.isr:
-            self._preferred_seen.pop(key, None)
-            return
-        now = time.monotonic()
-        first, ticks = self._preferred_seen.get(key, (now, 0))
-        self._preferred_seen[key] = (first, ticks + 1)
-        if (
-            ticks + 1 < 2
-            or now - first < self.preferred_delay
-            or now - self._last_move.get(key, -1e18) < self.preferred_interval
-        ):
-            return
-        info = self.repo.elect_leader(
-            p.topic_id, p.partition, preferred, p.isr, p.partition_epoch, t.fence
-        )
-        self._preferred_seen.pop(key, None)
-        self._record(t, "preferred", p, info, "leadership moved back to the preferred replica")
 
     def _elect(self, p: PartitionInfo, unclean_enabled: bool, t: _Tick) -> None:
         key = (p.topic_id, p.partition)
@@ -310,8 +275,6 @@ class Controller:
                 },
             )
             return
-        if info.leader != p.leader:
-            self._last_move[(p.topic_id, p.partition)] = time.monotonic()
         t.result.actions.append(
             ControllerAction(
                 kind,

@@ -76,6 +76,9 @@ class PartitionState:
         # The leader cannot serve this partition (a corrupt frame of its own): hand it to
         # another in-sync replica (ReplicaManager.heal_offline), as for a failed log.
         self.handoff_wanted = False
+        # Leadership is being handed to the preferred replica (ingest/preferred_leader.py):
+        # nothing more may be acknowledged until it has moved or the move is called off.
+        self.handing_off = False
         # An ISR change sent to Postgres but not yet confirmed. Until it is, the high watermark
         # counts the union of both ISRs (Kafka's "maximal ISR", KIP-497): a member being added
         # may already be electable by the controller, so nothing it lacks may be acknowledged.
@@ -122,6 +125,7 @@ class PartitionState:
 
     def _become_leader(self) -> None:
         self.role = Role.LEADER
+        self.handing_off = False
         self.log.begin_epoch(self.leader_epoch)
         self.epoch_start_offset = self.log.log_end_offset
         # Kafka: every follower counts as caught up at the moment we become leader.
@@ -139,6 +143,12 @@ class PartitionState:
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
                 f"broker {self.me} does not lead {self.topic}-{self.partition}"
                 f" (leader: {self.leader_id})",
+            )
+        if self.handing_off:
+            raise TierlogError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"leadership of {self.topic}-{self.partition} is moving to broker "
+                f"{self.replicas[0]}; retry shortly",
             )
         if not self._lease_ok():
             # A paused or partitioned leader whose lease lapsed may already be replaced.
@@ -281,6 +291,12 @@ class PartitionState:
         progress = self.followers.setdefault(replica, FollowerProgress())
         progress.on_fetch(fetch_offset, self.log.log_end_offset, _now_ms())
         self._advance_hw()
+
+    def holds_everything(self, replica: int) -> bool:
+        """Has follower `replica` fetched up to this leader's log end (every record it wrote,
+        acknowledged or not)?"""
+        progress = self.followers.get(replica)
+        return progress is not None and progress.leo >= self.log.log_end_offset
 
     def isr_expansion(self, replica: int) -> list[int] | None:
         """The new ISR if `replica` may join it now, else None."""

@@ -179,7 +179,7 @@ class ReplicaManager:
 
     async def _hand_off(self, state: PartitionState) -> None:
         info = await asyncio.to_thread(
-            self.repo.resign_leadership,
+            self.repo.hand_over,
             state.topic_id,
             state.partition,
             self.me,

@@ -128,15 +128,26 @@ class PartitionStateRepo:
                 return None
             return self._write(conn, row, leader_id, isr, bump_leader_epoch=False)
 
-    def resign_leadership(
-        self, topic_id: str, partition: int, leader_id: int, leader_epoch: int, partition_epoch: int
+    def hand_over(
+        self,
+        topic_id: str,
+        partition: int,
+        leader_id: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        to: int | None = None,
     ) -> PartitionInfo | None:
-        """The leader gives the partition up because it cannot serve it (its log went offline,
-        its copy is corrupt): the first live ISR member in replica order leads, in a new leader
-        epoch, and the resigning broker leaves the ISR (it rejoins once it has caught up, as
-        any follower). Fenced like ``alter_isr`` on the leader's epochs; None when the race is
-        lost or no other in-sync replica is live (then it stays leader: going offline would
-        help no one)."""
+        """The leader hands the partition to another in-sync replica, in a new leader epoch.
+        Fenced like ``alter_isr`` on the leader's epochs; None when the race is lost or the
+        successor is not a live ISR member.
+
+        - ``to=None``: it resigns because it cannot serve the partition (its log went offline,
+          its copy is corrupt): the first live ISR member in replica order leads, and the
+          resigning broker leaves the ISR (it rejoins once caught up, as any follower). With
+          no other live in-sync replica it stays leader: going offline would help no one.
+        - ``to=replica``: a planned move (back to the preferred replica) once ``to`` holds
+          everything the leader wrote; the ISR stays as it is.
+        """
         with self.engine.begin() as conn:
             row = self._get(conn, topic_id, partition, lock=True)
             if row is None or (row.leader, row.leader_epoch, row.partition_epoch) != (
@@ -146,11 +157,12 @@ class PartitionStateRepo:
             ):
                 return None
             others = [r for r in row.replicas if r in row.isr and r != leader_id]
-            live = self._live(conn, others) if others else set()
-            successor = next((r for r in others if r in live), None)
+            candidates = others if to is None else [r for r in others if r == to]
+            live = self._live(conn, candidates) if candidates else set()
+            successor = next((r for r in candidates if r in live), None)
             if successor is None:
                 return None
-            isr = [r for r in row.isr if r != leader_id]
+            isr = row.isr if to is not None else [r for r in row.isr if r != leader_id]
             return self._write(conn, row, successor, isr, bump_leader_epoch=True)
 
     # -- the controller's changes -------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The controller against a real Postgres: elections, offline partitions, unclean elections,
-ISR fencing of dead brokers, preferred-leader moves, restarts, lease handover."""
+ISR fencing of dead brokers, restarts, lease handover (preferred-leader moves are the
+leader's)."""
 
 from __future__ import annotations
 
@@ -34,16 +35,8 @@ class Cluster:
     def kill(self, broker_id: int) -> None:
         self.brokers.deregister(broker_id)
 
-    def controller(
-        self, broker_id: int = 1, preferred_delay_ms: int = 0, preferred_interval_ms: int = 0
-    ) -> Controller:
-        return Controller(
-            self.engine,
-            broker_id,
-            LONG,
-            preferred_delay_ms=preferred_delay_ms,
-            preferred_interval_ms=preferred_interval_ms,
-        )
+    def controller(self, broker_id: int = 1) -> Controller:
+        return Controller(self.engine, broker_id, LONG)
 
     def topic(self, name: str = "t", **configs: object) -> PartitionInfo:
         self.topics.create(name, 1, 3, {k.replace("_", "."): v for k, v in configs.items()})
@@ -187,10 +180,12 @@ def test_dead_isr_members_are_fenced_out_without_a_leader_epoch_bump(cluster: Cl
     assert ticked(c).actions == []
 
 
-def test_preferred_leader_moves_back_after_catching_up(cluster: Cluster) -> None:
+def test_moving_back_to_the_preferred_replica_is_left_to_the_leader(cluster: Cluster) -> None:
+    """Only the leader knows whether the preferred replica holds its acks=1 writes (issue 12,
+    found 5): the controller elects on failures only (ingest/preferred_leader.py moves back)."""
     p = cluster.topic()
     r = p.replicas
-    c = cluster.controller(r[2], preferred_delay_ms=0, preferred_interval_ms=0)
+    c = cluster.controller(r[2])
     cluster.kill(r[0])
     assert ticked(c).kinds() == ["elect"]
     moved = cluster.get()
@@ -198,27 +193,8 @@ def test_preferred_leader_moves_back_after_catching_up(cluster: Cluster) -> None
     cluster.start(r[0])
     assert ticked(c).actions == []  # back, but not in the ISR: not caught up yet
     cluster.set_isr(moved, r)  # the leader adds it once it has caught up
-    v = cluster.topics.version()
-    assert ticked(c).actions == []  # hysteresis: in the ISR for one tick only
-    result = ticked(c)
-    assert result.kinds() == ["preferred"]
-    home = cluster.get()
-    assert (home.leader, home.isr, home.leader_epoch) == (r[0], r, 2)
-    assert cluster.topics.version() > v
-    assert ticked(c).actions == []
-
-
-def test_preferred_leader_respects_the_minimum_interval(cluster: Cluster) -> None:
-    p = cluster.topic()
-    r = p.replicas
-    c = cluster.controller(r[2], preferred_delay_ms=0, preferred_interval_ms=3_600_000)
-    cluster.kill(r[0])
-    ticked(c)
-    cluster.start(r[0])
-    ticked(c)
-    cluster.set_isr(cluster.get(), r)
     for _ in range(4):
-        assert ticked(c).actions == []  # we moved it moments ago: leave it alone
+        assert ticked(c).actions == []
     assert cluster.get().leader == r[1]
 
 

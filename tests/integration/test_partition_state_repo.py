@@ -166,12 +166,12 @@ def test_a_leader_that_cannot_serve_resigns_to_a_live_isr_member(
     """A leader whose log went offline hands off: the first live ISR member in replica order
     leads in a new leader epoch, and the resigning broker leaves the ISR."""
     leader, second, third = part.replicas
-    stale = repo.resign_leadership(
+    stale = repo.hand_over(
         part.topic_id, part.partition, leader, part.leader_epoch, part.partition_epoch + 1
     )
     assert stale is None  # fenced on the leader's epochs, like alter_isr
     brokers.deregister(second)  # not live: skipped
-    out = repo.resign_leadership(
+    out = repo.hand_over(
         part.topic_id, part.partition, leader, part.leader_epoch, part.partition_epoch
     )
     assert out is not None
@@ -181,10 +181,27 @@ def test_a_leader_that_cannot_serve_resigns_to_a_live_isr_member(
     alone = alter(repo, out, [third])
     assert alone is not None
     assert (
-        repo.resign_leadership(
+        repo.hand_over(
             alone.topic_id, alone.partition, third, alone.leader_epoch, alone.partition_epoch
         )
         is None
+    )
+
+
+def test_a_planned_hand_over_keeps_the_isr_and_needs_a_live_isr_member(
+    repo: PartitionStateRepo, part: PartitionInfo, brokers: BrokerRepo
+) -> None:
+    leader, second, third = part.replicas
+    shrunk = alter(repo, part, [leader, second])
+    assert shrunk is not None
+    args = (shrunk.topic_id, shrunk.partition, leader, shrunk.leader_epoch)
+    assert repo.hand_over(*args, shrunk.partition_epoch, to=third) is None  # not in the ISR
+    moved = repo.hand_over(*args, shrunk.partition_epoch, to=second)
+    assert moved is not None
+    assert (moved.leader, moved.isr, moved.leader_epoch) == (
+        second,
+        [leader, second],
+        shrunk.leader_epoch + 1,
     )
 
 
