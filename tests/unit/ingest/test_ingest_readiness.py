@@ -18,6 +18,7 @@ def _probe(ready: bool, loaded: bool, lease: bool) -> tuple[int, str]:
         cache=SimpleNamespace(loaded=loaded),
         lease_ok=lambda: lease,
         config=SimpleNamespace(broker_id=7),
+        replicas=None,  # no partitions hosted: none offline
     )
 
     async def get() -> httpx.Response:
