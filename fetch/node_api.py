@@ -23,7 +23,7 @@ from ingest.api.cross_site import CrossSiteGuard, own_origins
 from ingest.api.fetch_response import fetch_params, fetch_response
 from ingest.api.http import JSONResponse, exception_handlers, path_partition, timestamp_param
 from ingest.api.limits import LimitSettings, limits_middleware
-from ingest.api.openapi import OPENAPI
+from ingest.api.openapi import OPENAPI, for_auth
 from ingest.broker_config import DEFAULT_MAX_REQUEST_BYTES
 from ingest.fetch_reader import FetchResult
 from ingest.tiered_fetch import ColdRange, ColdReader
@@ -201,7 +201,8 @@ def build_app(
         lifespan=lifespan,
     )
     app.state.node = node
-    app.state.openapi = served_openapi(app.routes)  # the routes are fixed from here on
+    # The routes are fixed from here on.
+    app.state.openapi = for_auth(served_openapi(app.routes), node.config.auth.enabled)
     # Quotas and overload protection, inside auth (see ingest/api/app.py): consumers reading
     # through a fetch node are held to their consumer_byte_rate here too.
     limits = LimitSettings(max_request_bytes=DEFAULT_MAX_REQUEST_BYTES)

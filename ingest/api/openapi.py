@@ -263,9 +263,16 @@ OPENAPI["components"] = {
     }
 }
 OPENAPI["security"] = [{"apiKey": []}]
-for _open in ("/healthz", "/readyz", "/metrics", "/openapi.json"):
-    for _op in OPENAPI["paths"].get(_open, {}).values():
-        _op["security"] = []
+_OPEN_PATHS = ("/healthz", "/readyz", "/metrics", "/openapi.json")
+for _path, _item in OPENAPI["paths"].items():
+    for _method, _op in _item.items():
+        if _method == "parameters":
+            continue
+        if _path in _OPEN_PATHS:
+            _op["security"] = []
+        else:  # no key or a bad one (401); a key whose principal the ACLs refuse (403)
+            _op["responses"].setdefault("401", error_responses(401)["401"])
+            _op["responses"].setdefault("403", error_responses(403)["403"])
 # Every write may be refused as cross-site (403), and any body of an undocumented media type
 # with 415 (ingest/api/cross_site.py).
 for _item in OPENAPI["paths"].values():
@@ -273,3 +280,22 @@ for _item in OPENAPI["paths"].values():
         if _method in ("post", "put", "patch", "delete"):
             _op["responses"].setdefault("403", error_responses(403)["403"])
             _op["responses"].setdefault("415", error_responses(415)["415"])
+
+
+def for_auth(doc: dict[str, Any], auth_enabled: bool) -> dict[str, Any]:
+    """`doc` as a node serves it: with auth off (--insecure) nothing needs a key, and a
+    document that still said so would misdescribe the API (clients, fuzzers and docs pages
+    would expect 401 where the node answers 200)."""
+    if auth_enabled:
+        return doc
+    paths = {
+        path: {k: _without_auth(op) if k != "parameters" else op for k, op in item.items()}
+        for path, item in doc["paths"].items()
+    }
+    open_doc = {k: v for k, v in doc.items() if k not in ("security", "components")}
+    return {**open_doc, "paths": paths}
+
+
+def _without_auth(op: dict[str, Any]) -> dict[str, Any]:
+    responses = {code: r for code, r in op["responses"].items() if code != "401"}
+    return {**{k: v for k, v in op.items() if k != "security"}, "responses": responses}

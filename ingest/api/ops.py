@@ -11,10 +11,13 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ingest.api.http import JSONResponse
-from ingest.api.openapi import OPENAPI
+from ingest.api.openapi import OPENAPI, for_auth
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
+
+
+_OPEN = for_auth(OPENAPI, auth_enabled=False)  # the document of an --insecure broker
 
 
 async def healthz(request: Request) -> JSONResponse:
@@ -57,7 +60,8 @@ async def brokers(request: Request) -> JSONResponse:
 
 
 async def openapi(request: Request) -> JSONResponse:
-    return JSONResponse(OPENAPI)
+    broker: Broker = request.app.state.broker
+    return JSONResponse(_OPEN if not broker.config.auth.enabled else OPENAPI)
 
 
 routes = [
