@@ -59,6 +59,16 @@ def _ordered_isr(replicas: Sequence[int], new_isr: Sequence[int], where: str) ->
     return [r for r in replicas if r in members]
 
 
+def _led_by(row: PartitionInfo, leader_id: int, leader_epoch: int, partition_epoch: int) -> bool:
+    """The leader's changes are fenced on what it last saw: the row must still name it, at
+    its leader epoch and partition epoch (else a newer change won, and it must re-read)."""
+    return (row.leader, row.leader_epoch, row.partition_epoch) == (
+        leader_id,
+        leader_epoch,
+        partition_epoch,
+    )
+
+
 def _check_ids(new_isr: Sequence[int]) -> None:
     if isinstance(new_isr, str | bytes) or not all(
         isinstance(b, int) and not isinstance(b, bool) for b in new_isr
@@ -117,11 +127,7 @@ class PartitionStateRepo:
             if row is None:
                 return None
             isr = _ordered_isr(row.replicas, new_isr, f"{row.topic}-{partition}")
-            if (row.leader, row.leader_epoch, row.partition_epoch) != (
-                leader_id,
-                leader_epoch,
-                partition_epoch,
-            ):
+            if not _led_by(row, leader_id, leader_epoch, partition_epoch):
                 return None
             added = sorted(set(isr).difference(row.isr))
             if added and not set(added) <= self._live(conn, added):
@@ -150,11 +156,7 @@ class PartitionStateRepo:
         """
         with self.engine.begin() as conn:
             row = self._get(conn, topic_id, partition, lock=True)
-            if row is None or (row.leader, row.leader_epoch, row.partition_epoch) != (
-                leader_id,
-                leader_epoch,
-                partition_epoch,
-            ):
+            if row is None or not _led_by(row, leader_id, leader_epoch, partition_epoch):
                 return None
             others = [r for r in row.replicas if r in row.isr and r != leader_id]
             candidates = others if to is None else [r for r in others if r == to]
