@@ -9,7 +9,9 @@ here:
   again, so normal replication repairs it byte for byte. Until then its high watermark still
   covers the bad frame, but every read of it fails the check and is not served;
 - a leader cannot repair itself from anyone: it answers KAFKA_STORAGE_ERROR for the bad frames
-  (clients retry, fetch nodes fail over to an in-sync follower, followers append nothing).
+  (clients retry, fetch nodes fail over to an in-sync follower, followers append nothing) and
+  hands leadership to an in-sync replica (ReplicaManager.heal_offline); as a follower it is
+  then repaired like any other.
 """
 
 from __future__ import annotations

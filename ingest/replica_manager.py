@@ -48,6 +48,8 @@ class ReplicaManager:
         # Failed logs: when to try reopening next, and the wait after that (doubling while
         # the storage keeps failing, so a flapping disk is not reopened every second).
         self._retry: dict[tuple[str, int], tuple[float, float]] = {}
+        # Read at scrape time: the gauge can never lag what /readyz says.
+        metrics.OFFLINE_PARTITIONS.set_function(lambda: len(self.offline()))
 
     # -- metadata → hosted partitions -------------------------------------------------------
 
@@ -169,7 +171,6 @@ class ReplicaManager:
                 await self._hand_off(state)
             if failed and self.partitions.get(key) is state:
                 await self._reopen(key, state)
-        metrics.OFFLINE_PARTITIONS.set(len(self.offline()))
         now = time.monotonic()
         for key in [k for k, (at, wait) in self._retry.items() if now - at > 10 * wait]:
             del self._retry[key]  # online long enough: the next failure starts over at 1 s
