@@ -3,8 +3,10 @@ S3 faults, while compaction rewrote files) is the hot log's records, each offset
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
+import pyarrow as pa
 from deltalake import DeltaTable
 
 from tests.chaos.checker import MAX_REPORTED
@@ -13,18 +15,34 @@ from tests.chaos.workload import TOPIC
 from tiering.layout import table_uri
 from tiering.object_store import ObjectStoreConfig
 
+SNAPSHOT_ATTEMPTS = 10
+
 
 def _text(b: bytes | None) -> str | None:
     return None if b is None else b.decode(errors="replace")
 
 
+def _read_table(config: ObjectStoreConfig) -> pa.Table:
+    """The table's current snapshot. The compaction worker runs with no grace period here, so a
+    file of the snapshot just loaded can be deleted before it is read: load a newer one, as a
+    reader outliving the grace period must."""
+    uri = table_uri(config, TOPIC)
+    for attempt in range(SNAPSHOT_ATTEMPTS):
+        try:
+            return DeltaTable(uri, storage_options=config.storage_options()).to_pyarrow_table(
+                columns=["partition", "offset", "key", "value"]
+            )
+        except FileNotFoundError:
+            if attempt == SNAPSHOT_ATTEMPTS - 1:
+                raise
+            time.sleep(0.5)
+    raise AssertionError("unreachable")
+
+
 def cold_agrees(config: ObjectStoreConfig, final: dict[int, list[Row]]) -> list[str]:
     """Violations: a tiered offset held twice, or holding other than the hot log's record
     (partitions missing from `final`, which could not be read, are left out)."""
-    uri = table_uri(config, TOPIC)
-    table = DeltaTable(uri, storage_options=config.storage_options()).to_pyarrow_table(
-        columns=["partition", "offset", "key", "value"]
-    )
+    table = _read_table(config)
     hot = {(p, r.offset): (r.key, r.value) for p, rows in final.items() for r in rows}
     problems: list[str] = []
     seen = Counter(zip(table["partition"].to_pylist(), table["offset"].to_pylist(), strict=True))
