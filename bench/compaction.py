@@ -7,7 +7,7 @@ worker's CPU and protocol cost, not a network's). Tiers the data through the tie
 protocol (tests/integration/test_compaction_support.py), then times one compaction pass per
 job. Prints a table: files/s and MB/s of input for the merge, records/s for key compaction,
 bytes reclaimed for each. The last row is the brokers' log cleaner (hot-tier key compaction
-of sealed segments on local disk, ingest/log_cleaner.py) over the same workload.
+of sealed segments on local disk, ingest/cleaner/log_cleaner.py) over the same workload.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 
 from bench.replication import _new_database
+from coldstore.object_store import ObjectStore
 from metadata.db import make_engine, migrate
 from tests.integration.s3 import MotoServer, config_for
 from tests.integration.test_compaction_support import ColdEnv, now_ms
-from tiering.object_store import ObjectStore
-from tierlog.localpg import LocalPostgres
+from tierlog.devstack.localpg import LocalPostgres
 
 MB = 1e6
 
@@ -51,9 +51,9 @@ def _hot_clean(tmp: str, n_records: int, keys: int) -> tuple[str, str, str, str]
     """The brokers' log cleaner on a local partition log of `n_records` updates."""
     import pyarrow as pa
 
-    from ingest.index import LogIndex
-    from ingest.log_cleaner import LogCleaner
-    from ingest.partition_log import LogConfig, PartitionLog
+    from ingest.cleaner.log_cleaner import LogCleaner
+    from ingest.log.index import LogIndex
+    from ingest.log.local_log import LogConfig, PartitionLog
     from logformat.frame import encode_frame
     from logformat.schema import HEADERS, RECORD_SCHEMA, TIMESTAMP
     from metadata.configs import topic_config

@@ -23,7 +23,7 @@ import httpx
 import orjson
 
 from tests.integration.brokers import BrokerProcess
-from tierlog.localpg import LocalPostgres
+from tierlog.devstack.localpg import LocalPostgres
 
 
 class Round(NamedTuple):

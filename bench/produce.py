@@ -23,7 +23,7 @@ import pyarrow as pa
 from bench.load import LoadResult, run_load
 from tests.integration.brokers import BrokerProcess
 from tests.integration.ports import free_port
-from tierlog.localpg import LocalPostgres
+from tierlog.devstack.localpg import LocalPostgres
 
 ARROW = "application/vnd.apache.arrow.stream"
 

@@ -35,15 +35,15 @@ from pathlib import Path
 import httpx
 
 from bench.load import LoadResult, run_load
+from coldstore.object_store import AsyncObjectStore, ObjectStore, ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
 from tests.integration.brokers import BrokerProcess
 from tests.integration.fetch_nodes import FetchNodeProcess
 from tests.integration.replay_data import arrow_body, records
-from tiering.object_store import AsyncObjectStore, ObjectStore, ObjectStoreConfig
 from tiering.worker import TieringWorker
-from tierlog.local_s3 import LocalS3
-from tierlog.localpg import LocalPostgres
+from tierlog.devstack.local_s3 import LocalS3
+from tierlog.devstack.localpg import LocalPostgres
 
 ARROW = "application/vnd.apache.arrow.stream"
 MiB = 1 << 20

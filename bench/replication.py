@@ -28,7 +28,7 @@ from bench.produce import ARROW, arrow_body, values
 from metadata.db import make_engine
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import Cluster, wait_for
-from tierlog.localpg import LocalPostgres
+from tierlog.devstack.localpg import LocalPostgres
 
 PATH = "/topics/bench/records?acks={acks}"
 

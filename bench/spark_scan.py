@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.spark_scan [--records 3000000] [--partitions 2] [--files 6]
 
-Builds an archived topic the way tiering does (frames → tiering.parquet_writer → S3 →
+Builds an archived topic the way tiering does (frames → coldstore.parquet_writer → S3 →
 Delta commit) on a private SeaweedFS (`weed mini`, as `tierlog dev` runs), copies the same
 data files to local disk, then in one run, with one local[2] SparkSession:
 
@@ -32,14 +32,14 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from coldstore.delta_table import DeltaTopicTable
+from coldstore.layout import data_file_key, table_uri
+from coldstore.object_store import ObjectStore, ObjectStoreConfig
+from coldstore.parquet_writer import write_parquet
 from logformat.frame import encode_frame
 from logformat.records import build_batch
 from spark_tables import report, store_options, tierlog_session
-from tiering.delta_table import DeltaTopicTable
-from tiering.layout import data_file_key, table_uri
-from tiering.object_store import ObjectStore, ObjectStoreConfig
-from tiering.parquet_writer import write_parquet
-from tierlog.local_s3 import LocalS3
+from tierlog.devstack.local_s3 import LocalS3
 
 T0 = 1_700_000_000_000
 TOPIC = "bench"

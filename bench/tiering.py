@@ -36,14 +36,14 @@ import httpx
 
 from bench.events import arrow_body, make_records
 from bench.load import LoadResult, run_load
+from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
-from metadata.manifest import SegmentRegistry
+from metadata.segment_registry import SegmentRegistry
 from tests.integration.brokers import BrokerProcess
 from tests.integration.s3 import MotoServer, config_for
-from tiering.object_store import ObjectStore, ObjectStoreConfig
 from tiering.worker import TieringWorker
-from tierlog.localpg import LocalPostgres
+from tierlog.devstack.localpg import LocalPostgres
 
 ARROW = "application/vnd.apache.arrow.stream"
 MiB = 1 << 20

@@ -27,6 +27,10 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
+from coldstore.delta_table import DeltaTopicTable
+from coldstore.layout import data_file_relpath, table_key, table_uri
+from coldstore.object_store import ObjectStore, ObjectStoreConfig
+from coldstore.parquet_writer import DEFAULT_ROW_GROUP_BYTES
 from compaction import metrics
 from compaction.manifest_ops import COMPACTED_MARK, MERGED_MARK, CompactionManifest
 from compaction.plan import Expired, plan_key_compaction, plan_merges, plan_retention
@@ -40,10 +44,6 @@ from compaction.rewrite import (
 from metadata.cold_manifest import ColdManifest
 from metadata.configs import TopicConfig
 from metadata.types import ColdFile, FileSpec
-from tiering.delta_table import DeltaTopicTable
-from tiering.layout import data_file_relpath, table_key, table_uri
-from tiering.object_store import ObjectStore, ObjectStoreConfig
-from tiering.parquet_writer import DEFAULT_ROW_GROUP_BYTES
 
 log = logging.getLogger("tierlog.compaction")
 MiB = 1 << 20

@@ -1,5 +1,5 @@
-"""The manifest moves compaction makes (metadata/manifest.py keeps the states; this module only
-adds compaction's transactions over the same tables).
+"""The manifest moves compaction makes (metadata/cold_manifest.py keeps the states; this
+module only adds compaction's transactions over the same tables).
 
 - **Retire**: committed → delete_started with delete_after = now + grace (retention, rewrites).
 - **Stage / swap** (rewrites): the new file's row is recorded copy_started before its upload

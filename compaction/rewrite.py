@@ -1,6 +1,6 @@
 """Rewriting cold data: read data files, keep the latest record per key, write new files.
 
-Written files follow tiering/parquet_writer.py's conventions exactly (its writer options):
+Written files follow coldstore/parquet_writer.py's conventions exactly (its writer options):
 CONSUMER_SCHEMA, zstd, offset-sorted, row groups of about `row_group_bytes`, min/max
 statistics and a page index on offset and timestamp, dictionary on key only.
 """
@@ -14,14 +14,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from logformat.schema import CONSUMER_SCHEMA
-from tiering.parquet_writer import (
+from coldstore.parquet_writer import (
     DEFAULT_ROW_GROUP_BYTES,
     DEFAULT_ZSTD_LEVEL,
     MAX_ROWS_PER_GROUP,
     STATS_COLUMNS,
     ParquetFile,
 )
+from logformat.schema import CONSUMER_SCHEMA
 
 
 def read_data_file(data: bytes, columns: Sequence[str] | None = None) -> pa.Table:

@@ -15,8 +15,8 @@ import logging
 import time
 from datetime import UTC, datetime, timedelta
 
+from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from compaction import metrics
-from tiering.object_store import ObjectStore, ObjectStoreConfig
 
 log = logging.getLogger("tierlog.compaction")
 

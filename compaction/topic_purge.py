@@ -17,10 +17,10 @@ from typing import NamedTuple
 from sqlalchemy import delete, func, select
 from sqlalchemy.engine import Engine
 
+from coldstore.layout import table_key
+from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from compaction import metrics
 from metadata.schema import deleted_topics
-from tiering.layout import table_key
-from tiering.object_store import ObjectStore, ObjectStoreConfig
 
 log = logging.getLogger("tierlog.compaction")
 _BATCH = 1000  # objects per delete call, and per progress line

@@ -24,6 +24,8 @@ from typing import NamedTuple
 
 from sqlalchemy.engine import Engine
 
+from cluster.worker_health import Health
+from coldstore.object_store import ObjectStoreConfig
 from compaction import metrics
 from compaction.jobs import PartitionJobs, Settings, Target
 from compaction.manifest_ops import CompactionManifest
@@ -31,8 +33,6 @@ from compaction.stale_uploads import StaleUploads
 from compaction.topic_purge import TopicPurge
 from metadata.configs import topic_config
 from metadata.topics import TopicRepo
-from tiering.metrics import Health
-from tiering.object_store import ObjectStoreConfig
 
 log = logging.getLogger("tierlog.compaction")
 

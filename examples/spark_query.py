@@ -16,8 +16,8 @@ import os
 import shlex
 from pathlib import Path
 
+from coldstore.object_store import ObjectStoreConfig
 from spark_tables import store_options, tierlog_session
-from tiering.object_store import ObjectStoreConfig
 
 
 def dev_s3_env(data_dir: Path) -> dict[str, str]:

@@ -26,9 +26,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
+from cluster.read_contract import ColdRange
 from fetch import metrics
 from fetch.deadlines import POSTGRES, within
-from ingest.tiered_fetch import ColdRange
 from metadata.schema import cold_files
 from metadata.types import ColdFile
 

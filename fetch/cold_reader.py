@@ -15,12 +15,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cluster.read_contract import ColdRead
 from fetch.cold_index import ColdIndex
 from fetch.footer_cache import FooterCache
 from fetch.parquet_layout import FileLayout
 from fetch.range_cache import RangeCache
 from fetch.row_groups import RowGroupCache
-from ingest.tiered_fetch import ColdRead
 from logformat.schema import CONSUMER_SCHEMA
 from metadata.types import ColdFile
 

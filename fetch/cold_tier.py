@@ -1,4 +1,4 @@
-"""The cold tier as a reader: fetch's implementation of ingest.tiered_fetch.ColdReader, used
+"""The cold tier as a reader: fetch's implementation of ingest.tiered.tiered_fetch.ColdReader, used
 by brokers (for offsets below their local log start) and by fetch nodes.
 
 It owns the caches, the prefetcher and two small thread pools: one for Parquet decoding,
@@ -21,6 +21,7 @@ import pyarrow as pa
 from botocore.exceptions import BotoCoreError, ClientError
 from sqlalchemy.exc import SQLAlchemyError
 
+from cluster.read_contract import ColdRange, ColdRead
 from fetch import metrics
 from fetch.cold_index import ColdIndex, ManifestQueries
 from fetch.cold_offsets import offset_for_timestamp
@@ -32,7 +33,6 @@ from fetch.prefetch import PrefetchConfig, Prefetcher
 from fetch.range_cache import RangeCache, ShortReadError
 from fetch.row_groups import RowGroupCache
 from fetch.store import RangeStore
-from ingest.tiered_fetch import ColdRange, ColdRead
 from logformat.errors import ErrorCode, TierlogError
 from metadata.db import make_engine
 

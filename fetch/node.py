@@ -12,19 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
 from typing import NamedTuple
 
-from starlette.routing import BaseRoute
-
+from cluster.authorizer import Authorizer, AuthSettings
+from cluster.http.guard import HttpLimits
+from cluster.metadata_cache import MetadataCache, TopicView
+from cluster.metadata_listener import MetadataListener
+from cluster.read_contract import ColdReader
 from fetch.replicas import ReplicaRouter
-from ingest.authorizer import Authorizer, AuthSettings
-from ingest.extension import Extension, running
-from ingest.http_guard import HttpLimits
-from ingest.http_server import run_server
-from ingest.metadata_cache import MetadataCache, TopicView
-from ingest.metadata_listener import MetadataListener
-from ingest.tiered_fetch import ColdReader
 from logformat.errors import ErrorCode, TierlogError
 from metadata.brokers import BrokerRepo
 from metadata.db import make_engine, migrate
@@ -124,38 +119,3 @@ class FetchNode:
                 f"topic {topic!r} has partitions 0..{len(view.partitions) - 1}; got {partition}",
             )
         return view
-
-
-NodeExtensionFactory = Callable[[FetchNode], Extension]
-
-
-def serve(
-    config: FetchNodeConfig,
-    cold: ColdReader | None,
-    extensions: Sequence[NodeExtensionFactory] = (),
-) -> None:
-    """Run a fetch node until SIGINT/SIGTERM. `extensions` (from the composition root) add
-    routes and background duties, as on a broker (ingest/extension.py): consumer groups."""
-    from fetch.node_api import build_app
-
-    node = FetchNode(config, cold)
-    added = [make(node) for make in extensions]
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_app: object) -> AsyncIterator[None]:
-        await node.start()
-        try:
-            async with running(added):
-                yield
-        finally:
-            await node.stop()
-
-    routes: list[BaseRoute] = [r for ext in added for r in ext.routes]
-    run_server(
-        build_app(node, routes, lifespan),
-        config.host,
-        config.port,
-        config.tls_cert,
-        config.tls_key,
-        config.http_limits,
-    )

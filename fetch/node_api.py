@@ -1,6 +1,6 @@
 """The fetch node's HTTP API: the public fetch and offsets endpoints (DESIGN §5), topic reads,
 and operations. Responses are the brokers' byte for byte: the same encoder
-(ingest/api/fetch_response.py), the same error documents.
+(cluster/http/fetch_response.py), the same error documents.
 """
 
 from __future__ import annotations
@@ -16,22 +16,20 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from ingest.api import auth
-from ingest.api.app import RequestMetrics
-from ingest.api.auth import AuthMiddleware
-from ingest.api.cross_site import CrossSiteGuard, own_origins
-from ingest.api.fetch_response import fetch_params, fetch_response
-from ingest.api.http import JSONResponse, exception_handlers, path_partition, timestamp_param
-from ingest.api.limits import LimitSettings, limits_middleware
-from ingest.api.openapi import OPENAPI, for_auth
-from ingest.broker_config import DEFAULT_MAX_REQUEST_BYTES
-from ingest.fetch_reader import FetchResult
-from ingest.tiered_fetch import ColdRange, ColdReader
+from cluster.http import auth
+from cluster.http.auth import AuthMiddleware
+from cluster.http.cross_site import CrossSiteGuard, own_origins
+from cluster.http.fetch_response import fetch_params, fetch_response
+from cluster.http.limits import LimitSettings, limits_middleware
+from cluster.http.request_metrics import RequestMetrics
+from cluster.http.responses import JSONResponse, exception_handlers, path_partition, timestamp_param
+from cluster.openapi.document import OPENAPI, for_auth
+from cluster.read_contract import ColdRange, ColdReader, FetchResult
 from logformat.errors import TierlogError
 
 if TYPE_CHECKING:
+    from cluster.metadata_cache import TopicView
     from fetch.node import FetchNode
-    from ingest.metadata_cache import TopicView
 
 log = logging.getLogger("tierlog.fetch.api")
 
@@ -205,7 +203,7 @@ def build_app(
     app.state.openapi = for_auth(served_openapi(app.routes), node.config.auth.enabled)
     # Quotas and overload protection, inside auth (see ingest/api/app.py): consumers reading
     # through a fetch node are held to their consumer_byte_rate here too.
-    limits = LimitSettings(max_request_bytes=DEFAULT_MAX_REQUEST_BYTES)
+    limits = LimitSettings()
     app.add_middleware(limits_middleware(limits, node.engine, lambda: node.cluster_secret))
     app.add_middleware(AuthMiddleware, authorizer=node.authorizer)  # see ingest/api/app.py
     cfg = node.config

@@ -1,7 +1,7 @@
 """A cold file's Parquet layout: its footer, its row groups' byte ranges and offset/timestamp
 statistics, and decoding chosen row groups from fetched byte ranges (DESIGN §4).
 
-Files are written by tiering/parquet_writer.py: CONSUMER_SCHEMA rows sorted by offset, row
+Files are written by coldstore/parquet_writer.py: CONSUMER_SCHEMA rows sorted by offset, row
 groups of a few MB, min/max statistics on `offset` and `timestamp`. A reader therefore needs
 only the footer (a tail GET) to know which byte ranges hold which offsets, and then just those
 ranges. The functions that parse or decode are CPU work: callers run them in a thread pool.

@@ -23,11 +23,12 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from cluster.http.fetch_response import REPLICA_READ_HEADER
+from cluster.internal_http import (
+    internal_async_client,
+)
+from cluster.metadata_cache import MetadataCache, TopicView
 from fetch import metrics
-from ingest.api.fetch_response import REPLICA_READ_HEADER
-from ingest.internal_tls import internal_verify
-from ingest.metadata_cache import MetadataCache, TopicView
-from ingest.replication_wire import CLUSTER_TOKEN_HEADER
 from logformat.errors import ErrorCode, TierlogError
 
 _KEEP_HEADERS = (
@@ -52,9 +53,7 @@ class HotOffsets(dict[str, int]):
 class ReplicaRouter:
     def __init__(self, cache: MetadataCache, token: Callable[[], str], timeout_s: float) -> None:
         self._cache, self._token = cache, token
-        self._client = httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout_s + 5, connect=2.0), verify=internal_verify()
-        )
+        self._client = internal_async_client(token, httpx.Timeout(timeout_s + 5, connect=2.0))
         self._offsets: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
 
     async def close(self) -> None:
@@ -140,15 +139,15 @@ class ReplicaRouter:
         headers = {}
         if "accept" in request.headers:
             headers["accept"] = request.headers["accept"]
-        if as_caller:
-            if "authorization" in request.headers:
-                headers["authorization"] = request.headers["authorization"]
-        else:
-            headers[CLUSTER_TOKEN_HEADER] = self._token()
+        if as_caller and "authorization" in request.headers:
+            headers["authorization"] = request.headers["authorization"]
         if internal:
             headers[REPLICA_READ_HEADER] = "1"
         response = await self._client.get(
-            f"{url}{request.url.path}", params=request.query_params, headers=headers
+            f"{url}{request.url.path}",
+            params=request.query_params,
+            headers=headers,
+            auth=None if as_caller else httpx.USE_CLIENT_DEFAULT,  # the caller's own key, not ours
         )
         kept = {k: v for k, v in response.headers.items() if k.lower() in _KEEP_HEADERS}
         return Response(response.content, status_code=response.status_code, headers=kept)
@@ -166,7 +165,6 @@ class ReplicaRouter:
             try:
                 response = await self._client.get(
                     f"{url}/internal/topics/{view.info.name}/led",
-                    headers={CLUSTER_TOKEN_HEADER: self._token()},
                     timeout=2.0,
                 )
                 response.raise_for_status()

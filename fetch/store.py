@@ -1,6 +1,6 @@
 """What fetch needs of the object store: async ranged GETs (DESIGN §4).
 
-tiering.object_store.AsyncObjectStore (aiobotocore) fits this Protocol; fetch does not import
+coldstore.object_store.AsyncObjectStore (aiobotocore) fits this Protocol; fetch does not import
 tiering (they are independent layers), the composition root (tierlog/) passes one in.
 """
 

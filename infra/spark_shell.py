@@ -1,9 +1,9 @@
 """PYTHONSTARTUP of the spark image: `spark` with the tierlog source and Delta Lake, both
 pointed at the compose stack's S3 (TIERLOG_S3_* / AWS_*) and brokers (TIERLOG_BROKER_URL)."""
 
+from coldstore.object_store import ObjectStoreConfig
 from spark_tables import register
 from spark_tables.delta_session import delta_session, s3a_uri
-from tiering.object_store import ObjectStoreConfig
 
 store = ObjectStoreConfig.from_env()
 spark = delta_session(store, app_name="tierlog-shell")

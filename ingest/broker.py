@@ -4,36 +4,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ingest.authorizer import Authorizer
+from cluster.authorizer import Authorizer
+from cluster.metadata_cache import MetadataCache, TopicView
+from cluster.metadata_listener import MetadataListener
+from cluster.read_contract import ColdReader
 from ingest.broker_config import BrokerConfig
-from ingest.controller import Controller
-from ingest.extension import ExtensionFactory, running
-from ingest.forwarding import Forwarder
-from ingest.http_server import run_server
-from ingest.log_cleaner import CleanerDuty
-from ingest.log_manager import LogManager
-from ingest.metadata_cache import MetadataCache, TopicView
-from ingest.metadata_listener import MetadataListener
-from ingest.partition_state import PartitionState, Role
-from ingest.preferred_leader import PreferredLeaderMover
-from ingest.remote_log_manager import RemoteLogManager
-from ingest.replica_leader import ReplicaFetchHandler
-from ingest.replica_manager import ReplicaManager
-from ingest.tiered_fetch import ColdReader
+from ingest.cleaner.log_cleaner import CleanerDuty
+from ingest.log.log_manager import LogManager
+from ingest.replication.controller import Controller
+from ingest.replication.forwarding import Forwarder
+from ingest.replication.partition import PartitionState, Role
+from ingest.replication.preferred_leader import PreferredLeaderMover
+from ingest.replication.replica_leader import ReplicaFetchHandler
+from ingest.replication.replica_manager import ReplicaManager
+from ingest.tiered.remote_log_manager import RemoteLogManager
 from logformat.errors import ErrorCode, TierlogError
 from logformat.partitioner import StickyPartitioner
 from metadata.brokers import BrokerRepo
 from metadata.cold_manifest import ColdManifest
 from metadata.controller_lease import ControllerLease
 from metadata.db import make_engine, migrate
-from metadata.manifest import SegmentRegistry
 from metadata.partition_state import PartitionStateRepo
+from metadata.segment_registry import SegmentRegistry
 from metadata.topics import TopicRepo
 
 log = logging.getLogger("tierlog.broker")
@@ -57,7 +54,7 @@ class Broker:
             ColdManifest(self.engine),
         )
         self.cleaner = CleanerDuty(lambda: self.partitions, self.cache, ColdManifest(self.engine))
-        self.fetch_handler = ReplicaFetchHandler(self, self._expand_isr)
+        self.fetch_handler = ReplicaFetchHandler(lambda: self.partitions, self._expand_isr)
         self.preferred = PreferredLeaderMover(
             config.broker_id,
             lambda: self.partitions,
@@ -326,32 +323,3 @@ class Broker:
         if sticky is None:
             sticky = self.sticky[topic] = StickyPartitioner()
         return sticky
-
-
-def serve(
-    config: BrokerConfig,
-    cold_reader: ColdReader | None = None,
-    extensions: Sequence[ExtensionFactory] = (),
-) -> None:
-    """Run one broker until SIGINT/SIGTERM."""
-    from ingest.api.app import build_app
-
-    broker = Broker(config, cold_reader)
-    added = [make(broker) for make in extensions]
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_app: object) -> AsyncIterator[None]:
-        await broker.start()
-        try:
-            async with running(added):
-                # Long-lived startup objects leave the GC's view; produce bodies make many young
-                # objects, and default thresholds would rescan everything far too often.
-                gc.collect()
-                gc.freeze()
-                yield
-        finally:
-            await broker.stop()
-
-    gc.set_threshold(50_000, 20, 20)
-    app = build_app(broker, lifespan, [r for ext in added for r in ext.routes])
-    run_server(app, config.host, config.port, config.tls_cert, config.tls_key, config.http_limits)

@@ -6,10 +6,9 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from ingest.authorizer import AuthSettings
-from ingest.http_guard import HttpLimits
-
-DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
+from cluster.authorizer import AuthSettings
+from cluster.http.guard import HttpLimits
+from cluster.http.limits import DEFAULT_MAX_REQUEST_BYTES, LimitSettings
 
 
 class BrokerConfig(NamedTuple):
@@ -34,7 +33,7 @@ class BrokerConfig(NamedTuple):
     auth: AuthSettings = AuthSettings()  # API keys + ACLs unless explicitly turned off
     tls_cert: str | None = None  # PEM files: the listener speaks HTTPS when both are set
     tls_key: str | None = None
-    # Overload protection (ingest/api/limits.py): Kafka's queued.max.request.bytes, a cap on
+    # Overload protection (cluster/http/limits.py): Kafka's queued.max.request.bytes, a cap on
     # waiting fetches, and how long a request body may take to arrive (slowloris).
     max_inflight_bytes: int = 256 * 1024 * 1024
     max_long_polls: int = 1024
@@ -46,13 +45,15 @@ class BrokerConfig(NamedTuple):
     http_limits: HttpLimits = HttpLimits()  # header size/count/deadline, connection caps
 
 
-def parse_listen(listen: str) -> tuple[str, int]:
-    """'host:port' (or ':port') → (host, port); the host defaults to loopback."""
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"--listen wants HOST:PORT, got {listen!r}")
-    return (host or "127.0.0.1").strip("[]"), int(port)
-
-
 def env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(f"TIERLOG_{name}", default)
+
+
+def broker_limits(config: BrokerConfig) -> LimitSettings:
+    """The HTTP layer's limits (cluster/http/limits.py) from a broker's settings."""
+    return LimitSettings(
+        max_request_bytes=config.max_request_bytes,
+        max_inflight_bytes=config.max_inflight_bytes,
+        max_long_polls=config.max_long_polls,
+        body_timeout_s=config.request_body_timeout_ms / 1000,
+    )

@@ -4,7 +4,7 @@
          └─────────────┴──(superseded attempt)──▶ delete_started
 
 Readers use committed rows only. Files become committed in SegmentRegistry.mark_tiered
-(metadata/manifest.py), in the transaction that marks their segment tiered; this module
+(metadata/segment_registry.py), in the transaction that marks their segment tiered; this module
 records uploads, moves files towards deletion and answers offset-range questions.
 """
 
@@ -16,14 +16,14 @@ from datetime import timedelta
 from sqlalchemy import exists, func, insert, literal, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from metadata.manifest import (
+from metadata.schema import cold_files, hot_segments
+from metadata.segment_registry import (
     ClaimLostError,
     claim_fence,
     cold_file,
     describe_lost_claim,
     file_values,
 )
-from metadata.schema import cold_files, hot_segments
 from metadata.types import ColdFile, FileSpec, SegmentClaim
 
 

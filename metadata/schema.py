@@ -90,7 +90,7 @@ cluster = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
 
-# Tiering (0003): sealed segments to tier, and the cold manifest (metadata/manifest.py).
+# Tiering (0003): sealed segments to tier, and the cold manifest (metadata/segment_registry.py).
 # Deleted topics whose cold files are still in the bucket (migration 0008): the compaction
 # role deletes the table's objects, then the row; until then the name cannot be reused.
 deleted_topics = Table(

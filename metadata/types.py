@@ -35,7 +35,7 @@ class PartitionInfo(NamedTuple):
     partition_epoch: int  # bumped by every change of leader, ISR or replicas (CAS token)
 
 
-# -- tiering (metadata/manifest.py) ------------------------------------------------------
+# -- tiering (metadata/segment_registry.py) ------------------------------------------------------
 
 
 class SegmentClaim(NamedTuple):

@@ -13,8 +13,8 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from coldstore.layout import table_key, table_uri
 from spark_tables.options import SourceOptions
-from tiering.layout import table_key, table_uri
 
 # deltalake, SQLAlchemy and the metadata layer are imported where a listing is made, not at
 # module import: Spark tasks import this module, and most never list files.
@@ -59,7 +59,7 @@ def list_cold_files(opts: SourceOptions, partitions: Iterable[int] | None = None
 
 
 def _from_delta(opts: SourceOptions) -> ColdListing:
-    # deltalake directly, not tiering.delta_table: that module pulls in the Parquet writer
+    # deltalake directly, not coldstore.delta_table: that module pulls in the Parquet writer
     # and the record codecs (~1 s of imports in every planning worker Spark starts).
     import pyarrow as pa
     from deltalake import DeltaTable

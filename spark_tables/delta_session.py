@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tiering.layout import table_key
-from tiering.object_store import ObjectStoreConfig
+from coldstore.layout import table_key
+from coldstore.object_store import ObjectStoreConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

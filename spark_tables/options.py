@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from tiering.object_store import ObjectStoreConfig
+from coldstore.object_store import ObjectStoreConfig
 
 EARLIEST, LATEST = -2, -1  # Kafka's sentinels in per-partition offset JSON
 MiB = 1 << 20

@@ -19,10 +19,10 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from coldstore.object_store import ObjectStoreConfig
 from logformat.schema import CONSUMER_SCHEMA
 from spark_tables.bounds import Bounds
 from spark_tables.cold_files import ColdFileInfo
-from tiering.object_store import ObjectStoreConfig
 
 WHOLE_FILE_MAX = 32 << 20  # files read whole by one task are fetched with one GET up to this
 _fs_lock = threading.Lock()

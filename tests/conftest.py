@@ -38,7 +38,7 @@ def database_url() -> Iterator[str]:
     if external:
         yield external
         return
-    from tierlog.localpg import LocalPostgres
+    from tierlog.devstack.localpg import LocalPostgres
 
     # Not pytest's tmp_path: /tmp/pytest-of-root is mode 700, which the postgres user
     # (used when we run as root) cannot traverse.

@@ -23,12 +23,13 @@ from typing import NamedTuple
 import httpx
 from sqlalchemy.engine import Engine
 
-from ingest.internal_tls import internal_verify
-from ingest.replication_wire import CLUSTER_TOKEN_HEADER
+from cluster.internal_http import (
+    internal_client,
+)
 from logformat.frame import first_corrupt_offset
 from metadata.brokers import BrokerRepo
-from metadata.manifest import SegmentClaim
 from metadata.partition_state import PartitionStateRepo
+from metadata.segment_registry import SegmentClaim
 from metadata.topics import TopicRepo
 from metadata.types import BrokerInfo, PartitionInfo
 
@@ -78,9 +79,7 @@ class SegmentSource:
         self.brokers = BrokerRepo(engine)
         self._secret = PartitionStateRepo(engine).cluster_secret()
         # Connect/read timeouts per chunk, not for the whole body: big segments take a while.
-        self.http = httpx.Client(
-            timeout=httpx.Timeout(timeout_s, connect=5.0), verify=internal_verify()
-        )
+        self.http = internal_client(lambda: self._secret, httpx.Timeout(timeout_s, connect=5.0))
 
     def close(self) -> None:
         self.http.close()
@@ -125,7 +124,6 @@ class SegmentSource:
                     "GET",
                     url,
                     params={"end_offset": claim.end_offset},  # other boundaries: 404
-                    headers={CLUSTER_TOKEN_HEADER: self._secret},
                 ) as r,
             ):
                 if r.status_code != 200:

@@ -28,13 +28,20 @@ from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
+from cluster.worker_health import Health
+from coldstore.delta_table import DeltaTopicTable
+from coldstore.layout import data_file_key, table_key, table_uri
+from coldstore.object_store import ObjectStore, ObjectStoreConfig
+from coldstore.parquet_writer import ParquetFile, write_parquet
 from metadata.cold_manifest import ColdManifest
-from metadata.manifest import ClaimLostError, ColdFile, FileSpec, SegmentClaim, SegmentRegistry
+from metadata.segment_registry import (
+    ClaimLostError,
+    ColdFile,
+    FileSpec,
+    SegmentClaim,
+    SegmentRegistry,
+)
 from tiering import metrics
-from tiering.delta_table import DeltaTopicTable
-from tiering.layout import data_file_key, table_key, table_uri
-from tiering.object_store import ObjectStore, ObjectStoreConfig
-from tiering.parquet_writer import ParquetFile, write_parquet
 from tiering.segment_source import SegmentSource
 
 log = logging.getLogger(__name__)
@@ -82,7 +89,7 @@ class TieringWorker:
         self,
         poll_ms: int,
         stop_event: threading.Event,
-        health: metrics.Health | None = None,
+        health: Health | None = None,
     ) -> None:
         log.info("tiering worker started", extra={"worker": self.worker_id})
         while not stop_event.is_set():

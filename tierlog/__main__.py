@@ -1,3 +1,3 @@
-from tierlog.cli import main
+from tierlog.cli.main import main
 
 raise SystemExit(main())

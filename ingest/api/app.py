@@ -1,55 +1,27 @@
-"""The Starlette application: routes, Kafka-style error responses, request metrics."""
+"""The broker's Starlette application: its routes inside the node's middleware stack."""
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ingest import metrics
+from cluster.http.auth import AuthMiddleware
+from cluster.http.cross_site import CrossSiteGuard, own_origins
+from cluster.http.limits import limits_middleware
+from cluster.http.request_metrics import RequestMetrics
+from cluster.http.responses import exception_handlers
 from ingest.api import internal, ops, producers, records, topics
-from ingest.api.auth import AuthMiddleware
-from ingest.api.cross_site import CrossSiteGuard, own_origins
-from ingest.api.http import exception_handlers
-from ingest.api.limits import broker_limits, limits_middleware
+from ingest.broker_config import broker_limits
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
 
 log = logging.getLogger("tierlog.api")
-
-
-class RequestMetrics:
-    """Pure ASGI middleware (cheaper than BaseHTTPMiddleware on the produce hot path)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        start = time.perf_counter()
-        status = [500]
-
-        async def send_wrapper(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                status[0] = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_wrapper)
-        finally:
-            route = scope.get("route")
-            name = getattr(route, "path", "unmatched")
-            metrics.REQUESTS.labels(name, scope["method"], str(status[0])).inc()
-            metrics.REQUEST_SECONDS.labels(name).observe(time.perf_counter() - start)
 
 
 def build_app(

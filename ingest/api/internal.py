@@ -17,9 +17,9 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from ingest import corruption
-from ingest.api.http import JSONResponse, path_partition, read_body
-from ingest.replication_wire import CLUSTER_TOKEN_HEADER
+from cluster.http.responses import JSONResponse, path_partition, read_body
+from cluster.internal_http import CLUSTER_TOKEN_HEADER
+from ingest.replication import corruption
 from logformat.errors import ErrorCode, TierlogError
 from logformat.frame import scan
 

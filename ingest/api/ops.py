@@ -10,8 +10,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ingest.api.http import JSONResponse
-from ingest.api.openapi import OPENAPI, for_auth
+from cluster.http.responses import JSONResponse
+from cluster.openapi.document import OPENAPI, for_auth
 
 if TYPE_CHECKING:
     from ingest.broker import Broker

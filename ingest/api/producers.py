@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request
 from starlette.routing import Route
 
-from ingest.api import auth
-from ingest.api.http import JSONResponse
+from cluster.http import auth
+from cluster.http.responses import JSONResponse
 
 if TYPE_CHECKING:
     from ingest.broker import Broker

@@ -12,26 +12,28 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ingest import metrics, tiered_fetch
-from ingest.api import auth
-from ingest.api.fetch_response import (
+from cluster.http import auth
+from cluster.http.fetch_response import (
     ARROW_STREAM,
     OFFLOAD_BYTES,
     REPLICA_READ_HEADER,
     fetch_params,
     fetch_response,
 )
-from ingest.api.http import JSONResponse, path_partition, read_body, timestamp_param
-from ingest.api.limits import DECODED_SCOPE_KEY
-from ingest.partition_state import AppendResult, PartitionState, Role
+from cluster.http.limits import DECODED_SCOPE_KEY
+from cluster.http.responses import JSONResponse, path_partition, read_body, timestamp_param
+from cluster.internal_http import CLUSTER_TOKEN_HEADER, FORWARDED_HEADER
+from cluster.read_contract import ColdReader
+from ingest import metrics
 from ingest.produce import ProducePlan, json_offsets, plan_arrow, plan_json, producer_fields
-from ingest.replication_wire import CLUSTER_TOKEN_HEADER, FORWARDED_HEADER
+from ingest.replication.partition import AppendResult, PartitionState, Role
+from ingest.tiered import tiered_fetch
 from logformat.errors import ErrorCode, TierlogError
 from logformat.expansion import ExpansionLimits, measure_arrow
 
 if TYPE_CHECKING:
+    from cluster.metadata_cache import TopicView
     from ingest.broker import Broker
-    from ingest.metadata_cache import TopicView
 
 ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
 
@@ -203,7 +205,7 @@ async def fetch_records(request: Request) -> Response:
     return await fetch_response(request, result, params.value_format, leader)
 
 
-def _cold_reader(broker: Broker, topic: str) -> tiered_fetch.ColdReader | None:
+def _cold_reader(broker: Broker, topic: str) -> ColdReader | None:
     """The broker's cold reader when the topic is tiered (None: hot reads only)."""
     if broker.cold_reader is None:
         return None

@@ -9,16 +9,16 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.routing import Route
 
-from ingest.api import auth
-from ingest.api.http import JSONResponse, field_int, json_object
-from ingest.remote_log_manager import TierStatus
+from cluster.http import auth
+from cluster.http.responses import JSONResponse, field_int, json_object
+from ingest.tiered.remote_log_manager import TierStatus
 from logformat.errors import ErrorCode, TierlogError
 from metadata.acl import CLUSTER_NAME
 from metadata.configs import effective_configs
 
 if TYPE_CHECKING:
+    from cluster.metadata_cache import TopicView
     from ingest.broker import Broker
-    from ingest.metadata_cache import TopicView
 
 log = logging.getLogger("tierlog.api.topics")
 

@@ -9,11 +9,11 @@ from collections import Counter
 import pyarrow as pa
 from deltalake import DeltaTable
 
+from coldstore.layout import table_uri
+from coldstore.object_store import ObjectStoreConfig
 from tests.chaos.checker import MAX_REPORTED
 from tests.chaos.history import Row
 from tests.chaos.workload import TOPIC
-from tiering.layout import table_uri
-from tiering.object_store import ObjectStoreConfig
 
 SNAPSHOT_ATTEMPTS = 10
 

@@ -15,13 +15,13 @@ import uuid
 from pathlib import Path
 from types import TracebackType
 
+from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from metadata.db import make_engine, migrate
 from tests.integration.cluster import Cluster
 from tests.integration.s3 import MotoServer, config_for
 from tests.integration.s3_faults import FaultyS3Proxy
-from tiering.object_store import ObjectStore, ObjectStoreConfig
-from tierlog.localpg import LocalPostgres
-from tierlog.parent_watch import child_env
+from tierlog.devstack.localpg import LocalPostgres
+from tierlog.devstack.parent_watch import child_env
 
 BROKERS = 3
 

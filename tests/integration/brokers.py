@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from tests.integration.ports import free_port
-from tierlog.parent_watch import child_env
+from tierlog.devstack.parent_watch import child_env
 
 
 class BrokerProcess:

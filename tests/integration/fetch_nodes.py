@@ -11,9 +11,9 @@ from pathlib import Path
 
 import httpx
 
+from coldstore.object_store import ObjectStoreConfig
 from tests.integration.ports import free_port
-from tiering.object_store import ObjectStoreConfig
-from tierlog.parent_watch import child_env
+from tierlog.devstack.parent_watch import child_env
 
 
 def s3_env(config: ObjectStoreConfig) -> dict[str, str]:

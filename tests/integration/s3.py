@@ -27,8 +27,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from tests.integration.ports import free_port
-from tiering.object_store import ObjectStore, ObjectStoreConfig
 
 _START_TIMEOUT_S = 30.0
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests.integration.brokers import BrokerProcess
 from tests.integration.secured import ADMIN, Secured, eventually, secure_broker, started
-from tierlog.cli import main
+from tierlog.cli.main import main
 
 PUBLIC = [
     ("GET", "/topics"),

@@ -17,12 +17,12 @@ import pyarrow as pa
 import pytest
 from sqlalchemy.engine import Engine
 
+from coldstore.object_store import ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.fetch_nodes import FetchNodeProcess, s3_env
 from tests.integration.s3 import MotoServer, moto_s3_fixture, new_bucket  # noqa: F401
-from tiering.object_store import ObjectStoreConfig
 from tiering.worker import TieringWorker
 
 ARROW = "application/vnd.apache.arrow.stream"

@@ -12,8 +12,8 @@ from typing import Any
 from sqlalchemy import select, text
 from sqlalchemy.engine import Engine
 
+from cluster.read_contract import ColdRange
 from fetch.cold_index import ColdIndex, ManifestQueries
-from ingest.tiered_fetch import ColdRange
 from metadata.brokers import BrokerRepo
 from metadata.schema import cold_files
 from metadata.topics import TopicRepo

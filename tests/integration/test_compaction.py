@@ -13,13 +13,13 @@ import pyarrow.parquet as pq
 import pytest
 from sqlalchemy.engine import Engine
 
+from coldstore.layout import table_key
+from coldstore.object_store import ObjectNotFoundError, ObjectStoreConfig
 from compaction.manifest_ops import CompactionManifest
 from logformat.errors import ErrorCode, TierlogError
 from metadata.topics import TopicRepo
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
 from tests.integration.test_compaction_support import ColdEnv, now_ms, rec
-from tiering.layout import table_key
-from tiering.object_store import ObjectNotFoundError, ObjectStoreConfig
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import Engine
 
-from ingest.segment_swap import cleaned_path
+from ingest.log.segment_swap import cleaned_path
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.test_tiering_broker import _create, _files, _registered, _tier

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from sqlalchemy.engine import Engine
 
+from coldstore.object_store import ObjectStoreConfig
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
 from tests.integration.test_compaction_support import ColdEnv, Rec, now_ms
-from tiering.object_store import ObjectStoreConfig
 
 MIN = 60_000
 _names = itertools.count()

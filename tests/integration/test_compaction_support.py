@@ -17,19 +17,19 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from sqlalchemy.engine import Engine
 
+from coldstore.delta_table import DeltaTopicTable
+from coldstore.layout import data_file_key, table_uri
+from coldstore.object_store import ObjectStore, ObjectStoreConfig
+from coldstore.parquet_writer import write_parquet
 from compaction.jobs import Settings
 from compaction.worker import CompactionWorker
 from logformat.frame import encode_frame
 from logformat.records import build_batch
 from metadata.brokers import BrokerRepo
 from metadata.cold_manifest import ColdManifest
-from metadata.manifest import SegmentRegistry
+from metadata.segment_registry import SegmentRegistry
 from metadata.topics import TopicRepo
 from metadata.types import FileSpec
-from tiering.delta_table import DeltaTopicTable
-from tiering.layout import data_file_key, table_uri
-from tiering.object_store import ObjectStore, ObjectStoreConfig
-from tiering.parquet_writer import write_parquet
 
 Rec = dict[str, Any]  # key, value, headers, ts
 

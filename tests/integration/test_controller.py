@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-from ingest.controller import Controller, ControllerActions
+from ingest.replication.controller import Controller, ControllerActions
 from metadata.brokers import BrokerRepo
 from metadata.controller_lease import ControllerLease
 from metadata.partition_state import PartitionStateRepo
@@ -182,7 +182,8 @@ def test_dead_isr_members_are_fenced_out_without_a_leader_epoch_bump(cluster: Cl
 
 def test_moving_back_to_the_preferred_replica_is_left_to_the_leader(cluster: Cluster) -> None:
     """Only the leader knows whether the preferred replica holds its acks=1 writes (issue 12,
-    found 5): the controller elects on failures only (ingest/preferred_leader.py moves back)."""
+    found 5): the controller elects on failures only (ingest/replication/preferred_leader.py
+    moves back)."""
     p = cluster.topic()
     r = p.replicas
     c = cluster.controller(r[2])

@@ -14,16 +14,16 @@ import pyarrow as pa
 import pytest
 from sqlalchemy.engine import Engine
 
-from ingest.api.fetch_response import FRAMES_METADATA_KEY, REPLICA_READ_HEADER
-from ingest.replication_wire import CLUSTER_TOKEN_HEADER
+from cluster.http.fetch_response import FRAMES_METADATA_KEY, REPLICA_READ_HEADER
+from coldstore.object_store import ObjectStoreConfig
+from ingest.replication.wire import CLUSTER_TOKEN_HEADER
 from logformat.frame import HEADER_SIZE, decode_header
-from metadata.manifest import SegmentRegistry
 from metadata.partition_state import PartitionStateRepo
+from metadata.segment_registry import SegmentRegistry
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.fetch_nodes import FetchNodeProcess, s3_env
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
-from tiering.object_store import ObjectStoreConfig
 from tiering.worker import TieringWorker
 
 ARROW = "application/vnd.apache.arrow.stream"

@@ -22,6 +22,7 @@ import httpx
 import pytest
 from sqlalchemy.engine import Engine
 
+from coldstore.object_store import ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine, migrate
 from tests.integration.brokers import BrokerProcess
@@ -29,9 +30,8 @@ from tests.integration.cluster import FAST, wait_for
 from tests.integration.fetch_nodes import FetchNodeProcess, s3_env
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
 from tests.integration.s3_faults import FaultyS3Proxy
-from tiering.object_store import ObjectStoreConfig
 from tiering.worker import TieringWorker
-from tierlog.localpg import LocalPostgres
+from tierlog.devstack.localpg import LocalPostgres
 
 N = 60
 

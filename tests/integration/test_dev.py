@@ -19,12 +19,12 @@ import deltalake
 import httpx
 import pytest
 
+from coldstore.layout import table_uri
+from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from tests.integration.cluster import wait_for
 from tests.integration.ports import free_port
-from tiering.layout import table_uri
-from tiering.object_store import ObjectStore, ObjectStoreConfig
-from tierlog.dev import fetch_port
-from tierlog.parent_watch import child_env
+from tierlog.devstack.dev import fetch_port
+from tierlog.devstack.parent_watch import child_env
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,5 +1,5 @@
-"""`tierlog dev`'s S3 endpoint: SeaweedFS (`weed mini`) via tierlog.local_s3.LocalS3. (`tierlog dev`
-tiering into it end to end is in test_dev.py, on that module's one dev instance.)"""
+"""`tierlog dev`'s S3 endpoint: SeaweedFS (`weed mini`) via tierlog.devstack.local_s3.LocalS3.
+(`tierlog dev` tiering into it end to end is in test_dev.py, on that module's one dev instance.)"""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 from botocore.exceptions import ClientError
 
-from tiering.object_store import ObjectStore, ObjectStoreConfig
-from tierlog.local_s3 import LocalS3, LocalS3Error
+from coldstore.object_store import ObjectStore, ObjectStoreConfig
+from tierlog.devstack.local_s3 import LocalS3, LocalS3Error
 
 
 def _store(env: dict[str, str], bucket: str = "tierlog") -> ObjectStore:

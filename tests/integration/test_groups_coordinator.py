@@ -12,13 +12,13 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-from fetch.assignors.base import TopicPartition
-from fetch.groups import requests
-from fetch.groups.coordinator import Assigned, GroupCoordinator
-from fetch.groups.deps import blocking
-from fetch.groups.reconcile import to_set
-from fetch.groups.requests import CommitRequest, HeartbeatRequest, JoinRequest, OffsetEntry
-from fetch.groups.sweeper import sweep_once
+from groups import requests
+from groups.assignors.base import TopicPartition
+from groups.coordinator import Assigned, GroupCoordinator
+from groups.deps import blocking
+from groups.reconcile import to_set
+from groups.requests import CommitRequest, HeartbeatRequest, JoinRequest, OffsetEntry
+from groups.sweeper import sweep_once
 from logformat.errors import ErrorCode, TierlogError
 from metadata.brokers import BrokerRepo
 from metadata.groups import GroupRepo

@@ -1,4 +1,4 @@
-"""tierlog.localpg: the private Postgres that `tierlog dev` and the tests run."""
+"""tierlog.devstack.localpg: the private Postgres that `tierlog dev` and the tests run."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
-from tierlog import localpg
-from tierlog.localpg import LocalPostgres, LocalPostgresError
+from tierlog.devstack import localpg
+from tierlog.devstack.localpg import LocalPostgres, LocalPostgresError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,7 +70,7 @@ def test_recovers_after_the_owner_was_killed(pg_dir: Path) -> None:
     script = textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
-        from tierlog.localpg import LocalPostgres
+        from tierlog.devstack.localpg import LocalPostgres
         pg = LocalPostgres(Path({str(pg_dir)!r}))
         print(pg.start(), flush=True)
         time.sleep(600)

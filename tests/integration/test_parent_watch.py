@@ -16,7 +16,7 @@ from tests.integration.ports import free_port
 
 PARENT = """
 import os, subprocess, sys, time
-from tierlog.parent_watch import child_env
+from tierlog.devstack.parent_watch import child_env
 log = open(sys.argv[2], "ab")
 argv = [sys.executable, "-m", "tierlog", "broker", "--insecure", "--listen", sys.argv[1],
         "--data-dir", sys.argv[3]]

@@ -16,9 +16,9 @@ import httpx
 from logformat.errors import TierlogError
 from tests.integration.brokers import BrokerProcess
 from tests.integration.secured import Secured, secure_broker
+from tierlog.cli.quotas_cmd import add_quotas
 from tierlog.client import Producer
 from tierlog.client.errors import retry_after_s
-from tierlog.quotas_cmd import add_quotas
 
 Factory = Callable[..., BrokerProcess]
 

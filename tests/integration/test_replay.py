@@ -12,6 +12,7 @@ import httpx
 import pyarrow as pa
 import pytest
 
+from coldstore.object_store import ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
 from tests.integration.brokers import BrokerProcess
@@ -19,7 +20,6 @@ from tests.integration.cluster import wait_for
 from tests.integration.fetch_nodes import FetchNodeProcess, s3_env
 from tests.integration.replay_data import arrow_body, check, records
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
-from tiering.object_store import ObjectStoreConfig
 from tiering.worker import TieringWorker
 
 pytestmark = pytest.mark.replay

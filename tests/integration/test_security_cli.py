@@ -23,7 +23,7 @@ from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import FAST, wait_for
 from tests.integration.secured import Secured, secure_broker, settle
 from tierlog import Admin, ApiError, Consumer, Producer
-from tierlog.cli import main
+from tierlog.cli.main import main
 
 
 class Done(NamedTuple):

@@ -18,21 +18,21 @@ from pathlib import Path
 
 import pytest
 
+from coldstore.delta_table import DeltaTopicTable
+from coldstore.layout import data_file_key, table_uri
+from coldstore.object_store import ObjectStore
+from coldstore.parquet_writer import write_parquet
 from logformat.frame import encode_frame
 from logformat.records import build_batch
 from spark_tables.delta_session import jars_available
 from tests.integration.s3 import MotoServer, config_for, moto_s3_fixture  # noqa: F401
-from tiering.delta_table import DeltaTopicTable
-from tiering.layout import data_file_key, table_uri
-from tiering.object_store import ObjectStore
-from tiering.parquet_writer import write_parquet
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = """
 import json, sys
 from spark_tables import register, store_options
 from spark_tables.delta_session import delta_session, s3a_uri
-from tiering.object_store import ObjectStoreConfig
+from coldstore.object_store import ObjectStoreConfig
 
 store = ObjectStoreConfig(**json.loads(sys.argv[1]))
 spark = delta_session(store, master="local[1]", conf={"spark.ui.enabled": "false"})

@@ -22,17 +22,17 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from sqlalchemy.engine import Engine
 
+from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from logformat.frame import encode_frame
 from logformat.records import build_batch
 from metadata.brokers import BrokerRepo
 from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
-from metadata.manifest import SegmentRegistry
+from metadata.segment_registry import SegmentRegistry
 from metadata.topics import TopicRepo
 from spark_tables import report, store_options, tierlog_session
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.s3 import MotoServer, config_for, moto_s3_fixture  # noqa: F401
-from tiering.object_store import ObjectStore, ObjectStoreConfig
 from tiering.segment_source import Downloaded
 from tiering.worker import TieringWorker
 

@@ -20,10 +20,10 @@ import httpx
 import pytest
 from sqlalchemy.engine import Engine
 
-from ingest.replication_wire import CLUSTER_TOKEN_HEADER
+from ingest.replication.wire import CLUSTER_TOKEN_HEADER
 from metadata.db import make_engine
-from metadata.manifest import FileSpec, HotSegment, SegmentRegistry
 from metadata.partition_state import PartitionStateRepo
+from metadata.segment_registry import FileSpec, HotSegment, SegmentRegistry
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import Cluster, wait_for
 

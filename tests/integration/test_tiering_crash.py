@@ -23,13 +23,13 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy.engine import Engine
 
-from metadata.manifest import COLD_STATES
+from coldstore.delta_table import DeltaTopicTable
+from coldstore.layout import table_key, table_uri
+from coldstore.object_store import ObjectStore, ObjectStoreConfig
+from metadata.segment_registry import COLD_STATES
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
 from tests.integration.tiering_consistency import all_rows, assert_consistent
 from tests.integration.tiering_env import ROOT, Env, rec, tricky
-from tiering.delta_table import DeltaTopicTable
-from tiering.layout import table_key, table_uri
-from tiering.object_store import ObjectStore, ObjectStoreConfig
 
 LEASE_MS = 1000
 
@@ -37,8 +37,8 @@ CRASHING_WORKER = """
 import os, signal, sys
 from sqlalchemy import event
 from metadata.db import make_engine
-from tiering.delta_table import DeltaTopicTable
-from tiering.object_store import ObjectStore, ObjectStoreConfig
+from coldstore.delta_table import DeltaTopicTable
+from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from tiering.worker import TieringWorker
 
 url, bucket, prefix, endpoint, point, nth, lease_ms = sys.argv[1:8]

@@ -16,14 +16,14 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
+from coldstore.delta_table import DeltaTopicTable, app_id
+from coldstore.layout import data_file_key, table_key, table_uri
+from coldstore.object_store import ObjectStore
+from coldstore.parquet_writer import ParquetFile, write_parquet
 from logformat.frame import encode_frame
 from logformat.records import build_batch
 from logformat.schema import CONSUMER_SCHEMA
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
-from tiering.delta_table import DeltaTopicTable, app_id
-from tiering.layout import data_file_key, table_key, table_uri
-from tiering.object_store import ObjectStore
-from tiering.parquet_writer import ParquetFile, write_parquet
 
 T0 = 1_700_000_000_000
 TOPIC = "orders"

@@ -19,14 +19,14 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy.engine import Engine
 
-from metadata.manifest import SegmentRegistry
+from coldstore.delta_table import DeltaTopicTable
+from coldstore.layout import table_uri
+from coldstore.object_store import MiB, ObjectStoreConfig
+from metadata.segment_registry import SegmentRegistry
 from tests.integration.s3 import MotoServer, moto_s3_fixture, s3_bucket_fixture  # noqa: F401
 from tests.integration.s3_faults import FaultyS3Proxy
 from tests.integration.tiering_consistency import assert_consistent
 from tests.integration.tiering_env import Env, rec
-from tiering.delta_table import DeltaTopicTable
-from tiering.layout import table_uri
-from tiering.object_store import MiB, ObjectStoreConfig
 from tiering.worker import TieringWorker
 
 PARTITIONS = 4

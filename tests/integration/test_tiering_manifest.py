@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 
 from metadata.brokers import BrokerRepo
 from metadata.cold_manifest import ColdManifest
-from metadata.manifest import ClaimLostError, FileSpec, SegmentRegistry
+from metadata.segment_registry import ClaimLostError, FileSpec, SegmentRegistry
 from metadata.topics import TopicRepo
 from tests.integration.schema_head import HEAD
 

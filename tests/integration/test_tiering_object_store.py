@@ -7,14 +7,14 @@ import os
 
 import pytest
 
-from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
-from tiering.object_store import (
+from coldstore.object_store import (
     AsyncObjectStore,
     MiB,
     ObjectNotFoundError,
     ObjectStore,
     ObjectStoreConfig,
 )
+from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
 
 DATA = bytes(range(256)) * 1000
 

@@ -14,13 +14,13 @@ from typing import Any
 
 from deltalake import DeltaTable
 
+from coldstore.layout import table_uri
+from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
-from metadata.manifest import SegmentRegistry
+from metadata.segment_registry import SegmentRegistry
 from metadata.topics import TopicRepo
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
 from tests.integration.tiering_env import Env, env_fixture, rec, tricky  # noqa: F401 (fixture)
-from tiering.layout import table_uri
-from tiering.object_store import ObjectStore, ObjectStoreConfig
 from tiering.worker import TieringWorker
 
 

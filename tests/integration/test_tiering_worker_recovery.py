@@ -13,13 +13,13 @@ from typing import Any
 
 from deltalake import DeltaTable
 
+from coldstore.layout import table_uri
+from coldstore.object_store import ObjectStore
 from compaction.jobs import Settings
 from compaction.worker import CompactionWorker
 from metadata.topics import TopicRepo
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
 from tests.integration.tiering_env import ROOT, Env, env_fixture, rec, tricky  # noqa: F401 (fixture)
-from tiering.layout import table_uri
-from tiering.object_store import ObjectStore
 
 
 def test_a_topic_deleted_and_created_again_gets_a_table_of_its_own(env: Env) -> None:
@@ -48,7 +48,7 @@ def test_a_topic_deleted_and_created_again_gets_a_table_of_its_own(env: Env) -> 
 KILLED_WORKER = """
 import os, sys
 from metadata.db import make_engine
-from tiering.object_store import ObjectStore, ObjectStoreConfig
+from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from tiering.worker import TieringWorker
 
 def put_then_die(self, key, data):

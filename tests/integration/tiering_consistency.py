@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from sqlalchemy.engine import Engine
 
+from coldstore.delta_table import DeltaTopicTable
+from coldstore.layout import table_key, table_uri
+from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
-from metadata.manifest import COLD_STATES, ColdFile, SegmentRegistry
-from tiering.delta_table import DeltaTopicTable
-from tiering.layout import table_key, table_uri
-from tiering.object_store import ObjectStore, ObjectStoreConfig
+from metadata.segment_registry import COLD_STATES, ColdFile, SegmentRegistry
 
 
 def all_rows(engine: Engine, topic_id: str, partitions: int) -> list[ColdFile]:

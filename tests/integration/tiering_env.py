@@ -17,16 +17,16 @@ import pytest
 from deltalake import DeltaTable
 from sqlalchemy.engine import Engine
 
+from coldstore.layout import table_uri
+from coldstore.object_store import ObjectStoreConfig
 from logformat.frame import encode_frame
 from logformat.records import build_batch
 from metadata.brokers import BrokerRepo
 from metadata.cold_manifest import ColdManifest
-from metadata.manifest import SegmentRegistry
 from metadata.partition_state import PartitionStateRepo
+from metadata.segment_registry import SegmentRegistry
 from metadata.topics import TopicRepo
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
-from tiering.layout import table_uri
-from tiering.object_store import ObjectStoreConfig
 from tiering.worker import TieringWorker
 
 ROOT = Path(__file__).resolve().parents[2]

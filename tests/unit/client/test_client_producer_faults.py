@@ -20,7 +20,7 @@ PARTITIONS = 3
 
 
 class FakeLeader:
-    """Sequence checks as ingest/producer_state.py: duplicates of the last 5 batches are
+    """Sequence checks as ingest/unified/producer_state.py: duplicates of the last 5 batches are
     answered with their offsets, gaps refused, unknown producers taken at any sequence."""
 
     def __init__(self, seed: int, faults: bool) -> None:

@@ -9,6 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
+from coldstore.delta_table import DeltaTopicTable
+from coldstore.layout import data_file_relpath
+from coldstore.parquet_writer import write_parquet
 from compaction.rewrite import (
     keep_mask,
     latest_offsets,
@@ -18,9 +21,6 @@ from compaction.rewrite import (
 )
 from logformat.frame import encode_frame
 from logformat.records import build_batch
-from tiering.delta_table import DeltaTopicTable
-from tiering.layout import data_file_relpath
-from tiering.parquet_writer import write_parquet
 
 T0 = 1_700_000_000_000
 
@@ -95,7 +95,7 @@ def test_replace_files_is_one_commit_and_refuses_dead_files(tmp_path) -> None:
 
 
 def write_parquet_file_info(path, base):  # the ParquetFile of an existing file
-    from tiering.parquet_writer import ParquetFile
+    from coldstore.parquet_writer import ParquetFile
 
     t = read_data_file(path.read_bytes())
     ts = t.column("timestamp").cast(pa.int64()).to_pylist()

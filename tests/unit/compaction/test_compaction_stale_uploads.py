@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
+from coldstore.object_store import IncompleteUpload, ObjectStore, ObjectStoreConfig
 from compaction.stale_uploads import StaleUploads
-from tiering.object_store import IncompleteUpload, ObjectStore, ObjectStoreConfig
 
 HOUR = 3_600_000
 

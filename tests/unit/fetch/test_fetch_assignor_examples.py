@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from fetch.assignors import ASSIGNORS, cooperative_sticky, roundrobin, sticky
-from fetch.assignors import range as range_assignor
-from fetch.assignors.base import Assignment, MemberSubscription, TopicPartition
+from groups.assignors import ASSIGNORS, cooperative_sticky, roundrobin, sticky
+from groups.assignors import range as range_assignor
+from groups.assignors.base import Assignment, MemberSubscription, TopicPartition
 
 
 def tps(*names: str) -> list[TopicPartition]:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fetch.assignors import ASSIGNORS, cooperative_sticky, sticky
-from fetch.assignors.base import (
+from groups.assignors import ASSIGNORS, cooperative_sticky, sticky
+from groups.assignors.base import (
     Assignment,
     MemberSubscription,
     TopicPartition,

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pytest
 
+from coldstore.parquet_writer import write_parquet
 from fetch.cold_offsets import offset_for_timestamp
 from fetch.cold_reader import ColdFileReader
 from fetch.footer_cache import FooterCache
@@ -24,7 +25,6 @@ from logformat.frame import encode_frame
 from logformat.records import build_batch
 from logformat.schema import CONSUMER_SCHEMA
 from metadata.types import ColdFile
-from tiering.parquet_writer import write_parquet
 
 T0 = 1_700_000_000_000
 NOW = datetime.now(UTC)

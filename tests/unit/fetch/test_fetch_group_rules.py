@@ -1,5 +1,5 @@
 """Group request parsing (bad input → the right Kafka error) and the pure reconciliation
-rules of fetch/groups/reconcile.py."""
+rules of groups/reconcile.py."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from fetch.assignors.base import TopicPartition
-from fetch.groups import reconcile, requests
+from groups import reconcile, requests
+from groups.assignors.base import TopicPartition
 from logformat.errors import ErrorCode, TierlogError
 from metadata.types import GroupMember, TopicMeta
 

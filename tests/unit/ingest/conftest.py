@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from ingest.index import LogIndex
-from ingest.partition_log import LogConfig, PartitionLog
+from ingest.log.index import LogIndex
+from ingest.log.local_log import LogConfig, PartitionLog
 from logformat.frame import encode_frame
 from logformat.schema import HEADERS, RECORD_SCHEMA, TIMESTAMP
 

@@ -8,11 +8,11 @@ import os
 
 import pytest
 
-from ingest import corruption
-from ingest.fetch_reader import fetch
-from ingest.log_read import CorruptLogError
-from ingest.partition_log import LogConfig, PartitionLog
-from ingest.partition_state import PartitionState, Role
+from ingest.log.local_log import LogConfig, PartitionLog
+from ingest.log.log_read import CorruptLogError
+from ingest.replication import corruption
+from ingest.replication.partition import PartitionState, Role
+from ingest.tiered.fetch_reader import fetch
 from logformat.errors import ErrorCode
 from logformat.frame import HEADER_SIZE, decode_header
 from metadata.types import PartitionInfo

@@ -10,9 +10,9 @@ import pytest
 
 from ingest import log_throttle
 from ingest.log_throttle import LogThrottle
-from ingest.partition_state import PartitionState, Role
-from ingest.replica_fetcher import ReplicaFetcher
-from ingest.replication_wire import PartitionReply
+from ingest.replication.partition import PartitionState, Role
+from ingest.replication.replica_fetcher import ReplicaFetcher
+from ingest.replication.wire import PartitionReply
 from metadata.types import PartitionInfo
 
 

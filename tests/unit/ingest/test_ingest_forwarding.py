@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from ingest.forwarding import Forwarder
+from ingest.replication.forwarding import Forwarder
 from logformat.errors import ErrorCode, TierlogError
 
 

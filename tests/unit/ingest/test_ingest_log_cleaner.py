@@ -9,17 +9,17 @@ import threading
 import pyarrow as pa
 import pytest
 
-from ingest import segment_swap
-from ingest.cleaner_offset_map import CleanBounds, OffsetMap, plan
-from ingest.log_cleaner import LogCleaner, read_checkpoint
-from ingest.partition_log import LogConfig, PartitionLog, SegmentInfo
-from ingest.producer_state import ProducerStateManager
+from coldstore.parquet_writer import iter_consumer_batches
+from ingest.cleaner.log_cleaner import LogCleaner, read_checkpoint
+from ingest.cleaner.offset_map import CleanBounds, OffsetMap, plan
+from ingest.log import segment_swap
+from ingest.log.local_log import LogConfig, PartitionLog, SegmentInfo
+from ingest.unified.producer_state import ProducerStateManager
 from logformat.frame import decode_records, encode_frame
 from logformat.render import to_consumer_batch
 from logformat.schema import HEADERS, RECORD_SCHEMA, TIMESTAMP
 from metadata.configs import topic_config
 from tests.unit.ingest.conftest import LogEnv
-from tiering.parquet_writer import iter_consumer_batches
 
 NOW = 10_000_000
 LOCAL = {"cleanup.policy": "compact", "remote.storage.enable": "false"}
@@ -159,7 +159,7 @@ def test_index_rebuild_after_clean_keeps_epochs(env: LogEnv) -> None:
     log.close()
     env.index.close()
     shutil.rmtree(env.root / "index")
-    from ingest.index import LogIndex
+    from ingest.log.index import LogIndex
 
     env.index = LogIndex(str(env.root / "index"))
     log = env.open(LogConfig(segment_bytes=4096))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.log_cleaner import LogCleaner
+from ingest.cleaner.log_cleaner import LogCleaner
 from logformat.frame import HEADER_SIZE, CorruptFrameError, decode_header
 from tests.unit.ingest.conftest import LogEnv
 from tests.unit.ingest.test_ingest_log_cleaner import COMPACT, NOW, fill, small

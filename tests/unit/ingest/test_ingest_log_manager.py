@@ -7,10 +7,10 @@ import uuid
 
 import pytest
 
-from ingest.index import LogIndex, partition_key
-from ingest.log_manager import LogManager
-from ingest.partition_log import LogConfig
-from ingest.segment import Segment, list_segments, segment_name
+from ingest.log.index import LogIndex, partition_key
+from ingest.log.local_log import LogConfig
+from ingest.log.log_manager import LogManager
+from ingest.log.segment import Segment, list_segments, segment_name
 
 
 def test_manager_create_get_drop_and_rediscover(tmp_path, frame):

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from ingest.partition_log import LogConfig
+from ingest.log.local_log import LogConfig
 from logformat.errors import ErrorCode, TierlogError
 from logformat.frame import decode_records, verify_crc
 

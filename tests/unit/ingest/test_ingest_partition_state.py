@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ingest.partition_state import PartitionState, Role
+from ingest.replication.partition import PartitionState, Role
 from metadata.types import PartitionInfo
 
 

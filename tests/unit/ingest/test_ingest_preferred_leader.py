@@ -1,11 +1,12 @@
-"""When a leader moves leadership back to its preferred replica (ingest/preferred_leader.py)."""
+"""When a leader moves leadership back to its preferred replica
+(ingest/replication/preferred_leader.py)."""
 
 from __future__ import annotations
 
 import asyncio
 
-from ingest.partition_state import PartitionState, Role
-from ingest.preferred_leader import PreferredLeaderMover, Timing
+from ingest.replication.partition import PartitionState, Role
+from ingest.replication.preferred_leader import PreferredLeaderMover, Timing
 from logformat.errors import ErrorCode, TierlogError
 from metadata.types import PartitionInfo
 

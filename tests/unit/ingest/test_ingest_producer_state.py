@@ -9,8 +9,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from ingest.partition_log import LogConfig, PartitionLog
-from ingest.producer_state import (
+from ingest.log.local_log import LogConfig, PartitionLog
+from ingest.unified.producer_state import (
     APPEND,
     MAX_SEQUENCE,
     PendingAppends,

@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from ingest.quota_manager import CLUSTER_PRINCIPAL, QuotaKind, QuotaManager
-from ingest.rate_window import RateWindow
+from cluster.http.quota_manager import CLUSTER_PRINCIPAL, QuotaKind, QuotaManager
+from cluster.http.rate_window import RateWindow
 from metadata.quotas import DEFAULT_ENTITY, QuotaEntry, QuotaTable
 
 

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from ingest.partition_log import LogConfig
+from ingest.log.local_log import LogConfig
 from logformat.frame import HEADER_SIZE
 
 CFG = LogConfig(segment_bytes=2_000)
@@ -27,7 +27,7 @@ def test_clean_reopen_keeps_everything_without_rescan(env, frame, caplog):
     log = env.open(CFG)
     _fill(log, frame, 15)
     before = (log.segments(), env.read_all(log), log.log_end_offset)
-    caplog.set_level(logging.INFO, "ingest.partition_log")
+    caplog.set_level(logging.INFO, "ingest.log.local_log")
     log = env.reopen(CFG)
     assert (log.segments(), env.read_all(log), log.log_end_offset) == before
     assert "clean=True" in caplog.text and "frames_reindexed=0" in caplog.text

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from coldstore.object_store import ObjectStoreConfig
 from spark_tables import delta_session as ds
-from tiering.object_store import ObjectStoreConfig
 
 
 def test_packages_match_the_installed_pyspark_and_delta() -> None:

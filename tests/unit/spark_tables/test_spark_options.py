@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from coldstore.object_store import ObjectStoreConfig
 from spark_tables.options import EARLIEST, LATEST, OptionError, parse_options, store_options
-from tiering.object_store import ObjectStoreConfig
 
 ENV = {
     "TIERLOG_S3_ENDPOINT": "http://127.0.0.1:9000",

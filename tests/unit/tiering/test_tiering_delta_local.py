@@ -9,11 +9,11 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
+from coldstore.delta_table import DeltaTopicTable, OutOfOrderCommitError, file_stats
+from coldstore.layout import data_file_relpath
+from coldstore.parquet_writer import ParquetFile, write_parquet
 from logformat.frame import encode_frame
 from logformat.records import build_batch
-from tiering.delta_table import DeltaTopicTable, OutOfOrderCommitError, file_stats
-from tiering.layout import data_file_relpath
-from tiering.parquet_writer import ParquetFile, write_parquet
 
 T0 = 1_700_000_000_000
 

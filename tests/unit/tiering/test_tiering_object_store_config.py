@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from moto import mock_aws
 
-from tiering.layout import data_file_key, data_file_relpath, table_key, table_uri
-from tiering.object_store import ObjectStore, ObjectStoreConfig, storage_options
+from coldstore.layout import data_file_key, data_file_relpath, table_key, table_uri
+from coldstore.object_store import ObjectStore, ObjectStoreConfig, storage_options
 
 
 def test_from_env_defaults():

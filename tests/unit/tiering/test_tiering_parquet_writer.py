@@ -8,15 +8,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from logformat.frame import encode_frame
-from logformat.records import build_batch
-from logformat.schema import CONSUMER_SCHEMA
-from tiering.parquet_writer import (
+from coldstore.parquet_writer import (
     CorruptSegmentError,
     EmptyRangeError,
     ParquetFile,
     write_parquet,
 )
+from logformat.frame import encode_frame
+from logformat.records import build_batch
+from logformat.schema import CONSUMER_SCHEMA
 
 T0 = 1_700_000_000_000
 BIG = bytes(range(256)) * 4096  # 1 MiB, every byte value

@@ -8,6 +8,7 @@ import urllib.request
 
 import pytest
 
+from cluster.worker_health import Health, serve_metrics
 from metadata.types import BrokerInfo, PartitionInfo
 from tiering import metrics
 from tiering.segment_source import replica_order, segment_path
@@ -35,8 +36,8 @@ def test_segment_path_is_the_contract_route() -> None:
 
 
 def test_metrics_and_health_endpoints() -> None:
-    health = metrics.Health(stale_s=60)
-    server = metrics.serve_metrics("127.0.0.1", 0, health)
+    health = Health(stale_s=60)
+    server = serve_metrics("127.0.0.1", 0, health)
     base = f"http://127.0.0.1:{server.server_port}"
     try:
         metrics.FAILURES.labels("download").inc()

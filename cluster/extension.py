@@ -1,0 +1,32 @@
+"""The seam through which the composition root adds to a node (brokers and fetch nodes import
+nothing of what is added).
+
+tierlog/cli/extensions.py passes factories to a node's ``serve``; each gets the node and
+returns routes to mount beside the node's own and, optionally, a context to run while the
+node runs (entered after it starts, left before it stops): background duties such as the
+consumer groups' expiry sweep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import NamedTuple
+
+from starlette.routing import BaseRoute
+
+
+class Extension(NamedTuple):
+    routes: Sequence[BaseRoute] = ()
+    running: Callable[[], AbstractAsyncContextManager[None]] | None = None
+
+
+@contextlib.asynccontextmanager
+async def running(extensions: Sequence[Extension]) -> AsyncIterator[None]:
+    """Run every extension's context, leaving them in reverse order."""
+    async with contextlib.AsyncExitStack() as stack:
+        for ext in extensions:
+            if ext.running is not None:
+                await stack.enter_async_context(ext.running())
+        yield

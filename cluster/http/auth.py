@@ -1,0 +1,132 @@
+"""Authentication middleware and the authorization checks the routes make.
+
+The middleware names the caller in the ASGI scope before any route (or the quota
+middleware, which reads it) runs:
+- ``scope["tierlog.principal"]``: ``"User:<name>"`` for a valid API key
+  (``Authorization: Bearer tlk_…``), ``"cluster"`` for the cluster credential
+  (``x-tierlog-cluster-token``: forwarded and proxied calls, fetch nodes), and
+  ``"User:ANONYMOUS"`` when auth is off or on the open paths;
+- ``scope["tierlog.authorizer"]``: the node's Authorizer, for the routes' checks.
+
+Missing, unknown or revoked keys get 401 SASL_AUTHENTICATION_FAILED with
+``WWW-Authenticate: Bearer``. /internal/... is left to its own cluster-credential check
+(a public key there gets 403 CLUSTER_AUTHORIZATION_FAILED).
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from cluster.authorizer import ANONYMOUS, CLUSTER, Authorizer
+from cluster.http.responses import error_response
+from cluster.internal_http import CLUSTER_TOKEN_HEADER
+from logformat.errors import ErrorCode, TierlogError
+from metadata.acl import CLUSTER_NAME
+
+PRINCIPAL = "tierlog.principal"
+AUTHORIZER = "tierlog.authorizer"
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json"})
+_TOKEN = CLUSTER_TOKEN_HEADER.encode()
+
+DENIED = {
+    "topic": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    "group": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+    "cluster": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+}
+
+
+class AuthMiddleware:
+    """Pure ASGI (no BaseHTTPMiddleware): on the produce path it costs a header scan and a
+    dict lookup."""
+
+    def __init__(self, app: ASGIApp, authorizer: Authorizer) -> None:
+        self.app = app
+        self.authorizer = authorizer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        auth = self.authorizer
+        scope[AUTHORIZER] = auth
+        token = bearer = None
+        for name, value in scope["headers"]:
+            if name == _TOKEN:
+                token = value.decode("latin-1")
+            elif name == b"authorization":
+                bearer = value.decode("latin-1")
+        path: str = scope["path"]
+        if token is not None and auth.is_cluster(token):
+            principal: str | None = CLUSTER
+        elif not auth.enabled or path in OPEN_PATHS or path.startswith("/internal/"):
+            principal = ANONYMOUS
+        else:
+            try:
+                principal = await self._authenticate(bearer)
+            except TierlogError as exc:
+                await error_response(exc)(scope, receive, send)
+                return
+            if principal is None:
+                why = "missing" if bearer is None else "invalid, unknown or revoked"
+                error = TierlogError(
+                    ErrorCode.SASL_AUTHENTICATION_FAILED,
+                    f"authentication failed: API key {why} (send Authorization: Bearer <key>)",
+                )
+                response = error_response(error, headers={"WWW-Authenticate": "Bearer"})
+                await response(scope, receive, send)
+                return
+        scope[PRINCIPAL] = principal
+        await self.app(scope, receive, send)
+
+    async def _authenticate(self, header: str | None) -> str | None:
+        if header is None:
+            return None
+        scheme, _, key = header.strip().partition(" ")
+        if scheme.lower() != "bearer" or not key.strip():
+            return None
+        return await self.authorizer.authenticate(key.strip())  # also refreshes the ACLs
+
+
+def principal(request: Request) -> str:
+    return str(request.scope.get(PRINCIPAL, ANONYMOUS))
+
+
+def _authorizer(request: Request) -> Authorizer:
+    auth = request.scope.get(AUTHORIZER)
+    if not isinstance(auth, Authorizer):  # fail closed: an app built without the middleware
+        raise TierlogError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "no authorizer on this node")
+    return auth
+
+
+def permitted(request: Request, resource_type: str, name: str, operation: str) -> bool:
+    return _authorizer(request).allowed(principal(request), resource_type, name, operation)
+
+
+def require(request: Request, resource_type: str, name: str, operation: str) -> None:
+    """Raise 403 (TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED) unless allowed. Call it before
+    looking the resource up, so a denied caller learns nothing about whether it exists."""
+    if not permitted(request, resource_type, name, operation):
+        raise denied(request, resource_type, name, operation)
+
+
+def denied(request: Request, resource_type: str, name: str, operation: str) -> TierlogError:
+    what = "the cluster" if resource_type == "cluster" else f"{resource_type} {name!r}"
+    return TierlogError(
+        DENIED[resource_type],
+        f"{principal(request)} is not authorized to {operation} {what}",
+    )
+
+
+def require_cluster(request: Request, operation: str) -> None:
+    require(request, "cluster", CLUSTER_NAME, operation)
+
+
+def require_any_topic_or_cluster(request: Request, operation: str) -> None:
+    """`operation` on the cluster, or on some topic (Kafka's rule for InitProducerId of an
+    idempotent producer: IDEMPOTENT_WRITE on the cluster or WRITE on any topic, KIP-679)."""
+    auth, who = _authorizer(request), principal(request)
+    if auth.allowed(who, "cluster", CLUSTER_NAME, operation):
+        return
+    if not auth.allowed_on_any(who, "topic", operation):
+        raise denied(request, "cluster", CLUSTER_NAME, operation)

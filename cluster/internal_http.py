@@ -1,0 +1,52 @@
+"""The one HTTP client nodes use to call each other: replica fetches, forwarded requests,
+tiering's segment downloads, fetch nodes' hot reads and offset lookups, the groups' lookups.
+
+Every request carries the cluster credential (read per request: a node loads the cluster
+secret from Postgres after it builds its clients), and HTTPS trusts the CA bundle named by
+TIERLOG_TLS_CA (each role's `--tls-ca` sets it), so a cluster whose certificates come from a
+private CA can talk to itself; else httpx's default (certifi's bundle, or SSL_CERT_FILE /
+SSL_CERT_DIR). A request that must not carry the credential passes `auth=None`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import ssl
+from collections.abc import Callable, Generator
+
+import httpx
+
+ENV = "TIERLOG_TLS_CA"
+CLUSTER_TOKEN_HEADER = "x-tierlog-cluster-token"
+FORWARDED_HEADER = "x-tierlog-forwarded"  # a request one node passed on to another
+
+
+def internal_verify() -> ssl.SSLContext | bool:
+    path = os.environ.get(ENV)
+    return _context(path) if path else True
+
+
+@functools.lru_cache(maxsize=4)
+def _context(path: str) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=path)
+
+
+class ClusterToken(httpx.Auth):
+    """The cluster credential on every request."""
+
+    def __init__(self, token: Callable[[], str]) -> None:
+        self._token = token
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers[CLUSTER_TOKEN_HEADER] = self._token()
+        yield request
+
+
+def internal_async_client(token: Callable[[], str], timeout: httpx.Timeout) -> httpx.AsyncClient:
+    return httpx.AsyncClient(auth=ClusterToken(token), timeout=timeout, verify=internal_verify())
+
+
+def internal_client(token: Callable[[], str], timeout: httpx.Timeout) -> httpx.Client:
+    """The blocking flavour, for the tiering worker's threads."""
+    return httpx.Client(auth=ClusterToken(token), timeout=timeout, verify=internal_verify())

@@ -1,0 +1,301 @@
+"""The OpenAPI 3.1 document served at /openapi.json (and driven by the schemathesis test)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cluster.openapi.groups import GROUP_PATHS
+from cluster.openapi.schemas import (
+    CONFIGS,
+    FRAMES_OUT,
+    PARTITION,
+    RECORD_IN,
+    RECORD_OUT,
+    TOPIC,
+    TOPIC_DESC,
+    error_responses,
+    json_response,
+)
+
+OPENAPI: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {
+        "title": "tierlog",
+        "version": "0.1.0",
+        "description": "A Kafka-style commit log whose history lives in object storage.",
+    },
+    "paths": {
+        "/topics": {
+            "get": {
+                "summary": "List topics",
+                "responses": {"200": json_response({"type": "object"})},
+            },
+            "post": {
+                "summary": "Create a topic",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["name"],
+                                "properties": {
+                                    "name": {"type": "string"},
+                                    "partitions": {"type": "integer"},
+                                    "replication_factor": {"type": "integer"},
+                                    "configs": CONFIGS,
+                                },
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "201": json_response(TOPIC_DESC, "Created"),
+                    **error_responses(400, 409, 413),
+                },
+            },
+        },
+        "/topics/{topic}": {
+            "parameters": [TOPIC],
+            "get": {
+                "summary": "Describe a topic",
+                "responses": {"200": json_response(TOPIC_DESC), **error_responses(404)},
+            },
+            "delete": {
+                "summary": "Delete a topic",
+                "responses": {"200": json_response({"type": "object"}), **error_responses(404)},
+            },
+        },
+        "/topics/{topic}/configs": {
+            "parameters": [TOPIC],
+            "patch": {
+                "summary": "Alter configs: a value sets a config, null restores its default",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {"type": "object", "properties": {"configs": CONFIGS}}
+                        }
+                    },
+                },
+                "responses": {"200": json_response(TOPIC_DESC), **error_responses(400, 404)},
+            },
+        },
+        "/topics/{topic}/partitions": {
+            "parameters": [TOPIC],
+            "post": {
+                "summary": "Grow the topic to a new total number of partitions",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["partitions"],
+                                "properties": {"partitions": {"type": "integer"}},
+                            }
+                        }
+                    },
+                },
+                "responses": {"200": json_response(TOPIC_DESC), **error_responses(400, 404)},
+            },
+        },
+        "/topics/{topic}/records": {
+            "parameters": [TOPIC],
+            "post": {
+                "summary": "Produce records",
+                "parameters": [
+                    {
+                        "name": "acks",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "string", "enum": ["all", "1", "0", "-1"]},
+                    },
+                    *(
+                        {
+                            "name": name,
+                            "in": "header",
+                            "required": False,
+                            "schema": {"type": "integer", "minimum": 0},
+                        }
+                        for name in (
+                            "X-Tierlog-Producer-Id",
+                            "X-Tierlog-Producer-Epoch",
+                            "X-Tierlog-Sequence",
+                        )
+                    ),
+                ],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["records"],
+                                "properties": {"records": {"type": "array", "items": RECORD_IN}},
+                            }
+                        },
+                        "application/vnd.apache.arrow.stream": {
+                            "schema": {"type": "string", "format": "binary"}
+                        },
+                    },
+                },
+                "responses": {
+                    "200": json_response({"type": "object"}),
+                    **error_responses(400, 404, 408, 413, 415, 429, 503),  # 408/429: api/limits.py
+                },
+            },
+        },
+        "/topics/{topic}/partitions/{partition}/records": {
+            "parameters": [TOPIC, PARTITION],
+            "get": {
+                "summary": "Fetch records from an offset",
+                "parameters": [
+                    {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+                    {
+                        "name": "max_records",
+                        "in": "query",
+                        "schema": {"type": "integer", "minimum": 1},
+                    },
+                    {
+                        "name": "max_bytes",
+                        "in": "query",
+                        "schema": {"type": "integer", "minimum": 1},
+                    },
+                    {
+                        "name": "wait_ms",
+                        "in": "query",
+                        "schema": {"type": "integer", "minimum": 0, "maximum": 30000},
+                    },
+                    {
+                        "name": "value_format",
+                        "in": "query",
+                        "schema": {"type": "string", "enum": ["auto", "base64", "string"]},
+                    },
+                ],
+                "responses": {
+                    "200": {
+                        "description": "Records",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "properties": {
+                                        "records": {"type": "array", "items": RECORD_OUT},
+                                        "next_offset": {"type": "integer"},
+                                        "high_watermark": {"type": "integer"},
+                                        "log_start_offset": {"type": "integer"},
+                                        "frames": FRAMES_OUT,
+                                    },
+                                }
+                            },
+                            "application/vnd.apache.arrow.stream": {
+                                "schema": {"type": "string", "format": "binary"}
+                            },
+                        },
+                    },
+                    **error_responses(400, 404, 416, 429, 503),  # 429: consumer quota
+                },
+            },
+        },
+        "/topics/{topic}/partitions/{partition}/offsets": {
+            "parameters": [TOPIC, PARTITION],
+            "get": {
+                "summary": "Earliest, latest, or first offset at/after a timestamp (ms)",
+                "parameters": [{"name": "at", "in": "query", "schema": {"type": "string"}}],
+                "responses": {
+                    "200": json_response({"type": "object"}),
+                    **error_responses(400, 404),
+                },
+            },
+        },
+        "/producers": {
+            "post": {
+                "summary": "A new idempotent producer id (Kafka's InitProducerId)",
+                "responses": {
+                    "201": json_response({"type": "object", "required": ["producer_id"]})
+                },
+            },
+        },
+        "/healthz": {
+            "get": {"summary": "Liveness", "responses": {"200": json_response({"type": "object"})}}
+        },
+        "/readyz": {
+            "get": {
+                "summary": "Readiness: started, metadata loaded, broker lease current",
+                "responses": {
+                    "200": json_response({"type": "object"}),
+                    "503": json_response(
+                        {"type": "object"}, "Starting, or the broker lease lapsed"
+                    ),
+                },
+            }
+        },
+        "/metrics": {
+            "get": {
+                "summary": "Prometheus metrics",
+                "responses": {
+                    "200": {
+                        "description": "text exposition format",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    }
+                },
+            }
+        },
+        "/brokers": {
+            "get": {
+                "summary": "Brokers of the cluster",
+                "responses": {"200": json_response({"type": "object"})},
+            }
+        },
+        **GROUP_PATHS,
+    },
+}
+
+# API keys (cluster/http/auth.py): every path needs one unless auth is off, but the open ones.
+OPENAPI["components"] = {
+    "securitySchemes": {
+        "apiKey": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "tlk_<id>_<secret>, made by `tierlog users create`",
+        }
+    }
+}
+OPENAPI["security"] = [{"apiKey": []}]
+_OPEN_PATHS = ("/healthz", "/readyz", "/metrics", "/openapi.json")
+for _path, _item in OPENAPI["paths"].items():
+    for _method, _op in _item.items():
+        if _method == "parameters":
+            continue
+        if _path in _OPEN_PATHS:
+            _op["security"] = []
+        else:  # no key or a bad one (401); a key whose principal the ACLs refuse (403)
+            _op["responses"].setdefault("401", error_responses(401)["401"])
+            _op["responses"].setdefault("403", error_responses(403)["403"])
+# Every write may be refused as cross-site (403), and any body of an undocumented media type
+# with 415 (cluster/http/cross_site.py).
+for _item in OPENAPI["paths"].values():
+    for _method, _op in _item.items():
+        if _method in ("post", "put", "patch", "delete"):
+            _op["responses"].setdefault("403", error_responses(403)["403"])
+            _op["responses"].setdefault("415", error_responses(415)["415"])
+
+
+def for_auth(doc: dict[str, Any], auth_enabled: bool) -> dict[str, Any]:
+    """`doc` as a node serves it: with auth off (--insecure) nothing needs a key, and a
+    document that still said so would misdescribe the API (clients, fuzzers and docs pages
+    would expect 401 where the node answers 200)."""
+    if auth_enabled:
+        return doc
+    paths = {
+        path: {k: _without_auth(op) if k != "parameters" else op for k, op in item.items()}
+        for path, item in doc["paths"].items()
+    }
+    open_doc = {k: v for k, v in doc.items() if k not in ("security", "components")}
+    return {**open_doc, "paths": paths}
+
+
+def _without_auth(op: dict[str, Any]) -> dict[str, Any]:
+    responses = {code: r for code, r in op["responses"].items() if code != "401"}
+    return {**{k: v for k, v in op.items() if k != "security"}, "responses": responses}

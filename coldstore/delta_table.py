@@ -1,0 +1,377 @@
+"""A topic's Delta table: add already-uploaded Parquet files to the log (DESIGN §4).
+
+The data file is uploaded by ObjectStore first and then *referenced* by a Delta add action
+(deltalake's transaction API): never rewritten, so the bytes the manifest points at are
+exactly the bytes that were uploaded.
+
+Idempotence: each commit carries a Delta `txn` action, app id "{topic}-{partition}",
+version = the file's base offset. Before committing, the table's latest version for that
+app id is read: if it is >= base offset and a live file of the partition covers base offset,
+the file is already in the table (a retry after a crash or timeout) and nothing is added.
+This relies on a partition's files being committed in offset order, which the tiering worker
+guarantees (it tiers a partition's segments one after another); a commit below the txn
+version with no file covering it is refused (OutOfOrderCommitError), never silently dropped.
+
+Concurrency: commits are optimistic. With S3 conditional put (storage option
+aws_conditional_put=etag) exactly one writer creates each log version; deltalake re-reads the
+winner's commit and retries when the two don't conflict, which blind appends to different
+partitions never do. Two commits with the same app id do conflict ("concurrent transaction"):
+the loser re-reads the table, finds the winner's txn version and returns as for a retry.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+from deltalake import DeltaTable
+from deltalake.exceptions import CommitFailedError, TableNotFoundError
+from deltalake.fs import DeltaStorageHandler
+from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
+
+from coldstore.layout import PARTITION_COLUMN
+from coldstore.parquet_writer import ParquetFile
+from logformat.schema import CONSUMER_SCHEMA
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MS = dt.timedelta(milliseconds=1)
+_COMMIT_ATTEMPTS = 5  # our own retries of a same-app-id conflict (deltalake retries the rest)
+_MAX_COMMIT_RETRIES = 100  # deltalake's rebase-and-retry budget per commit under contention
+_MARKER = "tierlog.commitId"  # commitInfo key that lets us find our own commit's version
+
+
+class OutOfOrderCommitError(RuntimeError):
+    """A later file of the partition is committed and none covers this one's offsets."""
+
+
+class DeltaFile(NamedTuple):
+    path: str  # relative to the table root, as in the add action
+    partition: int
+    size: int
+    records: int | None
+    min_offset: int | None
+    max_offset: int | None
+    min_timestamp: int | None  # ms since the epoch
+    max_timestamp: int | None
+
+
+def table_schema(schema: pa.Schema = CONSUMER_SCHEMA) -> pa.Schema:
+    """The Delta table's schema: the file columns plus the partition column (path-only)."""
+    return schema.append(pa.field(PARTITION_COLUMN, pa.int32(), nullable=False))
+
+
+def app_id(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def _iso_ms(ms: int) -> str:
+    # Delta stats hold timestamps as ISO-8601 UTC text; ours have millisecond precision.
+    return (_EPOCH + dt.timedelta(milliseconds=ms)).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+def _to_ms(value: Any) -> int | None:
+    return None if value is None else (value - _EPOCH) // _MS
+
+
+def file_stats(parquet: ParquetFile) -> str:
+    """The add action's stats JSON: readers prune on offset and timestamp with it."""
+    return json.dumps(
+        {
+            "numRecords": parquet.records,
+            "minValues": {
+                "offset": parquet.base_offset,
+                "timestamp": _iso_ms(parquet.min_timestamp),
+            },
+            "maxValues": {
+                "offset": parquet.last_offset,
+                "timestamp": _iso_ms(parquet.max_timestamp),
+            },
+            "nullCount": {"offset": 0, "timestamp": 0},
+        },
+        separators=(",", ":"),
+    )
+
+
+class DeltaTopicTable:
+    """One topic's Delta table at `uri` (s3://bucket/{prefix}/topics/{topic}).
+
+    Thread-safe: calls on one instance are serialized (it caches one table snapshot); use
+    one instance per worker thread for parallel commits."""
+
+    def __init__(
+        self, uri: str, storage_options: dict[str, str] | None = None, *, topic: str | None = None
+    ) -> None:
+        self.uri = uri.rstrip("/")
+        self.topic = topic or self.uri.rsplit("/", 1)[-1]  # names the txn app ids
+        self.storage_options = storage_options
+        self._key_prefix = _key_prefix(self.uri)
+        self._table: DeltaTable | None = None
+        self._fs: DeltaStorageHandler | None = None
+        self._lock = threading.Lock()
+
+    # -- the table ------------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        # Not DeltaTable.is_deltatable: deltalake (1.6) holds the GIL through its S3 requests
+        # and their retries, which freezes every other thread of the process (/healthz,
+        # /metrics, other workers) for as long as S3 is slow. Loading the table releases it.
+        try:
+            DeltaTable(self.uri, storage_options=self.storage_options)
+        except TableNotFoundError:
+            return False
+        return True
+
+    def ensure_created(self, schema: pa.Schema = CONSUMER_SCHEMA) -> None:
+        """Create the table if absent. Racing workers are fine: with conditional put only one
+        writes version 0; the others fail that commit, then find the table."""
+        with self._lock:
+            if not self.exists():
+                try:
+                    DeltaTable.create(
+                        self.uri,
+                        table_schema(schema),
+                        mode="ignore",
+                        partition_by=[PARTITION_COLUMN],
+                        name=self.topic,
+                        storage_options=self.storage_options,
+                        # No rebase-and-retry: a create that lost the race for version 0
+                        # would otherwise commit a second CREATE (new table id) as version 1.
+                        commit_properties=CommitProperties(max_commit_retries=0),
+                    )
+                except CommitFailedError:
+                    if not self.exists():
+                        raise
+            table = self._load()
+            if table.metadata().partition_columns != [PARTITION_COLUMN]:
+                raise ValueError(f"{self.uri} is not partitioned by {PARTITION_COLUMN!r}")
+
+    def version(self) -> int:
+        with self._lock:
+            return self._load().version()
+
+    def transaction_version(self, partition: int) -> int | None:
+        """The latest committed base offset of `partition` (its Delta txn version)."""
+        with self._lock:
+            return self._load().transaction_version(app_id(self.topic, partition))
+
+    def _load(self) -> DeltaTable:
+        # One snapshot, brought up to date incrementally: reading only the new log entries.
+        if self._table is None:
+            self._table = DeltaTable(self.uri, storage_options=self.storage_options)
+        else:
+            self._table.update_incremental()
+        return self._table
+
+    # -- commits --------------------------------------------------------------------------
+
+    def relpath(self, object_key: str) -> str:
+        """A bucket key, URI or path under the table → its path relative to the table root."""
+        key = object_key
+        if key.startswith(self.uri + "/"):
+            return key[len(self.uri) + 1 :]
+        if self._key_prefix and key.startswith(self._key_prefix + "/"):
+            return key[len(self._key_prefix) + 1 :]
+        if "://" in key or key.startswith("/"):
+            raise ValueError(f"{object_key!r} is not under the table {self.uri}")
+        return key
+
+    def commit_file(self, partition: int, parquet: ParquetFile, object_key: str) -> int:
+        """Add the uploaded file `object_key` (holding `parquet`) to `partition`.
+
+        Returns a table version at which the file is visible: its commit's, or, when it was
+        already committed, the version read."""
+        path = self.relpath(object_key)
+        if not path.startswith(f"{PARTITION_COLUMN}={partition}/"):
+            raise ValueError(f"{path!r} is not in the directory of partition {partition}")
+        app = app_id(self.topic, partition)
+        add = AddAction(
+            path=path,
+            size=parquet.size_bytes,
+            partition_values={PARTITION_COLUMN: str(partition)},
+            modification_time=int(time.time() * 1000),
+            data_change=True,
+            stats=file_stats(parquet),
+        )
+        with self._lock:
+            for attempt in range(_COMMIT_ATTEMPTS):
+                table = self._load()
+                if self._already_committed(table, app, partition, parquet.base_offset):
+                    return table.version()
+                try:
+                    return self._commit(table, [add], [Transaction(app, parquet.base_offset)])
+                except CommitFailedError:
+                    # Same-app-id race: another worker may have committed this very segment.
+                    if attempt == _COMMIT_ATTEMPTS - 1:
+                        raise
+            raise AssertionError("unreachable")
+
+    def _already_committed(self, table: DeltaTable, app: str, partition: int, base: int) -> bool:
+        done = table.transaction_version(app)
+        if done is None or done < base:
+            return False
+        if done == base:
+            return True
+        for f in self._files(table):
+            if (
+                f.partition == partition
+                and f.min_offset is not None
+                and f.max_offset is not None
+                and f.min_offset <= base <= f.max_offset
+            ):
+                return True
+        raise OutOfOrderCommitError(
+            f"{app}: offset {done} is committed but no file covers base offset {base}"
+        )
+
+    def _commit(
+        self,
+        table: DeltaTable,
+        actions: Sequence[AddAction | RemoveAction],
+        txns: list[Transaction] | None = None,
+    ) -> int:
+        read_version = table.version()
+        marker = uuid.uuid4().hex
+        table.create_write_transaction(
+            list(actions),
+            mode="append",
+            schema=table.schema(),
+            partition_by=[PARTITION_COLUMN],
+            commit_properties=CommitProperties(
+                custom_metadata={_MARKER: marker},
+                max_commit_retries=_MAX_COMMIT_RETRIES,
+                app_transactions=txns,
+            ),
+        )
+        table.update_incremental()
+        latest = table.version()
+        if latest == read_version + 1:
+            return latest
+        return self._find_commit(marker, read_version + 1, latest)
+
+    def _find_commit(self, marker: str, first: int, last: int) -> int:
+        """The version in first..last whose commitInfo carries `marker`.
+
+        Reads the log entries themselves: deltalake's history() numbers commits relative to
+        its snapshot while listing the log anew, so under concurrent writers it misnumbers."""
+        if self._fs is None:
+            self._fs = DeltaStorageHandler(self.uri, self.storage_options)
+        for version in range(first, last + 1):
+            with self._fs.open_input_file(f"_delta_log/{version:020d}.json") as f:
+                text = f.read().decode()
+            for line in text.splitlines():
+                info = json.loads(line).get("commitInfo")
+                if info is not None:
+                    if info.get(_MARKER) == marker:
+                        return version
+                    break
+        return last  # not found (cannot happen): still a version that holds the commit
+
+    def remove_files(self, paths: Sequence[str], *, data_change: bool) -> int:
+        """Logically remove files (retention: data_change=True; compaction rewrites:
+        data_change=False). Absent paths are skipped. Returns the table version after it."""
+        with self._lock:
+            table = self._load()
+            live = {f.path: f for f in self._files(table)}
+            now = int(time.time() * 1000)
+            removes = []
+            for p in dict.fromkeys(self.relpath(p) for p in paths):
+                f = live.get(p)
+                if f is not None:
+                    removes.append(
+                        RemoveAction(
+                            path=p,
+                            data_change=data_change,
+                            deletion_timestamp=now,
+                            size=f.size,
+                            partition_values={PARTITION_COLUMN: str(f.partition)},
+                        )
+                    )
+            if not removes:
+                return table.version()
+            return self._commit(table, removes)
+
+    def replace_files(
+        self,
+        partition: int,
+        remove_paths: Sequence[str],
+        adds: Sequence[tuple[ParquetFile, str]],
+        *,
+        data_change: bool = False,
+    ) -> int:
+        """One commit removing `remove_paths` and adding the uploaded `adds` (ParquetFile,
+        object key) of `partition` (compaction's rewrites: data_change=False). Every removed
+        path must be live, else ValueError and nothing is committed: a rewrite must never
+        re-add data that someone else removed. Returns the commit's version."""
+        now = int(time.time() * 1000)
+        actions: list[AddAction | RemoveAction] = []
+        for parquet, key in adds:
+            path = self.relpath(key)
+            if not path.startswith(f"{PARTITION_COLUMN}={partition}/"):
+                raise ValueError(f"{path!r} is not in the directory of partition {partition}")
+            actions.append(
+                AddAction(
+                    path=path,
+                    size=parquet.size_bytes,
+                    partition_values={PARTITION_COLUMN: str(partition)},
+                    modification_time=now,
+                    data_change=data_change,
+                    stats=file_stats(parquet),
+                )
+            )
+        with self._lock:
+            table = self._load()
+            live = {f.path: f for f in self._files(table)}
+            for p in dict.fromkeys(self.relpath(p) for p in remove_paths):
+                f = live.get(p)
+                if f is None or f.partition != partition:
+                    raise ValueError(f"{p!r} is not a live file of partition {partition}")
+                actions.append(
+                    RemoveAction(
+                        path=p,
+                        data_change=data_change,
+                        deletion_timestamp=now,
+                        size=f.size,
+                        partition_values={PARTITION_COLUMN: str(partition)},
+                    )
+                )
+            return self._commit(table, actions)
+
+    # -- reading --------------------------------------------------------------------------
+
+    def files(self) -> list[DeltaFile]:
+        """The table's live data files, by partition then offset."""
+        with self._lock:
+            return self._files(self._load())
+
+    @staticmethod
+    def _files(table: DeltaTable) -> list[DeltaFile]:
+        rows = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+        out = [
+            DeltaFile(
+                path=r["path"],
+                partition=int(r[f"partition.{PARTITION_COLUMN}"]),
+                size=int(r["size_bytes"]),
+                records=r.get("num_records"),
+                min_offset=r.get("min.offset"),
+                max_offset=r.get("max.offset"),
+                min_timestamp=_to_ms(r.get("min.timestamp")),
+                max_timestamp=_to_ms(r.get("max.timestamp")),
+            )
+            for r in rows
+        ]
+        out.sort(key=lambda f: (f.partition, -1 if f.min_offset is None else f.min_offset, f.path))
+        return out
+
+
+def _key_prefix(uri: str) -> str:
+    """The bucket key of an s3:// table root ("" for local paths)."""
+    if not uri.startswith("s3://"):
+        return ""
+    parts = uri.split("/", 3)
+    return parts[3] if len(parts) > 3 else ""

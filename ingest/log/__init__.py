@@ -1,0 +1,1 @@
+"""The local log (Kafka's LocalLog): segments, the index, append, read, truncation, loading."""

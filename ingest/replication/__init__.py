@@ -1,0 +1,1 @@
+"""Replication: the partition's role, ISR, the replica fetcher and leader side, the controller."""

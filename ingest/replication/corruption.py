@@ -1,0 +1,100 @@
+"""Corrupt frames found on this broker's disk: never served, counted, and repaired.
+
+Every read that serves a client, a follower or the tiering worker checks each frame's CRC
+(ingest/log/log_read.py, and `check_segment` for whole sealed segments). What fails is reported
+here:
+
+- a follower marks the offset where its copy went bad; its replica fetcher truncates the log
+  there (at a frame boundary) before its next fetch and fetches the rest from the leader
+  again, so normal replication repairs it byte for byte. Until then its high watermark still
+  covers the bad frame, but every read of it fails the check and is not served;
+- a leader cannot repair itself from anyone: it answers KAFKA_STORAGE_ERROR for the bad frames
+  (clients retry, fetch nodes fail over to an in-sync follower, followers append nothing) and
+  hands leadership to an in-sync replica (ReplicaManager.heal_offline); as a follower it is
+  then repaired like any other.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+
+from ingest import metrics
+from ingest.log.log_read import CorruptLogError
+from ingest.log_throttle import LogThrottle
+from ingest.replication.partition import PartitionState, Role
+from logformat.frame import first_corrupt_offset
+
+log = logging.getLogger("tierlog.corruption")
+
+# A corrupt frame is read again and again: say so once in a while.
+_THROTTLE = LogThrottle(every_s=10.0)
+
+
+def report(state: PartitionState, err: CorruptLogError) -> None:
+    """A read of `state`'s log met a corrupt frame (the read itself fails with `err`)."""
+    metrics.CORRUPT_FRAMES.labels(state.topic, str(state.partition)).inc()
+    follower = state.role is Role.FOLLOWER
+    if follower:
+        pending = state.repair_from
+        state.repair_from = err.offset if pending is None else min(pending, err.offset)
+    elif state.role is Role.LEADER:
+        state.handoff_wanted = True  # then, as a follower, it repairs from the new leader
+    skipped = _THROTTLE.allow((state.topic_id, state.partition, err.offset))
+    if skipped is None:
+        return
+    log.error(
+        "corrupt frame on disk, not served"
+        + ("; refetching it from the leader" if follower else "; handing leadership off"),
+        extra={
+            "topic": state.topic,
+            "partition": state.partition,
+            "offset": err.offset,
+            "partition_role": state.role.value,
+            "error": err.message,
+            "repeats_not_logged": skipped,
+        },
+    )
+
+
+def repair(state: PartitionState) -> None:
+    """Before a follower fetches: cut its log below a reported corrupt frame, so the fetch
+    asks the leader for it (and everything after it) again."""
+    at, state.repair_from = state.repair_from, None
+    if at is None or state.role is not Role.FOLLOWER or at >= state.log.log_end_offset:
+        return
+    try:
+        state.truncate_to(at)
+    except Exception:  # e.g. the log is offline: leave the bad frame unserved, try again later
+        state.repair_from = at
+        log.exception(
+            "could not truncate below a corrupt frame",
+            extra={"topic": state.topic, "partition": state.partition, "offset": at},
+        )
+        return
+    metrics.CORRUPT_REPAIRS.labels(state.topic, str(state.partition)).inc()
+    log.warning(
+        "truncated below a corrupt frame to fetch it again from the leader",
+        extra={
+            "topic": state.topic,
+            "partition": state.partition,
+            "offset": at,
+            "log_end_offset": state.log.log_end_offset,
+        },
+    )
+
+
+def check_segment(fd: int, size: int, base_offset: int) -> int | None:
+    """Offset of the first corrupt frame in a sealed segment file (None: every frame is
+    whole, dense from `base_offset` and passes its CRC). Blocking: run it on a thread."""
+    if size == 0:
+        return None
+    with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as m, memoryview(m) as view:
+        return first_corrupt_offset(view, base_offset)
+
+
+def segment_error(state: PartitionState, base_offset: int, bad: int) -> CorruptLogError:
+    """Report a corrupt sealed segment and return the error its download answers."""
+    err = CorruptLogError(bad, f"segment {base_offset} of {state.topic}-{state.partition}")
+    report(state, err)
+    return err

@@ -1,0 +1,118 @@
+"""One hop to a partition's leader: appends (as frames) and proxied reads.
+
+A node that does not lead a partition still parses and frames the records it receives, then
+sends the frames to the leader's internal append endpoint; reads are proxied as they came.
+Forwarded requests carry a header so they are never forwarded a second time.
+
+A forwarded append that fails is reported by what the failure proves: no connection means
+nothing was sent (LEADER_NOT_AVAILABLE); a connection that broke or went quiet after the
+records were sent leaves the outcome unknown (REQUEST_TIMED_OUT, as Kafka reports it), since
+the leader may have written them. Either is retriable; only an idempotent producer's retry
+is sure not to duplicate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import httpx
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from cluster.internal_http import (
+    FORWARDED_HEADER,
+    internal_async_client,
+)
+from ingest.replication.partition import AppendResult
+from logformat.errors import ErrorCode, TierlogError
+
+_KEEP_HEADERS = (
+    "content-type",
+    "x-tierlog-next-offset",
+    "x-tierlog-high-watermark",
+    "x-tierlog-log-start-offset",
+)
+
+
+def _error_from(response: httpx.Response) -> TierlogError:
+    try:
+        doc = orjson.loads(response.content)
+        return TierlogError(ErrorCode(doc["error_code"]), str(doc["message"]))
+    except (ValueError, KeyError, TypeError):
+        return TierlogError(
+            ErrorCode.LEADER_NOT_AVAILABLE, f"leader answered HTTP {response.status_code}"
+        )
+
+
+# Failures that happen before a request leaves this node: the leader cannot have acted on it.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+class Forwarder:
+    def __init__(self, token: Callable[[], str], timeout_s: float, grace_s: float = 5.0) -> None:
+        """`timeout_s` is the leader's own request timeout; `grace_s` on top lets the leader
+        answer with its own timeout error rather than this node giving up first."""
+        self._token = token
+        self._client = internal_async_client(token, httpx.Timeout(timeout_s + grace_s, connect=2.0))
+
+    async def append(
+        self,
+        leader_url: str,
+        topic: str,
+        partition: int,
+        frames: list[bytearray],
+        acks: int,
+        producer_headers: dict[str, str],
+    ) -> list[AppendResult]:
+        try:
+            response = await self._client.post(
+                f"{leader_url}/internal/topics/{topic}/partitions/{partition}/append",
+                params={"acks": str(acks)},
+                content=b"".join(frames),
+                headers=producer_headers,
+            )
+        except _NOT_SENT as exc:
+            raise TierlogError(
+                ErrorCode.LEADER_NOT_AVAILABLE,
+                f"cannot reach the leader at {leader_url}: {exc!r}; nothing was written",
+            ) from None
+        except httpx.HTTPError as exc:
+            raise TierlogError(
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"the leader at {leader_url} did not answer ({exc!r}): the records may or may"
+                " not have been written; retry with an idempotent producer to avoid duplicates",
+            ) from None
+        if response.status_code != 200:
+            raise _error_from(response)
+        return [AppendResult(b, e) for b, e in orjson.loads(response.content)["results"]]
+
+    async def proxy(self, leader_url: str, request: Request) -> Response:
+        # The caller was authorized here (the first hop); the leader trusts the cluster token.
+        headers = {FORWARDED_HEADER: "1"}
+        if "accept" in request.headers:
+            headers["accept"] = request.headers["accept"]
+        try:
+            response = await self._client.get(
+                f"{leader_url}{request.url.path}", params=request.query_params, headers=headers
+            )
+        except httpx.TimeoutException as exc:  # it was reached, but did not answer in time
+            raise TierlogError(
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"the leader at {leader_url} did not answer in time ({type(exc).__name__})",
+            ) from None
+        except httpx.HTTPError as exc:
+            raise TierlogError(
+                ErrorCode.LEADER_NOT_AVAILABLE, f"cannot reach the leader at {leader_url}: {exc}"
+            ) from None
+        kept = {k: v for k, v in response.headers.items() if k.lower() in _KEEP_HEADERS}
+        kept["X-Tierlog-Leader"] = leader_url
+        return Response(response.content, status_code=response.status_code, headers=kept)
+
+    async def get_json(self, url: str) -> object:
+        response = await self._client.get(url, timeout=2.0)
+        response.raise_for_status()
+        return orjson.loads(response.content)
+
+    async def close(self) -> None:
+        await self._client.aclose()

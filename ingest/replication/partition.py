@@ -1,0 +1,445 @@
+"""A hosted partition: its log, its role (leader or follower), high watermark and waiters.
+
+As leader it group-commits produce requests (each request queues frames; one drain writes
+everything queued with a single log append), tracks followers and the ISR, and advances the
+high watermark. As follower it appends the leader's frames as they are. Every change of
+role, ISR or high watermark wakes the waiters (acks=all producers, long-polling consumers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable
+from enum import StrEnum
+from typing import NamedTuple
+
+from ingest import metrics
+from ingest.log.local_log import PartitionLog
+from ingest.replication.isr import FollowerProgress, high_watermark, lagging, may_join
+from ingest.unified.producer_state import ProducerStateManager, Verdict
+from logformat.errors import ErrorCode, TierlogError
+from logformat.frame import decode_header, iter_headers
+from metadata.types import PartitionInfo
+
+log = logging.getLogger("tierlog.partition")
+
+
+class Role(StrEnum):
+    LEADER = "leader"
+    FOLLOWER = "follower"
+    OFFLINE = "offline"  # no leader is elected: nothing can be written
+
+
+class AppendResult(NamedTuple):
+    base_offset: int
+    last_offset: int
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000
+
+
+class PartitionState:
+    def __init__(
+        self,
+        log_: PartitionLog,
+        me: int,
+        lease_ok: Callable[[], bool] = lambda: True,
+        on_append: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.log = log_
+        self.topic, self.partition, self.topic_id = log_.topic, log_.partition, log_.topic_id
+        self.me = me
+        self._lease_ok = lease_ok
+        self._on_append = on_append
+        self.role = Role.OFFLINE
+        self.leader_id: int | None = None
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.replicas: list[int] = []
+        self.isr: list[int] = []
+        self.epoch_start_offset = 0
+        self.followers: dict[int, FollowerProgress] = {}
+        self.high_watermark = min(self._read_hw_checkpoint(), log_.log_end_offset)
+        # Idempotent producers' state, rebuilt from the log itself (checkpoint + replay).
+        self.producers = ProducerStateManager(log_.log_index, log_.topic_id, log_.partition)
+        self.producers.rebuild(log_)
+        self.producers.expire(int(time.time() * 1000))
+        self.isr_change_pending = False
+        # Offset of a corrupt frame found in this follower's log: its replica fetcher truncates
+        # there before the next fetch and fetches the rest again (ingest/replication/corruption.py).
+        self.repair_from: int | None = None
+        # The leader cannot serve this partition (a corrupt frame of its own): hand it to
+        # another in-sync replica (ReplicaManager.heal_offline), as for a failed log.
+        self.handoff_wanted = False
+        # Leadership is being handed to the preferred replica (replication/preferred_leader.py):
+        # nothing more may be acknowledged until it has moved or the move is called off.
+        self.handing_off = False
+        # An ISR change sent to Postgres but not yet confirmed. Until it is, the high watermark
+        # counts the union of both ISRs (Kafka's "maximal ISR", KIP-497): a member being added
+        # may already be electable by the controller, so nothing it lacks may be acknowledged.
+        self.pending_isr: list[int] = []
+        self._pending: list[tuple[list[bytearray], asyncio.Future[list[AppendResult]]]] = []
+        self._draining = False
+        self._changed = asyncio.Event()  # producers waiting for acks=all
+        self._data = asyncio.Event()  # long-polling consumers, woken after the producers
+        self._closed = False
+        self._labels = (self.topic, str(self.partition))
+
+    # -- metadata ---------------------------------------------------------------------------
+
+    def apply(self, info: PartitionInfo) -> bool:
+        """Adopt the partition's metadata; True when this broker's role or epoch changed."""
+        if info.partition_epoch < self.partition_epoch and info.leader_epoch <= self.leader_epoch:
+            return False  # stale metadata (a newer change was already applied locally)
+        changed = info.leader_epoch != self.leader_epoch or info.leader != self.leader_id
+        self.replicas, self.isr = list(info.replicas), list(info.isr)
+        self.partition_epoch = info.partition_epoch
+        if not changed:
+            self._wake()
+            return False
+        self.leader_id, self.leader_epoch = info.leader, info.leader_epoch
+        if info.leader == self.me:
+            self._become_leader()
+        else:
+            self.role = Role.FOLLOWER if info.leader is not None else Role.OFFLINE
+            self.followers = {}
+            self._fail_pending(ErrorCode.NOT_LEADER_OR_FOLLOWER, "leadership moved")
+        log.info(
+            "partition role",
+            extra={
+                "topic": self.topic,
+                "partition": self.partition,
+                "partition_role": self.role.value,
+                "leader": info.leader,
+                "leader_epoch": info.leader_epoch,
+                "isr": info.isr,
+            },
+        )
+        self._wake()
+        return True
+
+    def _become_leader(self) -> None:
+        self.role = Role.LEADER
+        self.handing_off = False
+        self.log.begin_epoch(self.leader_epoch)
+        self.epoch_start_offset = self.log.log_end_offset
+        # Kafka: every follower counts as caught up at the moment we become leader.
+        now = _now_ms()
+        self.followers = {
+            r: FollowerProgress(last_caught_up_ms=now) for r in self.replicas if r != self.me
+        }
+        self._advance_hw()
+
+    # -- leader: produce --------------------------------------------------------------------
+
+    def ensure_leader(self) -> None:
+        if self._closed or self.role is not Role.LEADER:
+            raise TierlogError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"broker {self.me} does not lead {self.topic}-{self.partition}"
+                f" (leader: {self.leader_id})",
+            )
+        if self.handing_off:
+            raise TierlogError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"leadership of {self.topic}-{self.partition} is moving to broker "
+                f"{self.replicas[0]}; retry shortly",
+            )
+        if not self._lease_ok():
+            # A paused or partitioned leader whose lease lapsed may already be replaced.
+            raise TierlogError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"broker {self.me} lost its cluster lease; it may no longer lead "
+                f"{self.topic}-{self.partition}",
+            )
+
+    async def append(
+        self, frames: list[bytearray], acks: int, min_insync: int, timeout_s: float
+    ) -> list[AppendResult]:
+        """Append as leader (offsets assigned here); with acks=-1 wait until committed."""
+        self.ensure_leader()
+        if acks == -1 and len(self.isr) < min_insync:
+            raise TierlogError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"{self.topic}-{self.partition} has {len(self.isr)} in-sync replicas "
+                f"({self.isr}); min.insync.replicas is {min_insync}",
+            )
+        future: asyncio.Future[list[AppendResult]] = asyncio.get_running_loop().create_future()
+        self._pending.append((frames, future))
+        if not self._draining:
+            self._draining = True
+            # Scheduled, not inline: requests parsed in the same loop turn join this write.
+            asyncio.get_running_loop().call_soon(self._drain)
+        results = await future
+        if acks == -1:
+            await self._wait_committed(results[-1].last_offset + 1, min_insync, timeout_s)
+        return results
+
+    def _drain(self) -> None:
+        try:
+            while self._pending:
+                batch, self._pending = self._pending, []
+                self._write(batch)
+        finally:
+            self._draining = False
+
+    def _write(
+        self, batch: list[tuple[list[bytearray], asyncio.Future[list[AppendResult]]]]
+    ) -> None:
+        """One group commit: sequence checks per request, then one log append for all."""
+        try:
+            self.ensure_leader()
+        except TierlogError as exc:
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        pending = self.producers.begin(self.log.log_end_offset)
+        plan: list[tuple[int, list[Verdict]] | TierlogError] = []
+        to_write: list[bytearray] = []
+        for request, _ in batch:
+            mark = pending.mark()
+            try:
+                verdicts = []
+                for frame in request:
+                    h = decode_header(frame)
+                    verdicts.append(
+                        pending.check_and_stage(
+                            h.producer_id,
+                            h.producer_epoch,
+                            h.base_sequence,
+                            h.record_count,
+                            h.max_timestamp,
+                        )
+                    )
+            except TierlogError as exc:  # this request only: out of order, fenced epoch…
+                pending.rollback(mark)
+                plan.append(exc)
+                continue
+            plan.append((len(to_write), verdicts))
+            to_write += [f for f, v in zip(request, verdicts, strict=True) if not v.duplicate]
+        try:
+            ranges = self.log.append(to_write, self.leader_epoch, int(time.time() * 1000))
+        except Exception as exc:  # every waiting request must get an answer
+            error = (
+                exc
+                if isinstance(exc, TierlogError)
+                else TierlogError(ErrorCode.KAFKA_STORAGE_ERROR, f"log write failed: {exc}")
+            )
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(error)
+            return
+        pending.commit(ranges)
+        metrics.GROUP_COMMIT_FRAMES.observe(len(to_write))
+        for item, (_, future) in zip(plan, batch, strict=True):
+            if future.done():
+                continue
+            if isinstance(item, TierlogError):
+                future.set_exception(item)
+                continue
+            i, verdicts = item
+            answer = []
+            for v in verdicts:
+                if v.duplicate:  # a retried batch: its original offsets, nothing appended
+                    answer.append(AppendResult(v.base_offset, v.last_offset))
+                else:
+                    answer.append(AppendResult(*ranges[i]))
+                    i += 1
+            future.set_result(answer)
+        self.producers.maybe_checkpoint(self.log)
+        self._advance_hw()
+        self._on_append()
+
+    async def _wait_committed(self, end_offset: int, min_insync: int, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self.high_watermark < end_offset:
+            if self.role is not Role.LEADER or self._closed:
+                raise TierlogError(
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    f"leadership of {self.topic}-{self.partition} moved before the write "
+                    "was replicated; it may or may not survive",
+                )
+            if len(self.isr) < min_insync:
+                raise TierlogError(
+                    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                    f"the ISR of {self.topic}-{self.partition} shrank to {self.isr} "
+                    f"(min.insync.replicas {min_insync}) before the write was replicated",
+                )
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TierlogError(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"the ISR {self.isr} did not replicate the write within {timeout_s:.0f}s",
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), remaining)
+        if not self._lease_ok():
+            raise TierlogError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"broker {self.me} lost its cluster lease while replicating",
+            )
+
+    # -- leader: followers ------------------------------------------------------------------
+
+    def record_follower_fetch(self, replica: int, fetch_offset: int) -> None:
+        progress = self.followers.setdefault(replica, FollowerProgress())
+        progress.on_fetch(fetch_offset, self.log.log_end_offset, _now_ms())
+        self._advance_hw()
+
+    def holds_everything(self, replica: int) -> bool:
+        """Has follower `replica` fetched up to this leader's log end (every record it wrote,
+        acknowledged or not)?"""
+        progress = self.followers.get(replica)
+        return progress is not None and progress.leo >= self.log.log_end_offset
+
+    def isr_expansion(self, replica: int) -> list[int] | None:
+        """The new ISR if `replica` may join it now, else None."""
+        progress = self.followers.get(replica)
+        if (
+            replica in self.isr
+            or replica not in self.replicas
+            or progress is None
+            or not may_join(progress, self.high_watermark, self.epoch_start_offset)
+        ):
+            return None
+        return [r for r in self.replicas if r in self.isr or r == replica]
+
+    def isr_shrink(self, lag_ms: int) -> list[int] | None:
+        """The new ISR without members lagging more than lag_ms, else None."""
+        out = lagging(self.me, self.isr, self.followers, _now_ms(), lag_ms)
+        return [r for r in self.isr if r not in out] if out else None
+
+    def _advance_hw(self) -> None:
+        if self.role is not Role.LEADER:
+            return
+        maximal = self.isr + [r for r in self.pending_isr if r not in self.isr]
+        hw = high_watermark(
+            self.me, self.log.log_end_offset, maximal, self.followers, self.high_watermark
+        )
+        if hw != self.high_watermark:
+            self.high_watermark = min(hw, self.log.log_end_offset)
+            self._wake()
+        self._publish_offsets()
+
+    def begin_isr_change(self, new_isr: list[int]) -> None:
+        self.isr_change_pending = True
+        self.pending_isr = list(new_isr)
+
+    def end_isr_change(self) -> None:
+        self.isr_change_pending = False
+        self.pending_isr = []
+        self._advance_hw()
+
+    def set_isr(self, info: PartitionInfo) -> None:
+        """After this leader's own compare-and-set of the ISR succeeded."""
+        self.isr, self.partition_epoch = list(info.isr), info.partition_epoch
+        self._advance_hw()
+        self._wake()
+
+    # -- follower ---------------------------------------------------------------------------
+
+    def append_replicated(self, data: memoryview, leader_hw: int) -> None:
+        if data.nbytes:
+            self.log.append_replicated(data)
+            for _, header in iter_headers(data):
+                self.producers.apply_frame(header)  # a new leader needs the sequences too
+            self.producers.maybe_checkpoint(self.log)
+        hw = max(self.high_watermark, min(leader_hw, self.log.log_end_offset))
+        if hw != self.high_watermark:
+            self.high_watermark = hw
+            self._wake()  # consumers long-polling this follower (follower fetching, KIP-392)
+        self._publish_offsets()
+
+    def truncate_to(self, offset: int) -> bool:
+        """Truncate the log (a follower diverging from its leader); False if nothing changed:
+        no bytes cut and no epoch forgotten, so asking the leader again would loop."""
+        before = (self.log.log_end_offset, self.log.latest_epoch)
+        new_leo = self.log.truncate_to(offset)
+        self.producers.on_truncate(self.log)
+        self.high_watermark = min(self.high_watermark, new_leo)
+        changed = (new_leo, self.log.latest_epoch) != before
+        if changed:
+            log.warning(
+                "truncated divergent tail",
+                extra={
+                    "topic": self.topic,
+                    "partition": self.partition,
+                    "to": new_leo,
+                    "from": before[0],
+                    "latest_epoch": self.log.latest_epoch,
+                },
+            )
+        return changed
+
+    def restart_at(self, offset: int) -> None:
+        self.log.truncate_fully_and_start_at(offset)
+        self.producers.reset(self.log)
+        self.high_watermark = offset
+
+    # -- consumers --------------------------------------------------------------------------
+
+    async def wait_for_data(self, offset: int, timeout_s: float) -> None:
+        """Return once the high watermark passes `offset`, or after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while self.high_watermark <= offset and not self._closed:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._data.wait(), remaining)
+
+    # -- housekeeping -----------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        # Swap in fresh events so woken waiters re-check without a lost-wakeup window.
+        # Producers first: their answers must not queue behind a thousand long polls.
+        event, self._changed = self._changed, asyncio.Event()
+        event.set()
+        data, self._data = self._data, asyncio.Event()
+        data.set()
+
+    def _fail_pending(self, code: ErrorCode, why: str) -> None:
+        pending, self._pending = self._pending, []
+        for _, future in pending:
+            if not future.done():
+                future.set_exception(TierlogError(code, f"{self.topic}-{self.partition}: {why}"))
+
+    def _publish_offsets(self) -> None:
+        metrics.LOG_END_OFFSET.labels(*self._labels).set(self.log.log_end_offset)
+        metrics.HIGH_WATERMARK.labels(*self._labels).set(self.high_watermark)
+        metrics.LOG_START_OFFSET.labels(*self._labels).set(self.log.log_start_offset)
+
+    def _hw_path(self) -> str:
+        return os.path.join(self.log.dir, "high-watermark")
+
+    def _read_hw_checkpoint(self) -> int:
+        try:
+            with open(self._hw_path()) as f:
+                return int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            return 0
+
+    def checkpoint_hw(self) -> None:
+        """Persist the high watermark (Kafka's replication-offset-checkpoint), atomically."""
+        tmp = self._hw_path() + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(str(self.high_watermark))
+        os.replace(tmp, self._hw_path())
+
+    def close(self) -> None:
+        self._closed = True
+        self._fail_pending(ErrorCode.NOT_LEADER_OR_FOLLOWER, "the partition is closing")
+        with contextlib.suppress(OSError):
+            self.checkpoint_hw()
+        with contextlib.suppress(Exception):
+            self.producers.checkpoint(self.log)
+        self._wake()
+        for gauge in (metrics.LOG_END_OFFSET, metrics.HIGH_WATERMARK, metrics.LOG_START_OFFSET):
+            with contextlib.suppress(KeyError):
+                gauge.remove(*self._labels)

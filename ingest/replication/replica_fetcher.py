@@ -1,0 +1,189 @@
+"""The follower's side of replication: one long-polling fetch loop per leader broker.
+
+Each loop asks its leader for all the partitions this broker follows there, in one request;
+frames are appended exactly as received. A divergence answer truncates the local tail to
+the leader's epoch boundary before fetching on (KIP-279); an epoch mismatch or a moved
+leadership makes the broker refresh metadata and back off briefly. A partition that makes no
+progress (an answer that changes nothing, asked again, would loop) is reported once in a while,
+saying why, and the loop backs off until something changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+import httpx
+
+from cluster.internal_http import internal_async_client
+from ingest.log_throttle import LogThrottle
+from ingest.replication import corruption
+from ingest.replication.partition import PartitionState, Role
+from ingest.replication.wire import (
+    FetchPartition,
+    PartitionReply,
+    decode_response,
+    encode_request,
+)
+
+log = logging.getLogger("tierlog.replica_fetcher")
+
+MAX_WAIT_MS = 500
+MAX_BYTES = 8 * 1024 * 1024
+STALL_BACKOFF_S = (0.1, 2.0)  # first and longest wait of a loop that makes no progress
+_THROTTLE = LogThrottle(every_s=30.0)
+
+
+class ReplicaFetcher:
+    """Follows every partition led by one broker."""
+
+    def __init__(
+        self,
+        me: int,
+        leader_id: int,
+        leader_url: Callable[[], str | None],
+        token: Callable[[], str],
+        refresh_metadata: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.me, self.leader_id = me, leader_id
+        self.leader_url, self.token, self.refresh_metadata = leader_url, token, refresh_metadata
+        self.partitions: dict[tuple[str, int], PartitionState] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._stalled = False  # the last response changed nothing for some partition
+        self._client = internal_async_client(token, httpx.Timeout(30.0, connect=2.0))
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"fetcher-{self.leader_id}")
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.wait([self._task], timeout=5)
+            if self._task.done() and not self._task.cancelled():
+                self._task.exception()  # retrieved, so it is not reported as never awaited
+        await self._client.aclose()
+
+    def _request(self) -> tuple[list[FetchPartition], list[PartitionState]]:
+        parts, states = [], []
+        for state in self.partitions.values():
+            if state.role is not Role.FOLLOWER or state.leader_id != self.leader_id:
+                continue
+            if state.log.failure is not None:
+                continue  # offline until ReplicaManager.heal_offline reopens it
+            corruption.repair(state)  # a corrupt frame found here: fetch it again
+            epochs = state.log.leader_epochs()
+            parts.append(
+                FetchPartition(
+                    state.topic,
+                    state.topic_id,
+                    state.partition,
+                    state.leader_epoch,
+                    state.log.log_end_offset,
+                    epochs[-1][0] if epochs else -1,
+                )
+            )
+            states.append(state)
+        return parts, states
+
+    async def _run(self) -> None:
+        backoff, stall = 0.05, STALL_BACKOFF_S[0]
+        while not self._stopping:
+            parts, states = self._request()
+            url = self.leader_url()
+            if not parts or url is None:
+                await asyncio.sleep(0.1)
+                continue
+            try:
+                response = await self._client.post(
+                    f"{url}/internal/replicas/fetch",
+                    content=encode_request(self.me, MAX_WAIT_MS, MAX_BYTES, parts),
+                )
+                if response.status_code != 200:
+                    raise RuntimeError(f"HTTP {response.status_code}: {response.text[:200]}")
+                replies = decode_response(response.content)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.debug(
+                    "replica fetch failed", extra={"leader": self.leader_id, "error": str(exc)}
+                )
+                await asyncio.sleep(backoff)
+                backoff = min(1.0, backoff * 2)
+                continue
+            backoff = 0.05
+            if self._apply(replies, states):
+                await self.refresh_metadata()
+                await asyncio.sleep(0.05)
+            if self._stalled:
+                await asyncio.sleep(stall)
+                stall = min(STALL_BACKOFF_S[1], stall * 2)
+            else:
+                stall = STALL_BACKOFF_S[0]
+
+    def _apply(
+        self, replies: list[tuple[PartitionReply, memoryview]], states: list[PartitionState]
+    ) -> bool:
+        """Apply one response; True when metadata looks stale and should be refreshed."""
+        stale = self._stalled = False
+        for (reply, data), state in zip(replies, states, strict=True):
+            if state.role is not Role.FOLLOWER or state.leader_id != self.leader_id:
+                continue  # leadership moved while the fetch was in flight
+            try:
+                if reply.diverging_epoch >= 0 or reply.diverging_end_offset >= 0:
+                    # Kafka: truncate to min(leader's end of the epoch, our own end of it),
+                    # so frames from epochs the leader never had are removed too.
+                    target = reply.diverging_end_offset
+                    own = (
+                        state.log.end_offset_for_epoch(reply.diverging_epoch)
+                        if reply.diverging_epoch >= 0
+                        else None
+                    )
+                    if own is not None:  # repeated answers converge on the common prefix
+                        target = min(target, own[1])
+                    if not state.truncate_to(target):
+                        self._no_progress(state, reply, f"truncating to {target} changed nothing")
+                elif reply.error_code == "OFFSET_OUT_OF_RANGE":
+                    if state.log.log_end_offset < reply.log_start_offset:
+                        state.restart_at(reply.log_start_offset)
+                    elif not state.truncate_to(reply.log_end_offset):
+                        self._no_progress(state, reply, "out of range, yet within the leader's log")
+                elif reply.error_code is not None:
+                    stale = True
+                else:
+                    state.append_replicated(data, reply.high_watermark)
+            except Exception:
+                log.exception(
+                    "applying replicated data failed",
+                    extra={"topic": state.topic, "partition": state.partition},
+                )
+                stale = True
+        return stale
+
+    def _no_progress(self, state: PartitionState, reply: PartitionReply, why: str) -> None:
+        """The leader's answer, applied, left the log as it was: asking again loops."""
+        self._stalled = True
+        skipped = _THROTTLE.allow((state.topic_id, state.partition, reply.leader_epoch))
+        if skipped is None:
+            return
+        log.warning(
+            "follower makes no progress; backing off",
+            extra={
+                "topic": state.topic,
+                "partition": state.partition,
+                "leader": self.leader_id,
+                "why": why,
+                "leader_answer": {
+                    "error": reply.error_code,
+                    "diverging_epoch": reply.diverging_epoch,
+                    "diverging_end_offset": reply.diverging_end_offset,
+                    "log_start_offset": reply.log_start_offset,
+                    "log_end_offset": reply.log_end_offset,
+                },
+                "log_end_offset": state.log.log_end_offset,
+                "epochs": state.log.leader_epochs()[-3:],
+                "repeats_not_logged": skipped,
+            },
+        )

@@ -1,0 +1,253 @@
+"""The partitions this broker hosts, their roles, the fetchers that follow remote leaders,
+the leader's ISR changes (compare-and-set on the partition epoch in Postgres), and logs that
+went offline (Kafka's offline log dir, per partition): a leader whose log failed, or whose
+copy is corrupt, hands the partition to another in-sync replica and leaves the ISR; the log is
+reopened (recovery repairs it) once the storage works again, and catches up as a follower."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from cluster.metadata_cache import MetadataCache, TopicView
+from ingest import metrics
+from ingest.log.local_log import LogConfig
+from ingest.log.log_manager import LogManager
+from ingest.replication.partition import PartitionState, Role
+from ingest.replication.replica_fetcher import ReplicaFetcher
+from metadata.partition_state import PartitionStateRepo
+from metadata.types import PartitionInfo
+
+log = logging.getLogger("tierlog.replica_manager")
+
+
+def log_config(view: TopicView) -> LogConfig:
+    return LogConfig(segment_bytes=view.config.segment_bytes, segment_ms=view.config.segment_ms)
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        me: int,
+        logs: LogManager,
+        cache: MetadataCache,
+        repo: PartitionStateRepo,
+        lease_ok: Callable[[], bool],
+        on_append: Callable[[], None],
+        token: Callable[[], str],
+        refresh_metadata: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.me, self.logs, self.cache, self.repo = me, logs, cache, repo
+        self._lease_ok, self._on_append = lease_ok, on_append
+        self._token, self._refresh_metadata = token, refresh_metadata
+        self.partitions: dict[tuple[str, int], PartitionState] = {}
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        # Failed logs: when to try reopening next, and the wait after that (doubling while
+        # the storage keeps failing, so a flapping disk is not reopened every second).
+        self._retry: dict[tuple[str, int], tuple[float, float]] = {}
+        # Read at scrape time: the gauge can never lag what /readyz says.
+        metrics.OFFLINE_PARTITIONS.set_function(lambda: len(self.offline()))
+
+    # -- metadata → hosted partitions -------------------------------------------------------
+
+    def reconcile(self) -> None:
+        """Host exactly the replicas metadata gives this broker, in the roles it names."""
+        wanted: dict[tuple[str, int], tuple[TopicView, PartitionInfo]] = {}
+        for view in self.cache.topics():
+            for p in view.partitions:
+                if self.me in p.replicas:
+                    wanted[(view.info.name, p.partition)] = (view, p)
+        for key in list(self.partitions):
+            entry = wanted.get(key)
+            if entry is None or entry[0].info.id != self.partitions[key].topic_id:
+                self._drop(key)
+        known_ids = {v.info.id for v in self.cache.topics()}
+        for topic, topic_id, partition in self.logs.existing():
+            if topic_id not in known_ids and (topic, partition) not in self.partitions:
+                self.logs.drop(topic, partition)
+                log.info(
+                    "stray log of a deleted topic removed",
+                    extra={"topic": topic, "partition": partition, "topic_id": topic_id},
+                )
+        for key, (view, info) in wanted.items():
+            state = self.partitions.get(key)
+            if state is None:
+                plog = self.logs.get_or_create(key[0], view.info.id, key[1], log_config(view))
+                state = self.partitions[key] = PartitionState(
+                    plog, self.me, self._lease_ok, self._on_append
+                )
+            else:
+                state.log.update_config(log_config(view))
+            state.apply(info)
+        self._sync_fetchers()
+        metrics.PARTITIONS_LED.set(sum(s.role is Role.LEADER for s in self.partitions.values()))
+
+    def _drop(self, key: tuple[str, int]) -> None:
+        state = self.partitions.pop(key)
+        state.close()
+        for fetcher in self.fetchers.values():
+            fetcher.partitions.pop(key, None)
+        self.logs.drop(*key)
+        log.info("partition removed", extra={"topic": key[0], "partition": key[1]})
+
+    def _sync_fetchers(self) -> None:
+        by_leader: dict[int, dict[tuple[str, int], PartitionState]] = {}
+        for key, state in self.partitions.items():
+            if state.role is Role.FOLLOWER and state.leader_id is not None:
+                by_leader.setdefault(state.leader_id, {})[key] = state
+        for leader_id, parts in by_leader.items():
+            fetcher = self.fetchers.get(leader_id)
+            if fetcher is None:
+                fetcher = self.fetchers[leader_id] = ReplicaFetcher(
+                    self.me,
+                    leader_id,
+                    functools.partial(self.cache.broker_url, leader_id),
+                    self._token,
+                    self._refresh_metadata,
+                )
+                fetcher.start()
+            fetcher.partitions = parts
+        for leader_id in [lid for lid in self.fetchers if lid not in by_leader]:
+            fetcher = self.fetchers.pop(leader_id)
+            asyncio.get_running_loop().create_task(fetcher.stop())
+
+    # -- leader: ISR changes ----------------------------------------------------------------
+
+    def request_isr_change(self, state: PartitionState, new_isr: list[int]) -> None:
+        """Compare-and-set the ISR in Postgres off the event loop; one change at a time."""
+        if state.isr_change_pending or state.role is not Role.LEADER:
+            return
+        state.begin_isr_change(new_isr)
+        asyncio.get_running_loop().create_task(self._alter_isr(state, new_isr))
+
+    async def _alter_isr(self, state: PartitionState, new_isr: list[int]) -> None:
+        try:
+            info = await asyncio.to_thread(
+                self.repo.alter_isr,
+                state.topic_id,
+                state.partition,
+                self.me,
+                state.leader_epoch,
+                state.partition_epoch,
+                new_isr,
+            )
+            if info is None:  # lost a race with the controller or a newer leader
+                await self._refresh_metadata()
+            else:
+                log.info(
+                    "ISR changed",
+                    extra={
+                        "topic": state.topic,
+                        "partition": state.partition,
+                        "from": state.isr,
+                        "to": info.isr,
+                    },
+                )
+                state.set_isr(info)
+        except Exception:
+            log.exception(
+                "ISR change failed", extra={"topic": state.topic, "partition": state.partition}
+            )
+        finally:
+            state.end_isr_change()
+
+    def shrink_lagging(self, lag_ms: int) -> None:
+        for state in self.partitions.values():
+            if state.role is Role.LEADER:
+                new_isr = state.isr_shrink(lag_ms)
+                if new_isr is not None:
+                    self.request_isr_change(state, new_isr)
+
+    # -- storage failures ---------------------------------------------------------------------
+
+    async def heal_offline(self) -> None:
+        """Hand off what this broker cannot serve; reopen logs that failed."""
+        for key, state in list(self.partitions.items()):
+            failed = state.log.failure is not None
+            if state.role is Role.LEADER and (failed or state.handoff_wanted):
+                await self._hand_off(state)
+            if failed and self.partitions.get(key) is state:
+                await self._reopen(key, state)
+        now = time.monotonic()
+        for key in [k for k, (at, wait) in self._retry.items() if now - at > 10 * wait]:
+            del self._retry[key]  # online long enough: the next failure starts over at 1 s
+
+    def offline(self) -> list[str]:
+        return [f"{t}-{p}" for (t, p), s in self.partitions.items() if s.log.failure is not None]
+
+    async def _hand_off(self, state: PartitionState) -> None:
+        info = await asyncio.to_thread(
+            self.repo.hand_over,
+            state.topic_id,
+            state.partition,
+            self.me,
+            state.leader_epoch,
+            state.partition_epoch,
+        )
+        if info is None:
+            return  # no live in-sync replica to take over (or a race): keep trying
+        state.handoff_wanted = False
+        log.warning(
+            "leadership handed off: this broker cannot serve the partition",
+            extra={
+                "topic": state.topic,
+                "partition": state.partition,
+                "leader": info.leader,
+                "leader_epoch": info.leader_epoch,
+                "isr": info.isr,
+                "why": str(state.log.failure or "a corrupt frame on this broker's copy"),
+            },
+        )
+        await self._refresh_metadata()
+
+    async def _reopen(self, key: tuple[str, int], state: PartitionState) -> None:
+        at, wait = self._retry.get(key, (0.0, 1.0))
+        now = time.monotonic()
+        if now < at:
+            return
+        self._retry[key] = (now + wait, min(60.0, wait * 2))
+        try:
+            fresh = await asyncio.to_thread(self.logs.reopen, state.log)
+        except Exception as exc:  # the storage still fails: stay offline, try again later
+            log.debug(
+                "failed log not reopened yet", extra={"log": state.log.dir, "error": str(exc)}
+            )
+            return
+        state.close()
+        new = self.partitions[key] = PartitionState(fresh, self.me, self._lease_ok, self._on_append)
+        info = self._info(key)
+        if info is not None:
+            new.apply(info)
+        self._sync_fetchers()
+        log.warning(
+            "log back online after a storage error",
+            extra={"topic": key[0], "partition": key[1], "log_end_offset": fresh.log_end_offset},
+        )
+
+    def _info(self, key: tuple[str, int]) -> PartitionInfo | None:
+        view = self.cache.topic(key[0])
+        if view is None or key[1] >= len(view.partitions):
+            return None
+        return view.partitions[key[1]]
+
+    def checkpoint(self) -> None:
+        for state in self.partitions.values():
+            try:
+                state.checkpoint_hw()
+            except OSError:
+                log.exception("high watermark checkpoint failed")
+
+    async def close(self) -> None:
+        for fetcher in self.fetchers.values():
+            await fetcher.stop()
+        self.fetchers.clear()
+        for state in self.partitions.values():
+            state.close()
+        self.partitions.clear()
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

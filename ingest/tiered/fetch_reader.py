@@ -1,0 +1,102 @@
+"""Reads a hosted partition's records for consumers: frames → one Arrow batch of offsets."""
+
+from __future__ import annotations
+
+import weakref
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cluster.read_contract import FetchResult, FrameCrc
+from ingest.log.log_read import CorruptLogError
+from ingest.replication import corruption
+from ingest.replication.partition import PartitionState
+from logformat import records
+from logformat.errors import ErrorCode, TierlogError
+from logformat.frame import decode_records
+from logformat.schema import CONSUMER_SCHEMA
+
+MAX_WAIT_MS = 30_000
+
+
+_EMPTY = pa.RecordBatch.from_pylist([], schema=CONSUMER_SCHEMA)
+
+
+def out_of_range(state: PartitionState, offset: int) -> TierlogError:
+    log = state.log
+    return TierlogError(
+        ErrorCode.OFFSET_OUT_OF_RANGE,
+        f"offset {offset} is outside {state.topic}-{state.partition}'s log "
+        f"[{log.log_start_offset}, {log.log_end_offset}]",
+        log_start_offset=log.log_start_offset,
+        log_end_offset=log.log_end_offset,
+        high_watermark=state.high_watermark,
+    )
+
+
+async def fetch(
+    state: PartitionState, offset: int, max_records: int, max_bytes: int, wait_ms: int
+) -> FetchResult:
+    log = state.log
+    if offset < log.log_start_offset or offset > log.log_end_offset:
+        raise out_of_range(state, offset)
+    if offset >= state.high_watermark and wait_ms > 0:
+        await state.wait_for_data(offset, min(wait_ms, MAX_WAIT_MS) / 1000)
+        # The polls one produce wakes ask for the same records: read them once for all.
+        key = (offset, max_records, max_bytes, state.high_watermark, log.log_start_offset)
+        shared = _WOKEN.get(state)
+        if shared is not None and shared[0] == key:
+            return shared[1]
+        result = _read(state, offset, max_records, max_bytes)
+        _WOKEN[state] = (key, result)
+        return result
+    return _read(state, offset, max_records, max_bytes)
+
+
+# Per partition, the last read a woken long poll made (records below the high watermark do
+# not change; the key holds the high watermark and the log start).
+_WOKEN: weakref.WeakKeyDictionary[PartitionState, tuple[tuple[int, ...], FetchResult]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _read(state: PartitionState, offset: int, max_records: int, max_bytes: int) -> FetchResult:
+    log = state.log
+    hw = state.high_watermark
+    empty = FetchResult(_EMPTY, offset, hw, log.log_start_offset)
+    if offset >= hw:
+        return empty
+    batches = []
+    rows = 0
+    covered = offset  # every offset below this was read (kept or compacted away)
+    frames: list[FrameCrc] = []
+    try:  # every frame read is CRC-checked (log_read.py): decoding need not check again
+        read = log.read(offset, max_bytes, hw)
+    except CorruptLogError as exc:
+        corruption.report(state, exc)
+        raise
+    for header, data in read:
+        batch = records.to_consumer_batch(decode_records(data, verify=False), header.base_offset)
+        # Filter by offset, not by row index: a compacted frame spans more offsets than rows.
+        if header.base_offset < offset or header.next_offset > hw:
+            offsets = batch.column(0)
+            batch = batch.filter(pc.and_(pc.greater_equal(offsets, offset), pc.less(offsets, hw)))
+        batches.append(batch)
+        frames.append(FrameCrc(header.base_offset, header.last_offset, header.crc))
+        rows += batch.num_rows
+        covered = min(header.next_offset, hw)
+        if rows >= max_records:
+            break
+    if not batches:
+        return empty
+    table = pa.Table.from_batches(batches, CONSUMER_SCHEMA)
+    if table.num_rows > max_records:
+        # Cut short: resume after the last record returned (gaps after it are read again).
+        table = table.slice(0, max_records)
+        covered = table.column(0)[-1].as_py() + 1
+    out = table.combine_chunks().to_batches()
+    result = out[0] if out else _EMPTY
+    # Past the frames read, not last offset + 1: compacted logs have gaps, and a fetch that
+    # met only compacted-away offsets must still move the consumer on.
+    served = tuple(f for f in frames if f.base_offset < covered)
+    return FetchResult(result, covered, hw, log.log_start_offset, served)

@@ -1,0 +1,1 @@
+"""The `tierlog` command line: server roles (imported lazily) and client commands."""

@@ -1,0 +1,200 @@
+"""The `tierlog` command: server roles (imported lazily) and client commands."""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from logformat.errors import TierlogError
+from tierlog.cli.extensions import cold_tier, groups_on_broker, groups_on_fetch_node, s3_configured
+from tierlog.cli.limits_opts import add_http_flags, add_limit_flags, http_limits, limit_config
+from tierlog.cli.quotas_cmd import add_quotas
+from tierlog.cli.security_cmd import add_security_commands
+from tierlog.cli.security_opts import add_server_security, auth_settings, scheme
+from tierlog.cli.worker_roles import add_worker_roles
+from tierlog.devstack.parent_watch import die_with_parent
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    return os.environ.get(f"TIERLOG_{name}", default)
+
+
+def _add_broker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("broker", help="run one broker (HTTP produce/fetch, hot log)")
+    p.add_argument("--broker-id", type=int, default=int(_env("BROKER_ID", "1") or 1))
+    p.add_argument("--listen", default=_env("LISTEN", "127.0.0.1:8080"), help="HOST:PORT")
+    p.add_argument(
+        "--advertised-url",
+        default=_env("ADVERTISED_URL"),
+        help="URL other nodes and clients use (default: http://LISTEN)",
+    )
+    p.add_argument("--data-dir", default=_env("DATA_DIR", ".tierlog/broker-1"))
+    p.add_argument("--database-url", default=_env("DATABASE_URL"))
+    p.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=int(_env("MAX_REQUEST_BYTES", str(64 * 1024 * 1024)) or 0),
+    )
+    p.add_argument(
+        "--lease-ms",
+        type=int,
+        default=int(_env("LEASE_MS", "3000") or 3000),
+        help="broker lease: a broker silent this long is dead to the cluster",
+    )
+    p.add_argument("--heartbeat-ms", type=int, default=int(_env("HEARTBEAT_MS", "500") or 500))
+    p.add_argument(
+        "--replica-lag-ms",
+        type=int,
+        default=int(_env("REPLICA_LAG_MS", "10000") or 10000),
+        help="replica.lag.time.max.ms: a follower this far behind leaves the ISR",
+    )
+    p.add_argument(
+        "--request-timeout-ms", type=int, default=int(_env("REQUEST_TIMEOUT_MS", "30000") or 30000)
+    )
+    p.add_argument(
+        "--default-replication-factor",
+        type=int,
+        default=int(_env("DEFAULT_REPLICATION_FACTOR", "1") or 1),
+    )
+    p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
+    add_server_security(p)
+    add_limit_flags(p)
+    add_http_flags(p)
+    p.set_defaults(func=_run_broker)
+
+
+def _run_broker(args: argparse.Namespace) -> int:
+    auth = auth_settings(args, "broker")  # first: a refusal should not wait for imports
+    if auth is None:
+        return 2
+    from cluster.http.server import parse_listen
+    from ingest.broker_config import BrokerConfig
+    from ingest.server import serve
+    from tierlog import logs
+
+    logs.setup("broker", args.log_level)
+    if not args.database_url:
+        print("tierlog broker: --database-url or TIERLOG_DATABASE_URL is required", file=sys.stderr)
+        return 2
+    host, port = parse_listen(args.listen)
+    advertised = args.advertised_url or f"{scheme(args)}://{host}:{port}"
+    serve(
+        BrokerConfig(
+            broker_id=args.broker_id,
+            host=host,
+            port=port,
+            advertised_url=advertised,
+            data_dir=Path(args.data_dir).resolve(),
+            database_url=args.database_url,
+            max_request_bytes=args.max_request_bytes,
+            lease_ms=args.lease_ms,
+            heartbeat_ms=args.heartbeat_ms,
+            replica_lag_ms=args.replica_lag_ms,
+            request_timeout_ms=args.request_timeout_ms,
+            default_replication_factor=args.default_replication_factor,
+            auth=auth,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+            http_limits=http_limits(args),
+            **limit_config(args),
+        ),
+        cold_reader=cold_tier(args.database_url),
+        extensions=[groups_on_broker],
+    )
+    return 0
+
+
+def _add_fetch(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "fetch", help="run a fetch node (consumer reads: cold from S3, hot via replicas)"
+    )
+    p.add_argument("--listen", default=_env("FETCH_LISTEN", "127.0.0.1:8090"), help="HOST:PORT")
+    p.add_argument("--database-url", default=_env("DATABASE_URL"))
+    p.add_argument(
+        "--request-timeout-ms", type=int, default=int(_env("REQUEST_TIMEOUT_MS", "30000") or 30000)
+    )
+    p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
+    add_server_security(p)
+    add_http_flags(p)
+    p.set_defaults(func=_run_fetch)
+
+
+def _run_fetch(args: argparse.Namespace) -> int:
+    auth = auth_settings(args, "fetch")
+    if auth is None:
+        return 2
+    from cluster.http.server import parse_listen
+    from fetch.node import FetchNodeConfig
+    from fetch.server import serve
+    from tierlog import logs
+
+    logs.setup("fetch", args.log_level)
+    if not args.database_url:
+        print("tierlog fetch: --database-url or TIERLOG_DATABASE_URL is required", file=sys.stderr)
+        return 2
+    if not s3_configured():
+        print(
+            "tierlog fetch: no TIERLOG_S3_ENDPOINT / TIERLOG_S3_BUCKET: every read goes to a "
+            "replica",
+            file=sys.stderr,
+        )
+    host, port = parse_listen(args.listen)
+    config = FetchNodeConfig(
+        host,
+        port,
+        args.database_url,
+        args.request_timeout_ms,
+        auth=auth,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        http_limits=http_limits(args),
+    )
+    serve(config, cold_tier(args.database_url), [groups_on_fetch_node])
+    return 0
+
+
+def _add_dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("dev", help="run the whole system locally on embedded defaults")
+    p.add_argument("--brokers", type=int, default=1)
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--data-dir", default=".tierlog")
+    p.add_argument("--log-level", default="INFO")
+    p.set_defaults(func=_run_dev)
+
+
+def _run_dev(args: argparse.Namespace) -> int:
+    from tierlog.devstack.dev import run_dev
+
+    return run_dev(Path(args.data_dir).resolve(), args.brokers, args.port, args.log_level)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from tierlog.cli import commands
+
+    parser = argparse.ArgumentParser(prog="tierlog", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_dev(sub)
+    _add_broker(sub)
+    add_worker_roles(sub)
+    _add_fetch(sub)
+    commands.add_client_commands(sub, _env("URL", DEFAULT_URL) or DEFAULT_URL)
+    add_quotas(sub)
+    add_security_commands(sub)
+    args = parser.parse_args(argv)
+    die_with_parent()  # started by `tierlog dev` or a test harness: go when it goes
+    # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see where a hang is.
+    faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
+    try:
+        return int(args.func(args) or 0)
+    except TierlogError as exc:
+        print(f"tierlog: {exc.code.value}: {exc.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,427 @@
+"""A private PostgreSQL server on 127.0.0.1 for `tierlog dev` and the test suite.
+
+Layout of ``data_dir`` (created on first use, reused afterwards so data survives restarts):
+
+- ``pgdata/``           the cluster (initdb'd once)
+- ``postgres.log``      the server's stdout/stderr, appended across runs
+- ``superuser.password`` the generated password of the ``tierlog`` superuser (mode 0600)
+- ``.s.PGSQL.<port>``   the Unix socket (only when the path fits the 107-byte socket limit)
+- ``localpg.lock``      flock held by the owning process while the server runs
+
+Auth: a random password (scram-sha-256) rather than ``trust``, because 127.0.0.1 is reachable
+by every local user; it costs nothing since the URL carries it.
+
+Postgres refuses to run as root. When we are root, initdb and postgres run as the
+``postgres`` user (subprocess ``user=``, so the pid we hold is the postmaster itself, and
+signals reach it directly, unlike through ``runuser``). That user must be able to traverse
+every parent of ``data_dir``: /tmp/... and /var/... work; /root/... does not unless you
+``chmod o+x /root`` — prefer a location outside /root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import glob
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+import psycopg
+
+SUPERUSER = "tierlog"
+DATABASE = "tierlog"
+_RUN_AS = "postgres"  # the OS user the server runs as when we are root
+_SOCKET_PATH_MAX = 107  # sun_path limit on Linux, minus the NUL
+
+
+class LocalPostgresError(RuntimeError):
+    """The local server could not be set up or started; the message says why."""
+
+
+def find_bindir() -> Path:
+    """PostgreSQL's server binaries: `pg_config --bindir`, else the newest /usr/lib/postgresql."""
+    candidates: list[Path] = []
+    if env := os.environ.get("TIERLOG_PG_BINDIR"):
+        candidates.append(Path(env))
+    if pg_config := shutil.which("pg_config"):
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            out = subprocess.run(
+                [pg_config, "--bindir"], capture_output=True, text=True, timeout=10, check=True
+            ).stdout.strip()
+            candidates.append(Path(out))
+
+    def version(p: str) -> int:
+        name = Path(p).parent.name
+        return int(name) if name.isdigit() else 0
+
+    candidates += [
+        Path(p) for p in sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=version, reverse=True)
+    ]
+    # pg_config may come from libpq-dev without a server, so require the binaries themselves.
+    for c in candidates:
+        if (c / "initdb").is_file() and (c / "postgres").is_file():
+            return c
+    raise LocalPostgresError(
+        "PostgreSQL server binaries (initdb, postgres) not found: looked in "
+        f"{[str(c) for c in candidates] or 'pg_config --bindir and /usr/lib/postgresql/*/bin'}; "
+        "install the postgresql server package or set TIERLOG_PG_BINDIR"
+    )
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _alive(pid: int) -> bool:
+    """True while pid runs; a zombie (exited, not yet reaped by its parent) counts as dead."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+class LocalPostgres:
+    """Start/stop a private server over ``data_dir``; ``start()`` returns its SQLAlchemy URL."""
+
+    def __init__(
+        self, data_dir: Path, port: int | None = None, *, fast: bool = False, timeout: float = 60.0
+    ) -> None:
+        self.data_dir = Path(data_dir).absolute()
+        self.pgdata = self.data_dir / "pgdata"
+        self.log_path = self.data_dir / "postgres.log"
+        self.requested_port = port
+        self.port: int | None = None
+        self.fast = fast
+        self.timeout = timeout
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lock_fd: int | None = None
+        self._as_root = os.geteuid() == 0
+        self._password = ""
+
+    # -- public -------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        if self.port is None:
+            raise LocalPostgresError("the server is not running")
+        return f"postgresql+psycopg://{SUPERUSER}:{self._password}@127.0.0.1:{self.port}/{DATABASE}"
+
+    def start(self) -> str:
+        if self._proc is not None:
+            return self.url
+        bindir = find_bindir()
+        self._prepare_dir()
+        self._lock()
+        try:
+            self._initdb_if_needed(bindir)
+            try:
+                self._password = (self.data_dir / "superuser.password").read_text().strip()
+            except FileNotFoundError:
+                raise LocalPostgresError(
+                    f"{self.data_dir}/superuser.password is missing, so the existing cluster "
+                    "cannot be logged into; restore it or delete the data dir to start afresh"
+                ) from None
+            self._clear_stale_postmaster()
+            for attempt in range(3):
+                self.port = self.requested_port or free_port()
+                try:
+                    self._launch(bindir)
+                    break
+                except LocalPostgresError as e:
+                    # A picked port can be taken between probe and bind: pick another one.
+                    if self.requested_port is None and "already in use" in str(e) and attempt < 2:
+                        continue
+                    raise
+            self._ensure_database()
+        except BaseException:
+            self.stop()
+            raise
+        return self.url
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the server and release the data dir."""
+        self._shutdown(timeout)
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing releases the flock
+            self._lock_fd = None
+
+    def _shutdown(self, timeout: float = 30.0) -> None:
+        """Fast shutdown (SIGINT: disconnect clients, checkpoint), escalating if it hangs."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            for sig, wait in (
+                (signal.SIGINT, timeout),
+                (signal.SIGQUIT, 5.0),
+                (signal.SIGKILL, 5.0),
+            ):
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(sig)
+                try:
+                    proc.wait(wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        self.port = None
+
+    def __enter__(self) -> LocalPostgres:
+        self.start()
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def log_tail(self, lines: int = 30, since: int = 0) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(since)
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return "(no server log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    # -- steps --------------------------------------------------------------------------------
+
+    def _owner(self) -> pwd.struct_passwd | None:
+        if not self._as_root:
+            return None
+        try:
+            return pwd.getpwnam(_RUN_AS)
+        except KeyError:
+            raise LocalPostgresError(
+                f"running as root, but there is no {_RUN_AS!r} user to run PostgreSQL as "
+                "(Postgres refuses to run as root); create one or run as a normal user"
+            ) from None
+
+    def _prepare_dir(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        owner = self._owner()
+        if owner is None:
+            return
+        os.chown(self.data_dir, owner.pw_uid, owner.pw_gid)
+        os.chmod(self.data_dir, 0o700)
+        # Path resolution needs search permission on every ancestor; test it as that user.
+        probe = subprocess.run(
+            ["test", "-x", str(self.data_dir)],
+            user=owner.pw_uid,
+            group=owner.pw_gid,
+            extra_groups=[],
+            check=False,
+        )
+        if probe.returncode != 0:
+            raise LocalPostgresError(
+                f"the {_RUN_AS!r} user cannot reach {self.data_dir}: a parent directory is not "
+                "traversable (e.g. /root is mode 700). Put the data dir elsewhere (/tmp, /var/lib,"
+                " a project dir outside /root) or `chmod o+x` the parents"
+            )
+
+    def _lock(self) -> None:
+        fd = os.open(self.data_dir / "localpg.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LocalPostgresError(
+                f"{self.data_dir} is in use by another LocalPostgres (another `tierlog dev`?)"
+            ) from None
+        self._lock_fd = fd
+
+    def _run(self, args: list[str]) -> None:
+        owner = self._owner()
+        kw: dict[str, object] = {}
+        if owner is not None:
+            kw = {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": []}
+        res = subprocess.run(
+            args,
+            capture_output=True,
+            text=True,
+            check=False,
+            env=self._env(),
+            cwd=self.data_dir,
+            **kw,
+        )  # type: ignore[call-overload]
+        if res.returncode != 0:
+            raise LocalPostgresError(
+                f"{Path(args[0]).name} failed ({res.returncode}):\n{res.stdout}{res.stderr}"
+            )
+
+    def _env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+        env["LC_ALL"] = "C"
+        owner = self._owner()
+        if owner is not None:
+            env.update(HOME=owner.pw_dir, USER=owner.pw_name, LOGNAME=owner.pw_name)
+        return env
+
+    def _initdb_if_needed(self, bindir: Path) -> None:
+        if (self.pgdata / "PG_VERSION").is_file():
+            return
+        # A half-done initdb (killed run) leaves a dir initdb refuses to reuse: start over.
+        shutil.rmtree(self.pgdata, ignore_errors=True)
+        pwfile = self.data_dir / "superuser.password"
+        if not pwfile.is_file():
+            fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_urlsafe(24) + "\n")
+        if (owner := self._owner()) is not None:
+            os.chown(pwfile, owner.pw_uid, owner.pw_gid)
+        args = [
+            str(bindir / "initdb"),
+            "-D",
+            str(self.pgdata),
+            "-U",
+            SUPERUSER,
+            "--pwfile",
+            str(pwfile),
+            "--auth=scram-sha-256",
+            "--encoding=UTF8",
+            "--locale=C",
+        ]
+        if self.fast:
+            args.append("--no-sync")
+        self._run(args)
+        # Only loopback TCP and the private socket; no replication, no other hosts.
+        (self.pgdata / "pg_hba.conf").write_text(
+            "# written by tierlog.devstack.localpg\n"
+            "local all all scram-sha-256\n"
+            "host  all all 127.0.0.1/32 scram-sha-256\n"
+        )
+
+    def _clear_stale_postmaster(self) -> None:
+        """Handle a postmaster.pid left by a killed run: stop an orphan, drop a stale file."""
+        pidfile = self.pgdata / "postmaster.pid"
+        try:
+            pid = int(pidfile.read_text().splitlines()[0])
+        except (OSError, ValueError, IndexError):
+            return
+        try:
+            # The postmaster chdirs into its data dir: that identifies it even if pids recycle.
+            ours = os.readlink(f"/proc/{pid}/cwd") == str(self.pgdata.resolve())
+        except OSError:
+            ours = False
+        if ours:
+            # An orphan of ours (we hold the flock, so no live LocalPostgres owns it): stop it,
+            # so this run's port and settings take effect.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGINT)
+            deadline = time.monotonic() + 30
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+                time.sleep(0.5)
+        with contextlib.suppress(FileNotFoundError):
+            pidfile.unlink()
+
+    def _settings(self) -> dict[str, str]:
+        sock = str(self.data_dir)
+        assert self.port is not None
+        if len(f"{sock}/.s.PGSQL.{self.port}") > _SOCKET_PATH_MAX:
+            sock = ""  # TCP only: a too-long socket path would stop the server from starting
+        s = {
+            "listen_addresses": "127.0.0.1",
+            "port": str(self.port),
+            "unix_socket_directories": sock,
+            "max_connections": "300",  # several brokers + tests, each with a small pool
+            "timezone": "UTC",
+            "log_timezone": "UTC",
+        }
+        if self.fast:
+            # Throwaway test data: durability buys nothing, speed does.
+            s.update(fsync="off", synchronous_commit="off", full_page_writes="off")
+        return s
+
+    def _launch(self, bindir: Path) -> None:
+        log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
+        args = [str(bindir / "postgres"), "-D", str(self.pgdata)]
+        for k, v in self._settings().items():
+            args += ["-c", f"{k}={v}"]
+        owner = self._owner()
+        kw: dict[str, object] = {}
+        if owner is not None:
+            kw = {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": []}
+        deadline = time.monotonic() + self.timeout
+        while True:
+            with open(self.log_path, "ab") as log:
+                # Own session: a Ctrl-C aimed at `tierlog dev` must not kill the database
+                # before the brokers have deregistered; stop() shuts it down in order.
+                proc = subprocess.Popen(
+                    args,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    env=self._env(),
+                    cwd=self.data_dir,
+                    start_new_session=True,
+                    **kw,
+                )  # type: ignore[call-overload]
+            self._proc = proc
+            err = self._wait_ready(proc, deadline, log_start)
+            if err is None:
+                return
+            tail = self.log_tail(since=log_start)
+            # Backends orphaned by a killed postmaster keep its shared memory a little longer.
+            if "shared memory block is still in use" in tail and time.monotonic() < deadline:
+                self._proc = None
+                time.sleep(0.5)
+                continue
+            port = self.port
+            self._shutdown()
+            raise LocalPostgresError(
+                f"PostgreSQL on 127.0.0.1:{port} ({self.pgdata}) {err}; "
+                f"last lines of {self.log_path}:\n{tail}"
+            )
+
+    def _wait_ready(
+        self, proc: subprocess.Popen[bytes], deadline: float, log_start: int
+    ) -> str | None:
+        """None when a real login works; else why not (exited / timed out)."""
+        while True:
+            if proc.poll() is not None:
+                tail = self.log_tail(since=log_start)
+                if "Address already in use" in tail:
+                    return "could not listen: port already in use"
+                return f"exited with status {proc.returncode}"
+            try:
+                with psycopg.connect(
+                    host="127.0.0.1",
+                    port=self.port,
+                    user=SUPERUSER,
+                    password=self._password,
+                    dbname="postgres",
+                    connect_timeout=2,
+                ):
+                    return None
+            except psycopg.OperationalError:
+                pass
+            if time.monotonic() > deadline:
+                return f"not ready after {self.timeout:.0f}s"
+            time.sleep(0.05)
+
+    def _ensure_database(self) -> None:
+        with psycopg.connect(
+            host="127.0.0.1",
+            port=self.port,
+            user=SUPERUSER,
+            password=self._password,
+            dbname="postgres",
+            autocommit=True,
+        ) as conn:
+            if (
+                conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone()
+                is None
+            ):
+                with contextlib.suppress(psycopg.errors.DuplicateDatabase):
+                    conn.execute(f'CREATE DATABASE "{DATABASE}"')
