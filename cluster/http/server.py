@@ -6,6 +6,7 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from cluster.http.guard import HttpLimits, guarded_protocol
+from cluster.process_memory import return_freed_memory
 
 
 def run_server(
@@ -18,7 +19,9 @@ def run_server(
 ) -> None:
     """Serve until SIGINT / SIGTERM. Our own JSON logs replace uvicorn's (log_config=None,
     no access log: /metrics counts requests); the connection cap bounds sockets and tasks,
-    and the guarded protocol bounds headers, slow and idle connections (cluster/http/guard.py)."""
+    and the guarded protocol bounds headers, slow and idle connections (cluster/http/guard.py).
+    Big request bodies leave no memory behind once handled (cluster/process_memory.py)."""
+    return_freed_memory()
     uvicorn.Server(
         uvicorn.Config(
             app,
