@@ -153,7 +153,7 @@ async def create_topic(request: Request) -> JSONResponse:
         auth.require(request, "topic", name, "create")
     await asyncio.to_thread(broker.topics.create, name, partitions, rf, configs)
     await _after_change(broker)
-    view = broker.topic_view(name)
+    view = await broker.cache.require_topic(name)
     return JSONResponse(await describe(broker, view), status_code=201)
 
 
@@ -179,7 +179,7 @@ async def describe_topic(request: Request) -> JSONResponse:
     broker: Broker = request.app.state.broker
     topic = request.path_params["topic"]
     auth.require(request, "topic", topic, "describe")
-    return JSONResponse(await describe(broker, broker.topic_view(topic)))
+    return JSONResponse(await describe(broker, await broker.cache.require_topic(topic)))
 
 
 async def alter_configs(request: Request) -> JSONResponse:
@@ -187,14 +187,14 @@ async def alter_configs(request: Request) -> JSONResponse:
     broker: Broker = request.app.state.broker
     topic = request.path_params["topic"]
     auth.require(request, "topic", topic, "alter")  # Kafka: ALTER_CONFIGS
-    broker.topic_view(topic)
+    await broker.cache.require_topic(topic)
     doc = await json_object(request, ADMIN_BODY_LIMIT)
     configs = _configs_arg(doc)
     to_set = {k: v for k, v in configs.items() if v is not None}
     to_delete = [k for k, v in configs.items() if v is None]
     await asyncio.to_thread(broker.topics.alter_configs, topic, to_set, to_delete)
     await _after_change(broker)
-    return JSONResponse(await describe(broker, broker.topic_view(topic)))
+    return JSONResponse(await describe(broker, await broker.cache.require_topic(topic)))
 
 
 async def add_partitions(request: Request) -> JSONResponse:
@@ -202,19 +202,19 @@ async def add_partitions(request: Request) -> JSONResponse:
     broker: Broker = request.app.state.broker
     topic = request.path_params["topic"]
     auth.require(request, "topic", topic, "alter")  # Kafka's CreatePartitions: ALTER
-    broker.topic_view(topic)
+    await broker.cache.require_topic(topic)
     doc = await json_object(request, ADMIN_BODY_LIMIT)
     total = field_int(doc, "partitions", None, 1, MAX_PARTITIONS, ErrorCode.INVALID_PARTITIONS)
     await asyncio.to_thread(broker.topics.add_partitions, topic, total)
     await _after_change(broker)
-    return JSONResponse(await describe(broker, broker.topic_view(topic)))
+    return JSONResponse(await describe(broker, await broker.cache.require_topic(topic)))
 
 
 async def delete_topic(request: Request) -> JSONResponse:
     broker: Broker = request.app.state.broker
     topic = request.path_params["topic"]
     auth.require(request, "topic", topic, "delete")
-    broker.topic_view(topic)
+    await broker.cache.require_topic(topic)
     info = await asyncio.to_thread(broker.topics.delete, topic)
     await _after_change(broker)
     return JSONResponse({"name": info.name, "id": info.id, "deleted": True})
