@@ -22,7 +22,10 @@ from ingest.replication.partition import PartitionState, Role
 from ingest.replication.preferred_leader import PreferredLeaderMover
 from ingest.replication.replica_leader import ReplicaFetchHandler
 from ingest.replication.replica_manager import ReplicaManager
-from ingest.tiered.remote_log_manager import RemoteLogManager
+from ingest.tiered.local_retention import LocalRetention
+from ingest.tiered.segment_registrar import SealedSegmentRegistrar
+from ingest.tiered.tier_status import TierStatusReader
+from ingest.tiered.tiering_gauges import TieringGauges
 from logformat.partitioner import StickyPartitioner
 from metadata.brokers import BrokerRepo
 from metadata.cold_manifest import ColdManifest
@@ -50,13 +53,16 @@ class Broker:
             self.cache, config.database_url, config.metadata_refresh_ms, on_refresh=self.reconcile
         )
         self.replicas: ReplicaManager | None = None
-        self.remote_log = RemoteLogManager(
-            lambda: self.partitions,
-            self.cache,
-            SegmentRegistry(self.engine),
-            ColdManifest(self.engine),
+        # Tiering, the broker's share (Kafka's RemoteLogManager tasks): one duty each.
+        manifest = ColdManifest(self.engine)
+        self.registrar = SealedSegmentRegistrar(
+            lambda: self.partitions, self.cache, SegmentRegistry(self.engine)
         )
-        self.cleaner = CleanerDuty(lambda: self.partitions, self.cache, ColdManifest(self.engine))
+        self.retention = LocalRetention(
+            lambda: self.partitions, self.cache, manifest, TieringGauges()
+        )
+        self.tier_status = TierStatusReader(manifest)
+        self.cleaner = CleanerDuty(lambda: self.partitions, self.cache, manifest)
         self.fetch_handler = ReplicaFetchHandler(lambda: self.partitions, self._expand_isr)
         self.preferred = PreferredLeaderMover(
             config.broker_id,
@@ -112,10 +118,8 @@ class Broker:
             self._every(max(100, cfg.replica_lag_ms // 4), self._shrink_isr, "isr-shrink"),
             self._every(1000, self._roll, "segment-roll"),
             self._every(5000, self._checkpoint, "hw-checkpoint"),
-            self._every(cfg.tiering_duty_ms, self.remote_log.register_sealed, "register-sealed"),
-            self._every(
-                cfg.tiering_duty_ms, self.remote_log.apply_local_retention, "local-retention"
-            ),
+            self._every(cfg.tiering_duty_ms, self.registrar.run_once, "register-sealed"),
+            self._every(cfg.tiering_duty_ms, self.retention.run_once, "local-retention"),
             self._every(cfg.cleaner_interval_ms, self._clean_logs, "log-cleaner"),
             self._every(1000, self._heal_offline, "offline-logs"),
             self._every(500, self._move_to_preferred, "preferred-leader"),

@@ -189,7 +189,7 @@ async def fetch_records(request: Request) -> Response:
             and offset is not None
             and offset < state.log.log_start_offset
         ):
-            hint = await broker.remote_log.out_of_range(state, offset)
+            hint = await broker.tier_status.out_of_range(state, offset)
             if hint is not None:  # no cold reader here (S3 not configured): say where it is
                 raise hint from None
         raise

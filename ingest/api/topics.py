@@ -11,7 +11,7 @@ from starlette.routing import Route
 
 from cluster.http import auth
 from cluster.http.responses import JSONResponse, field_int, json_object
-from ingest.tiered.remote_log_manager import TierStatus
+from ingest.tiered.tier_status import TierStatus
 from logformat.errors import ErrorCode, TierlogError
 from metadata.acl import CLUSTER_NAME
 from metadata.configs import effective_configs
@@ -52,7 +52,7 @@ async def _tier_status(broker: Broker, view: TopicView) -> dict[int, TierStatus]
     if not view.config.remote_storage_enable:
         return {}
     try:
-        return await broker.remote_log.tier_status(
+        return await broker.tier_status.of_partitions(
             view.info.id, [p.partition for p in view.partitions]
         )
     except Exception:  # the manifest is unreadable: describe the hot tier alone
