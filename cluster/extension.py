@@ -10,11 +10,13 @@ consumer groups' expiry sweep.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import NamedTuple
 
 from starlette.routing import BaseRoute
+
+Lifespan = Callable[[object], AbstractAsyncContextManager[None]]
 
 
 class Extension(NamedTuple):
@@ -30,3 +32,29 @@ async def running(extensions: Sequence[Extension]) -> AsyncIterator[None]:
             if ext.running is not None:
                 await stack.enter_async_context(ext.running())
         yield
+
+
+def routes_of(extensions: Sequence[Extension]) -> list[BaseRoute]:
+    return [r for ext in extensions for r in ext.routes]
+
+
+def node_lifespan(
+    start: Callable[[], Awaitable[None]],
+    stop: Callable[[], Awaitable[None]],
+    extensions: Sequence[Extension],
+    started: Callable[[], None] = lambda: None,
+) -> Lifespan:
+    """A node's app lifespan: start the node, then its extensions (`started` runs once all
+    are up); on the way out the extensions stop first, then the node, even after an error."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: object) -> AsyncIterator[None]:
+        await start()
+        try:
+            async with running(extensions):
+                started()
+                yield
+        finally:
+            await stop()
+
+    return lifespan

@@ -1,11 +1,14 @@
-"""The broker's view of cluster metadata, refreshed from Postgres when its version moves."""
+"""A node's view of cluster metadata, refreshed from Postgres when its version moves, and the
+one place brokers and fetch nodes resolve a topic, a partition and its leader."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import NamedTuple
 
+from logformat.errors import ErrorCode, TierlogError
 from metadata.brokers import BrokerRepo
 from metadata.configs import TopicConfig, topic_config
 from metadata.topics import TopicRepo
@@ -70,3 +73,34 @@ class MetadataCache:
 
     def topics(self) -> list[TopicView]:
         return sorted(self._topics.values(), key=lambda v: v.info.name)
+
+    # -- lookups for request handlers --------------------------------------------------------
+
+    async def require_topic(self, name: str, partition: int | None = None) -> TopicView:
+        """The topic (and, given one, a partition it has), or UNKNOWN_TOPIC_OR_PARTITION. A
+        miss re-reads metadata off the event loop, in case the topic is brand new."""
+        view = self._topics.get(name)
+        if view is None:
+            view = await asyncio.to_thread(self.topic_or_refresh, name)
+        if view is None:
+            raise TierlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        if partition is not None and not 0 <= partition < len(view.partitions):
+            raise TierlogError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"topic {name!r} has partitions 0..{len(view.partitions) - 1}; got {partition}",
+            )
+        return view
+
+    def leader_url_or_none(self, view: TopicView, partition: int) -> str | None:
+        leader = view.partitions[partition].leader
+        return self.broker_url(leader) if leader is not None else None
+
+    def leader_url(self, view: TopicView, partition: int) -> str:
+        """Where the partition's leader listens; LEADER_NOT_AVAILABLE while none is elected."""
+        url = self.leader_url_or_none(view, partition)
+        if url is None:
+            raise TierlogError(
+                ErrorCode.LEADER_NOT_AVAILABLE,
+                f"{view.info.name}-{partition} has no leader right now; retry shortly",
+            )
+        return url

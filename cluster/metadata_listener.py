@@ -1,4 +1,5 @@
-"""Wakes the broker on Postgres NOTIFY, so metadata changes spread without waiting a poll."""
+"""A thread that LISTENs on a Postgres channel and calls back on each NOTIFY, so changes to
+metadata (MetadataFollower) or security (Authorizer) spread without waiting for a poll."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def libpq_url(url: str) -> str:
 
 
 class MetadataListener:
-    """A daemon thread holding `LISTEN tierlog_metadata`; reconnects after errors."""
+    """A daemon thread holding `LISTEN <channel>`; reconnects after errors."""
 
     def __init__(
         self, database_url: str, on_notify: Callable[[], None], channel: str = NOTIFY_CHANNEL

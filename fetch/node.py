@@ -16,11 +16,10 @@ from typing import NamedTuple
 
 from cluster.authorizer import Authorizer, AuthSettings
 from cluster.http.guard import HttpLimits
-from cluster.metadata_cache import MetadataCache, TopicView
-from cluster.metadata_listener import MetadataListener
+from cluster.metadata_cache import MetadataCache
+from cluster.metadata_follower import MetadataFollower
 from cluster.read_contract import ColdReader
 from fetch.replicas import ReplicaRouter
-from logformat.errors import ErrorCode, TierlogError
 from metadata.brokers import BrokerRepo
 from metadata.db import make_engine, migrate
 from metadata.partition_state import PartitionStateRepo
@@ -47,6 +46,10 @@ class FetchNode:
         self.cold = cold  # None: no S3 configured, every read goes to a replica
         self.engine = make_engine(config.database_url)
         self.cache = MetadataCache(TopicRepo(self.engine), BrokerRepo(self.engine))
+        # force: it routes by broker liveness, which leases change without a version bump.
+        self.metadata = MetadataFollower(
+            self.cache, config.database_url, config.metadata_refresh_ms, force=True
+        )
         self.cluster_secret = ""
         self.router = ReplicaRouter(
             self.cache, lambda: self.cluster_secret, config.request_timeout_ms / 1000
@@ -55,67 +58,26 @@ class FetchNode:
             self.engine, config.database_url, config.auth, lambda: self.cluster_secret
         )
         self.ready = False
-        self._wanted = asyncio.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._listener = MetadataListener(config.database_url, self._notified)
-        self._task: asyncio.Task[None] | None = None
-        self._stopping = False
 
     async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
         await asyncio.to_thread(migrate, self.engine)
         self.cluster_secret = await asyncio.to_thread(
             PartitionStateRepo(self.engine).cluster_secret
         )
         await self.authorizer.start()
-        await asyncio.to_thread(self.cache.refresh, True)
+        await self.metadata.load()
         if self.cold is not None:
             await self.cold.start()
-        self._listener.start()
-        self._task = asyncio.create_task(self._refresh_loop(), name="metadata-refresh")
+        self.metadata.start()
         self.ready = True
         log.info("fetch node started", extra={"cold_reads": self.cold is not None})
 
     async def stop(self) -> None:
         self.ready = False
-        self._stopping = True
-        self._listener.stop()
+        await self.metadata.stop()
         self.authorizer.stop()
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.wait([self._task], timeout=5)
         await self.router.close()
         if self.cold is not None:
             with contextlib.suppress(Exception):
                 await self.cold.close()
         self.engine.dispose()
-
-    def _notified(self) -> None:
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._wanted.set)
-
-    async def _refresh_loop(self) -> None:
-        while not self._stopping:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.config.metadata_refresh_ms / 1000):
-                    await self._wanted.wait()
-            self._wanted.clear()
-            try:
-                # force: broker liveness (leases) changes without a metadata version bump.
-                await asyncio.to_thread(self.cache.refresh, True)
-            except Exception:
-                log.exception("metadata refresh failed")
-                await asyncio.sleep(0.5)
-
-    async def topic_view(self, topic: str, partition: int | None = None) -> TopicView:
-        view = self.cache.topic(topic)
-        if view is None:
-            view = await asyncio.to_thread(self.cache.topic_or_refresh, topic)
-        if view is None:
-            raise TierlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {topic!r}")
-        if partition is not None and not 0 <= partition < len(view.partitions):
-            raise TierlogError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                f"topic {topic!r} has partitions 0..{len(view.partitions) - 1}; got {partition}",
-            )
-        return view

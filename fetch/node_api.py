@@ -66,7 +66,7 @@ async def fetch_records(request: Request) -> Response:
     node = _node(request)
     auth.require(request, "topic", request.path_params["topic"], "read")
     partition = path_partition(request)
-    view = await node.topic_view(request.path_params["topic"], partition)
+    view = await node.cache.require_topic(request.path_params["topic"], partition)
     params = fetch_params(request)
     cold = _cold(node, view)
     if cold is None:
@@ -101,7 +101,7 @@ async def list_offsets(request: Request) -> Response:
     node = _node(request)
     auth.require(request, "topic", request.path_params["topic"], "describe")
     partition = path_partition(request)
-    view = await node.topic_view(request.path_params["topic"], partition)
+    view = await node.cache.require_topic(request.path_params["topic"], partition)
     cold = _cold(node, view)
     at = request.query_params.get("at", "latest")
     if cold is None or at == "latest":

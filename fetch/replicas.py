@@ -24,9 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from cluster.http.fetch_response import REPLICA_READ_HEADER
-from cluster.internal_http import (
-    internal_async_client,
-)
+from cluster.internal_http import internal_async_client
 from cluster.metadata_cache import MetadataCache, TopicView
 from fetch import metrics
 from logformat.errors import ErrorCode, TierlogError
@@ -63,16 +61,6 @@ class ReplicaRouter:
         info = self._cache.brokers.get(broker_id)
         return info.url if info is not None and info.alive else None
 
-    def _leader(self, view: TopicView, partition: int) -> str:
-        leader = view.partitions[partition].leader
-        url = self._cache.broker_url(leader) if leader is not None else None
-        if url is None:
-            raise TierlogError(
-                ErrorCode.LEADER_NOT_AVAILABLE,
-                f"{view.info.name}-{partition} has no leader right now; retry shortly",
-            )
-        return url
-
     def _followers(self, view: TopicView, partition: int) -> list[str]:
         """Live in-sync followers, rotated per partition so partitions spread over them."""
         p = view.partitions[partition]
@@ -85,7 +73,7 @@ class ReplicaRouter:
     async def fetch(self, view: TopicView, partition: int, request: Request) -> Response:
         """A hot fetch, from a follower if one is in sync, else from the leader."""
         targets = [("follower", u) for u in self._followers(view, partition)]
-        targets.append(("leader", self._leader(view, partition)))
+        targets.append(("leader", self._cache.leader_url(view, partition)))
         last: Exception | str | None = None
         for i, (kind, url) in enumerate(targets):
             try:
@@ -107,7 +95,7 @@ class ReplicaRouter:
         )
 
     async def leader(self, view: TopicView, partition: int, request: Request) -> Response:
-        url = self._leader(view, partition)
+        url = self._cache.leader_url(view, partition)
         try:
             response = await self._get(url, request, internal=False)
         except httpx.HTTPError as exc:
@@ -156,7 +144,7 @@ class ReplicaRouter:
         """The leader's offsets for the partition (cached briefly, one call per leader and
         topic); None when unknown."""
         try:
-            url = self._leader(view, partition)
+            url = self._cache.leader_url(view, partition)
         except TierlogError:
             return None
         k = (view.info.name, url)

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 
-from starlette.routing import BaseRoute
-
-from cluster.extension import Extension, running
+from cluster.extension import Extension, node_lifespan, routes_of
 from cluster.http.server import run_server
 from cluster.read_contract import ColdReader
 from fetch.node import FetchNode, FetchNodeConfig
@@ -26,18 +23,9 @@ def serve(
     node = FetchNode(config, cold)
     added = [make(node) for make in extensions]
 
-    @contextlib.asynccontextmanager
-    async def lifespan(_app: object) -> AsyncIterator[None]:
-        await node.start()
-        try:
-            async with running(added):
-                yield
-        finally:
-            await node.stop()
-
-    routes: list[BaseRoute] = [r for ext in added for r in ext.routes]
+    lifespan = node_lifespan(node.start, node.stop, added)
     run_server(
-        build_app(node, routes, lifespan),
+        build_app(node, routes_of(added), lifespan),
         config.host,
         config.port,
         config.tls_cert,

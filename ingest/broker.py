@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from cluster.authorizer import Authorizer
-from cluster.metadata_cache import MetadataCache, TopicView
-from cluster.metadata_listener import MetadataListener
+from cluster.metadata_cache import MetadataCache
+from cluster.metadata_follower import MetadataFollower
 from cluster.read_contract import ColdReader
 from ingest.broker_config import BrokerConfig
 from ingest.cleaner.log_cleaner import CleanerDuty
@@ -22,8 +22,10 @@ from ingest.replication.partition import PartitionState, Role
 from ingest.replication.preferred_leader import PreferredLeaderMover
 from ingest.replication.replica_leader import ReplicaFetchHandler
 from ingest.replication.replica_manager import ReplicaManager
-from ingest.tiered.remote_log_manager import RemoteLogManager
-from logformat.errors import ErrorCode, TierlogError
+from ingest.tiered.local_retention import LocalRetention
+from ingest.tiered.segment_registrar import SealedSegmentRegistrar
+from ingest.tiered.tier_status import TierStatusReader
+from ingest.tiered.tiering_gauges import TieringGauges
 from logformat.partitioner import StickyPartitioner
 from metadata.brokers import BrokerRepo
 from metadata.cold_manifest import ColdManifest
@@ -46,20 +48,27 @@ class Broker:
         self.topics = TopicRepo(self.engine)
         self.partition_repo = PartitionStateRepo(self.engine)
         self.cache = MetadataCache(self.topics, self.brokers)
-        self.replicas: ReplicaManager | None = None
-        self.remote_log = RemoteLogManager(
-            lambda: self.partitions,
-            self.cache,
-            SegmentRegistry(self.engine),
-            ColdManifest(self.engine),
+        # Every refresh (NOTIFY, interval, on demand) reconciles the hosted replicas.
+        self.metadata = MetadataFollower(
+            self.cache, config.database_url, config.metadata_refresh_ms, on_refresh=self.reconcile
         )
-        self.cleaner = CleanerDuty(lambda: self.partitions, self.cache, ColdManifest(self.engine))
+        self.replicas: ReplicaManager | None = None
+        # Tiering, the broker's share (Kafka's RemoteLogManager tasks): one duty each.
+        manifest = ColdManifest(self.engine)
+        self.registrar = SealedSegmentRegistrar(
+            lambda: self.partitions, self.cache, SegmentRegistry(self.engine)
+        )
+        self.retention = LocalRetention(
+            lambda: self.partitions, self.cache, manifest, TieringGauges()
+        )
+        self.tier_status = TierStatusReader(manifest)
+        self.cleaner = CleanerDuty(lambda: self.partitions, self.cache, manifest)
         self.fetch_handler = ReplicaFetchHandler(lambda: self.partitions, self._expand_isr)
         self.preferred = PreferredLeaderMover(
             config.broker_id,
             lambda: self.partitions,
             PartitionStateRepo(self.engine),
-            self.refresh_now,
+            self.metadata.refresh_now,
         )
         self.controller = Controller(self.engine, config.broker_id, config.lease_ms)
         self.controller_lease = ControllerLease(self.engine)
@@ -73,9 +82,6 @@ class Broker:
         self.ready = False
         self._lease_until = 0.0  # monotonic deadline of our broker lease, by our own clock
         self._last_heartbeat = 0.0  # monotonic start of the last successful heartbeat
-        self._refresh_wanted = asyncio.Event()
-        self._listener = MetadataListener(config.database_url, self._notified)
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._logs: LogManager | None = None
         self._stopping = False
@@ -84,7 +90,6 @@ class Broker:
 
     async def start(self) -> None:
         cfg = self.config
-        self._loop = asyncio.get_running_loop()
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(migrate, self.engine)
         self.cluster_secret = await asyncio.to_thread(self.partition_repo.cluster_secret)
@@ -104,21 +109,17 @@ class Broker:
             self.lease_ok,
             self.fetch_handler.notify_append,
             lambda: self.cluster_secret,
-            self.refresh_now,
+            self.metadata.refresh_now,
         )
-        await asyncio.to_thread(self.cache.refresh, True)
-        self.replicas.reconcile()
-        self._listener.start()
+        await self.metadata.load()
+        self.metadata.start()
         self._tasks += [
-            asyncio.create_task(self._refresh_loop(), name="metadata-refresh"),
             self._every(cfg.controller_tick_ms, self._controller_tick, "controller"),
             self._every(max(100, cfg.replica_lag_ms // 4), self._shrink_isr, "isr-shrink"),
             self._every(1000, self._roll, "segment-roll"),
             self._every(5000, self._checkpoint, "hw-checkpoint"),
-            self._every(cfg.tiering_duty_ms, self.remote_log.register_sealed, "register-sealed"),
-            self._every(
-                cfg.tiering_duty_ms, self.remote_log.apply_local_retention, "local-retention"
-            ),
+            self._every(cfg.tiering_duty_ms, self.registrar.run_once, "register-sealed"),
+            self._every(cfg.tiering_duty_ms, self.retention.run_once, "local-retention"),
             self._every(cfg.cleaner_interval_ms, self._clean_logs, "log-cleaner"),
             self._every(1000, self._heal_offline, "offline-logs"),
             self._every(500, self._move_to_preferred, "preferred-leader"),
@@ -136,7 +137,7 @@ class Broker:
     async def stop(self) -> None:
         self.ready = False
         self._stopping = True
-        self._listener.stop()
+        await self.metadata.stop()
         self.authorizer.stop()
         for task in self._tasks:
             task.cancel()
@@ -206,7 +207,7 @@ class Broker:
                         "since_last_heartbeat_s": round(started - self._last_heartbeat, 3),
                     },
                 )
-            self.refresh_now_nowait()
+            self.metadata.wake()
         self._renewed(started)
 
     def _renewed(self, started: float) -> None:
@@ -217,32 +218,6 @@ class Broker:
     async def _controller_tick(self) -> None:
         if self.lease_ok():
             await asyncio.to_thread(self.controller.tick)
-
-    # -- metadata ---------------------------------------------------------------------------
-
-    def _notified(self) -> None:
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._refresh_wanted.set)
-
-    def refresh_now_nowait(self) -> None:
-        self._refresh_wanted.set()
-
-    async def refresh_now(self) -> None:
-        await asyncio.to_thread(self.cache.refresh)
-        if self.replicas is not None:
-            self.replicas.reconcile()
-
-    async def _refresh_loop(self) -> None:
-        while not self._stopping:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.config.metadata_refresh_ms / 1000):
-                    await self._refresh_wanted.wait()
-            self._refresh_wanted.clear()
-            try:
-                await self.refresh_now()
-            except Exception:
-                log.exception("metadata refresh failed")
-                await asyncio.sleep(0.5)
 
     # -- duties -----------------------------------------------------------------------------
 
@@ -283,35 +258,10 @@ class Broker:
         if self.replicas is not None:
             self.replicas.reconcile()
 
-    def topic_view(self, topic: str) -> TopicView:
-        view = self.cache.topic_or_refresh(topic)
-        if view is None:
-            raise TierlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {topic!r}")
-        return view
-
-    def check_partition(self, view: TopicView, partition: int) -> None:
-        if not 0 <= partition < len(view.partitions):
-            raise TierlogError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                f"topic {view.info.name!r} has partitions 0..{len(view.partitions) - 1}; "
-                f"got {partition}",
-            )
-
     def leader_state(self, topic: str, partition: int) -> PartitionState | None:
         """The local state if this broker leads the partition now, else None."""
         state = self.partitions.get((topic, partition))
         return state if state is not None and state.role is Role.LEADER else None
-
-    def leader_url(self, view: TopicView, partition: int) -> str:
-        """Where the partition's leader listens; LEADER_NOT_AVAILABLE while none is elected."""
-        leader = view.partitions[partition].leader
-        url = self.cache.broker_url(leader) if leader is not None else None
-        if url is None:
-            raise TierlogError(
-                ErrorCode.LEADER_NOT_AVAILABLE,
-                f"{view.info.name}-{partition} has no leader right now; retry shortly",
-            )
-        return url
 
     def background(self, future: asyncio.Future[Any]) -> None:
         """Keep a fire-and-forget future referenced until it finishes (acks=0 writes)."""

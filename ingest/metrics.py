@@ -33,7 +33,7 @@ CORRUPT_REPAIRS = Counter(
     ["topic", "partition"],
 )
 
-# Tiering, broker side (remote_log_manager.py).
+# Tiering, broker side (ingest/tiered: segment_registrar, local_retention, tiering_gauges).
 TIERING_LAG = Gauge(
     "tierlog_partition_tiering_lag_records",
     "Committed records of a partition this broker leads not yet in the cold tier (leader view)",

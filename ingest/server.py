@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import gc
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 
-from cluster.extension import Extension, running
+from cluster.extension import Extension, node_lifespan, routes_of
 from cluster.http.server import run_server
 from cluster.read_contract import ColdReader
 from ingest.api.app import build_app
@@ -25,19 +24,13 @@ def serve(
     broker = Broker(config, cold_reader)
     added = [make(broker) for make in extensions]
 
-    @contextlib.asynccontextmanager
-    async def lifespan(_app: object) -> AsyncIterator[None]:
-        await broker.start()
-        try:
-            async with running(added):
-                # Long-lived startup objects leave the GC's view; produce bodies make many young
-                # objects, and default thresholds would rescan everything far too often.
-                gc.collect()
-                gc.freeze()
-                yield
-        finally:
-            await broker.stop()
+    def started() -> None:
+        # Long-lived startup objects leave the GC's view; produce bodies make many young
+        # objects, and default thresholds would rescan everything far too often.
+        gc.collect()
+        gc.freeze()
 
     gc.set_threshold(50_000, 20, 20)
-    app = build_app(broker, lifespan, [r for ext in added for r in ext.routes])
+    lifespan = node_lifespan(broker.start, broker.stop, added, started)
+    app = build_app(broker, lifespan, routes_of(added))
     run_server(app, config.host, config.port, config.tls_cert, config.tls_key, config.http_limits)

@@ -8,6 +8,8 @@ whether a broker's hot log, a broker's cold read or a fetch node served it (DESI
 from __future__ import annotations
 
 import asyncio
+import functools
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import orjson
@@ -103,6 +105,16 @@ class _LastEncoded:
             self.batch, self.encoded = batch, {}
         self.encoded[fmt] = encoded
 
+    async def encode(
+        self, batch: pa.RecordBatch, fmt: str, big: bool, encode: Callable[[], Any]
+    ) -> Any:
+        """The batch in `fmt`, encoded once per batch (off the event loop when big)."""
+        found = self.get(batch, fmt)
+        if found is None:
+            found = await asyncio.to_thread(encode) if big else encode()
+            self.put(batch, fmt, found, big)
+        return found
+
 
 _LAST = _LastEncoded()
 
@@ -123,25 +135,12 @@ async def fetch_response(
     big = result.batch.nbytes >= OFFLOAD_BYTES
     batch = result.batch
     if wants_arrow(request):
-        body = _LAST.get(batch, ARROW_STREAM)
-        if body is None:  # the frames come from the same read as the batch: one key serves
-            frames = result.frames
-            body = (
-                await asyncio.to_thread(arrow_stream, batch, frames)
-                if big
-                else arrow_stream(batch, frames)
-            )
-            _LAST.put(batch, ARROW_STREAM, body, big)
+        # The frames come from the same read as the batch: the batch alone is the key.
+        arrow = functools.partial(arrow_stream, batch, result.frames)
+        body = await _LAST.encode(batch, ARROW_STREAM, big, arrow)
         return Response(body, media_type=ARROW_STREAM, headers=headers)
-    rows = _LAST.get(batch, value_format)
-    if rows is None:
-        render = records.render_json_records
-        rows = (
-            await asyncio.to_thread(render, batch, value_format)
-            if big
-            else render(batch, value_format)
-        )
-        _LAST.put(batch, value_format, rows, big)
+    render = functools.partial(records.render_json_records, batch, value_format)
+    rows = await _LAST.encode(batch, value_format, big, render)
     return JSONResponse(
         {
             "records": rows,

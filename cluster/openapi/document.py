@@ -14,6 +14,7 @@ from cluster.openapi.schemas import (
     TOPIC,
     TOPIC_DESC,
     error_responses,
+    json_body,
     json_response,
 )
 
@@ -32,23 +33,18 @@ OPENAPI: dict[str, Any] = {
             },
             "post": {
                 "summary": "Create a topic",
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/json": {
-                            "schema": {
-                                "type": "object",
-                                "required": ["name"],
-                                "properties": {
-                                    "name": {"type": "string"},
-                                    "partitions": {"type": "integer"},
-                                    "replication_factor": {"type": "integer"},
-                                    "configs": CONFIGS,
-                                },
-                            }
-                        }
-                    },
-                },
+                "requestBody": json_body(
+                    {
+                        "type": "object",
+                        "required": ["name"],
+                        "properties": {
+                            "name": {"type": "string"},
+                            "partitions": {"type": "integer"},
+                            "replication_factor": {"type": "integer"},
+                            "configs": CONFIGS,
+                        },
+                    }
+                ),
                 "responses": {
                     "201": json_response(TOPIC_DESC, "Created"),
                     **error_responses(400, 409, 413),
@@ -70,14 +66,7 @@ OPENAPI: dict[str, Any] = {
             "parameters": [TOPIC],
             "patch": {
                 "summary": "Alter configs: a value sets a config, null restores its default",
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/json": {
-                            "schema": {"type": "object", "properties": {"configs": CONFIGS}}
-                        }
-                    },
-                },
+                "requestBody": json_body({"type": "object", "properties": {"configs": CONFIGS}}),
                 "responses": {"200": json_response(TOPIC_DESC), **error_responses(400, 404)},
             },
         },
@@ -85,18 +74,13 @@ OPENAPI: dict[str, Any] = {
             "parameters": [TOPIC],
             "post": {
                 "summary": "Grow the topic to a new total number of partitions",
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/json": {
-                            "schema": {
-                                "type": "object",
-                                "required": ["partitions"],
-                                "properties": {"partitions": {"type": "integer"}},
-                            }
-                        }
-                    },
-                },
+                "requestBody": json_body(
+                    {
+                        "type": "object",
+                        "required": ["partitions"],
+                        "properties": {"partitions": {"type": "integer"}},
+                    }
+                ),
                 "responses": {"200": json_response(TOPIC_DESC), **error_responses(400, 404)},
             },
         },

@@ -52,8 +52,7 @@ async def append(request: Request) -> JSONResponse:
     topic = request.path_params["topic"]
     partition = path_partition(request)
     acks = int(request.query_params.get("acks", "-1"))
-    view = broker.topic_view(topic)
-    broker.check_partition(view, partition)
+    view = await broker.cache.require_topic(topic, partition)
     state = broker.leader_state(topic, partition)
     if state is None:
         raise TierlogError(

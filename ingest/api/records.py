@@ -58,7 +58,7 @@ async def produce(request: Request) -> Response:
             ErrorCode.UNSUPPORTED_MEDIA_TYPE,
             f"produce takes application/json or {ARROW_STREAM}, not {media!r}",
         )
-    view = broker.topic_view(topic)
+    view = await broker.cache.require_topic(topic)
     body = await read_body(request, broker.config.max_request_bytes)
     # Everything is validated and framed before anything is written: bad input writes nothing.
     plan = await _plan(request, broker, view, media, body)
@@ -133,13 +133,12 @@ async def _append(
             ErrorCode.NOT_LEADER_OR_FOLLOWER,
             f"broker {broker.config.broker_id} does not lead {view.info.name}-{partition}",
         )
-    url = broker.leader_url(view, partition)
+    url = broker.cache.leader_url(view, partition)
     return await broker.forwarder.append(url, view.info.name, partition, frames, acks, {})
 
 
 def _leader_header(broker: Broker, view: TopicView, partition: int) -> dict[str, str]:
-    leader = view.partitions[partition].leader
-    url = broker.cache.broker_url(leader) if leader is not None else None
+    url = broker.cache.leader_url_or_none(view, partition)
     return {"X-Tierlog-Leader": url} if url else {}
 
 
@@ -190,7 +189,7 @@ async def fetch_records(request: Request) -> Response:
             and offset is not None
             and offset < state.log.log_start_offset
         ):
-            hint = await broker.remote_log.out_of_range(state, offset)
+            hint = await broker.tier_status.out_of_range(state, offset)
             if hint is not None:  # no cold reader here (S3 not configured): say where it is
                 raise hint from None
         raise
@@ -248,8 +247,7 @@ async def _local_leader(
     broker: Broker, request: Request, topic: str, partition: int
 ) -> PartitionState | Response:
     """This broker's state if it leads the partition, else the leader's proxied answer."""
-    view = broker.topic_view(topic)
-    broker.check_partition(view, partition)
+    view = await broker.cache.require_topic(topic, partition)
     state = broker.leader_state(topic, partition)
     if state is not None:
         return state
@@ -258,7 +256,7 @@ async def _local_leader(
             ErrorCode.NOT_LEADER_OR_FOLLOWER,
             f"broker {broker.config.broker_id} does not lead {topic}-{partition}",
         )
-    return await broker.forwarder.proxy(broker.leader_url(view, partition), request)
+    return await broker.forwarder.proxy(broker.cache.leader_url(view, partition), request)
 
 
 async def list_offsets(request: Request) -> Response:

@@ -11,7 +11,7 @@ from starlette.routing import Route
 
 from cluster.http import auth
 from cluster.http.responses import JSONResponse, field_int, json_object
-from ingest.tiered.remote_log_manager import TierStatus
+from ingest.tiered.tier_status import TierStatus
 from logformat.errors import ErrorCode, TierlogError
 from metadata.acl import CLUSTER_NAME
 from metadata.configs import effective_configs
@@ -52,7 +52,7 @@ async def _tier_status(broker: Broker, view: TopicView) -> dict[int, TierStatus]
     if not view.config.remote_storage_enable:
         return {}
     try:
-        return await broker.remote_log.tier_status(
+        return await broker.tier_status.of_partitions(
             view.info.id, [p.partition for p in view.partitions]
         )
     except Exception:  # the manifest is unreadable: describe the hot tier alone
@@ -153,7 +153,7 @@ async def create_topic(request: Request) -> JSONResponse:
         auth.require(request, "topic", name, "create")
     await asyncio.to_thread(broker.topics.create, name, partitions, rf, configs)
     await _after_change(broker)
-    view = broker.topic_view(name)
+    view = await broker.cache.require_topic(name)
     return JSONResponse(await describe(broker, view), status_code=201)
 
 
@@ -179,7 +179,7 @@ async def describe_topic(request: Request) -> JSONResponse:
     broker: Broker = request.app.state.broker
     topic = request.path_params["topic"]
     auth.require(request, "topic", topic, "describe")
-    return JSONResponse(await describe(broker, broker.topic_view(topic)))
+    return JSONResponse(await describe(broker, await broker.cache.require_topic(topic)))
 
 
 async def alter_configs(request: Request) -> JSONResponse:
@@ -187,14 +187,14 @@ async def alter_configs(request: Request) -> JSONResponse:
     broker: Broker = request.app.state.broker
     topic = request.path_params["topic"]
     auth.require(request, "topic", topic, "alter")  # Kafka: ALTER_CONFIGS
-    broker.topic_view(topic)
+    await broker.cache.require_topic(topic)
     doc = await json_object(request, ADMIN_BODY_LIMIT)
     configs = _configs_arg(doc)
     to_set = {k: v for k, v in configs.items() if v is not None}
     to_delete = [k for k, v in configs.items() if v is None]
     await asyncio.to_thread(broker.topics.alter_configs, topic, to_set, to_delete)
     await _after_change(broker)
-    return JSONResponse(await describe(broker, broker.topic_view(topic)))
+    return JSONResponse(await describe(broker, await broker.cache.require_topic(topic)))
 
 
 async def add_partitions(request: Request) -> JSONResponse:
@@ -202,19 +202,19 @@ async def add_partitions(request: Request) -> JSONResponse:
     broker: Broker = request.app.state.broker
     topic = request.path_params["topic"]
     auth.require(request, "topic", topic, "alter")  # Kafka's CreatePartitions: ALTER
-    broker.topic_view(topic)
+    await broker.cache.require_topic(topic)
     doc = await json_object(request, ADMIN_BODY_LIMIT)
     total = field_int(doc, "partitions", None, 1, MAX_PARTITIONS, ErrorCode.INVALID_PARTITIONS)
     await asyncio.to_thread(broker.topics.add_partitions, topic, total)
     await _after_change(broker)
-    return JSONResponse(await describe(broker, broker.topic_view(topic)))
+    return JSONResponse(await describe(broker, await broker.cache.require_topic(topic)))
 
 
 async def delete_topic(request: Request) -> JSONResponse:
     broker: Broker = request.app.state.broker
     topic = request.path_params["topic"]
     auth.require(request, "topic", topic, "delete")
-    broker.topic_view(topic)
+    await broker.cache.require_topic(topic)
     info = await asyncio.to_thread(broker.topics.delete, topic)
     await _after_change(broker)
     return JSONResponse({"name": info.name, "id": info.id, "deleted": True})

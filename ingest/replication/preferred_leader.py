@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
+from ingest.replication.handover import hand_over, handed_over
 from ingest.replication.partition import PartitionState, Role
 from metadata.partition_state import PartitionStateRepo
 
@@ -83,27 +84,13 @@ class PreferredLeaderMover:
                 if time.monotonic() > deadline or state.role is not Role.LEADER:
                     return
                 await asyncio.sleep(0.02)
-            info = await asyncio.to_thread(
-                self.repo.hand_over,
-                state.topic_id,
-                state.partition,
-                self.me,
-                state.leader_epoch,
-                state.partition_epoch,
-                preferred,
-            )
+            info = await hand_over(self.repo, self.me, state, preferred)
             if info is None:
                 return
             moved = True  # stays fenced: it leads no more, whatever it has heard yet
             log.info(
                 "leadership moved back to the preferred replica",
-                extra={
-                    "topic": state.topic,
-                    "partition": state.partition,
-                    "leader": info.leader,
-                    "leader_epoch": info.leader_epoch,
-                    "log_end_offset": state.log.log_end_offset,
-                },
+                extra={**handed_over(state, info), "log_end_offset": state.log.log_end_offset},
             )
             await self._refresh()  # become the new leader's follower
         finally:

@@ -16,6 +16,7 @@ from cluster.metadata_cache import MetadataCache, TopicView
 from ingest import metrics
 from ingest.log.local_log import LogConfig
 from ingest.log.log_manager import LogManager
+from ingest.replication.handover import hand_over, handed_over
 from ingest.replication.partition import PartitionState, Role
 from ingest.replication.replica_fetcher import ReplicaFetcher
 from metadata.partition_state import PartitionStateRepo
@@ -179,24 +180,14 @@ class ReplicaManager:
         return [f"{t}-{p}" for (t, p), s in self.partitions.items() if s.log.failure is not None]
 
     async def _hand_off(self, state: PartitionState) -> None:
-        info = await asyncio.to_thread(
-            self.repo.hand_over,
-            state.topic_id,
-            state.partition,
-            self.me,
-            state.leader_epoch,
-            state.partition_epoch,
-        )
+        info = await hand_over(self.repo, self.me, state)
         if info is None:
             return  # no live in-sync replica to take over (or a race): keep trying
         state.handoff_wanted = False
         log.warning(
             "leadership handed off: this broker cannot serve the partition",
             extra={
-                "topic": state.topic,
-                "partition": state.partition,
-                "leader": info.leader,
-                "leader_epoch": info.leader_epoch,
+                **handed_over(state, info),
                 "isr": info.isr,
                 "why": str(state.log.failure or "a corrupt frame on this broker's copy"),
             },

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from cluster.http.fetch_response import REPLICA_READ_HEADER
-from ingest.replication.wire import CLUSTER_TOKEN_HEADER
+from cluster.internal_http import CLUSTER_TOKEN_HEADER
 from metadata.db import make_engine
 from metadata.partition_state import PartitionStateRepo
 from tests.chaos.checker import MAX_REPORTED

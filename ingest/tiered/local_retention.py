@@ -1,0 +1,157 @@
+"""Retention on each replica's own disk (Kafka's RLMExpirationTask, as far as the broker goes).
+
+- **Local retention** (tiered topics): hot segments beyond `local.retention.ms` /
+  `local.retention.bytes` are deleted, but only once the cold tier holds them (entirely below
+  the manifest's tiered end offset). An untiered segment is never deleted; what that keeps
+  is reported by TieringGauges.
+- **Whole-log retention**: the compaction worker expires cold files (`retention.ms` /
+  `retention.bytes`) and so advances the partition's log start (the manifest's
+  `log_start_offset`); each replica then raises its own log start to it and deletes the hot
+  segments entirely below it, as Kafka's UnifiedLog does after its RemoteLogManager moved the
+  log start. Topics without tiering have no cold tier, so their replicas apply `retention.ms`
+  / `retention.bytes` to the hot log themselves (below the high watermark only).
+
+Postgres and disk work run off the event loop. A pass never raises on a database outage: it
+logs, decides nothing for what it could not read, and tries again on the next tick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
+
+from cluster.metadata_cache import MetadataCache
+from ingest import metrics
+from ingest.replication.partition import PartitionState, Role
+from ingest.tiered.retention_plan import (
+    RetentionPlan,
+    advance_to,
+    plan_local_retention,
+    plan_untiered_retention,
+)
+from ingest.tiered.seams import ColdManifestApi, PartitionKey, key_of, topic_config
+from ingest.tiered.tiering_gauges import TieringGauges, labels_of
+from metadata.configs import TopicConfig
+
+log = logging.getLogger("tierlog.remote_log")
+
+Deletions = list[tuple[PartitionState, RetentionPlan]]
+
+
+class ManifestView(NamedTuple):
+    tiered_end: int | None
+    log_start: int | None
+
+
+class LocalRetention:
+    def __init__(
+        self,
+        partitions: Callable[[], Mapping[tuple[str, int], PartitionState]],
+        cache: MetadataCache,
+        manifest: ColdManifestApi,
+        gauges: TieringGauges,
+    ) -> None:
+        self._partitions, self._cache = partitions, cache
+        self._manifest, self._gauges = manifest, gauges
+
+    async def run_once(self) -> None:
+        now_ms = int(time.time() * 1000)
+        hosted = list(self._partitions().values())
+        self._gauges.hosted(hosted)
+        deletions: Deletions = []
+        tiered: list[tuple[PartitionState, TopicConfig]] = []
+        for state in hosted:
+            self._gauges.hot_bytes(state)
+            cfg = topic_config(self._cache, state)
+            if cfg is not None and cfg.remote_storage_enable:
+                tiered.append((state, cfg))  # each asks: the cross-tier log start may move
+            else:
+                deletions += self._plan_untiered(state, cfg, now_ms)
+        if tiered:
+            views = await asyncio.to_thread(self._manifest_views, [key_of(s) for s, _ in tiered])
+            for state, cfg in tiered:
+                view = views.get(key_of(state))
+                if view is not None:  # None: the manifest could not be read, decide nothing
+                    deletions += self._plan_tiered(state, cfg, view, now_ms)
+        await asyncio.to_thread(self._delete, deletions, hosted)
+
+    def _plan_untiered(
+        self, state: PartitionState, cfg: TopicConfig | None, now_ms: int
+    ) -> Deletions:
+        self._gauges.not_tiered(state)
+        if cfg is None or not cfg.delete:
+            return []
+        plan = plan_untiered_retention(state, cfg, now_ms)
+        return [(state, plan)] if plan.segments else []
+
+    def _plan_tiered(
+        self, state: PartitionState, cfg: TopicConfig, view: ManifestView, now_ms: int
+    ) -> Deletions:
+        out: Deletions = []
+        end, start = view
+        if start is not None and start > state.log.log_start_offset:
+            out.append((state, advance_to(start)))
+        if end is None and start is not None:
+            end = start  # everything below the log start was tiered (then expired)
+        if state.role is Role.LEADER:
+            tiered_to = end if end is not None else state.log.log_start_offset
+            self._gauges.lag(state, max(0, state.high_watermark - tiered_to))
+        plan = plan_local_retention(
+            state.log.segments(), end, cfg.local_retention_ms, cfg.local_retention_bytes, now_ms
+        )
+        self._gauges.blocked(state, plan, end, cfg)
+        if plan.segments:
+            out.append((state, plan))
+        return out
+
+    def _manifest_views(self, keys: list[PartitionKey]) -> dict[PartitionKey, ManifestView]:
+        out: dict[PartitionKey, ManifestView] = {}
+        for topic_id, partition in keys:
+            try:
+                out[(topic_id, partition)] = ManifestView(
+                    self._manifest.tiered_end_offset(topic_id, partition),
+                    self._manifest.log_start_offset(topic_id, partition),
+                )
+            except Exception:
+                log.exception("reading the cold manifest failed")
+                break
+        return out
+
+    def _delete(self, deletions: Deletions, hosted: list[PartitionState]) -> None:
+        for state, plan in deletions:
+            try:
+                if plan.advance_start:
+                    state.log.advance_log_start(min(plan.delete_before, state.log.log_end_offset))
+                    metrics.LOG_START_OFFSET.labels(*labels_of(state)).set(
+                        state.log.log_start_offset
+                    )
+                gone = state.log.delete_segments_before(plan.delete_before)
+            except Exception:
+                log.exception(
+                    "local retention failed",
+                    extra={"topic": state.topic, "partition": state.partition},
+                )
+                continue
+            if gone:
+                self._deleted(state, plan, sum(s.size for s in gone), len(gone))
+        for state in hosted:
+            state.log.reap_deleted()
+
+    def _deleted(self, state: PartitionState, plan: RetentionPlan, size: int, count: int) -> None:
+        metrics.LOCAL_RETENTION_DELETED_SEGMENTS.labels(state.topic).inc(count)
+        metrics.LOCAL_RETENTION_DELETED_BYTES.labels(state.topic).inc(size)
+        metrics.LOG_START_OFFSET.labels(*labels_of(state)).set(state.log.log_start_offset)
+        self._gauges.hot_bytes(state)
+        log.info(
+            "retention deleted segments topic=%s partition=%d segments=%d "
+            "bytes=%d up_to=%d local_log_start=%d",
+            state.topic,
+            state.partition,
+            count,
+            size,
+            plan.delete_before,
+            state.log.log_start_offset,
+        )

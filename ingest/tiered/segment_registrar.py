@@ -1,0 +1,95 @@
+"""Registers sealed segments for tiering (the leader's part of Kafka's RLMCopyTask).
+
+Every sealed segment of a led partition that is entirely committed (end offset ≤ high
+watermark) is registered once in Postgres (`hot_segments`), from where a tiering worker
+claims it, copies it from a replica and commits it to the topic's Delta table. Registration
+is idempotent; an in-memory set per partition avoids asking again, and a restart
+re-registers harmlessly. Postgres work runs off the event loop; an outage is logged and the
+rest waits for the next tick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+
+from cluster.metadata_cache import MetadataCache
+from ingest import metrics
+from ingest.log.local_log import SegmentInfo
+from ingest.replication.partition import PartitionState, Role
+from ingest.tiered.seams import PartitionKey, SegmentRegistryApi, key_of, topic_config
+from logformat.errors import TierlogError
+
+log = logging.getLogger("tierlog.remote_log")
+
+Todo = list[tuple[PartitionState, SegmentInfo]]
+
+
+class SealedSegmentRegistrar:
+    def __init__(
+        self,
+        partitions: Callable[[], Mapping[tuple[str, int], PartitionState]],
+        cache: MetadataCache,
+        registry: SegmentRegistryApi,
+    ) -> None:
+        self._partitions, self._cache, self._registry = partitions, cache, registry
+        self._registered: dict[PartitionKey, set[int]] = {}
+
+    async def run_once(self) -> None:
+        """Register the led partitions' committed sealed segments not registered yet."""
+        hosted = list(self._partitions().values())
+        keys = {key_of(s) for s in hosted}
+        for key in [k for k in self._registered if k not in keys]:
+            del self._registered[key]
+        todo = [item for state in hosted for item in self._due(state)]
+        if not todo:
+            return
+        registered = await asyncio.to_thread(self._register, todo)
+        for state, seg in registered:
+            self._registered.setdefault(key_of(state), set()).add(seg.base_offset)
+            metrics.SEGMENTS_REGISTERED.labels(state.topic).inc()
+
+    def _due(self, state: PartitionState) -> Todo:
+        """The partition's segments to register now: none unless it leads a tiered topic."""
+        done = self._registered.setdefault(key_of(state), set())
+        cfg = topic_config(self._cache, state)
+        if state.role is not Role.LEADER or cfg is None or not cfg.remote_storage_enable:
+            return []
+        try:
+            state.ensure_leader()  # not while our lease is in doubt
+        except TierlogError:
+            return []
+        hw, start = state.high_watermark, state.log.log_start_offset
+        done.difference_update([b for b in done if b < start])  # deleted: forget them
+        return [
+            (state, seg)
+            for seg in state.log.segments()
+            if seg.sealed
+            and seg.base_offset not in done
+            and seg.base_offset < seg.next_offset <= hw
+        ]
+
+    def _register(self, todo: Todo) -> Todo:
+        done = []
+        for state, seg in todo:
+            try:
+                self._registry.register_sealed(
+                    state.topic_id, state.partition, seg.base_offset, seg.next_offset, seg.size
+                )
+            except Exception:  # the topic was deleted meanwhile (FK), or Postgres is away
+                log.exception(
+                    "segment registration failed",
+                    extra={"topic": state.topic, "partition": state.partition},
+                )
+                break  # the rest waits for the next tick
+            done.append((state, seg))
+            log.debug(
+                "sealed segment registered topic=%s partition=%d base=%d end=%d bytes=%d",
+                state.topic,
+                state.partition,
+                seg.base_offset,
+                seg.next_offset,
+                seg.size,
+            )
+        return done
