@@ -15,7 +15,6 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from rocksdict import WriteBatch
 
@@ -30,33 +29,15 @@ from ingest.log.log_append import (
 )
 from ingest.log.log_loader import RecoveryResult, prepare_dir, recover
 from ingest.log.log_read import LogView, ReadResult
+from ingest.log.log_types import NO_MAX_TIMESTAMP as _NO_MAX
+from ingest.log.log_types import LogConfig, SegmentInfo
+from ingest.log.log_types import now_ms as _now_ms
 from ingest.log.segment import BytesLike, Graveyard, Segment, remove_dir
 from logformat.errors import ErrorCode, TierlogError
 
 __all__ = ["LogConfig", "PartitionLog", "ReadResult", "SegmentInfo"]
 
 log = logging.getLogger(__name__)
-
-_NO_MAX = -(1 << 63)
-
-
-class LogConfig(NamedTuple):
-    segment_bytes: int = 1 << 30
-    segment_ms: int = 7 * 24 * 3600 * 1000
-
-
-class SegmentInfo(NamedTuple):
-    base_offset: int
-    next_offset: int
-    size: int
-    sealed: bool
-    path: str
-    max_timestamp: int
-    created_ms: int
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class PartitionLog:
@@ -132,18 +113,7 @@ class PartitionLog:
         return self._failed
 
     def segments(self) -> list[SegmentInfo]:
-        return [
-            SegmentInfo(
-                s.base_offset,
-                s.next_offset,
-                s.size,
-                s.sealed,
-                s.path,
-                s.max_timestamp,
-                s.created_ms,
-            )
-            for s in self._segments
-        ]
+        return [SegmentInfo.of(s) for s in self._segments]
 
     def leader_epochs(self) -> list[tuple[int, int]]:
         return self.index.epochs()
