@@ -15,8 +15,8 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from cluster.http.fetch_response import FRAMES_METADATA_KEY, REPLICA_READ_HEADER
+from cluster.internal_http import CLUSTER_TOKEN_HEADER
 from coldstore.object_store import ObjectStoreConfig
-from ingest.replication.wire import CLUSTER_TOKEN_HEADER
 from logformat.frame import HEADER_SIZE, decode_header
 from metadata.partition_state import PartitionStateRepo
 from metadata.segment_registry import SegmentRegistry
