@@ -20,6 +20,7 @@ from rocksdict import WriteBatch
 
 from ingest.log import segment_swap
 from ingest.log.index import FrameEntry, LogIndex, PartitionIndex, PartitionState, SegmentMeta
+from ingest.log.log_types import PartitionDir
 from ingest.log.segment import (
     NO_TIMESTAMP,
     Segment,
@@ -78,8 +79,9 @@ class RecoveryResult(NamedTuple):
         )
 
 
-def prepare_dir(directory: str, topic: str, topic_id: str, partition: int, index: LogIndex) -> None:
+def prepare_dir(where: PartitionDir, index: LogIndex) -> None:
     """Wipe a directory left by another incarnation of the topic; write partition.json."""
+    directory, topic, topic_id, partition = where
     if os.path.isdir(directory):
         meta = read_partition_file(directory)
         if meta is not None and meta.get("topic_id") == topic_id:

@@ -43,3 +43,12 @@ class SegmentInfo(NamedTuple):
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class PartitionDir(NamedTuple):
+    """Where a partition's log lives and which topic incarnation it belongs to."""
+
+    directory: str
+    topic: str
+    topic_id: str
+    partition: int
