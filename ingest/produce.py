@@ -128,14 +128,42 @@ def _single(producer: ProducerFields | None) -> ProducerFields | None:
     return None
 
 
-def _check_keys(batch: pa.RecordBatch, config: TopicConfig) -> None:
-    """A compacted topic keeps the latest record per key: a record without one has no place
+def _checked(batch: pa.RecordBatch, config: TopicConfig, now_ms: int) -> pa.RecordBatch:
+    """The batch as the topic stores it: keys checked, LogAppendTime stamped if configured.
+
+    A compacted topic keeps the latest record per key: a record without one has no place
     in it (Kafka rejects it the same way)."""
     if config.compact and batch.column(2).null_count:
         raise TierlogError(
             ErrorCode.INVALID_RECORD,
             "compacted topic (cleanup.policy=compact) cannot accept a record without a key",
         )
+    if config.message_timestamp_type == "LogAppendTime":
+        return _log_append_time(batch, now_ms)
+    return batch
+
+
+def _one_partition(
+    p: int, batch: pa.RecordBatch, config: TopicConfig, producer: ProducerFields | None
+) -> ProducePlan:
+    """The whole request to partition `p`, as one append."""
+    count = batch.num_rows
+    return ProducePlan(
+        [PartitionAppend(p, frames_for(batch, config, producer), None, count)], count
+    )
+
+
+def _sticky(
+    batch: pa.RecordBatch,
+    config: TopicConfig,
+    sticky: StickyPartitioner,
+    num_partitions: int,
+    producer: ProducerFields | None,
+) -> ProducePlan:
+    """No keys, no partitions: the common case, the whole request to one sticky partition."""
+    p = sticky.partition(num_partitions)
+    sticky.on_batch_done()
+    return _one_partition(p, batch, config, producer)
 
 
 def plan_json(
@@ -166,17 +194,10 @@ def plan_json(
     batch = records.build_batch(
         parsed.keys, parsed.values, parsed.headers, parsed.timestamps, now_ms
     )
-    _check_keys(batch, config)
-    if config.message_timestamp_type == "LogAppendTime":
-        batch = _log_append_time(batch, now_ms)
+    batch = _checked(batch, config, now_ms)
     explicit = None if parsed.partitions.count(None) == count else parsed.partitions
     if explicit is None and parsed.keys.count(None) == count:
-        # The common case: no keys, no partitions → the whole request to one sticky partition.
-        p = sticky.partition(num_partitions)
-        sticky.on_batch_done()
-        return ProducePlan(
-            [PartitionAppend(p, frames_for(batch, config, producer), None, count)], count
-        )
+        return _sticky(batch, config, sticky, num_partitions, producer)
     chosen = assign_partitions(parsed.keys, explicit, num_partitions, sticky)
     sticky.on_batch_done()
     positions: dict[int, list[int]] = {}
@@ -186,9 +207,7 @@ def plan_json(
         _check_partition(p, num_partitions, topic)
     if len(positions) == 1:
         (p,) = positions
-        return ProducePlan(
-            [PartitionAppend(p, frames_for(batch, config, producer), None, count)], count
-        )
+        return _one_partition(p, batch, config, producer)
     split = records.split_by_partition(batch, pa.array(chosen, pa.int32()), num_partitions)
     appends = [
         PartitionAppend(p, frames_for(part, config, _single(producer)), positions[p], part.num_rows)
@@ -212,19 +231,10 @@ def plan_arrow(
     if table.num_rows == 0:
         raise TierlogError(ErrorCode.INVALID_REQUEST, "the Arrow stream holds no records")
     norm = records.normalize_arrow(table, now_ms)
-    batch = norm.batch
-    _check_keys(batch, config)
-    if config.message_timestamp_type == "LogAppendTime":
-        batch = _log_append_time(batch, now_ms)
+    batch = _checked(norm.batch, config, now_ms)
     partitions = norm.partitions
     if partitions is None and batch.column(2).null_count == batch.num_rows:
-        # The common fast path: no keys, no explicit partitions → one sticky partition.
-        p = sticky.partition(num_partitions)
-        sticky.on_batch_done()
-        return ProducePlan(
-            [PartitionAppend(p, frames_for(batch, config, producer), None, batch.num_rows)],
-            batch.num_rows,
-        )
+        return _sticky(batch, config, sticky, num_partitions, producer)
     partitions = records.resolve_partitions(partitions, batch.column(2), num_partitions, sticky)
     sticky.on_batch_done()
     split = records.split_by_partition(batch, partitions, num_partitions)

@@ -131,8 +131,34 @@ def encode_frame(
         raise ValueError(f"unknown compression codec {compression!r}")
     payload = serialize_batch(batch, compression)
     ts = batch.column(1).cast(pa.int64())
-    first_ts = ts[0].as_py()
-    max_ts = pc.max(ts).as_py()
+    return pack_frame(
+        payload,
+        base_offset=base_offset,
+        leader_epoch=leader_epoch,
+        compression=compression,
+        record_count=batch.num_rows,
+        producer=(producer_id, producer_epoch, base_sequence),
+        first_timestamp=ts[0].as_py(),
+        max_timestamp=pc.max(ts).as_py(),
+    )
+
+
+def pack_frame(
+    payload: pa.Buffer,
+    *,
+    base_offset: int,
+    leader_epoch: int,
+    compression: str | None,
+    record_count: int,
+    producer: tuple[int, int, int] = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE),
+    first_timestamp: int,
+    max_timestamp: int,
+) -> bytearray:
+    """Header + `payload` (an Arrow RecordBatch message) as one frame, CRC filled in.
+
+    `record_count` is the frame's offset span; `producer` is (id, epoch, base sequence).
+    The one place that lays out a header: encode_frame and the log cleaner both use it.
+    """
     frame = bytearray(HEADER_SIZE + payload.size)
     HEADER.pack_into(
         frame,
@@ -143,12 +169,10 @@ def encode_frame(
         payload.size,
         0,
         CODECS[compression],
-        batch.num_rows,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        first_ts,
-        max_ts,
+        record_count,
+        *producer,
+        first_timestamp,
+        max_timestamp,
     )
     frame[HEADER_SIZE:] = memoryview(payload)
     # google_crc32c wants read-only buffers: the 36 header bytes as bytes, then Arrow's buffer.

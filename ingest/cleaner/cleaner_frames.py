@@ -21,25 +21,19 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
-import google_crc32c
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from logformat.frame import (
-    CODECS,
-    HEADER,
-    HEADER_SIZE,
-    MAGIC,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     FrameHeader,
+    pack_frame,
     serialize_batch,
 )
 from logformat.schema import RECORD_SCHEMA
 
-_CRC_START = 24  # the CRC covers the header tail (from attributes) and the payload
-_CRC_AT = 20
 TARGET_FRAME_BYTES = 1 << 20
 
 
@@ -71,24 +65,16 @@ def encode(
     payload = serialize_batch(rows, compression)
     ts = rows.column(1).cast(pa.int64())
     first_ts = ts[0].as_py() if rows.num_rows else max_timestamp
-    frame = bytearray(HEADER_SIZE + payload.size)
-    HEADER.pack_into(
-        frame,
-        0,
-        MAGIC,
-        base_offset,
-        leader_epoch,
-        payload.size,
-        0,
-        CODECS[compression],
-        span,
-        *producer,
-        first_ts,
-        max_timestamp,
+    frame = pack_frame(
+        payload,
+        base_offset=base_offset,
+        leader_epoch=leader_epoch,
+        compression=compression,
+        record_count=span,
+        producer=producer,
+        first_timestamp=first_ts,
+        max_timestamp=max_timestamp,
     )
-    frame[HEADER_SIZE:] = memoryview(payload)
-    crc = google_crc32c.extend(google_crc32c.value(bytes(frame[_CRC_START:HEADER_SIZE])), payload)
-    frame[_CRC_AT : _CRC_AT + 4] = crc.to_bytes(4, "little")
     return bytes(frame)
 
 

@@ -8,7 +8,7 @@ list and the index batch; these functions only compute (and fill the batch).
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rocksdict import WriteBatch
 
@@ -109,3 +109,31 @@ def index_group(
     seg.next_offset = last[0] + last[1]
     idx.put_segment(batch, seg.base_offset, SegmentMeta(seg.created_ms, seg.max_timestamp, False))
     return max_ts
+
+
+def write_groups(
+    idx: PartitionIndex,
+    batch: WriteBatch,
+    seg: Segment,
+    frames: tuple[Sequence[BytesLike], Sequence[Entry]],
+    limits: tuple[int, int, int],
+    roll: Callable[[int], Segment],
+) -> tuple[Segment, int]:
+    """Write `frames` (buffers, entries) from the active segment `seg` on, one system call per
+    group that fits, rolling when one is full; index each group into `batch`. `limits` is
+    (segment.bytes, now ms, running max timestamp). Returns the active segment and the new
+    running max timestamp."""
+    bufs, entries = frames
+    limit, now_ms, max_ts = limits
+    i, n = 0, len(bufs)
+    while i < n:
+        j, total = group_end(entries, i, limit - seg.size, seg.size == 0)
+        if j == i:
+            seg = roll(entries[i][0])
+            continue
+        pos = seg.append(bufs[i:j], total)
+        if seg.created_ms < 0:
+            seg.created_ms = now_ms
+        max_ts = index_group(idx, batch, seg, entries[i:j], pos, max_ts)
+        i = j
+    return seg, max_ts

@@ -2,10 +2,12 @@
 
 One job: bring a partition directory and its RocksDB index entries back to a consistent state
 before the log serves anything. `prepare_dir` wipes a directory left by another incarnation of
-the topic; `recover` cuts torn or corrupt tails (by CRC), reindexes segments the index does not
-cover, removes stale entries, or rebuilds the whole index from the segment files, and returns
-what the log needs to start from. It does not know PartitionLog: the caller passes the
-directory and the index, and installs the result.
+the topic; `LogLoader` (through `recover`) runs the passes: finish interrupted cleaner swaps,
+load the segments (cutting torn or corrupt tails by CRC, reindexing what the index does not
+cover, or rebuilding the whole index), delete files after an offset break, check the index
+against the kept segments, rebuild the time index, roll past a sealed tail, and record the
+state. It does not know PartitionLog: the caller passes the directory and the index, and
+installs the result.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ import logging
 import os
 from typing import NamedTuple
 
+from rocksdict import WriteBatch
+
 from ingest.log import segment_swap
 from ingest.log.index import FrameEntry, LogIndex, PartitionIndex, PartitionState, SegmentMeta
+from ingest.log.log_types import PartitionDir
 from ingest.log.segment import (
     NO_TIMESTAMP,
     Segment,
@@ -74,8 +79,9 @@ class RecoveryResult(NamedTuple):
         )
 
 
-def prepare_dir(directory: str, topic: str, topic_id: str, partition: int, index: LogIndex) -> None:
+def prepare_dir(where: PartitionDir, index: LogIndex) -> None:
     """Wipe a directory left by another incarnation of the topic; write partition.json."""
+    directory, topic, topic_id, partition = where
     if os.path.isdir(directory):
         meta = read_partition_file(directory)
         if meta is not None and meta.get("topic_id") == topic_id:
@@ -99,7 +105,12 @@ def prepare_dir(directory: str, topic: str, topic_id: str, partition: int, index
 def recover(directory: str, index: LogIndex, idx: PartitionIndex) -> RecoveryResult:
     """Rebuild the log from the segment files in `directory`, repairing file and index.
 
-    `idx` is the partition's view of `index` (which makes and writes the batches).
+    `idx` is the partition's view of `index` (which makes and writes the batches)."""
+    return LogLoader(directory, index, idx).load()
+
+
+class LogLoader:
+    """One recovery of one partition directory, in named passes (Kafka's LogLoader).
 
     Sealed segments (fsynced at seal) are trusted; if the index does not cover one exactly
     it is reindexed from the file without CRC checks. Segments at/after the recovery
@@ -110,120 +121,192 @@ def recover(directory: str, index: LogIndex, idx: PartitionIndex) -> RecoveryRes
     A log cleaner swap a crash interrupted is first finished or dropped (segment_swap); the
     swapped segment's stale index entries then fail the consistency check and are redone.
     """
-    segment_swap.finish(directory)
-    files = list_segments(directory)
-    state = idx.get_state()
-    full = state is None
-    if state is None:
-        state = PartitionState(files[0][0] if files else 0, 0, False)
-    metas = idx.segment_metas()
-    rescan_from = max((b for b, _ in files if b <= state.recovery_checkpoint), default=0)
-    segs: list[Segment] = []
-    touched: int | None = None
-    cut = added = removed = 0
-    epoch = -1  # a full rebuild also recovers the leader-epoch cache from frame headers
-    for i, (base, path) in enumerate(files):
-        if segs and base != segs[-1].next_offset:
-            log.error(
-                "offset break, deleting later segments dir=%s expected=%d found=%d",
-                directory,
-                segs[-1].next_offset,
-                base,
-            )
-            break
-        seg = Segment.open(path, base)
-        nxt = files[i + 1][0] if i + 1 < len(files) else None
-        unflushed = base >= rescan_from
-        meta = metas.get(base)
-        segs.append(seg)
-        if (
-            full
-            or (unflushed and not state.clean_shutdown)
-            or meta is None
-            or not idx.segment_consistent(base, nxt, seg.size)
-        ):
-            frames, torn = seg.recover(verify=full or unflushed)
-            entries = [
-                FrameEntry(h.base_offset, base, p, h.size, h.record_count, h.max_timestamp)
-                for p, h in frames
-            ]
-            batch = index.batch()
-            # After a cut this is the last segment we keep: its range runs to the end.
-            a, r = idx.reindex(batch, base, None if torn else nxt, entries)
-            for _, h in frames if full else ():
-                if h.leader_epoch > epoch:
-                    idx.put_epoch(batch, h.leader_epoch, h.base_offset)
-                    epoch = h.leader_epoch
-            cut, added, removed = cut + torn, added + a, removed + r
-            index.write(batch)
-            touched = base if touched is None else touched
-            seg.created_ms = (
-                meta.created_ms
-                if meta and meta.created_ms >= 0
-                else seg.mtime_ms()
-                if entries
-                else NO_TIMESTAMP
-            )
-            seg.sealed = bool(meta and meta.sealed)
+
+    def __init__(self, directory: str, index: LogIndex, idx: PartitionIndex) -> None:
+        self.dir, self.index, self.idx = directory, index, idx
+        self.files: list[tuple[int, str]] = []
+        self.state = PartitionState(0, 0, False)
+        self.full_rebuild = False
+        self.metas: dict[int, SegmentMeta] = {}
+        self.segments: list[Segment] = []
+        self.first_reindexed: int | None = None  # the time index is rebuilt from here
+        self.epoch = -1  # a full rebuild also recovers the leader-epoch cache from headers
+        self.truncated_bytes = self.frames_reindexed = self.entries_removed = 0
+        self.segments_deleted = 0
+        self.log_start = self.log_end = 0
+        self.max_timestamp: int | None = None
+
+    def load(self) -> RecoveryResult:
+        """Run every pass in order; the index batches are written as each pass ends."""
+        self.complete_swaps()
+        self.read_state()
+        self.load_segments()
+        self.delete_after_break()
+        self.check_index()
+        batch = self.index.batch()
+        self.rebuild_time_index(batch)
+        self.open_active_segment()
+        self.write_state(batch)
+        return self.result()
+
+    def complete_swaps(self) -> None:
+        """Drop unfinished cleaned files; roll committed cleaner swaps forward."""
+        segment_swap.finish(self.dir)
+
+    def read_state(self) -> None:
+        """List the segment files and read the partition state (none: rebuild everything)."""
+        self.files = list_segments(self.dir)
+        state = self.idx.get_state()
+        self.full_rebuild = state is None
+        if state is None:
+            state = PartitionState(self.files[0][0] if self.files else 0, 0, False)
+        self.state = state
+        self.metas = self.idx.segment_metas()
+
+    def load_segments(self) -> None:
+        """Open the files in offset order up to the first offset break; rescan or trust each."""
+        state = self.state
+        rescan_from = max((b for b, _ in self.files if b <= state.recovery_checkpoint), default=0)
+        for i, (base, path) in enumerate(self.files):
+            segs = self.segments
+            if segs and base != segs[-1].next_offset:
+                log.error(
+                    "offset break, deleting later segments dir=%s expected=%d found=%d",
+                    self.dir,
+                    segs[-1].next_offset,
+                    base,
+                )
+                return
+            seg = Segment.open(path, base)
+            nxt = self.files[i + 1][0] if i + 1 < len(self.files) else None
+            unflushed = base >= rescan_from
+            meta = self.metas.get(base)
+            segs.append(seg)
+            if (
+                self.full_rebuild
+                or (unflushed and not state.clean_shutdown)
+                or meta is None
+                or not self.idx.segment_consistent(base, nxt, seg.size)
+            ):
+                self.recover_segment(seg, nxt, meta, verify=self.full_rebuild or unflushed)
+            else:
+                self.trust_segment(seg, nxt, meta)
+
+    def recover_segment(
+        self, seg: Segment, nxt: int | None, meta: SegmentMeta | None, *, verify: bool
+    ) -> None:
+        """Rescan a segment (by CRC when `verify`), cut its torn tail, reindex its frames."""
+        base = seg.base_offset
+        frames, torn = seg.recover(verify=verify)
+        entries = [
+            FrameEntry(h.base_offset, base, p, h.size, h.record_count, h.max_timestamp)
+            for p, h in frames
+        ]
+        batch = self.index.batch()
+        # After a cut this is the last segment we keep: its range runs to the end.
+        added, removed = self.idx.reindex(batch, base, None if torn else nxt, entries)
+        for _, h in frames if self.full_rebuild else ():
+            if h.leader_epoch > self.epoch:
+                self.idx.put_epoch(batch, h.leader_epoch, h.base_offset)
+                self.epoch = h.leader_epoch
+        self.truncated_bytes += torn
+        self.frames_reindexed += added
+        self.entries_removed += removed
+        self.index.write(batch)
+        if self.first_reindexed is None:
+            self.first_reindexed = base
+        if meta and meta.created_ms >= 0:
+            seg.created_ms = meta.created_ms
         else:
-            last = idx.last_frame(nxt)
-            seg.next_offset = last.next_offset if seg.size and last else base
-            seg.created_ms, seg.max_timestamp, seg.sealed = meta
-    deleted = len(files) - len(segs)
-    for _, path in files[len(segs) :]:
-        os.unlink(path)
-    batch = index.batch()
-    if not segs:
-        last = idx.last_frame()
-        start = max(state.log_start_offset, last.next_offset if last else 0)
-        idx.drop_frames(batch, 0)
-        idx.truncate_time(batch, 0)
-        segs = [Segment.create(directory, start)]
-    first, leo = segs[0].base_offset, segs[-1].next_offset
-    if first and idx.frame_floor(first - 1):
-        idx.drop_frames(batch, 0, first)  # left by a crash during segment deletion
-    if (last := idx.last_frame()) and last.base_offset >= leo:
-        idx.drop_frames(batch, leo)  # entries past the end
-    for seg in segs[:-1]:
-        if not seg.sealed:  # a roll that crashed before recording the seal
-            seg.seal()
-    for seg in segs:
-        idx.put_segment(
-            batch, seg.base_offset, SegmentMeta(seg.created_ms, seg.max_timestamp, seg.sealed)
-        )
-    for gone in set(metas) - {seg.base_offset for seg in segs}:
-        idx.delete_segment(batch, gone)  # e.g. segments a cleaner swap merged away
-    lso = min(max(state.log_start_offset, first), leo)
-    idx.truncate_epochs_from_end(batch, leo)
-    idx.truncate_epochs_from_start(batch, lso)
-    index.write(batch)
-    batch = index.batch()
-    if touched is not None:
-        max_ts = idx.rebuild_time(batch, touched, list(idx.frames(touched)))
-    else:
-        max_ts = last_time[0] if (last_time := idx.last_time()) else None
-    latest_epoch = max((e for e, _ in idx.epochs()), default=-1)
-    tail = segs[-1]
-    if tail.sealed:
-        if tail.size:  # sealed may already be tiered: never append to it again
+            seg.created_ms = seg.mtime_ms() if entries else NO_TIMESTAMP
+        seg.sealed = bool(meta and meta.sealed)
+
+    def trust_segment(self, seg: Segment, nxt: int | None, meta: SegmentMeta) -> None:
+        """A segment the index covers exactly: its end and metadata come from the index."""
+        last = self.idx.last_frame(nxt)
+        seg.next_offset = last.next_offset if seg.size and last else seg.base_offset
+        seg.created_ms, seg.max_timestamp, seg.sealed = meta
+
+    def delete_after_break(self) -> None:
+        """Unlink the files after an offset break (their offsets cannot be trusted)."""
+        kept = len(self.segments)
+        self.segments_deleted = len(self.files) - kept
+        for _, path in self.files[kept:]:
+            os.unlink(path)
+
+    def check_index(self) -> None:
+        """Make the index agree with the kept segments: no entries before the first or past
+        the end, every segment's metadata, epochs within [log start, log end]."""
+        idx, batch = self.idx, self.index.batch()
+        if not self.segments:
+            self._start_empty(batch)
+        segs = self.segments
+        first, leo = segs[0].base_offset, segs[-1].next_offset
+        if first and idx.frame_floor(first - 1):
+            idx.drop_frames(batch, 0, first)  # left by a crash during segment deletion
+        if (last := idx.last_frame()) and last.base_offset >= leo:
+            idx.drop_frames(batch, leo)  # entries past the end
+        for seg in segs[:-1]:
+            if not seg.sealed:  # a roll that crashed before recording the seal
+                seg.seal()
+        for seg in segs:
+            idx.put_segment(
+                batch, seg.base_offset, SegmentMeta(seg.created_ms, seg.max_timestamp, seg.sealed)
+            )
+        for gone in set(self.metas) - {seg.base_offset for seg in segs}:
+            idx.delete_segment(batch, gone)  # e.g. segments a cleaner swap merged away
+        self.log_start = min(max(self.state.log_start_offset, first), leo)
+        self.log_end = leo
+        idx.truncate_epochs_from_end(batch, leo)
+        idx.truncate_epochs_from_start(batch, self.log_start)
+        self.index.write(batch)
+
+    def _start_empty(self, batch: WriteBatch) -> None:
+        """No segment file left: one empty segment where the log ended, no frame entries."""
+        last = self.idx.last_frame()
+        start = max(self.state.log_start_offset, last.next_offset if last else 0)
+        self.idx.drop_frames(batch, 0)
+        self.idx.truncate_time(batch, 0)
+        self.segments = [Segment.create(self.dir, start)]
+
+    def rebuild_time_index(self, batch: WriteBatch) -> None:
+        """Rebuild the time index from the first reindexed segment; else read its last key."""
+        idx = self.idx
+        if self.first_reindexed is not None:
+            frames = list(idx.frames(self.first_reindexed))
+            self.max_timestamp = idx.rebuild_time(batch, self.first_reindexed, frames)
+        else:
+            self.max_timestamp = last_time[0] if (last_time := idx.last_time()) else None
+
+    def open_active_segment(self) -> None:
+        """Never append to a sealed segment (it may be tiered already): roll past it."""
+        tail = self.segments[-1]
+        if not tail.sealed:
+            return
+        if tail.size:
             tail.seal()  # as a roll: fsync before the new file exists
-            segs.append(Segment.create(directory, leo))
+            self.segments.append(Segment.create(self.dir, self.log_end))
         else:
             tail.sealed = False
-    checkpoint = segs[-1].base_offset
-    idx.put_state(batch, PartitionState(lso, checkpoint, False))
-    index.write(batch)
-    return RecoveryResult(
-        segs,
-        lso,
-        leo,
-        checkpoint,
-        max_ts,
-        latest_epoch,
-        state.clean_shutdown,
-        full,
-        cut,
-        added,
-        removed,
-        deleted,
-    )
+
+    def write_state(self, batch: WriteBatch) -> None:
+        """Record the log start and a recovery checkpoint at the active segment (not clean)."""
+        checkpoint = self.segments[-1].base_offset
+        self.idx.put_state(batch, PartitionState(self.log_start, checkpoint, False))
+        self.index.write(batch)
+
+    def result(self) -> RecoveryResult:
+        return RecoveryResult(
+            self.segments,
+            self.log_start,
+            self.log_end,
+            self.segments[-1].base_offset,
+            self.max_timestamp,
+            max((e for e, _ in self.idx.epochs()), default=-1),
+            self.state.clean_shutdown,
+            self.full_rebuild,
+            self.truncated_bytes,
+            self.frames_reindexed,
+            self.entries_removed,
+            self.segments_deleted,
+        )

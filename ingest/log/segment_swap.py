@@ -20,14 +20,11 @@ import contextlib
 import logging
 import os
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
 from ingest.log.index import LogIndex, PartitionIndex, SegmentMeta
+from ingest.log.log_types import SegmentInfo
 from ingest.log.segment import Segment, fsync_dir, list_segments, segment_name
 from logformat.frame import scan
-
-if TYPE_CHECKING:
-    from ingest.log.local_log import SegmentInfo
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,10 @@
-"""A hosted partition: its log, its role (leader or follower), high watermark and waiters.
+"""A hosted partition (Kafka's Partition): its role (leader or follower), ISR, high watermark
+and waiters, over its UnifiedLog (the log with its producer state).
 
-As leader it group-commits produce requests (each request queues frames; one drain writes
-everything queued with a single log append), tracks followers and the ISR, and advances the
-high watermark. As follower it appends the leader's frames as they are. Every change of
-role, ISR or high watermark wakes the waiters (acks=all producers, long-polling consumers).
+As leader it group-commits produce requests (group_commit.py), tracks followers and the ISR
+(isr.py's rules), and advances the high watermark. As follower it appends the leader's frames
+as they are. Every change of role, ISR or high watermark wakes the waiters (acks=all
+producers, long-polling consumers).
 """
 
 from __future__ import annotations
@@ -11,32 +12,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Callable
 from enum import StrEnum
-from typing import NamedTuple
 
 from ingest import metrics
 from ingest.log.local_log import PartitionLog
+from ingest.replication.group_commit import AppendResult, GroupCommit
 from ingest.replication.isr import FollowerProgress, high_watermark, lagging, may_join
-from ingest.unified.producer_state import ProducerStateManager, Verdict
+from ingest.unified.producer_state import ProducerStateManager
+from ingest.unified.unified_log import UnifiedLog
 from logformat.errors import ErrorCode, TierlogError
-from logformat.frame import decode_header, iter_headers
 from metadata.types import PartitionInfo
 
-log = logging.getLogger("tierlog.partition")
+__all__ = ["AppendResult", "PartitionState", "Role"]
+
+logger = logging.getLogger("tierlog.partition")
 
 
 class Role(StrEnum):
     LEADER = "leader"
     FOLLOWER = "follower"
     OFFLINE = "offline"  # no leader is elected: nothing can be written
-
-
-class AppendResult(NamedTuple):
-    base_offset: int
-    last_offset: int
 
 
 def _now_ms() -> float:
@@ -51,7 +48,7 @@ class PartitionState:
         lease_ok: Callable[[], bool] = lambda: True,
         on_append: Callable[[], None] = lambda: None,
     ) -> None:
-        self.log = log_
+        self.unified = UnifiedLog(log_)  # rebuilds the producer state from the log
         self.topic, self.partition, self.topic_id = log_.topic, log_.partition, log_.topic_id
         self.me = me
         self._lease_ok = lease_ok
@@ -64,11 +61,7 @@ class PartitionState:
         self.isr: list[int] = []
         self.epoch_start_offset = 0
         self.followers: dict[int, FollowerProgress] = {}
-        self.high_watermark = min(self._read_hw_checkpoint(), log_.log_end_offset)
-        # Idempotent producers' state, rebuilt from the log itself (checkpoint + replay).
-        self.producers = ProducerStateManager(log_.log_index, log_.topic_id, log_.partition)
-        self.producers.rebuild(log_)
-        self.producers.expire(int(time.time() * 1000))
+        self.high_watermark = self.unified.read_hw_checkpoint()
         self.isr_change_pending = False
         # Offset of a corrupt frame found in this follower's log: its replica fetcher truncates
         # there before the next fetch and fetches the rest again (ingest/replication/corruption.py).
@@ -83,12 +76,22 @@ class PartitionState:
         # counts the union of both ISRs (Kafka's "maximal ISR", KIP-497): a member being added
         # may already be electable by the controller, so nothing it lacks may be acknowledged.
         self.pending_isr: list[int] = []
-        self._pending: list[tuple[list[bytearray], asyncio.Future[list[AppendResult]]]] = []
-        self._draining = False
+        self._commits = GroupCommit(
+            self.unified, self.ensure_leader, lambda: self.leader_epoch, self._after_append
+        )
         self._changed = asyncio.Event()  # producers waiting for acks=all
         self._data = asyncio.Event()  # long-polling consumers, woken after the producers
         self._closed = False
         self._labels = (self.topic, str(self.partition))
+
+    @property
+    def log(self) -> PartitionLog:
+        """The local log (reads, segments, retention); changes go through `unified`."""
+        return self.unified.local
+
+    @property
+    def producers(self) -> ProducerStateManager:
+        return self.unified.producers
 
     # -- metadata ---------------------------------------------------------------------------
 
@@ -109,7 +112,7 @@ class PartitionState:
             self.role = Role.FOLLOWER if info.leader is not None else Role.OFFLINE
             self.followers = {}
             self._fail_pending(ErrorCode.NOT_LEADER_OR_FOLLOWER, "leadership moved")
-        log.info(
+        logger.info(
             "partition role",
             extra={
                 "topic": self.topic,
@@ -126,8 +129,7 @@ class PartitionState:
     def _become_leader(self) -> None:
         self.role = Role.LEADER
         self.handing_off = False
-        self.log.begin_epoch(self.leader_epoch)
-        self.epoch_start_offset = self.log.log_end_offset
+        self.epoch_start_offset = self.unified.begin_epoch(self.leader_epoch)
         # Kafka: every follower counts as caught up at the moment we become leader.
         now = _now_ms()
         self.followers = {
@@ -169,90 +171,12 @@ class PartitionState:
                 f"{self.topic}-{self.partition} has {len(self.isr)} in-sync replicas "
                 f"({self.isr}); min.insync.replicas is {min_insync}",
             )
-        future: asyncio.Future[list[AppendResult]] = asyncio.get_running_loop().create_future()
-        self._pending.append((frames, future))
-        if not self._draining:
-            self._draining = True
-            # Scheduled, not inline: requests parsed in the same loop turn join this write.
-            asyncio.get_running_loop().call_soon(self._drain)
-        results = await future
+        results = await self._commits.submit(frames)
         if acks == -1:
             await self._wait_committed(results[-1].last_offset + 1, min_insync, timeout_s)
         return results
 
-    def _drain(self) -> None:
-        try:
-            while self._pending:
-                batch, self._pending = self._pending, []
-                self._write(batch)
-        finally:
-            self._draining = False
-
-    def _write(
-        self, batch: list[tuple[list[bytearray], asyncio.Future[list[AppendResult]]]]
-    ) -> None:
-        """One group commit: sequence checks per request, then one log append for all."""
-        try:
-            self.ensure_leader()
-        except TierlogError as exc:
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(exc)
-            return
-        pending = self.producers.begin(self.log.log_end_offset)
-        plan: list[tuple[int, list[Verdict]] | TierlogError] = []
-        to_write: list[bytearray] = []
-        for request, _ in batch:
-            mark = pending.mark()
-            try:
-                verdicts = []
-                for frame in request:
-                    h = decode_header(frame)
-                    verdicts.append(
-                        pending.check_and_stage(
-                            h.producer_id,
-                            h.producer_epoch,
-                            h.base_sequence,
-                            h.record_count,
-                            h.max_timestamp,
-                        )
-                    )
-            except TierlogError as exc:  # this request only: out of order, fenced epoch…
-                pending.rollback(mark)
-                plan.append(exc)
-                continue
-            plan.append((len(to_write), verdicts))
-            to_write += [f for f, v in zip(request, verdicts, strict=True) if not v.duplicate]
-        try:
-            ranges = self.log.append(to_write, self.leader_epoch, int(time.time() * 1000))
-        except Exception as exc:  # every waiting request must get an answer
-            error = (
-                exc
-                if isinstance(exc, TierlogError)
-                else TierlogError(ErrorCode.KAFKA_STORAGE_ERROR, f"log write failed: {exc}")
-            )
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(error)
-            return
-        pending.commit(ranges)
-        metrics.GROUP_COMMIT_FRAMES.observe(len(to_write))
-        for item, (_, future) in zip(plan, batch, strict=True):
-            if future.done():
-                continue
-            if isinstance(item, TierlogError):
-                future.set_exception(item)
-                continue
-            i, verdicts = item
-            answer = []
-            for v in verdicts:
-                if v.duplicate:  # a retried batch: its original offsets, nothing appended
-                    answer.append(AppendResult(v.base_offset, v.last_offset))
-                else:
-                    answer.append(AppendResult(*ranges[i]))
-                    i += 1
-            future.set_result(answer)
-        self.producers.maybe_checkpoint(self.log)
+    def _after_append(self) -> None:
         self._advance_hw()
         self._on_append()
 
@@ -345,11 +269,7 @@ class PartitionState:
     # -- follower ---------------------------------------------------------------------------
 
     def append_replicated(self, data: memoryview, leader_hw: int) -> None:
-        if data.nbytes:
-            self.log.append_replicated(data)
-            for _, header in iter_headers(data):
-                self.producers.apply_frame(header)  # a new leader needs the sequences too
-            self.producers.maybe_checkpoint(self.log)
+        self.unified.append_replicated(data)
         hw = max(self.high_watermark, min(leader_hw, self.log.log_end_offset))
         if hw != self.high_watermark:
             self.high_watermark = hw
@@ -360,12 +280,11 @@ class PartitionState:
         """Truncate the log (a follower diverging from its leader); False if nothing changed:
         no bytes cut and no epoch forgotten, so asking the leader again would loop."""
         before = (self.log.log_end_offset, self.log.latest_epoch)
-        new_leo = self.log.truncate_to(offset)
-        self.producers.on_truncate(self.log)
+        new_leo = self.unified.truncate_to(offset)
         self.high_watermark = min(self.high_watermark, new_leo)
         changed = (new_leo, self.log.latest_epoch) != before
         if changed:
-            log.warning(
+            logger.warning(
                 "truncated divergent tail",
                 extra={
                     "topic": self.topic,
@@ -378,8 +297,7 @@ class PartitionState:
         return changed
 
     def restart_at(self, offset: int) -> None:
-        self.log.truncate_fully_and_start_at(offset)
-        self.producers.reset(self.log)
+        self.unified.truncate_fully_and_start_at(offset)
         self.high_watermark = offset
 
     # -- consumers --------------------------------------------------------------------------
@@ -405,40 +323,21 @@ class PartitionState:
         data.set()
 
     def _fail_pending(self, code: ErrorCode, why: str) -> None:
-        pending, self._pending = self._pending, []
-        for _, future in pending:
-            if not future.done():
-                future.set_exception(TierlogError(code, f"{self.topic}-{self.partition}: {why}"))
+        self._commits.fail_all(TierlogError(code, f"{self.topic}-{self.partition}: {why}"))
 
     def _publish_offsets(self) -> None:
         metrics.LOG_END_OFFSET.labels(*self._labels).set(self.log.log_end_offset)
         metrics.HIGH_WATERMARK.labels(*self._labels).set(self.high_watermark)
         metrics.LOG_START_OFFSET.labels(*self._labels).set(self.log.log_start_offset)
 
-    def _hw_path(self) -> str:
-        return os.path.join(self.log.dir, "high-watermark")
-
-    def _read_hw_checkpoint(self) -> int:
-        try:
-            with open(self._hw_path()) as f:
-                return int(f.read().strip() or 0)
-        except (OSError, ValueError):
-            return 0
-
     def checkpoint_hw(self) -> None:
         """Persist the high watermark (Kafka's replication-offset-checkpoint), atomically."""
-        tmp = self._hw_path() + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(str(self.high_watermark))
-        os.replace(tmp, self._hw_path())
+        self.unified.checkpoint_hw(self.high_watermark)
 
     def close(self) -> None:
         self._closed = True
         self._fail_pending(ErrorCode.NOT_LEADER_OR_FOLLOWER, "the partition is closing")
-        with contextlib.suppress(OSError):
-            self.checkpoint_hw()
-        with contextlib.suppress(Exception):
-            self.producers.checkpoint(self.log)
+        self.unified.close(self.high_watermark)
         self._wake()
         for gauge in (metrics.LOG_END_OFFSET, metrics.HIGH_WATERMARK, metrics.LOG_START_OFFSET):
             with contextlib.suppress(KeyError):

@@ -4,18 +4,36 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from ingest.unified.producer_checks import check_batch
 from ingest.unified.producer_types import BatchMetadata, ProducerEntry, Verdict, add_seq, next_entry
 from logformat.frame import NO_PRODUCER_ID
-
-if TYPE_CHECKING:
-    from ingest.unified.producer_state import ProducerStateManager
 
 log = logging.getLogger("ingest.unified.producer_state")
 
 _Staged = tuple[int, int, int, int, int, int | None]  # pid, epoch, seq, count, base, ts
 _Mark = tuple[int, dict[int, ProducerEntry], int]  # staged count, overlay, next offset
+
+
+class CommittedProducers(Protocol):
+    """What a drain's overlay needs of the committed state (ProducerStateManager)."""
+
+    max_batches: int
+    strict_unknown: bool
+
+    def entry(self, producer_id: int) -> ProducerEntry | None: ...
+
+    def update(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        base_sequence: int,
+        record_count: int,
+        base_offset: int,
+        last_offset: int,
+        timestamp_ms: int | None = None,
+    ) -> None: ...
 
 
 class PendingAppends:
@@ -29,7 +47,7 @@ class PendingAppends:
     returned. Dropping the object discards everything: nothing is mutated before commit.
     """
 
-    def __init__(self, manager: ProducerStateManager, next_offset: int) -> None:
+    def __init__(self, manager: CommittedProducers, next_offset: int) -> None:
         self._m = manager
         self._start = self.next_offset = next_offset
         self._overlay: dict[int, ProducerEntry] = {}
@@ -44,8 +62,14 @@ class PendingAppends:
     ) -> Verdict:
         """Like ProducerStateManager.check, including this drain's staged frames; pure."""
         e = self._entry(producer_id)
-        return self._m._check(
-            e, producer_id, producer_epoch, base_sequence, record_count, self._start
+        return check_batch(
+            e,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            record_count,
+            start=self._start,
+            strict_unknown=self._m.strict_unknown,
         )
 
     def check_and_stage(

@@ -39,9 +39,9 @@ from ingest.log.frame_headers import epoch_at, iter_frame_headers
 from ingest.log.index import LogIndex
 from ingest.log.local_log import PartitionLog
 from ingest.unified.producer_appends import PendingAppends
+from ingest.unified.producer_checks import check_batch
 from ingest.unified.producer_types import (
     APPEND,
-    MAX_EPOCH,
     MAX_SEQUENCE,
     BatchMetadata,
     ProducerEntry,
@@ -49,7 +49,6 @@ from ingest.unified.producer_types import (
     add_seq,
     next_entry,
 )
-from logformat.errors import ErrorCode, TierlogError
 from logformat.frame import NO_PRODUCER_ID, FrameHeader
 
 log = logging.getLogger(__name__)
@@ -104,57 +103,18 @@ class ProducerStateManager:
     ) -> Verdict:
         """Validate a batch against the committed state; pure. Raises TierlogError."""
         e = self._entries.get(producer_id)
-        return self._check(e, producer_id, producer_epoch, base_sequence, record_count, -1)
+        return check_batch(
+            e,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            record_count,
+            strict_unknown=self.strict_unknown,
+        )
 
     def begin(self, next_offset: int) -> PendingAppends:
         """An overlay for one group-commit drain that will append from `next_offset`."""
         return PendingAppends(self, next_offset)
-
-    def _check(
-        self, e: ProducerEntry | None, pid: int, epoch: int, seq: int, count: int, start: int
-    ) -> Verdict:
-        """`start`: the first offset of the caller's drain, whose batches are in flight."""
-        if pid == NO_PRODUCER_ID:
-            return APPEND
-        if pid < 0 or not 0 <= epoch <= MAX_EPOCH or not 0 <= seq <= MAX_SEQUENCE or count < 1:
-            raise TierlogError(
-                ErrorCode.INVALID_RECORD,
-                f"bad idempotence fields: producer id {pid}, epoch {epoch}, sequence {seq}, "
-                f"{count} records",
-            )
-        if e is None:
-            if self.strict_unknown and seq != 0:
-                raise TierlogError(
-                    ErrorCode.UNKNOWN_PRODUCER_ID,
-                    f"no state for producer {pid}; its first batch has sequence {seq}, not 0",
-                )
-            return APPEND
-        if epoch < e.epoch:
-            raise TierlogError(
-                ErrorCode.INVALID_PRODUCER_EPOCH,
-                f"producer {pid} epoch {epoch} is older than its current epoch {e.epoch}",
-            )
-        if epoch > e.epoch:
-            if seq != 0:
-                raise TierlogError(
-                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                    f"producer {pid}: new epoch {epoch} must start at sequence 0, got {seq}",
-                )
-            return APPEND
-        last = add_seq(seq, count - 1)
-        for b in e.batches:
-            if b.first_seq == seq and b.last_seq == last:
-                flight = 0 <= start <= b.base_offset
-                return Verdict(True, b.base_offset, b.last_offset, flight)
-        expected = add_seq(e.last_seq, 1) if e.batches else seq
-        if seq != expected:
-            raise TierlogError(
-                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                f"producer {pid} epoch {epoch}: expected sequence {expected}, got {seq}",
-                expected_sequence=expected,
-                sequence=seq,
-            )
-        return APPEND
 
     # --- applying appended frames ---
     def update(

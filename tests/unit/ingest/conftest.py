@@ -61,7 +61,7 @@ class LogEnv:
     def crash(self) -> None:
         """Stop without close(): no clean-shutdown mark; the page cache keeps the files."""
         assert self.log is not None
-        for seg in self.log._segments:
+        for seg in self.log._segs.segments:
             seg.close()
         self.log = None
         self.index.close()
