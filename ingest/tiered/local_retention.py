@@ -124,11 +124,13 @@ class LocalRetention:
         for state, plan in deletions:
             try:
                 if plan.advance_start:
-                    state.log.advance_log_start(min(plan.delete_before, state.log.log_end_offset))
+                    state.unified.advance_log_start(
+                        min(plan.delete_before, state.log.log_end_offset)
+                    )
                     metrics.LOG_START_OFFSET.labels(*labels_of(state)).set(
                         state.log.log_start_offset
                     )
-                gone = state.log.delete_segments_before(plan.delete_before)
+                gone = state.unified.delete_segments_before(plan.delete_before)
             except Exception:
                 log.exception(
                     "local retention failed",
