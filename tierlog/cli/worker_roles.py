@@ -154,5 +154,6 @@ def _run_worker(
         worker.close()
         if server is not None:
             server.shutdown()
+            server.server_close()
         engine.dispose()
     return 0

@@ -42,9 +42,11 @@ async def _against(handler: object) -> TierlogError:
 
 def test_a_leader_that_takes_the_records_and_goes_quiet_is_request_timed_out() -> None:
     async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.read(65536)  # takes the request, never answers
-        await asyncio.sleep(5)
-        writer.close()
+        try:
+            await reader.read(65536)  # takes the request, never answers
+            await asyncio.sleep(5)
+        finally:  # cancelled when the test's loop ends: close, or the writer warns
+            writer.close()
 
     error = asyncio.run(_against(silent))
     assert error.code is ErrorCode.REQUEST_TIMED_OUT

@@ -75,6 +75,7 @@ def test_reads_up_to_the_planned_end_only() -> None:
     got = offsets(hot.read_hot(b.url, "t", 0, 2, 10, lambda *a: iter(())))
     assert got == list(range(2, 10))
     b.server.shutdown()
+    b.server.server_close()
 
 
 def test_records_deleted_from_the_broker_come_from_the_cold_tier_once() -> None:
@@ -88,6 +89,7 @@ def test_records_deleted_from_the_broker_come_from_the_cold_tier_once() -> None:
     assert offsets(hot.read_hot(b.url, "t", 1, 3, 12, cold)) == list(range(3, 12))
     assert asked == [(1, 3, 7)]
     b.server.shutdown()
+    b.server.server_close()
 
 
 def test_a_committed_offset_that_never_comes_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -96,3 +98,4 @@ def test_a_committed_offset_that_never_comes_is_an_error(monkeypatch: pytest.Mon
     with pytest.raises(hot.HotReadError, match="serves nothing"):
         offsets(hot.read_hot(b.url, "t", 0, 0, 9, lambda *a: iter(())))
     b.server.shutdown()
+    b.server.server_close()

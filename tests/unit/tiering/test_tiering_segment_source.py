@@ -50,3 +50,4 @@ def test_metrics_and_health_endpoints() -> None:
         assert e.value.code == 503
     finally:
         server.shutdown()
+        server.server_close()
