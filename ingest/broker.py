@@ -18,7 +18,7 @@ from ingest.cleaner.log_cleaner import CleanerDuty
 from ingest.log.log_manager import LogManager
 from ingest.replication.controller import Controller
 from ingest.replication.forwarding import Forwarder
-from ingest.replication.partition import PartitionState, Role
+from ingest.replication.partition import Partition, Role
 from ingest.replication.preferred_leader import PreferredLeaderMover
 from ingest.replication.replica_leader import ReplicaFetchHandler
 from ingest.replication.replica_manager import ReplicaManager
@@ -221,7 +221,7 @@ class Broker:
 
     # -- duties -----------------------------------------------------------------------------
 
-    def _expand_isr(self, state: PartitionState, new_isr: list[int]) -> None:
+    def _expand_isr(self, state: Partition, new_isr: list[int]) -> None:
         if self.replicas is not None:
             self.replicas.request_isr_change(state, new_isr)
 
@@ -251,14 +251,14 @@ class Broker:
     # -- lookups for the API ----------------------------------------------------------------
 
     @property
-    def partitions(self) -> dict[tuple[str, int], PartitionState]:
+    def partitions(self) -> dict[tuple[str, int], Partition]:
         return self.replicas.partitions if self.replicas is not None else {}
 
     def reconcile(self) -> None:
         if self.replicas is not None:
             self.replicas.reconcile()
 
-    def leader_state(self, topic: str, partition: int) -> PartitionState | None:
+    def leader_state(self, topic: str, partition: int) -> Partition | None:
         """The local state if this broker leads the partition now, else None."""
         state = self.partitions.get((topic, partition))
         return state if state is not None and state.role is Role.LEADER else None

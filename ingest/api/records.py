@@ -26,7 +26,7 @@ from cluster.internal_http import CLUSTER_TOKEN_HEADER, FORWARDED_HEADER
 from cluster.read_contract import ColdReader
 from ingest import metrics
 from ingest.produce import ProducePlan, json_offsets, plan_arrow, plan_json, producer_fields
-from ingest.replication.partition import AppendResult, PartitionState, Role
+from ingest.replication.partition import AppendResult, Partition, Role
 from ingest.tiered import tiered_fetch
 from logformat.errors import ErrorCode, TierlogError
 from logformat.expansion import ExpansionLimits, measure_arrow
@@ -173,7 +173,7 @@ async def fetch_records(request: Request) -> Response:
     auth.require(request, "topic", topic, "read")
     partition = path_partition(request)
     state = await _local_replica(broker, request, topic, partition)
-    if not isinstance(state, PartitionState):
+    if not isinstance(state, Partition):
         return state
     params = fetch_params(request)
     cold = _cold_reader(broker, topic)
@@ -214,7 +214,7 @@ def _cold_reader(broker: Broker, topic: str) -> ColdReader | None:
 
 async def _local_replica(
     broker: Broker, request: Request, topic: str, partition: int
-) -> PartitionState | Response:
+) -> Partition | Response:
     """This broker's state if it leads the partition (or may serve a fetch node's read as an
     in-sync follower), else the leader's proxied answer."""
     follower = _follower_read(broker, request, topic, partition)
@@ -225,7 +225,7 @@ async def _local_replica(
 
 def _follower_read(
     broker: Broker, request: Request, topic: str, partition: int
-) -> PartitionState | None:
+) -> Partition | None:
     """Kafka's follower fetching (KIP-392), for fetch nodes only: an in-sync follower serves
     what it has up to its own high watermark (committed records, never truncated). Anything
     newer, or a follower out of the ISR, falls through to the leader."""
@@ -245,7 +245,7 @@ def _follower_read(
 
 async def _local_leader(
     broker: Broker, request: Request, topic: str, partition: int
-) -> PartitionState | Response:
+) -> Partition | Response:
     """This broker's state if it leads the partition, else the leader's proxied answer."""
     view = await broker.cache.require_topic(topic, partition)
     state = broker.leader_state(topic, partition)
@@ -267,7 +267,7 @@ async def list_offsets(request: Request) -> Response:
     auth.require(request, "topic", topic, "describe")  # Kafka's ListOffsets: DESCRIBE
     partition = path_partition(request)
     state = await _local_leader(broker, request, topic, partition)
-    if not isinstance(state, PartitionState):
+    if not isinstance(state, Partition):
         return state
     cold = _cold_reader(broker, topic)
     at = request.query_params.get("at", "latest")

@@ -38,7 +38,7 @@ from ingest.log.local_log import PartitionLog, SegmentInfo
 from ingest.log.log_read import CorruptLogError
 from ingest.log.segment import fsync_dir
 from ingest.replication import corruption
-from ingest.replication.partition import PartitionState
+from ingest.replication.partition import Partition
 from ingest.unified.producer_state import DEFAULT_EXPIRATION_MS
 from logformat.frame import (
     HEADER,
@@ -300,7 +300,7 @@ class CleanerDuty:
 
     def __init__(
         self,
-        partitions: Callable[[], Mapping[tuple[str, int], PartitionState]],
+        partitions: Callable[[], Mapping[tuple[str, int], Partition]],
         cache: MetadataCache,
         manifest: TieredEndApi,
         cleaner: LogCleaner | None = None,

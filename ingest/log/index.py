@@ -70,7 +70,7 @@ class FrameEntry(NamedTuple):
         return self.base_offset + self.record_count
 
 
-class PartitionState(NamedTuple):
+class PartitionCheckpoint(NamedTuple):
     log_start_offset: int
     recovery_checkpoint: int
     clean_shutdown: bool
@@ -178,14 +178,14 @@ class PartitionIndex:
         return None
 
     # --- partition state ---
-    def get_state(self) -> PartitionState | None:
+    def get_state(self) -> PartitionCheckpoint | None:
         value = self._db.get(self._s)
         if value is None:
             return None
         _, lso, checkpoint, clean = _STATE_VALUE.unpack(value)
-        return PartitionState(lso, checkpoint, bool(clean))
+        return PartitionCheckpoint(lso, checkpoint, bool(clean))
 
-    def put_state(self, batch: WriteBatch, state: PartitionState) -> None:
+    def put_state(self, batch: WriteBatch, state: PartitionCheckpoint) -> None:
         batch.put(
             self._s,
             _STATE_VALUE.pack(

@@ -22,7 +22,7 @@ from rocksdict import WriteBatch
 
 from ingest.log import log_read, log_truncation, segment_swap
 from ingest.log.epoch_cache import Epochs, LeaderEpochCache
-from ingest.log.index import LogIndex, PartitionIndex, PartitionState, SegmentMeta
+from ingest.log.index import LogIndex, PartitionCheckpoint, PartitionIndex, SegmentMeta
 from ingest.log.log_append import Entry, number_frames, replicated_frames, write_groups
 from ingest.log.log_loader import RecoveryResult, prepare_dir, recover
 from ingest.log.log_read import LogView, ReadResult
@@ -380,7 +380,7 @@ class PartitionLog:
         self.log_index.write(batch)
 
     def _put_state(self, batch: WriteBatch, *, clean: bool) -> None:
-        self.index.put_state(batch, PartitionState(self._lso, self._checkpoint, clean))
+        self.index.put_state(batch, PartitionCheckpoint(self._lso, self._checkpoint, clean))
 
     def _install(self, r: RecoveryResult) -> None:
         """Take over the state `recover` brought back; log what it did."""

@@ -19,7 +19,7 @@ from typing import NamedTuple
 from rocksdict import WriteBatch
 
 from ingest.log import segment_swap
-from ingest.log.index import FrameEntry, LogIndex, PartitionIndex, PartitionState, SegmentMeta
+from ingest.log.index import FrameEntry, LogIndex, PartitionCheckpoint, PartitionIndex, SegmentMeta
 from ingest.log.log_types import PartitionDir
 from ingest.log.segment import (
     NO_TIMESTAMP,
@@ -125,7 +125,7 @@ class LogLoader:
     def __init__(self, directory: str, index: LogIndex, idx: PartitionIndex) -> None:
         self.dir, self.index, self.idx = directory, index, idx
         self.files: list[tuple[int, str]] = []
-        self.state = PartitionState(0, 0, False)
+        self.state = PartitionCheckpoint(0, 0, False)
         self.full_rebuild = False
         self.metas: dict[int, SegmentMeta] = {}
         self.segments: list[Segment] = []
@@ -159,7 +159,7 @@ class LogLoader:
         state = self.idx.get_state()
         self.full_rebuild = state is None
         if state is None:
-            state = PartitionState(self.files[0][0] if self.files else 0, 0, False)
+            state = PartitionCheckpoint(self.files[0][0] if self.files else 0, 0, False)
         self.state = state
         self.metas = self.idx.segment_metas()
 
@@ -292,7 +292,7 @@ class LogLoader:
     def write_state(self, batch: WriteBatch) -> None:
         """Record the log start and a recovery checkpoint at the active segment (not clean)."""
         checkpoint = self.segments[-1].base_offset
-        self.idx.put_state(batch, PartitionState(self.log_start, checkpoint, False))
+        self.idx.put_state(batch, PartitionCheckpoint(self.log_start, checkpoint, False))
         self.index.write(batch)
 
     def result(self) -> RecoveryResult:

@@ -22,7 +22,7 @@ import mmap
 from ingest import metrics
 from ingest.log.log_read import CorruptLogError
 from ingest.log_throttle import LogThrottle
-from ingest.replication.partition import PartitionState, Role
+from ingest.replication.partition import Partition, Role
 from logformat.frame import first_corrupt_offset
 
 log = logging.getLogger("tierlog.corruption")
@@ -31,7 +31,7 @@ log = logging.getLogger("tierlog.corruption")
 _THROTTLE = LogThrottle(every_s=10.0)
 
 
-def report(state: PartitionState, err: CorruptLogError) -> None:
+def report(state: Partition, err: CorruptLogError) -> None:
     """A read of `state`'s log met a corrupt frame (the read itself fails with `err`)."""
     metrics.CORRUPT_FRAMES.labels(state.topic, str(state.partition)).inc()
     follower = state.role is Role.FOLLOWER
@@ -57,7 +57,7 @@ def report(state: PartitionState, err: CorruptLogError) -> None:
     )
 
 
-def repair(state: PartitionState) -> None:
+def repair(state: Partition) -> None:
     """Before a follower fetches: cut its log below a reported corrupt frame, so the fetch
     asks the leader for it (and everything after it) again."""
     at, state.repair_from = state.repair_from, None
@@ -93,7 +93,7 @@ def check_segment(fd: int, size: int, base_offset: int) -> int | None:
         return first_corrupt_offset(view, base_offset)
 
 
-def segment_error(state: PartitionState, base_offset: int, bad: int) -> CorruptLogError:
+def segment_error(state: Partition, base_offset: int, bad: int) -> CorruptLogError:
     """Report a corrupt sealed segment and return the error its download answers."""
     err = CorruptLogError(bad, f"segment {base_offset} of {state.topic}-{state.partition}")
     report(state, err)

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import asyncio
 
-from ingest.replication.partition import PartitionState
+from ingest.replication.partition import Partition
 from metadata.partition_state import PartitionStateRepo
 from metadata.types import PartitionInfo
 
 
 async def hand_over(
-    repo: PartitionStateRepo, me: int, state: PartitionState, to: int | None = None
+    repo: PartitionStateRepo, me: int, state: Partition, to: int | None = None
 ) -> PartitionInfo | None:
     """Hand `state` to `to` (None: any live in-sync replica), fenced on the epochs this leader
     holds, off the event loop. None when the race was lost or no successor qualifies."""
@@ -27,7 +27,7 @@ async def hand_over(
     )
 
 
-def handed_over(state: PartitionState, info: PartitionInfo) -> dict[str, object]:
+def handed_over(state: Partition, info: PartitionInfo) -> dict[str, object]:
     """The log fields of a hand-over: the partition and who leads it now."""
     return {
         "topic": state.topic,

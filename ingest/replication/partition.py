@@ -25,7 +25,7 @@ from ingest.unified.unified_log import UnifiedLog
 from logformat.errors import ErrorCode, TierlogError
 from metadata.types import PartitionInfo
 
-__all__ = ["AppendResult", "PartitionState", "Role"]
+__all__ = ["AppendResult", "Partition", "Role"]
 
 logger = logging.getLogger("tierlog.partition")
 
@@ -40,7 +40,7 @@ def _now_ms() -> float:
     return time.monotonic() * 1000
 
 
-class PartitionState:
+class Partition:
     def __init__(
         self,
         log_: PartitionLog,

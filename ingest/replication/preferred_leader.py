@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
 from ingest.replication.handover import hand_over, handed_over
-from ingest.replication.partition import PartitionState, Role
+from ingest.replication.partition import Partition, Role
 from metadata.partition_state import PartitionStateRepo
 
 log = logging.getLogger("tierlog.preferred_leader")
@@ -41,7 +41,7 @@ class PreferredLeaderMover:
     def __init__(
         self,
         me: int,
-        partitions: Callable[[], dict[Key, PartitionState]],
+        partitions: Callable[[], dict[Key, Partition]],
         repo: PartitionStateRepo,
         refresh_metadata: Callable[[], Awaitable[None]],
         timing: Timing = DEFAULT_TIMING,
@@ -51,7 +51,7 @@ class PreferredLeaderMover:
         self._in_sync_since: dict[Key, float] = {}
         self._last_try: dict[Key, float] = {}
 
-    def due(self, key: Key, state: PartitionState, now: float) -> bool:
+    def due(self, key: Key, state: Partition, now: float) -> bool:
         """Is a move of `state` back to its preferred replica due now?"""
         preferred = state.replicas[0] if state.replicas else self.me
         if state.role is not Role.LEADER or preferred == self.me or preferred not in state.isr:
@@ -74,7 +74,7 @@ class PreferredLeaderMover:
                 self._last_try[key] = now
                 await self._move(state)
 
-    async def _move(self, state: PartitionState) -> None:
+    async def _move(self, state: Partition) -> None:
         preferred = state.replicas[0]
         state.handing_off = True  # from here on no write is acknowledged
         moved = False

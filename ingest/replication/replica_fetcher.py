@@ -19,7 +19,7 @@ import httpx
 from cluster.internal_http import internal_async_client
 from ingest.log_throttle import LogThrottle
 from ingest.replication import corruption
-from ingest.replication.partition import PartitionState, Role
+from ingest.replication.partition import Partition, Role
 from ingest.replication.wire import (
     FetchPartition,
     PartitionReply,
@@ -48,7 +48,7 @@ class ReplicaFetcher:
     ) -> None:
         self.me, self.leader_id = me, leader_id
         self.leader_url, self.token, self.refresh_metadata = leader_url, token, refresh_metadata
-        self.partitions: dict[tuple[str, int], PartitionState] = {}
+        self.partitions: dict[tuple[str, int], Partition] = {}
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._stalled = False  # the last response changed nothing for some partition
@@ -66,7 +66,7 @@ class ReplicaFetcher:
                 self._task.exception()  # retrieved, so it is not reported as never awaited
         await self._client.aclose()
 
-    def _request(self) -> tuple[list[FetchPartition], list[PartitionState]]:
+    def _request(self) -> tuple[list[FetchPartition], list[Partition]]:
         parts, states = [], []
         for state in self.partitions.values():
             if state.role is not Role.FOLLOWER or state.leader_id != self.leader_id:
@@ -124,7 +124,7 @@ class ReplicaFetcher:
                 stall = STALL_BACKOFF_S[0]
 
     def _apply(
-        self, replies: list[tuple[PartitionReply, memoryview]], states: list[PartitionState]
+        self, replies: list[tuple[PartitionReply, memoryview]], states: list[Partition]
     ) -> bool:
         """Apply one response; True when metadata looks stale and should be refreshed."""
         stale = self._stalled = False
@@ -162,7 +162,7 @@ class ReplicaFetcher:
                 stale = True
         return stale
 
-    def _no_progress(self, state: PartitionState, reply: PartitionReply, why: str) -> None:
+    def _no_progress(self, state: Partition, reply: PartitionReply, why: str) -> None:
         """The leader's answer, applied, left the log as it was: asking again loops."""
         self._stalled = True
         skipped = _THROTTLE.allow((state.topic_id, state.partition, reply.leader_epoch))

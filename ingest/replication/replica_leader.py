@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from ingest.log.log_read import CorruptLogError
 from ingest.replication import corruption
-from ingest.replication.partition import PartitionState, Role
+from ingest.replication.partition import Partition, Role
 from ingest.replication.wire import (
     FetchPartition,
     PartitionReply,
@@ -27,7 +27,7 @@ _WAITING = (None, ErrorCode.KAFKA_STORAGE_ERROR.value)
 
 def _reply(
     p: FetchPartition,
-    state: PartitionState | None,
+    state: Partition | None,
     error: ErrorCode | None = None,
     message: str | None = None,
     diverging: tuple[int, int] = (-1, -1),
@@ -52,8 +52,8 @@ def _reply(
 class ReplicaFetchHandler:
     def __init__(
         self,
-        partitions: Callable[[], dict[tuple[str, int], PartitionState]],
-        on_isr_expand: Callable[[PartitionState, list[int]], None],
+        partitions: Callable[[], dict[tuple[str, int], Partition]],
+        on_isr_expand: Callable[[Partition, list[int]], None],
     ) -> None:
         self.partitions = partitions  # the partitions this broker hosts now
         self.on_isr_expand = on_isr_expand

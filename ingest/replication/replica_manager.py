@@ -17,7 +17,7 @@ from ingest import metrics
 from ingest.log.local_log import LogConfig
 from ingest.log.log_manager import LogManager
 from ingest.replication.handover import hand_over, handed_over
-from ingest.replication.partition import PartitionState, Role
+from ingest.replication.partition import Partition, Role
 from ingest.replication.replica_fetcher import ReplicaFetcher
 from metadata.partition_state import PartitionStateRepo
 from metadata.types import PartitionInfo
@@ -44,7 +44,7 @@ class ReplicaManager:
         self.me, self.logs, self.cache, self.repo = me, logs, cache, repo
         self._lease_ok, self._on_append = lease_ok, on_append
         self._token, self._refresh_metadata = token, refresh_metadata
-        self.partitions: dict[tuple[str, int], PartitionState] = {}
+        self.partitions: dict[tuple[str, int], Partition] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
         # Failed logs: when to try reopening next, and the wait after that (doubling while
         # the storage keeps failing, so a flapping disk is not reopened every second).
@@ -77,7 +77,7 @@ class ReplicaManager:
             state = self.partitions.get(key)
             if state is None:
                 plog = self.logs.get_or_create(key[0], view.info.id, key[1], log_config(view))
-                state = self.partitions[key] = PartitionState(
+                state = self.partitions[key] = Partition(
                     plog, self.me, self._lease_ok, self._on_append
                 )
             else:
@@ -95,7 +95,7 @@ class ReplicaManager:
         log.info("partition removed", extra={"topic": key[0], "partition": key[1]})
 
     def _sync_fetchers(self) -> None:
-        by_leader: dict[int, dict[tuple[str, int], PartitionState]] = {}
+        by_leader: dict[int, dict[tuple[str, int], Partition]] = {}
         for key, state in self.partitions.items():
             if state.role is Role.FOLLOWER and state.leader_id is not None:
                 by_leader.setdefault(state.leader_id, {})[key] = state
@@ -117,14 +117,14 @@ class ReplicaManager:
 
     # -- leader: ISR changes ----------------------------------------------------------------
 
-    def request_isr_change(self, state: PartitionState, new_isr: list[int]) -> None:
+    def request_isr_change(self, state: Partition, new_isr: list[int]) -> None:
         """Compare-and-set the ISR in Postgres off the event loop; one change at a time."""
         if state.isr_change_pending or state.role is not Role.LEADER:
             return
         state.begin_isr_change(new_isr)
         asyncio.get_running_loop().create_task(self._alter_isr(state, new_isr))
 
-    async def _alter_isr(self, state: PartitionState, new_isr: list[int]) -> None:
+    async def _alter_isr(self, state: Partition, new_isr: list[int]) -> None:
         try:
             info = await asyncio.to_thread(
                 self.repo.alter_isr,
@@ -179,7 +179,7 @@ class ReplicaManager:
     def offline(self) -> list[str]:
         return [f"{t}-{p}" for (t, p), s in self.partitions.items() if s.log.failure is not None]
 
-    async def _hand_off(self, state: PartitionState) -> None:
+    async def _hand_off(self, state: Partition) -> None:
         info = await hand_over(self.repo, self.me, state)
         if info is None:
             return  # no live in-sync replica to take over (or a race): keep trying
@@ -194,7 +194,7 @@ class ReplicaManager:
         )
         await self._refresh_metadata()
 
-    async def _reopen(self, key: tuple[str, int], state: PartitionState) -> None:
+    async def _reopen(self, key: tuple[str, int], state: Partition) -> None:
         at, wait = self._retry.get(key, (0.0, 1.0))
         now = time.monotonic()
         if now < at:
@@ -208,7 +208,7 @@ class ReplicaManager:
             )
             return
         state.close()
-        new = self.partitions[key] = PartitionState(fresh, self.me, self._lease_ok, self._on_append)
+        new = self.partitions[key] = Partition(fresh, self.me, self._lease_ok, self._on_append)
         info = self._info(key)
         if info is not None:
             new.apply(info)

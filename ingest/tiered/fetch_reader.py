@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 from cluster.read_contract import FetchResult, FrameCrc
 from ingest.log.log_read import CorruptLogError
 from ingest.replication import corruption
-from ingest.replication.partition import PartitionState
+from ingest.replication.partition import Partition
 from logformat import records
 from logformat.errors import ErrorCode, TierlogError
 from logformat.frame import decode_records
@@ -22,7 +22,7 @@ MAX_WAIT_MS = 30_000
 _EMPTY = pa.RecordBatch.from_pylist([], schema=CONSUMER_SCHEMA)
 
 
-def out_of_range(state: PartitionState, offset: int) -> TierlogError:
+def out_of_range(state: Partition, offset: int) -> TierlogError:
     log = state.log
     return TierlogError(
         ErrorCode.OFFSET_OUT_OF_RANGE,
@@ -35,7 +35,7 @@ def out_of_range(state: PartitionState, offset: int) -> TierlogError:
 
 
 async def fetch(
-    state: PartitionState, offset: int, max_records: int, max_bytes: int, wait_ms: int
+    state: Partition, offset: int, max_records: int, max_bytes: int, wait_ms: int
 ) -> FetchResult:
     log = state.log
     if offset < log.log_start_offset or offset > log.log_end_offset:
@@ -55,12 +55,12 @@ async def fetch(
 
 # Per partition, the last read a woken long poll made (records below the high watermark do
 # not change; the key holds the high watermark and the log start).
-_WOKEN: weakref.WeakKeyDictionary[PartitionState, tuple[tuple[int, ...], FetchResult]] = (
+_WOKEN: weakref.WeakKeyDictionary[Partition, tuple[tuple[int, ...], FetchResult]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def _read(state: PartitionState, offset: int, max_records: int, max_bytes: int) -> FetchResult:
+def _read(state: Partition, offset: int, max_records: int, max_bytes: int) -> FetchResult:
     log = state.log
     hw = state.high_watermark
     empty = FetchResult(_EMPTY, offset, hw, log.log_start_offset)

@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 from cluster.metadata_cache import MetadataCache
 from ingest import metrics
-from ingest.replication.partition import PartitionState, Role
+from ingest.replication.partition import Partition, Role
 from ingest.tiered.retention_plan import (
     RetentionPlan,
     advance_to,
@@ -38,7 +38,7 @@ from metadata.configs import TopicConfig
 
 log = logging.getLogger("tierlog.remote_log")
 
-Deletions = list[tuple[PartitionState, RetentionPlan]]
+Deletions = list[tuple[Partition, RetentionPlan]]
 
 
 class ManifestView(NamedTuple):
@@ -49,7 +49,7 @@ class ManifestView(NamedTuple):
 class LocalRetention:
     def __init__(
         self,
-        partitions: Callable[[], Mapping[tuple[str, int], PartitionState]],
+        partitions: Callable[[], Mapping[tuple[str, int], Partition]],
         cache: MetadataCache,
         manifest: ColdManifestApi,
         gauges: TieringGauges,
@@ -62,7 +62,7 @@ class LocalRetention:
         hosted = list(self._partitions().values())
         self._gauges.hosted(hosted)
         deletions: Deletions = []
-        tiered: list[tuple[PartitionState, TopicConfig]] = []
+        tiered: list[tuple[Partition, TopicConfig]] = []
         for state in hosted:
             self._gauges.hot_bytes(state)
             cfg = topic_config(self._cache, state)
@@ -78,9 +78,7 @@ class LocalRetention:
                     deletions += self._plan_tiered(state, cfg, view, now_ms)
         await asyncio.to_thread(self._delete, deletions, hosted)
 
-    def _plan_untiered(
-        self, state: PartitionState, cfg: TopicConfig | None, now_ms: int
-    ) -> Deletions:
+    def _plan_untiered(self, state: Partition, cfg: TopicConfig | None, now_ms: int) -> Deletions:
         self._gauges.not_tiered(state)
         if cfg is None or not cfg.delete:
             return []
@@ -88,7 +86,7 @@ class LocalRetention:
         return [(state, plan)] if plan.segments else []
 
     def _plan_tiered(
-        self, state: PartitionState, cfg: TopicConfig, view: ManifestView, now_ms: int
+        self, state: Partition, cfg: TopicConfig, view: ManifestView, now_ms: int
     ) -> Deletions:
         out: Deletions = []
         end, start = view
@@ -120,7 +118,7 @@ class LocalRetention:
                 break
         return out
 
-    def _delete(self, deletions: Deletions, hosted: list[PartitionState]) -> None:
+    def _delete(self, deletions: Deletions, hosted: list[Partition]) -> None:
         for state, plan in deletions:
             try:
                 if plan.advance_start:
@@ -142,7 +140,7 @@ class LocalRetention:
         for state in hosted:
             state.log.reap_deleted()
 
-    def _deleted(self, state: PartitionState, plan: RetentionPlan, size: int, count: int) -> None:
+    def _deleted(self, state: Partition, plan: RetentionPlan, size: int, count: int) -> None:
         metrics.LOCAL_RETENTION_DELETED_SEGMENTS.labels(state.topic).inc(count)
         metrics.LOCAL_RETENTION_DELETED_BYTES.labels(state.topic).inc(size)
         metrics.LOG_START_OFFSET.labels(*labels_of(state)).set(state.log.log_start_offset)

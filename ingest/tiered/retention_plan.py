@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from ingest.log.local_log import SegmentInfo
-from ingest.replication.partition import PartitionState
+from ingest.replication.partition import Partition
 from metadata.configs import TopicConfig
 
 
@@ -57,7 +57,7 @@ def plan_local_retention(
     return RetentionPlan(delete_before, n, nbytes, blocked_n, blocked)
 
 
-def plan_untiered_retention(state: PartitionState, cfg: TopicConfig, now_ms: int) -> RetentionPlan:
+def plan_untiered_retention(state: Partition, cfg: TopicConfig, now_ms: int) -> RetentionPlan:
     """Whole-log retention of a topic without a cold tier: retention.ms / retention.bytes
     on the hot log, never at or above the high watermark (Kafka's upper bound)."""
     bound = min(state.high_watermark, state.log.log_end_offset)

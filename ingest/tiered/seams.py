@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from cluster.metadata_cache import MetadataCache
-from ingest.replication.partition import PartitionState
+from ingest.replication.partition import Partition
 from metadata.configs import TopicConfig
 
 PartitionKey = tuple[str, int]  # (topic id, partition)
@@ -31,11 +31,11 @@ class ColdManifestApi(Protocol):
     def log_start_offset(self, topic_id: str, partition: int) -> int | None: ...
 
 
-def key_of(state: PartitionState) -> PartitionKey:
+def key_of(state: Partition) -> PartitionKey:
     return (state.topic_id, state.partition)
 
 
-def topic_config(cache: MetadataCache, state: PartitionState) -> TopicConfig | None:
+def topic_config(cache: MetadataCache, state: Partition) -> TopicConfig | None:
     """The config of the partition's topic; None when metadata no longer has that topic (or
     a topic of the same name was created again: another id)."""
     view = cache.topic(state.topic)

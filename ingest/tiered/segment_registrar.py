@@ -17,19 +17,19 @@ from collections.abc import Callable, Mapping
 from cluster.metadata_cache import MetadataCache
 from ingest import metrics
 from ingest.log.local_log import SegmentInfo
-from ingest.replication.partition import PartitionState, Role
+from ingest.replication.partition import Partition, Role
 from ingest.tiered.seams import PartitionKey, SegmentRegistryApi, key_of, topic_config
 from logformat.errors import TierlogError
 
 log = logging.getLogger("tierlog.remote_log")
 
-Todo = list[tuple[PartitionState, SegmentInfo]]
+Todo = list[tuple[Partition, SegmentInfo]]
 
 
 class SealedSegmentRegistrar:
     def __init__(
         self,
-        partitions: Callable[[], Mapping[tuple[str, int], PartitionState]],
+        partitions: Callable[[], Mapping[tuple[str, int], Partition]],
         cache: MetadataCache,
         registry: SegmentRegistryApi,
     ) -> None:
@@ -50,7 +50,7 @@ class SealedSegmentRegistrar:
             self._registered.setdefault(key_of(state), set()).add(seg.base_offset)
             metrics.SEGMENTS_REGISTERED.labels(state.topic).inc()
 
-    def _due(self, state: PartitionState) -> Todo:
+    def _due(self, state: Partition) -> Todo:
         """The partition's segments to register now: none unless it leads a tiered topic."""
         done = self._registered.setdefault(key_of(state), set())
         cfg = topic_config(self._cache, state)

@@ -7,7 +7,7 @@ import asyncio
 import logging
 from typing import NamedTuple
 
-from ingest.replication.partition import PartitionState
+from ingest.replication.partition import Partition
 from ingest.tiered.seams import ColdManifestApi
 from logformat.errors import ErrorCode, TierlogError
 
@@ -36,7 +36,7 @@ class TierStatusReader:
             out[p] = TierStatus(cold, end, self._manifest.log_start_offset(topic_id, p))
         return out
 
-    async def out_of_range(self, state: PartitionState, offset: int) -> TierlogError | None:
+    async def out_of_range(self, state: Partition, offset: int) -> TierlogError | None:
         """An OFFSET_OUT_OF_RANGE naming the cold tier for an offset below the local log
         start, when the manifest has a cold range; None when it has none."""
         try:

@@ -15,13 +15,13 @@ following `next_offset` sees every offset exactly once across the seam.
 from __future__ import annotations
 
 from cluster.read_contract import ColdRange, ColdReader, FetchResult
-from ingest.replication.partition import PartitionState
+from ingest.replication.partition import Partition
 from ingest.tiered.fetch_reader import fetch, out_of_range
 from logformat.errors import ErrorCode, TierlogError
 
 
 async def cold_range_at(
-    cold: ColdReader, state: PartitionState, offset: int | None = None
+    cold: ColdReader, state: Partition, offset: int | None = None
 ) -> ColdRange | None:
     """The cold range, re-read from the manifest when the cached one does not hold `offset`
     (the cache may predate the latest tiered file)."""
@@ -31,13 +31,13 @@ async def cold_range_at(
     return rng
 
 
-def log_start(state: PartitionState, rng: ColdRange | None) -> int:
+def log_start(state: Partition, rng: ColdRange | None) -> int:
     """The log start across tiers."""
     hot = state.log.log_start_offset
     return hot if rng is None else min(hot, rng.start)
 
 
-async def known_start(state: PartitionState, cold: ColdReader | None) -> int:
+async def known_start(state: Partition, cold: ColdReader | None) -> int:
     """The log start across tiers as last known: what hot reads report. They must not
     depend on Postgres, so they wait on it (with its deadline) only before the partition's
     cold range was ever read."""
@@ -49,7 +49,7 @@ async def known_start(state: PartitionState, cold: ColdReader | None) -> int:
     return log_start(state, known[0])
 
 
-async def earliest(state: PartitionState, cold: ColdReader | None) -> int:
+async def earliest(state: Partition, cold: ColdReader | None) -> int:
     """The log start across tiers; the last known one when the manifest cannot be read."""
     if cold is None:
         return state.log.log_start_offset
@@ -62,7 +62,7 @@ async def earliest(state: PartitionState, cold: ColdReader | None) -> int:
 
 
 async def fetch_tiered(
-    state: PartitionState,
+    state: Partition,
     cold: ColdReader | None,
     offset: int | None,
     max_records: int,
@@ -104,7 +104,7 @@ async def fetch_tiered(
 
 
 def below_log_start(
-    state: PartitionState, offset: int, start: int, rng: ColdRange | None
+    state: Partition, offset: int, start: int, rng: ColdRange | None
 ) -> TierlogError:
     """416 naming the earliest offset across tiers (Kafka's OFFSET_OUT_OF_RANGE)."""
     if rng is None:
@@ -125,7 +125,7 @@ def below_log_start(
 
 
 async def offset_for_timestamp(
-    state: PartitionState, cold: ColdReader | None, timestamp: int
+    state: Partition, cold: ColdReader | None, timestamp: int
 ) -> int | None:
     """Kafka's ListOffsets by time: the earliest offset whose timestamp is >= `timestamp`.
     The cold tier is asked first (as Kafka's RemoteLogManager does): it holds the older

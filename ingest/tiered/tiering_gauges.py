@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 
 from ingest import metrics
-from ingest.replication.partition import PartitionState, Role
+from ingest.replication.partition import Partition, Role
 from ingest.tiered.retention_plan import RetentionPlan
 from ingest.tiered.seams import PartitionKey, key_of
 from metadata.configs import TopicConfig
@@ -22,7 +22,7 @@ WARN_EVERY_S = 60.0
 Labels = tuple[str, str]  # (topic, partition)
 
 
-def labels_of(state: PartitionState) -> Labels:
+def labels_of(state: Partition) -> Labels:
     return (state.topic, str(state.partition))
 
 
@@ -32,7 +32,7 @@ class TieringGauges:
         self._lag_labels: set[Labels] = set()
         self._warned: dict[PartitionKey, float] = {}
 
-    def hosted(self, hosted: Sequence[PartitionState]) -> None:
+    def hosted(self, hosted: Sequence[Partition]) -> None:
         """Start a pass over the hosted partitions: drop the series of the others."""
         labels = {labels_of(s) for s in hosted}
         led = {labels_of(s) for s in hosted if s.role is Role.LEADER}
@@ -46,22 +46,22 @@ class TieringGauges:
         self._labels = labels
         self._lag_labels &= led
 
-    def hot_bytes(self, state: PartitionState) -> None:
+    def hot_bytes(self, state: Partition) -> None:
         metrics.HOT_BYTES.labels(*labels_of(state)).set(sum(s.size for s in state.log.segments()))
 
-    def not_tiered(self, state: PartitionState) -> None:
+    def not_tiered(self, state: Partition) -> None:
         """A partition of a topic without a cold tier: nothing is blocked, nothing lags."""
         metrics.LOCAL_RETENTION_BLOCKED_BYTES.labels(*labels_of(state)).set(0)
         if state.role is Role.LEADER:
             self.lag(state, 0)
 
-    def lag(self, state: PartitionState, lag: int) -> None:
+    def lag(self, state: Partition, lag: int) -> None:
         labels = labels_of(state)
         metrics.TIERING_LAG.labels(*labels).set(lag)
         self._lag_labels.add(labels)
 
     def blocked(
-        self, state: PartitionState, plan: RetentionPlan, end: int | None, cfg: TopicConfig
+        self, state: Partition, plan: RetentionPlan, end: int | None, cfg: TopicConfig
     ) -> None:
         key = key_of(state)
         metrics.LOCAL_RETENTION_BLOCKED_BYTES.labels(*labels_of(state)).set(plan.blocked_bytes)

@@ -25,7 +25,7 @@ offset, which one copy updated in place cannot give. `rebuild` loads the newest 
 is at or below the log end and still matches the log (leader epoch of its last frame), and
 replays frame headers from there; with none it replays from the log start.
 
-Not thread-safe: use it from the partition's event loop, like PartitionState.
+Not thread-safe: use it from the partition's event loop, like Partition.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ replication layer above calls one method per change. It also owns what else is t
 bookkeeping on disk: the epoch-cache lookups, log-start/retention advancement and the
 high-watermark checkpoint file (Kafka's replication-offset-checkpoint).
 
-Not thread-safe: use it from the partition's event loop, like PartitionState.
+Not thread-safe: use it from the partition's event loop, like Partition.
 """
 
 from __future__ import annotations

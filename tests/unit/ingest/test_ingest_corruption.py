@@ -11,7 +11,7 @@ import pytest
 from ingest.log.local_log import LogConfig, PartitionLog
 from ingest.log.log_read import CorruptLogError
 from ingest.replication import corruption
-from ingest.replication.partition import PartitionState, Role
+from ingest.replication.partition import Partition, Role
 from ingest.tiered.fetch_reader import fetch
 from logformat.errors import ErrorCode
 from logformat.frame import HEADER_SIZE, decode_header
@@ -92,7 +92,7 @@ def test_time_lookup_does_not_decode_a_corrupt_frame(env, frame) -> None:  # typ
 def test_a_follower_repairs_by_truncating_below_the_corrupt_frame(env, frame) -> None:  # type: ignore[no-untyped-def]
     async def run() -> None:
         log = _log_of_sealed_segments(env, frame)
-        state = PartitionState(log, me=2)
+        state = Partition(log, me=2)
         state.apply(PartitionInfo("orders", env.topic_id, 0, 1, 5, [1, 2, 3], [1, 2, 3], 7))
         assert state.role is Role.FOLLOWER
         state.high_watermark = log.log_end_offset
@@ -113,7 +113,7 @@ def test_a_follower_repairs_by_truncating_below_the_corrupt_frame(env, frame) ->
 def test_a_leader_answers_errors_and_keeps_its_log(env, frame) -> None:  # type: ignore[no-untyped-def]
     async def run() -> None:
         log = _log_of_sealed_segments(env, frame)
-        state = PartitionState(log, me=1)
+        state = Partition(log, me=1)
         state.apply(PartitionInfo("orders", env.topic_id, 0, 1, 5, [1], [1], 7))
         assert state.role is Role.LEADER
         state.high_watermark = log.log_end_offset
@@ -134,7 +134,7 @@ def test_hot_fetches_name_each_frame_and_its_crc(env, frame) -> None:  # type: i
         log = env.open()
         for n in (2, 3, 4):
             log.append([frame(n)], leader_epoch=1, now_ms=1)
-        state = PartitionState(log, me=1)
+        state = Partition(log, me=1)
         state.apply(PartitionInfo("orders", env.topic_id, 0, 1, 5, [1], [1], 7))
         state.high_watermark = log.log_end_offset
         stored = {h.base_offset: h for h, _ in log.read(0, 1 << 20)}

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import asyncio
 
-from ingest.replication.partition import PartitionState, Role
+from ingest.replication.partition import Partition, Role
 from ingest.replication.preferred_leader import PreferredLeaderMover, Timing
 from logformat.errors import ErrorCode, TierlogError
 from metadata.types import PartitionInfo
 
 
-def _state(env, leader: int, isr: list[int]) -> PartitionState:  # type: ignore[no-untyped-def]
-    state = PartitionState(env.open(), me=2)
+def _state(env, leader: int, isr: list[int]) -> Partition:  # type: ignore[no-untyped-def]
+    state = Partition(env.open(), me=2)
     state.apply(PartitionInfo("orders", env.topic_id, 0, leader, 1, [1, 2, 3], isr, 1))
     return state
 

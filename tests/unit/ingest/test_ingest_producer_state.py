@@ -50,7 +50,7 @@ Answer = list[tuple[int, int]] | TierlogError
 def drain(
     plog: PartitionLog, mgr: ProducerStateManager, requests: list[list[bytearray]]
 ) -> list[Answer]:
-    """The leader's group-commit drain, as PartitionState._drain should call the manager."""
+    """The leader's group-commit drain, as Partition._drain should call the manager."""
     pending = mgr.begin(plog.log_end_offset)
     plan: list[tuple[int, list[Verdict]] | TierlogError] = []
     to_write: list[bytearray] = []
