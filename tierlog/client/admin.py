@@ -160,9 +160,12 @@ class Admin:
         transport: httpx.AsyncBaseTransport | None = None,
         api_key: str | None = None,
         verify: bool | str = True,
+        retry: bool = True,
     ) -> None:
-        """`api_key` (default $TIERLOG_API_KEY) authenticates; `verify`: a CA path or bool."""
+        """`api_key` (default $TIERLOG_API_KEY) authenticates; `verify`: a CA path or bool.
+        `retry=False`: one attempt per call, so a tool reports an unreachable node at once."""
         self.timeout_s = request_timeout_ms / 1000
+        self.retry = retry
         self._io = IOThread("tierlog-admin-io")
         self._http = AsyncHttp(
             Endpoints(bootstrap),
@@ -178,7 +181,9 @@ class Admin:
         kw: dict[str, Any] = {"params": params}
         if body is not None:
             kw["body"] = body
-        return self._io.run(self._http.call_any(method, path, deadline=deadline, **kw))
+        return self._io.run(
+            self._http.call_any(method, path, deadline=deadline, retry=self.retry, **kw)
+        )
 
     # --- topics ---
     def create_topic(
@@ -202,15 +207,36 @@ class Admin:
         ]
 
     def describe_topic(self, name: str) -> TopicDescription:
-        return TopicDescription.from_json(self.call("GET", topic_path(name)))
+        return TopicDescription.from_json(self.describe_topic_json(name))
+
+    def describe_topic_json(self, name: str) -> dict[str, Any]:
+        """The topic's document as the API answers it (every field, as `tierlog topics
+        describe` prints it)."""
+        doc: dict[str, Any] = self.call("GET", topic_path(name))
+        return doc
 
     def delete_topic(self, name: str) -> None:
         self.call("DELETE", topic_path(name))
 
     def alter_configs(self, topic: str, configs: Mapping[str, Any]) -> TopicDescription:
         """Set configs; a None value restores the default (Kafka's incremental DELETE)."""
-        doc = self.call("PATCH", topic_path(topic) + "/configs", {"configs": dict(configs)})
-        return TopicDescription.from_json(doc)
+        return TopicDescription.from_json(self.alter_configs_json(topic, configs))
+
+    def alter_configs_json(self, topic: str, configs: Mapping[str, Any]) -> dict[str, Any]:
+        """alter_configs, answering the topic's document as the API gives it."""
+        doc: dict[str, Any] = self.call(
+            "PATCH", topic_path(topic) + "/configs", {"configs": dict(configs)}
+        )
+        return doc
+
+    def produce_json(
+        self, topic: str, records: Sequence[Mapping[str, Any]], acks: str = "all"
+    ) -> Any:
+        """Append records given as the JSON produce API takes them (`value_b64`, `key_b64`,
+        `partition`, ...) in one request: for tools such as `tierlog produce`. Applications
+        use Producer (batching, partitioning, idempotent retries)."""
+        body = {"records": list(records)}
+        return self.call("POST", topic_path(topic) + "/records", body, acks=acks)
 
     def create_partitions(self, topic: str, total: int) -> TopicDescription:
         """Grow `topic` to `total` partitions (Kafka's CreatePartitions takes the new total)."""
