@@ -10,14 +10,12 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from types import TracebackType
 from typing import Any, NamedTuple
 
 import httpx
 
 from tierlog.client.group import group_path
-from tierlog.client.http import AsyncHttp, Endpoints
-from tierlog.client.iothread import IOThread
+from tierlog.client.lifecycle import ClientBase
 from tierlog.client.metadata import topic_path
 from tierlog.client.types import TopicPartition
 
@@ -151,7 +149,7 @@ def _ms(when: datetime | int) -> int:
     return int(when.timestamp() * 1000) if isinstance(when, datetime) else int(when)
 
 
-class Admin:
+class Admin(ClientBase):
     def __init__(
         self,
         bootstrap: str | Sequence[str] = "http://127.0.0.1:8080",
@@ -166,9 +164,9 @@ class Admin:
         `retry=False`: one attempt per call, so a tool reports an unreachable node at once."""
         self.timeout_s = request_timeout_ms / 1000
         self.retry = retry
-        self._io = IOThread("tierlog-admin-io")
-        self._http = AsyncHttp(
-            Endpoints(bootstrap),
+        self._open_io(
+            "tierlog-admin-io",
+            bootstrap,
             timeout_s=self.timeout_s,
             transport=transport,
             api_key=api_key,
@@ -306,21 +304,3 @@ class Admin:
             OffsetReset(o["topic"], int(o["partition"]), int(o["offset"]), o.get("previous"))
             for o in doc.get("offsets", [])
         ]
-
-    # --- lifecycle ---
-    def close(self) -> None:
-        try:
-            self._io.run(self._http.aclose(), 5)
-        finally:
-            self._io.stop()
-
-    def __enter__(self) -> Admin:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
