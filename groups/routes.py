@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -102,20 +103,14 @@ def _visible(request: Request, rows: list[OffsetRow]) -> list[OffsetRow]:
     return [r for r in rows if auth.permitted(request, "topic", r.topic, "describe")]
 
 
+@dataclass(frozen=True, eq=False)
 class GroupEndpoints:
     """The handlers of the /groups routes, over one coordinator."""
 
-    def __init__(
-        self,
-        coordinator: GroupCoordinator,
-        run: Blocking,
-        high_watermarks: HighWatermarks,
-        resolve_offset: OffsetResolver,
-    ) -> None:
-        self.coordinator = coordinator
-        self.run = run
-        self.high_watermarks = high_watermarks
-        self.resolve_offset = resolve_offset
+    coordinator: GroupCoordinator
+    run: Blocking
+    high_watermarks: HighWatermarks
+    resolve_offset: OffsetResolver
 
     @staticmethod
     def group_of(request: Request, operation: str) -> str:
