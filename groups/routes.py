@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -24,7 +25,7 @@ from cluster.http.responses import JSONResponse, error_response, json_object
 from groups import requests
 from groups.assignors import DEFAULT_ASSIGNOR
 from groups.coordinator import Assigned, GroupCoordinator
-from groups.deps import HighWatermarks, OffsetResolver, blocking
+from groups.deps import Blocking, HighWatermarks, OffsetResolver, blocking
 from groups.offsets import OffsetRow, fresh_snapshot, offsets_with_lag, plan_reset
 from groups.requests import OffsetEntry
 from logformat.errors import ErrorCode, TierlogError
@@ -102,18 +103,16 @@ def _visible(request: Request, rows: list[OffsetRow]) -> list[OffsetRow]:
     return [r for r in rows if auth.permitted(request, "topic", r.topic, "describe")]
 
 
-def group_routes(
-    engine: Engine,
-    high_watermarks: HighWatermarks,
-    resolve_offset: OffsetResolver,
-    executor: Executor | None = None,
-    default_assignor: str = DEFAULT_ASSIGNOR,
-) -> list[Route]:
-    """The /groups routes. ``executor`` runs the blocking Postgres calls (default: asyncio's
-    shared pool; a host should give groups their own so lock waits never starve it)."""
-    coordinator = GroupCoordinator(GroupRepo(engine), default_assignor)
-    run = blocking(executor)
+@dataclass(frozen=True, eq=False)
+class GroupEndpoints:
+    """The handlers of the /groups routes, over one coordinator."""
 
+    coordinator: GroupCoordinator
+    run: Blocking
+    high_watermarks: HighWatermarks
+    resolve_offset: OffsetResolver
+
+    @staticmethod
     def group_of(request: Request, operation: str) -> str:
         """The group's name, once the caller may take `operation` on it (checked first, so
         a denied caller learns nothing about the group)."""
@@ -121,8 +120,8 @@ def group_routes(
         auth.require(request, "group", group, operation)
         return group
 
-    async def list_groups(request: Request) -> Response:
-        rows = await run(coordinator.repo.list)
+    async def list_groups(self, request: Request) -> Response:
+        rows = await self.run(self.coordinator.repo.list)
         return JSONResponse(
             {
                 "groups": [
@@ -140,13 +139,14 @@ def group_routes(
             }
         )
 
-    async def describe(request: Request) -> Response:
-        group = group_of(request, "describe")
-        snap = await fresh_snapshot(coordinator, run, group)
+    async def describe(self, request: Request) -> Response:
+        group = self.group_of(request, "describe")
+        snap = await fresh_snapshot(self.coordinator, self.run, group)
         if snap is None:
             raise TierlogError(ErrorCode.GROUP_ID_NOT_FOUND, f"no group {group!r}")
         offsets = _visible(
-            request, await offsets_with_lag(coordinator, run, high_watermarks, group)
+            request,
+            await offsets_with_lag(self.coordinator, self.run, self.high_watermarks, group),
         )
         lags = [r.lag for r in offsets if r.lag is not None]
         return JSONResponse(
@@ -162,71 +162,78 @@ def group_routes(
             }
         )
 
-    async def join(request: Request) -> Response:
-        group = group_of(request, "read")
+    async def join(self, request: Request) -> Response:
+        group = self.group_of(request, "read")
         req = requests.join(await json_object(request, BODY_LIMIT))
         _topics_allowed(request, req.topics, "describe")
-        return JSONResponse(_assigned(await run(coordinator.join, group, req), True))
+        return JSONResponse(_assigned(await self.run(self.coordinator.join, group, req), True))
 
-    async def heartbeat(request: Request) -> Response:
-        group = group_of(request, "read")
+    async def heartbeat(self, request: Request) -> Response:
+        group = self.group_of(request, "read")
         member = requests.member_id(request.path_params["member"])
         req = requests.heartbeat(await json_object(request, BODY_LIMIT))
         _topics_allowed(request, req.topics or (), "describe")
-        return JSONResponse(_assigned(await run(coordinator.heartbeat, group, member, req), False))
+        assigned = await self.run(self.coordinator.heartbeat, group, member, req)
+        return JSONResponse(_assigned(assigned, False))
 
-    async def leave(request: Request) -> Response:
-        group = group_of(request, "read")
+    async def leave(self, request: Request) -> Response:
+        group = self.group_of(request, "read")
         member = requests.member_id(request.path_params["member"])
-        await run(coordinator.leave, group, member)
+        await self.run(self.coordinator.leave, group, member)
         return JSONResponse({"member_id": member, "left": True})
 
-    async def commit(request: Request) -> Response:
-        group = group_of(request, "read")  # Kafka's OffsetCommit: READ group + READ topics
+    async def commit(self, request: Request) -> Response:
+        group = self.group_of(request, "read")  # Kafka's OffsetCommit: READ group + READ topics
         req = requests.commit(await json_object(request, BODY_LIMIT))
         _topics_allowed(request, (e.topic for e in req.offsets), "read")
-        done: tuple[OffsetEntry, ...] = await run(coordinator.commit, group, req)
+        done: tuple[OffsetEntry, ...] = await self.run(self.coordinator.commit, group, req)
         return JSONResponse({"offsets": [e._asdict() for e in done]})
 
-    async def delete_group(request: Request) -> Response:
-        group = group_of(request, "delete")  # Kafka's DeleteGroups
-        await run(coordinator.delete, group)
+    async def delete_group(self, request: Request) -> Response:
+        group = self.group_of(request, "delete")  # Kafka's DeleteGroups
+        await self.run(self.coordinator.delete, group)
         return JSONResponse({"deleted": group})
 
-    async def get_offsets(request: Request) -> Response:
-        group = group_of(request, "describe")  # Kafka's OffsetFetch
-        rows = _visible(
-            request,
-            await offsets_with_lag(
-                coordinator, run, high_watermarks, group, _topic_filter(request)
-            ),
+    async def get_offsets(self, request: Request) -> Response:
+        group = self.group_of(request, "describe")  # Kafka's OffsetFetch
+        rows = await offsets_with_lag(
+            self.coordinator, self.run, self.high_watermarks, group, _topic_filter(request)
         )
-        return JSONResponse({"offsets": [_offset_row(r) for r in rows]})
+        return JSONResponse({"offsets": [_offset_row(r) for r in _visible(request, rows)]})
 
-    async def reset(request: Request) -> Response:
-        group = group_of(request, "read")  # as Kafka's tool: OffsetCommit's ACLs
+    async def reset(self, request: Request) -> Response:
+        group = self.group_of(request, "read")  # as Kafka's tool: OffsetCommit's ACLs
         req = requests.reset(await json_object(request, BODY_LIMIT))
         named = [e.topic for e in req.offsets] + [p.topic for p in req.scope or ()]
         _topics_allowed(request, [*named, *(req.topics or ())], "read")
-        rows = await plan_reset(coordinator, run, resolve_offset, group, req)
+        rows = await plan_reset(self.coordinator, self.run, self.resolve_offset, group, req)
         _topics_allowed(request, (r.topic for r in rows), "read")  # nothing written yet
         if not req.dry_run:
             entries = [OffsetEntry(r.topic, r.partition, r.offset, None) for r in rows]
-            await run(coordinator.reset, group, entries)
+            await self.run(self.coordinator.reset, group, entries)
         return JSONResponse({"offsets": [r._asdict() for r in rows], "dry_run": req.dry_run})
 
+
+def group_routes(
+    engine: Engine,
+    high_watermarks: HighWatermarks,
+    resolve_offset: OffsetResolver,
+    executor: Executor | None = None,
+    default_assignor: str = DEFAULT_ASSIGNOR,
+) -> list[Route]:
+    """The /groups routes. ``executor`` runs the blocking Postgres calls (default: asyncio's
+    shared pool; a host should give groups their own so lock waits never starve it)."""
+    coordinator = GroupCoordinator(GroupRepo(engine), default_assignor)
+    e = GroupEndpoints(coordinator, blocking(executor), high_watermarks, resolve_offset)
+    member = "/groups/{group}/members/{member}"
     return [
-        Route("/groups", _kafka_errors(list_groups), methods=["GET"]),
-        Route("/groups/{group}", _kafka_errors(describe), methods=["GET"]),
-        Route("/groups/{group}", _kafka_errors(delete_group), methods=["DELETE"]),
-        Route("/groups/{group}/members", _kafka_errors(join), methods=["POST"]),
-        Route(
-            "/groups/{group}/members/{member}/heartbeat",
-            _kafka_errors(heartbeat),
-            methods=["POST"],
-        ),
-        Route("/groups/{group}/members/{member}", _kafka_errors(leave), methods=["DELETE"]),
-        Route("/groups/{group}/offsets", _kafka_errors(commit), methods=["POST"]),
-        Route("/groups/{group}/offsets", _kafka_errors(get_offsets), methods=["GET"]),
-        Route("/groups/{group}/offsets/reset", _kafka_errors(reset), methods=["POST"]),
+        Route("/groups", _kafka_errors(e.list_groups), methods=["GET"]),
+        Route("/groups/{group}", _kafka_errors(e.describe), methods=["GET"]),
+        Route("/groups/{group}", _kafka_errors(e.delete_group), methods=["DELETE"]),
+        Route("/groups/{group}/members", _kafka_errors(e.join), methods=["POST"]),
+        Route(member + "/heartbeat", _kafka_errors(e.heartbeat), methods=["POST"]),
+        Route(member, _kafka_errors(e.leave), methods=["DELETE"]),
+        Route("/groups/{group}/offsets", _kafka_errors(e.commit), methods=["POST"]),
+        Route("/groups/{group}/offsets", _kafka_errors(e.get_offsets), methods=["GET"]),
+        Route("/groups/{group}/offsets/reset", _kafka_errors(e.reset), methods=["POST"]),
     ]

@@ -15,6 +15,7 @@ import random
 import struct
 import threading
 from collections.abc import Sequence
+from itertools import repeat
 
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
@@ -33,19 +34,21 @@ def _words(n4: int) -> struct.Struct:
     return s
 
 
-def murmur2(data: bytes | bytearray | memoryview) -> int:
-    """Kafka's murmur2 of `data`, as a signed 32-bit int (Java's `int`)."""
+def _murmur2_u32(data: bytes | bytearray | memoryview) -> int:
+    """Kafka's murmur2 of `data` as an unsigned 32-bit int: the one implementation, shared by
+    `murmur2` and the per-record loop of `assign_partitions`."""
     m = _M
     mask = _MASK
     length = len(data)
     h = _SEED ^ length
     n4 = length >> 2
     if n4:
-        # Unpack all little-endian words at once: no per-byte Python work.
-        for k in _words(n4).unpack_from(data):
+        # All little-endian words at once (no per-byte Python work), with the cached struct
+        # read straight from the dict: calling _words() per key costs as much as the hash.
+        for k in (_word_structs.get(n4) or _words(n4)).unpack_from(data):
             k = (k * m) & mask
             k ^= k >> 24
-            h = ((h * m) & mask) ^ ((k * m) & mask)
+            h = ((h * m) ^ (k * m)) & mask  # one mask: masking commutes with xor
     rest = length & 3
     if rest:
         tail = length & ~3
@@ -56,7 +59,12 @@ def murmur2(data: bytes | bytearray | memoryview) -> int:
         h = ((h ^ data[tail]) * m) & mask
     h ^= h >> 13
     h = (h * m) & mask
-    h ^= h >> 15
+    return h ^ (h >> 15)
+
+
+def murmur2(data: bytes | bytearray | memoryview) -> int:
+    """Kafka's murmur2 of `data`, as a signed 32-bit int (Java's `int`)."""
+    h = _murmur2_u32(data)
     return h - 0x100000000 if h & 0x80000000 else h
 
 
@@ -160,40 +168,17 @@ def assign_partitions(
     n = num_partitions
     out: list[int] = [0] * len(keys)
     nulls: list[int] = []
-    # murmur2 inlined: this loop is the keyed hot path (one call per record saved).
-    m, mask, seed = _M, _MASK, _SEED
-    words = _words
-    for i, key in enumerate(keys):
-        if explicit is not None:
-            p = explicit[i]
-            if p is not None:
-                out[i] = p
-                continue
-        if key is None:
-            nulls.append(i)
-            continue
-        length = len(key)
-        h = seed ^ length
-        n4 = length >> 2
-        if n4:
-            for k in words(n4).unpack_from(key):
-                k = (k * m) & mask
-                k ^= k >> 24
-                h = ((h * m) & mask) ^ ((k * m) & mask)
-        rest = length & 3
-        if rest:
-            tail = length & ~3
-            if rest == 3:
-                h ^= key[tail + 2] << 16
-            if rest >= 2:
-                h ^= key[tail + 1] << 8
-            h = ((h ^ key[tail]) * m) & mask
-        h ^= h >> 13
-        h = (h * m) & mask
-        h ^= h >> 15
-        out[i] = (h & 0x7FFFFFFF) % n
-    if nulls:
-        chosen = (sticky or StickyPartitioner()).take(len(nulls), n)
-        for i, p in zip(nulls, chosen, strict=True):
+    u32 = _murmur2_u32  # a local: this loop is the keyed hot path
+    chosen = repeat(None, len(keys)) if explicit is None else explicit
+    for i, (key, p) in enumerate(zip(keys, chosen, strict=True)):
+        if p is not None:
             out[i] = p
+        elif key is None:
+            nulls.append(i)
+        else:
+            out[i] = (u32(key) & 0x7FFFFFFF) % n
+    if nulls:
+        sticky_partitions = (sticky or StickyPartitioner()).take(len(nulls), n)
+        for i, sp in zip(nulls, sticky_partitions, strict=True):
+            out[i] = sp
     return out

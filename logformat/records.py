@@ -165,6 +165,13 @@ def _headers(index: int, raw: object) -> list[Header] | None:
     return out or None
 
 
+def _not_a_record(index: int, rec: object) -> TierlogError:
+    if type(rec) is not dict:
+        return TierlogError(ErrorCode.INVALID_RECORD, f"record {index}: must be a JSON object")
+    extra = sorted(set(rec) - _FIELDS)
+    return _invalid(index, extra[0], "is not a record field")
+
+
 def parse_json_records(records: object) -> ParsedRecords:
     """Validate the "records" array of a JSON produce request into column lists."""
     if not isinstance(records, list):
@@ -177,11 +184,8 @@ def parse_json_records(records: object) -> ParsedRecords:
     partitions: list[int | None] = [None] * n
     fields = _FIELDS
     for i, rec in enumerate(records):
-        if type(rec) is not dict:
-            raise TierlogError(ErrorCode.INVALID_RECORD, f"record {i}: must be a JSON object")
-        if not fields.issuperset(rec):
-            extra = sorted(set(rec) - fields)
-            raise _invalid(i, extra[0], "is not a record field")
+        if type(rec) is not dict or not fields.issuperset(rec):
+            raise _not_a_record(i, rec)
         # Fast path for plain string key/value: the common case pays no helper calls.
         k = rec.get("key")
         if type(k) is str and "key_b64" not in rec:
@@ -196,14 +200,13 @@ def parse_json_records(records: object) -> ParsedRecords:
         h = rec.get("headers")
         if h is not None:
             headers[i] = _headers(i, h)
-        t = rec.get("timestamp")
-        if t is not None:
-            if type(t) is not int or not 0 <= t <= MAX_TIMESTAMP_MS:
+        if "timestamp" in rec or "partition" in rec:  # `in`: plain records pay no get()
+            t = rec.get("timestamp")
+            if t is not None and (type(t) is not int or not 0 <= t <= MAX_TIMESTAMP_MS):
                 raise _invalid(i, "timestamp", f"must be an integer in [0, {MAX_TIMESTAMP_MS}]")
             timestamps[i] = t
-        p = rec.get("partition")
-        if p is not None:
-            if type(p) is not int or not 0 <= p <= MAX_PARTITION:
+            p = rec.get("partition")
+            if p is not None and (type(p) is not int or not 0 <= p <= MAX_PARTITION):
                 raise _invalid(i, "partition", f"must be an integer in [0, {MAX_PARTITION}]")
             partitions[i] = p
     return ParsedRecords(keys, values, headers, timestamps, partitions)

@@ -160,6 +160,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 # except that files sharing a costly per-process resource form one unit: one Spark JVM.
 _SHARED_UNITS = {
     "test_spark_source.py": "spark",
+    "test_spark_source_archive.py": "spark",
     "test_spark_streaming.py": "spark",
 }
 # The slowest units first (from --durations), so neither worker is left alone with a long file
@@ -167,6 +168,7 @@ _SHARED_UNITS = {
 _SLOWEST_FIRST = (
     "test_replication.py",
     "test_chaos.py",
+    "test_spark_source_archive.py",
     "test_spark_source.py",
     "test_spark_streaming.py",
     "test_tiering_faults.py",

@@ -36,7 +36,6 @@ import urllib.request
 import uuid
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
@@ -105,7 +104,16 @@ class FaultPlan:
 
 
 class _Server(ThreadingHTTPServer):
+    """The proxy's server: what its handlers share (the plan, the stall, the upstream)."""
+
     daemon_threads = True
+
+    def __init__(self, upstream: str, plan: FaultPlan, stall_s: float) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        url = urlparse(upstream)
+        self.upstream = (url.hostname or "127.0.0.1", url.port or 80)
+        self.plan = plan
+        self.stall_s = stall_s
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that gave up (its read timeout during a stall) is the point, not an error.
@@ -113,101 +121,103 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
+def _forward(
+    upstream: tuple[str, int], method: str, path: str, headers: list[tuple[str, str]], body: bytes
+) -> tuple[int, str, list[tuple[str, str]], bytes]:
+    conn = http.client.HTTPConnection(*upstream, timeout=60)
+    try:
+        conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        for name, value in headers:
+            if name.lower() not in _NOT_FORWARDED:
+                conn.putheader(name, value)
+        if body or method in ("PUT", "POST"):
+            conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders(body or None)
+        resp = conn.getresponse()
+        return resp.status, resp.reason, resp.getheaders(), resp.read()
+    finally:
+        conn.close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, and 100-continue for boto3's PUTs
+    server: _Server
+
+    def _body(self) -> bytes:
+        if "chunked" not in self.headers.get("Transfer-Encoding", "").lower():
+            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        chunks = []
+        while size := int(self.rfile.readline().split(b";")[0].strip(), 16):
+            chunks.append(self.rfile.read(size))
+            self.rfile.readline()
+        while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+            pass  # trailers
+        return b"".join(chunks)
+
+    def _reply(self, status: int, reason: str, headers: list[tuple[str, str]], body: bytes) -> None:
+        self.send_response(status, reason)
+        length = str(len(body))
+        for name, value in headers:
+            lower = name.lower()
+            if lower == "content-length" and self.command == "HEAD":
+                length = value  # a HEAD's length is the object's, with no body
+            elif lower not in _NOT_FORWARDED and lower not in ("date", "server"):
+                self.send_header(name, value)
+        self.send_header("Content-Length", length)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _error(self, status: int, code: str, message: str) -> None:
+        body = error_body(code, message, self.path.split("?")[0])
+        self._reply(status, code, [("Content-Type", "application/xml")], body)
+
+    def _control(self) -> None:
+        plan = self.server.plan
+        query = parse_qs(urlparse(self.path).query)
+        if "enabled" in query:
+            plan.enabled = query["enabled"][0] == "1"
+        body = json.dumps({"enabled": plan.enabled, "counts": plan.snapshot()}).encode()
+        self._reply(200, "OK", [("Content-Type", "application/json")], body)
+
+    def _handle(self) -> None:
+        body = self._body()  # always read all of it: the connection stays usable
+        if self.path.startswith(CONTROL_PATH):
+            self._control()
+            return
+        kind = self.server.plan.decide()
+        if kind.startswith("error_"):
+            status, code, message = _ERRORS[kind == "error_503"]
+            self._error(status, code, message)
+        elif kind == "stall":
+            time.sleep(self.server.stall_s)
+            self.close_connection = True  # no answer at all
+        else:
+            self._pass_on(body, lost=kind == "lost_response")
+
+    def _pass_on(self, body: bytes, lost: bool) -> None:
+        """Forward the request; answer with upstream's answer, or a 500 if it is `lost`."""
+        try:
+            status, reason, headers, data = _forward(
+                self.server.upstream, self.command, self.path, list(self.headers.items()), body
+            )
+        except OSError as exc:  # upstream down: what an S3 client sees as a 502
+            self._error(502, "BadGateway", f"upstream: {exc}")
+            return
+        if lost:
+            self._error(500, "InternalError", "We encountered an internal error.")
+            return
+        self._reply(status, reason, headers, data)
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
 def make_server(upstream: str, plan: FaultPlan, stall_s: float) -> ThreadingHTTPServer:
     """The proxy's server on 127.0.0.1 (a free port); serve_forever() runs it."""
-    url = urlparse(upstream)
-    host, port = url.hostname or "127.0.0.1", url.port or 80
-
-    def forward(
-        method: str, path: str, headers: list[tuple[str, str]], body: bytes
-    ) -> tuple[int, str, list[tuple[str, str]], bytes]:
-        conn = http.client.HTTPConnection(host, port, timeout=60)
-        try:
-            conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
-            for name, value in headers:
-                if name.lower() not in _NOT_FORWARDED:
-                    conn.putheader(name, value)
-            if body or method in ("PUT", "POST"):
-                conn.putheader("Content-Length", str(len(body)))
-            conn.endheaders(body or None)
-            resp = conn.getresponse()
-            return resp.status, resp.reason, resp.getheaders(), resp.read()
-        finally:
-            conn.close()
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive, and 100-continue for boto3's PUTs
-
-        def _body(self) -> bytes:
-            if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-                chunks = []
-                while size := int(self.rfile.readline().split(b";")[0].strip(), 16):
-                    chunks.append(self.rfile.read(size))
-                    self.rfile.readline()
-                while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                    pass  # trailers
-                return b"".join(chunks)
-            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
-
-        def _reply(
-            self, status: int, reason: str, headers: list[tuple[str, str]], body: bytes
-        ) -> None:
-            self.send_response(status, reason)
-            length = str(len(body))
-            for name, value in headers:
-                lower = name.lower()
-                if lower == "content-length" and self.command == "HEAD":
-                    length = value  # a HEAD's length is the object's, with no body
-                elif lower not in _NOT_FORWARDED and lower not in ("date", "server"):
-                    self.send_header(name, value)
-            self.send_header("Content-Length", length)
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
-
-        def _error(self, status: int, code: str, message: str) -> None:
-            body = error_body(code, message, self.path.split("?")[0])
-            self._reply(status, code, [("Content-Type", "application/xml")], body)
-
-        def _control(self) -> None:
-            query = parse_qs(urlparse(self.path).query)
-            if "enabled" in query:
-                plan.enabled = query["enabled"][0] == "1"
-            body = json.dumps({"enabled": plan.enabled, "counts": plan.snapshot()}).encode()
-            self._reply(200, "OK", [("Content-Type", "application/json")], body)
-
-        def _handle(self) -> None:
-            body = self._body()  # always read all of it: the connection stays usable
-            if self.path.startswith(CONTROL_PATH):
-                self._control()
-                return
-            kind = plan.decide()
-            if kind.startswith("error_"):
-                status, code, message = _ERRORS[kind == "error_503"]
-                self._error(status, code, message)
-                return
-            if kind == "stall":
-                time.sleep(stall_s)
-                self.close_connection = True  # no answer at all
-                return
-            try:
-                status, reason, headers, data = forward(
-                    self.command, self.path, list(self.headers.items()), body
-                )
-            except OSError as exc:  # upstream down: what an S3 client sees as a 502
-                self._error(502, "BadGateway", f"upstream: {exc}")
-                return
-            if kind == "lost_response":
-                self._error(500, "InternalError", "We encountered an internal error.")
-                return
-            self._reply(status, reason, headers, data)
-
-        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    return _Server(("127.0.0.1", 0), Handler)
+    return _Server(upstream, plan, stall_s)
 
 
 class FaultyS3Proxy:
@@ -271,12 +281,7 @@ class FaultyS3Proxy:
     def __enter__(self) -> FaultyS3Proxy:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
 

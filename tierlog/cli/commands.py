@@ -9,16 +9,18 @@ from __future__ import annotations
 import argparse
 import base64
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import orjson
 
 from logformat.errors import ErrorCode, TierlogError
-from tierlog.cli.admin_http import AdminHTTP
 from tierlog.cli.consume_cmd import add_consume
 from tierlog.cli.credentials import add_credentials, creds
 from tierlog.cli.groups_cmd import add_groups
 from tierlog.cli.replay_cmd import add_replay
+from tierlog.client import Admin, NetworkError
 
 
 def add_client_commands(
@@ -78,54 +80,71 @@ def _print(doc: Any) -> None:
     sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
+@contextmanager
+def _admin(args: argparse.Namespace) -> Iterator[Admin]:
+    """An Admin making one attempt per call: a command reports an unreachable node at once."""
+    with Admin(args.url, retry=False, **creds(args)) as admin:
+        try:
+            yield admin
+        except NetworkError as exc:
+            cause = exc.__cause__ or exc
+            raise TierlogError(
+                ErrorCode.REQUEST_TIMED_OUT, f"cannot reach {args.url}: {cause}"
+            ) from exc
+
+
 def _topics_create(args: argparse.Namespace) -> int:
-    body: dict[str, Any] = {"name": args.name, "configs": _configs(args.config)}
-    if args.partitions is not None:
-        body["partitions"] = args.partitions
-    if args.replication_factor is not None:
-        body["replication_factor"] = args.replication_factor
-    doc = AdminHTTP(args.url, **creds(args)).call("POST", "/topics", body)
-    print(f"created topic {doc['name']} with {len(doc['partitions'])} partition(s)")
+    with _admin(args) as admin:
+        topic = admin.create_topic(
+            args.name, args.partitions, args.replication_factor, _configs(args.config)
+        )
+    print(f"created topic {topic.name} with {len(topic.partitions)} partition(s)")
     return 0
 
 
 def _topics_list(args: argparse.Namespace) -> int:
-    for t in AdminHTTP(args.url, **creds(args)).call("GET", "/topics")["topics"]:
-        print(
-            f"{t['name']}\tpartitions={t['partitions']}\treplication_factor={t['replication_factor']}"
-        )
+    with _admin(args) as admin:
+        topics = admin.list_topics()
+    for t in topics:
+        print(f"{t.name}\tpartitions={t.partitions}\treplication_factor={t.replication_factor}")
     return 0
 
 
 def _topics_describe(args: argparse.Namespace) -> int:
-    _print(AdminHTTP(args.url, **creds(args)).call("GET", f"/topics/{args.name}"))
+    with _admin(args) as admin:
+        _print(admin.describe_topic_json(args.name))
     return 0
 
 
 def _topics_alter(args: argparse.Namespace) -> int:
-    _print(
-        AdminHTTP(args.url, **creds(args)).call(
-            "PATCH", f"/topics/{args.name}/configs", {"configs": _configs(args.config)}
-        )
-    )
+    with _admin(args) as admin:
+        _print(admin.alter_configs_json(args.name, _configs(args.config)))
     return 0
 
 
 def _topics_delete(args: argparse.Namespace) -> int:
-    AdminHTTP(args.url, **creds(args)).call("DELETE", f"/topics/{args.name}")
+    with _admin(args) as admin:
+        admin.delete_topic(args.name)
     print(f"deleted topic {args.name}")
     return 0
 
 
 def _produce(args: argparse.Namespace) -> int:
-    http = AdminHTTP(args.url, **creds(args))
+    with _admin(args) as admin:
+        sent = _produce_lines(admin, args)
+    print(f"produced {sent} record(s) to {args.topic}", file=sys.stderr)
+    return 0
+
+
+def _produce_lines(admin: Admin, args: argparse.Namespace) -> int:
+    """Post stdin's lines, --batch-size records per request; the number of records sent."""
     batch: list[dict[str, Any]] = []
     sent = 0
 
     def flush() -> None:
         nonlocal sent
         if batch:
-            http.call("POST", f"/topics/{args.topic}/records", {"records": batch}, acks=args.acks)
+            admin.produce_json(args.topic, batch, acks=args.acks)
             sent += len(batch)
             batch.clear()
 
@@ -148,5 +167,4 @@ def _produce(args: argparse.Namespace) -> int:
         if len(batch) >= args.batch_size:
             flush()
     flush()
-    print(f"produced {sent} record(s) to {args.topic}", file=sys.stderr)
-    return 0
+    return sent

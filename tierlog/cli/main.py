@@ -9,6 +9,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from logformat.errors import TierlogError
 from tierlog.cli.extensions import cold_tier, groups_on_broker, groups_on_fetch_node, s3_configured
@@ -18,6 +19,9 @@ from tierlog.cli.security_cmd import add_security_commands
 from tierlog.cli.security_opts import add_server_security, auth_settings, scheme
 from tierlog.cli.worker_roles import add_worker_roles
 from tierlog.devstack.parent_watch import die_with_parent
+
+if TYPE_CHECKING:
+    from cluster.authorizer import AuthSettings
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -70,20 +74,33 @@ def _add_broker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.set_defaults(func=_run_broker)
 
 
-def _run_broker(args: argparse.Namespace) -> int:
-    auth = auth_settings(args, "broker")  # first: a refusal should not wait for imports
+def _node_setup(args: argparse.Namespace, role: str) -> tuple[AuthSettings, str, int] | None:
+    """A node role's auth settings and listen address, with logging set up; None, after
+    saying why, when its flags do not allow it to start."""
+    auth = auth_settings(args, role)  # first: a refusal should not wait for imports
     if auth is None:
-        return 2
+        return None
     from cluster.http.server import parse_listen
-    from ingest.broker_config import BrokerConfig
-    from ingest.server import serve
     from tierlog import logs
 
-    logs.setup("broker", args.log_level)
+    logs.setup(role, args.log_level)
     if not args.database_url:
-        print("tierlog broker: --database-url or TIERLOG_DATABASE_URL is required", file=sys.stderr)
-        return 2
+        print(
+            f"tierlog {role}: --database-url or TIERLOG_DATABASE_URL is required", file=sys.stderr
+        )
+        return None
     host, port = parse_listen(args.listen)
+    return auth, host, port
+
+
+def _run_broker(args: argparse.Namespace) -> int:
+    setup = _node_setup(args, "broker")
+    if setup is None:
+        return 2
+    from ingest.broker_config import BrokerConfig
+    from ingest.server import serve
+
+    auth, host, port = setup
     advertised = args.advertised_url or f"{scheme(args)}://{host}:{port}"
     serve(
         BrokerConfig(
@@ -127,25 +144,19 @@ def _add_fetch(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _run_fetch(args: argparse.Namespace) -> int:
-    auth = auth_settings(args, "fetch")
-    if auth is None:
+    setup = _node_setup(args, "fetch")
+    if setup is None:
         return 2
-    from cluster.http.server import parse_listen
     from fetch.node import FetchNodeConfig
     from fetch.server import serve
-    from tierlog import logs
 
-    logs.setup("fetch", args.log_level)
-    if not args.database_url:
-        print("tierlog fetch: --database-url or TIERLOG_DATABASE_URL is required", file=sys.stderr)
-        return 2
+    auth, host, port = setup
     if not s3_configured():
         print(
             "tierlog fetch: no TIERLOG_S3_ENDPOINT / TIERLOG_S3_BUCKET: every read goes to a "
             "replica",
             file=sys.stderr,
         )
-    host, port = parse_listen(args.listen)
     config = FetchNodeConfig(
         host,
         port,

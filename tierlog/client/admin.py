@@ -10,14 +10,12 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from types import TracebackType
 from typing import Any, NamedTuple
 
 import httpx
 
 from tierlog.client.group import group_path
-from tierlog.client.http import AsyncHttp, Endpoints
-from tierlog.client.iothread import IOThread
+from tierlog.client.lifecycle import ClientBase
 from tierlog.client.metadata import topic_path
 from tierlog.client.types import TopicPartition
 
@@ -151,7 +149,7 @@ def _ms(when: datetime | int) -> int:
     return int(when.timestamp() * 1000) if isinstance(when, datetime) else int(when)
 
 
-class Admin:
+class Admin(ClientBase):
     def __init__(
         self,
         bootstrap: str | Sequence[str] = "http://127.0.0.1:8080",
@@ -160,12 +158,15 @@ class Admin:
         transport: httpx.AsyncBaseTransport | None = None,
         api_key: str | None = None,
         verify: bool | str = True,
+        retry: bool = True,
     ) -> None:
-        """`api_key` (default $TIERLOG_API_KEY) authenticates; `verify`: a CA path or bool."""
+        """`api_key` (default $TIERLOG_API_KEY) authenticates; `verify`: a CA path or bool.
+        `retry=False`: one attempt per call, so a tool reports an unreachable node at once."""
         self.timeout_s = request_timeout_ms / 1000
-        self._io = IOThread("tierlog-admin-io")
-        self._http = AsyncHttp(
-            Endpoints(bootstrap),
+        self.retry = retry
+        self._open_io(
+            "tierlog-admin-io",
+            bootstrap,
             timeout_s=self.timeout_s,
             transport=transport,
             api_key=api_key,
@@ -178,7 +179,9 @@ class Admin:
         kw: dict[str, Any] = {"params": params}
         if body is not None:
             kw["body"] = body
-        return self._io.run(self._http.call_any(method, path, deadline=deadline, **kw))
+        return self._io.run(
+            self._http.call_any(method, path, deadline=deadline, retry=self.retry, **kw)
+        )
 
     # --- topics ---
     def create_topic(
@@ -202,15 +205,36 @@ class Admin:
         ]
 
     def describe_topic(self, name: str) -> TopicDescription:
-        return TopicDescription.from_json(self.call("GET", topic_path(name)))
+        return TopicDescription.from_json(self.describe_topic_json(name))
+
+    def describe_topic_json(self, name: str) -> dict[str, Any]:
+        """The topic's document as the API answers it (every field, as `tierlog topics
+        describe` prints it)."""
+        doc: dict[str, Any] = self.call("GET", topic_path(name))
+        return doc
 
     def delete_topic(self, name: str) -> None:
         self.call("DELETE", topic_path(name))
 
     def alter_configs(self, topic: str, configs: Mapping[str, Any]) -> TopicDescription:
         """Set configs; a None value restores the default (Kafka's incremental DELETE)."""
-        doc = self.call("PATCH", topic_path(topic) + "/configs", {"configs": dict(configs)})
-        return TopicDescription.from_json(doc)
+        return TopicDescription.from_json(self.alter_configs_json(topic, configs))
+
+    def alter_configs_json(self, topic: str, configs: Mapping[str, Any]) -> dict[str, Any]:
+        """alter_configs, answering the topic's document as the API gives it."""
+        doc: dict[str, Any] = self.call(
+            "PATCH", topic_path(topic) + "/configs", {"configs": dict(configs)}
+        )
+        return doc
+
+    def produce_json(
+        self, topic: str, records: Sequence[Mapping[str, Any]], acks: str = "all"
+    ) -> Any:
+        """Append records given as the JSON produce API takes them (`value_b64`, `key_b64`,
+        `partition`, ...) in one request: for tools such as `tierlog produce`. Applications
+        use Producer (batching, partitioning, idempotent retries)."""
+        body = {"records": list(records)}
+        return self.call("POST", topic_path(topic) + "/records", body, acks=acks)
 
     def create_partitions(self, topic: str, total: int) -> TopicDescription:
         """Grow `topic` to `total` partitions (Kafka's CreatePartitions takes the new total)."""
@@ -280,21 +304,3 @@ class Admin:
             OffsetReset(o["topic"], int(o["partition"]), int(o["offset"]), o.get("previous"))
             for o in doc.get("offsets", [])
         ]
-
-    # --- lifecycle ---
-    def close(self) -> None:
-        try:
-            self._io.run(self._http.aclose(), 5)
-        finally:
-            self._io.stop()
-
-    def __enter__(self) -> Admin:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

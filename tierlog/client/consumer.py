@@ -19,23 +19,18 @@ import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
-from types import TracebackType
 from typing import Any
 
 import httpx
 
-from tierlog.client.buffer import Chunk, RecordBuffer
+from tierlog.client.buffer import RecordBuffer
 from tierlog.client.commits import CommitCallback, Committer, OffsetsArg
 from tierlog.client.config import ConsumerConfig
-from tierlog.client.errors import (
-    ApiError,
-    ClientClosedError,
-    OffsetOutOfRange,
-)
-from tierlog.client.fetcher import Fetcher, FetchRequest, FetchResult
+from tierlog.client.errors import ApiError, ClientClosedError
+from tierlog.client.fetch_collector import FetchCollector
+from tierlog.client.fetcher import Fetcher
 from tierlog.client.group import GroupMember
-from tierlog.client.http import AsyncHttp, Endpoints
-from tierlog.client.iothread import IOThread
+from tierlog.client.lifecycle import ClientBase
 from tierlog.client.metadata import ClusterMetadata
 from tierlog.client.positions import Positions
 from tierlog.client.rebalance import ConsumerRebalanceListener, Reconciler
@@ -52,7 +47,7 @@ log = logging.getLogger("tierlog.client.consumer")
 _IDLE_S = 0.05  # how long poll() naps when it has nothing to wait on (no assignment yet)
 
 
-class Consumer:
+class Consumer(ClientBase):
     def __init__(
         self,
         bootstrap: str | Sequence[str] = "http://127.0.0.1:8080",
@@ -69,10 +64,10 @@ class Consumer:
         is a CA bundle path or a bool."""
         self.config = ConsumerConfig(group_id=group_id, **config)
         cfg = self.config
-        self._io = IOThread("tierlog-consumer-io")
         timeout_s = cfg.request_timeout_ms / 1000
-        self._http = AsyncHttp(
-            Endpoints(bootstrap),
+        self._open_io(
+            "tierlog-consumer-io",
+            bootstrap,
             timeout_s=timeout_s,
             transport=transport,
             max_connections=cfg.max_concurrent_fetches + 8,  # room for heartbeats and commits
@@ -109,7 +104,12 @@ class Consumer:
             timeout_s=timeout_s,
         )
         self._joining: Future[None] | None = None
-        self._retry_at: dict[TopicPartition, float] = {}
+        self._collector = FetchCollector(
+            self._subscription,
+            self._buffer,
+            auto_offset_reset=cfg.auto_offset_reset,
+            retry_backoff_s=cfg.retry_backoff_ms / 1000,
+        )
         self._committer = (
             Committer(
                 self._io,
@@ -193,48 +193,14 @@ class Consumer:
             yield from self.poll(1.0)
 
     def _fetch_round(self, left: float) -> None:
-        now = time.monotonic()
-        requests = [
-            FetchRequest(tp, pos, epoch)
-            for tp, pos, epoch in self._subscription.fetchable()
-            if not self._buffer.has(tp) and self._retry_at.get(tp, 0.0) <= now
-        ]
+        requests = self._collector.requests()
         if not requests and not self._fetcher.in_flight():
             time.sleep(min(left, _IDLE_S))  # e.g. waiting for the group to assign partitions
             return
         # A group member comes back at least every heartbeat interval to reconcile.
         wait = left if self._member is None else min(left, self._member.interval_s)
         for result in self._io.run(self._fetcher.round(requests, wait)):
-            self._apply(result)
-
-    def _apply(self, result: FetchResult) -> None:
-        tp = result.request.tp
-        if not self._subscription.is_assigned(tp):
-            return
-        st = self._subscription.state(tp)
-        if result.request.epoch != st.epoch or result.request.offset != st.position:
-            return  # asked for a position since abandoned
-        error = result.error
-        if error is not None:
-            if error.name == "OFFSET_OUT_OF_RANGE":
-                strategy = self.config.auto_offset_reset
-                if strategy == "none":
-                    raise OffsetOutOfRange({tp: result.request.offset})
-                log.info("%s: offset %d out of range, resetting to %s", tp, st.position, strategy)
-                self._subscription.request_reset(tp, strategy)
-            elif error.retriable or error.stale_metadata:
-                wait = max(self.config.retry_backoff_ms / 1000, error.retry_after_s)  # 429/503
-                self._retry_at[tp] = time.monotonic() + wait
-            else:
-                raise error
-            return
-        self._retry_at.pop(tp, None)
-        st.high_watermark = result.high_watermark
-        st.log_start_offset = result.log_start_offset
-        if result.records:
-            self._buffer.add(tp, Chunk(st.epoch, result.records, result.next_offset))
-        elif result.next_offset > result.request.offset:
-            self._subscription.advance(tp, result.next_offset)  # past a compacted gap
+            self._collector.collect(result)
 
     # --- group membership ---
     def _coordinate(self, deadline: float) -> None:
@@ -385,21 +351,8 @@ class Consumer:
             self._closed = True
             with contextlib.suppress(Exception):
                 self._io.run(self._fetcher.close(), 5)
-            with contextlib.suppress(Exception):
-                self._io.run(self._http.aclose(), 5)
-            self._io.stop()
+            self._close_io()
 
     def _check_open(self) -> None:
         if self._closed:
             raise ClientClosedError("consumer")
-
-    def __enter__(self) -> Consumer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

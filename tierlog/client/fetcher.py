@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+from dataclasses import KW_ONLY, dataclass, field
 from typing import NamedTuple
 
 import pyarrow as pa
@@ -27,7 +28,7 @@ class FetchRequest(NamedTuple):
     epoch: int
 
 
-class FetchResult(NamedTuple):
+class FetchedRecords(NamedTuple):
     request: FetchRequest
     records: list[ConsumerRecord]
     next_offset: int
@@ -67,31 +68,24 @@ def decode_records(
     return out
 
 
+@dataclass(eq=False)
 class Fetcher:
-    def __init__(
-        self,
-        http: AsyncHttp,
-        metadata: ClusterMetadata,
-        *,
-        max_wait_ms: int,
-        max_bytes: int,
-        max_records: int,
-        max_concurrent: int,
-        timeout_s: float,
-    ) -> None:
-        self.http = http
-        self.metadata = metadata
-        self.max_wait_ms = max_wait_ms
-        self.max_bytes = max_bytes
-        self.max_records = max_records
-        self.max_concurrent = max_concurrent
-        self.timeout_s = timeout_s
-        self._inflight: dict[TopicPartition, asyncio.Task[FetchResult]] = {}
+    http: AsyncHttp
+    metadata: ClusterMetadata
+    _: KW_ONLY
+    max_wait_ms: int
+    max_bytes: int
+    max_records: int
+    max_concurrent: int
+    timeout_s: float
+    _inflight: dict[TopicPartition, asyncio.Task[FetchedRecords]] = field(
+        default_factory=dict, init=False
+    )
 
     def in_flight(self) -> set[TopicPartition]:
         return set(self._inflight)
 
-    async def round(self, requests: list[FetchRequest], wait_s: float) -> list[FetchResult]:
+    async def round(self, requests: list[FetchRequest], wait_s: float) -> list[FetchedRecords]:
         """Start fetches for `requests` (partitions without one in flight), then wait up to
         `wait_s` for any answer; return every answer that has arrived."""
         for req in requests:
@@ -103,14 +97,14 @@ class Fetcher:
         tasks = list(self._inflight.values())
         if tasks and not any(t.done() for t in tasks) and wait_s > 0:
             await asyncio.wait(tasks, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
-        results: list[FetchResult] = []
+        results: list[FetchedRecords] = []
         for tp, task in list(self._inflight.items()):
             if task.done():
                 del self._inflight[tp]
                 results.append(task.result())
         return results
 
-    async def _fetch(self, req: FetchRequest, wait_ms: int) -> FetchResult:
+    async def _fetch(self, req: FetchRequest, wait_ms: int) -> FetchedRecords:
         tp = req.tp
         url = f"{self.metadata.leader_url(tp)}{topic_path(tp.topic)}/partitions/{tp.partition}"
         try:
@@ -138,16 +132,16 @@ class Fetcher:
                 last = records[-1].offset + 1
                 # The broker's next offset skips compaction gaps, unless rows were dropped.
                 nxt = last if nxt is None or len(records) < table.num_rows else max(nxt, last)
-            return FetchResult(req, records, nxt if nxt is not None else req.offset, hw, start)
+            return FetchedRecords(req, records, nxt if nxt is not None else req.offset, hw, start)
         except ApiError as exc:
             if exc.stale_metadata:
                 self.metadata.invalidate(tp)
                 with contextlib.suppress(Exception):
                     await self.metadata.topic(tp.topic, force=True)
-            return FetchResult(req, [], req.offset, None, None, exc)
+            return FetchedRecords(req, [], req.offset, None, None, exc)
         except (pa.ArrowException, OSError, ValueError) as exc:
             error = ApiError("CORRUPT_MESSAGE", f"unreadable fetch answer for {tp}: {exc}")
-            return FetchResult(req, [], req.offset, None, None, error)
+            return FetchedRecords(req, [], req.offset, None, None, error)
 
     async def close(self) -> None:
         for task in self._inflight.values():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import KW_ONLY, dataclass
 
 from tierlog.client.errors import NoOffsetForPartition
 from tierlog.client.group import GroupMember
@@ -17,25 +18,16 @@ from tierlog.client.subscription import SubscriptionState
 from tierlog.client.types import OffsetAndTimestamp, TopicPartition
 
 
+@dataclass(eq=False)
 class Positions:
-    def __init__(
-        self,
-        io: IOThread,
-        http: AsyncHttp,
-        metadata: ClusterMetadata,
-        subscription: SubscriptionState,
-        member: GroupMember | None,
-        *,
-        default_reset: str,
-        timeout_s: float,
-    ) -> None:
-        self.io = io
-        self.http = http
-        self.metadata = metadata
-        self.subscription = subscription
-        self.member = member
-        self.default_reset = default_reset
-        self.timeout_s = timeout_s
+    io: IOThread
+    http: AsyncHttp
+    metadata: ClusterMetadata
+    subscription: SubscriptionState
+    member: GroupMember | None
+    _: KW_ONLY
+    default_reset: str
+    timeout_s: float
 
     def resolve(self) -> None:
         """Give every assigned partition without a position one."""

@@ -17,7 +17,6 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import CancelledError, Future
-from types import TracebackType
 from typing import Any
 
 import httpx
@@ -26,8 +25,7 @@ from tierlog.client.accumulator import RecordAccumulator
 from tierlog.client.batch import record_size
 from tierlog.client.config import ProducerConfig
 from tierlog.client.errors import ApiError, ClientClosedError, ClientTimeoutError
-from tierlog.client.http import AsyncHttp, Endpoints
-from tierlog.client.iothread import IOThread
+from tierlog.client.lifecycle import ClientBase
 from tierlog.client.metadata import ClusterMetadata
 from tierlog.client.partitioner import Partitioner
 from tierlog.client.sender import Sender
@@ -62,7 +60,7 @@ def to_headers(headers: HeadersArg) -> list[Header] | None:
     return out or None
 
 
-class Producer:
+class Producer(ClientBase):
     def __init__(
         self,
         bootstrap: str | Sequence[str] = "http://127.0.0.1:8080",
@@ -82,10 +80,10 @@ class Producer:
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
         self._closed = False
-        self._io = IOThread("tierlog-producer-io")
         timeout_s = self.config.request_timeout_ms / 1000
-        self._http = AsyncHttp(
-            Endpoints(bootstrap),
+        self._open_io(
+            "tierlog-producer-io",
+            bootstrap,
             timeout_s=timeout_s,
             transport=transport,
             api_key=api_key,
@@ -175,24 +173,11 @@ class Producer:
             with contextlib.suppress(Exception):
                 self._running.result(5)
         finally:
-            with contextlib.suppress(Exception):
-                self._io.run(self._http.aclose(), 5)
-            self._io.stop()
+            self._close_io()
 
     def partitions_for(self, topic: str) -> list[int]:
         count = self._partition_count(topic, refresh=True)
         return list(range(count))
-
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # --- helpers ---
     def _partition_count(self, topic: str, refresh: bool = False) -> int:

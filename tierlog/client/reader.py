@@ -16,8 +16,8 @@ import httpx
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tierlog.client.http import ARROW_STREAM, AsyncHttp, Endpoints
-from tierlog.client.iothread import IOThread
+from tierlog.client.http import ARROW_STREAM
+from tierlog.client.lifecycle import ClientBase
 from tierlog.client.metadata import ClusterMetadata
 from tierlog.client.offsets import list_offsets, partition_get
 from tierlog.client.types import TopicPartition
@@ -31,7 +31,7 @@ class Span(NamedTuple):
     end: int  # stop before this offset
 
 
-class TopicReader:
+class TopicReader(ClientBase):
     def __init__(
         self,
         bootstrap: str | Sequence[str],
@@ -44,9 +44,9 @@ class TopicReader:
     ) -> None:
         self.max_bytes = max_bytes
         self.timeout_s = request_timeout_ms / 1000
-        self._io = IOThread("tierlog-reader-io")
-        self._http = AsyncHttp(
-            Endpoints(bootstrap),
+        self._open_io(
+            "tierlog-reader-io",
+            bootstrap,
             timeout_s=self.timeout_s,
             transport=transport,
             api_key=api_key,
@@ -111,9 +111,3 @@ class TopicReader:
             if table.num_rows:
                 sink(span.tp, table)
             offset = last + 1
-
-    def close(self) -> None:
-        try:
-            self._io.run(self._http.aclose(), 5)
-        finally:
-            self._io.stop()

@@ -20,7 +20,7 @@ class Mode(Enum):
 
 
 @dataclass
-class PartitionState:
+class TopicPartitionState:
     position: int | None = None  # offset of the next record to return
     reset: str | None = None  # "earliest"/"latest" asked by seek_to_*; None: committed first
     high_watermark: int | None = None
@@ -33,7 +33,7 @@ class SubscriptionState:
     def __init__(self) -> None:
         self.mode = Mode.NONE
         self.topics: tuple[str, ...] = ()
-        self._parts: dict[TopicPartition, PartitionState] = {}
+        self._parts: dict[TopicPartition, TopicPartitionState] = {}
 
     # --- what is read ---
     def subscribe(self, topics: Iterable[str]) -> None:
@@ -61,7 +61,7 @@ class SubscriptionState:
 
     def add(self, partitions: Iterable[TopicPartition]) -> None:
         for tp in partitions:
-            self._parts.setdefault(tp, PartitionState())
+            self._parts.setdefault(tp, TopicPartitionState())
 
     def remove(self, partitions: Iterable[TopicPartition]) -> None:
         for tp in partitions:
@@ -74,7 +74,7 @@ class SubscriptionState:
     def is_assigned(self, tp: TopicPartition) -> bool:
         return tp in self._parts
 
-    def state(self, tp: TopicPartition) -> PartitionState:
+    def state(self, tp: TopicPartition) -> TopicPartitionState:
         st = self._parts.get(tp)
         if st is None:
             raise ValueError(f"{tp} is not assigned to this consumer")

@@ -23,6 +23,7 @@ import httpx
 
 from tierlog import logs
 from tierlog.devstack.local_s3 import LocalS3
+from tierlog.devstack.local_server import Readiness, stop_process, wait_ready
 from tierlog.devstack.localpg import LocalPostgres
 from tierlog.devstack.parent_watch import child_env
 
@@ -39,30 +40,67 @@ class Child:
         self.proc = subprocess.Popen(self.argv, env=child_env(self.env))
 
     def stop(self, timeout: float = 10) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc, ((signal.SIGTERM, timeout), (signal.SIGKILL, None)))
 
+    def wait_ready(self, url: str, timeout: float = 60) -> None:
+        def answers() -> bool:
+            try:
+                return httpx.get(f"{url}/readyz", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
 
-def _wait_ready(url: str, child: Child, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if child.proc is not None and child.proc.poll() is not None:
+        assert self.proc is not None
+        outcome = wait_ready(self.proc, answers, time.monotonic() + timeout, 0.2)
+        if outcome is Readiness.EXITED:
             raise RuntimeError(
-                f"{child.name} exited with code {child.proc.returncode} while starting"
+                f"{self.name} exited with code {self.proc.returncode} while starting"
             )
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"{child.name} was not ready at {url} within {timeout:.0f}s")
+        if outcome is Readiness.TIMED_OUT:
+            raise RuntimeError(f"{self.name} was not ready at {url} within {timeout:.0f}s")
+
+
+class Supervisor:
+    """Starts the children, restarts one that dies until told to stop, then stops them all
+    in start order (brokers first, then the fetch node and the workers)."""
+
+    def __init__(self) -> None:
+        self.children: list[Child] = []
+        self.stopping = False
+
+    def on_signal(self, signum: int, _frame: object) -> None:
+        self.stopping = True
+
+    def start_ready(self, children: list[tuple[Child, str]]) -> None:
+        """Start every child, then wait until each is ready at its URL (/readyz)."""
+        for child, _url in children:
+            self.start(child)
+        for child, url in children:
+            child.wait_ready(url)
+
+    def start(self, child: Child) -> None:
+        self.children.append(child)
+        child.start()
+
+    def watch(self) -> None:
+        while not self.stopping:
+            time.sleep(0.5)
+            for child in self.children:
+                if not self.stopping and child.proc is not None and child.proc.poll() is not None:
+                    self._restart(child)
+
+    def _restart(self, child: Child) -> None:
+        assert child.proc is not None
+        child.restarts += 1
+        log.warning(
+            "child exited; restarting",
+            extra={"child": child.name, "code": child.proc.returncode, "restarts": child.restarts},
+        )
+        time.sleep(min(5.0, 0.5 * child.restarts))
+        child.start()
+
+    def stop_all(self) -> None:
+        for child in self.children:
+            child.stop()
 
 
 # Worker roles started beside the brokers; each default worker id is unique.
@@ -112,69 +150,57 @@ def _start_s3(data_dir: Path, env: dict[str, str]) -> tuple[LocalS3 | None, dict
     return s3, s3_env
 
 
+def _start_postgres(data_dir: Path) -> tuple[LocalPostgres | None, str]:
+    """TIERLOG_DATABASE_URL's database, or a local Postgres's."""
+    database_url = os.environ.get("TIERLOG_DATABASE_URL")
+    if database_url:
+        return None, database_url
+    pg = LocalPostgres(data_dir / "postgres")
+    database_url = pg.start()
+    log.info("postgres started", extra={"data_dir": str(data_dir / "postgres")})
+    return pg, database_url
+
+
+def _broker(i: int, brokers: int, port: int, data_dir: Path, log_level: str) -> list[str]:
+    return _role_argv(
+        "broker",
+        log_level,
+        *("--broker-id", str(i), "--listen", f"127.0.0.1:{port + i - 1}"),
+        *("--data-dir", str(data_dir / f"broker-{i}")),
+        *("--default-replication-factor", str(min(3, brokers))),
+        "--insecure",  # dev is open on loopback (and says so when it is up)
+    )
+
+
 def run_dev(data_dir: Path, brokers: int, port: int, log_level: str = "INFO") -> int:
     logs.setup("dev", log_level)
     data_dir.mkdir(parents=True, exist_ok=True)
     pg: LocalPostgres | None = None
     s3: LocalS3 | None = None
-    children: list[tuple[Child, str | None]] = []  # (child, URL with /readyz or None)
-    stopping = False
-
-    def on_signal(signum: int, _frame: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    supervisor = Supervisor()
+    signal.signal(signal.SIGINT, supervisor.on_signal)
+    signal.signal(signal.SIGTERM, supervisor.on_signal)
     try:
-        database_url = os.environ.get("TIERLOG_DATABASE_URL")
-        if not database_url:
-            pg = LocalPostgres(data_dir / "postgres")
-            database_url = pg.start()
-            log.info("postgres started", extra={"data_dir": str(data_dir / "postgres")})
+        pg, database_url = _start_postgres(data_dir)
         env = dict(os.environ, TIERLOG_DATABASE_URL=database_url)
         s3, s3_env = _start_s3(data_dir, env)
         env.update(s3_env)
-        for i in range(1, brokers + 1):
-            listen = f"127.0.0.1:{port + i - 1}"
-            argv = [
-                sys.executable,
-                "-m",
-                "tierlog",
-                "broker",
-                "--broker-id",
-                str(i),
-                "--listen",
-                listen,
-                "--data-dir",
-                str(data_dir / f"broker-{i}"),
-                "--log-level",
-                log_level,
-                "--default-replication-factor",
-                str(min(3, brokers)),
-                "--insecure",  # dev is open on loopback (and says so when it is up)
+        broker_urls = [f"http://127.0.0.1:{port + i - 1}" for i in range(1, brokers + 1)]
+        supervisor.start_ready(
+            [
+                (Child(f"broker-{i}", _broker(i, brokers, port, data_dir, log_level), env), url)
+                for i, url in enumerate(broker_urls, 1)
             ]
-            children.append((Child(f"broker-{i}", argv, env), f"http://{listen}"))
-        for child, _url in children:
-            child.start()
-        for child, url in children:
-            assert url is not None
-            _wait_ready(url, child)
-        fetch_listen = f"127.0.0.1:{fetch_port(port, brokers)}"
-        fetch_node = Child(
-            "fetch", _role_argv("fetch", log_level, "--listen", fetch_listen, "--insecure"), env
         )
-        fetch_node.start()
-        children.append((fetch_node, f"http://{fetch_listen}"))
-        _wait_ready(f"http://{fetch_listen}", fetch_node)
+        fetch_listen = f"127.0.0.1:{fetch_port(port, brokers)}"
+        fetch_argv = _role_argv("fetch", log_level, "--listen", fetch_listen, "--insecure")
+        supervisor.start_ready([(Child("fetch", fetch_argv, env), f"http://{fetch_listen}")])
         for role in _WORKER_ROLES:
-            children.append((Child(role, _role_argv(role, log_level), env), None))
-            children[-1][0].start()
-        broker_urls = ", ".join(url for child, url in children if url and child is not fetch_node)
+            supervisor.start(Child(role, _role_argv(role, log_level), env))
         where = s3.endpoint if s3 else env["TIERLOG_S3_ENDPOINT"]
         print(
-            f"tierlog dev is up: brokers at {broker_urls} (open, no auth: loopback only); "
-            f"fetch node at http://{fetch_listen}; "
+            f"tierlog dev is up: brokers at {', '.join(broker_urls)} (open, no auth: loopback "
+            f"only); fetch node at http://{fetch_listen}; "
             f"S3 at {where} bucket {env['TIERLOG_S3_BUCKET']} "
             f"(credentials in {data_dir / 's3.env'}); "
             f"workers: {', '.join(_WORKER_ROLES)}. "
@@ -182,28 +208,13 @@ def run_dev(data_dir: Path, brokers: int, port: int, log_level: str = "INFO") ->
             file=sys.stderr,
             flush=True,
         )
-        while not stopping:
-            time.sleep(0.5)
-            for child, _url in children:
-                if not stopping and child.proc is not None and child.proc.poll() is not None:
-                    child.restarts += 1
-                    log.warning(
-                        "child exited; restarting",
-                        extra={
-                            "child": child.name,
-                            "code": child.proc.returncode,
-                            "restarts": child.restarts,
-                        },
-                    )
-                    time.sleep(min(5.0, 0.5 * child.restarts))
-                    child.start()
+        supervisor.watch()
     except RuntimeError as exc:  # LocalPostgresError, LocalS3Error, a child that won't start
         print(f"tierlog dev: {exc}", file=sys.stderr)
         return 1
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        for child, _url in children:  # brokers first, then the workers, in start order
-            child.stop()
+        supervisor.stop_all()
         if s3 is not None:
             s3.stop()
         if pg is not None:

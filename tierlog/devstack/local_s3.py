@@ -21,13 +21,11 @@ Iceberg and Lance gateways and telemetry are off.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -35,8 +33,17 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from types import TracebackType
 from typing import Any
+
+from tierlog.devstack.local_server import (
+    LocalServer,
+    Readiness,
+    free_ports,
+    log_tail,
+    port_free,
+    stop_process,
+    wait_ready,
+)
 
 REGION = "us-east-1"
 # weed mini's servers, each with an HTTP and a gRPC port (all picked, none left to defaults:
@@ -79,32 +86,7 @@ def find_weed() -> Path:
     )
 
 
-def _free_ports(n: int) -> list[int]:
-    """n distinct free loopback ports (all held open together while picking)."""
-    socks: list[socket.socket] = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        # As weed's (Go's) listeners do: a port in TIME_WAIT after our last run is free.
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
-class LocalS3:
+class LocalS3(LocalServer):
     """`weed mini` on 127.0.0.1 with data under ``data_dir``.
 
     ``start()`` returns the environment for child processes (``env()``); ``stop()`` ends it.
@@ -117,7 +99,6 @@ class LocalS3:
         self.ready_timeout = ready_timeout
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
-        self._lock_fd: int | None = None
         self._access_key = ""
         self._secret_key = ""
 
@@ -184,9 +165,9 @@ class LocalS3:
         if self.requested_port:
             saved["s3.port"] = self.requested_port
         ports = dict(saved)
-        if len(ports) != len(_PORT_NAMES) or not all(_port_free(p) for p in ports.values()):
+        if len(ports) != len(_PORT_NAMES) or not all(port_free(p) for p in ports.values()):
             fixed = {"s3.port": self.requested_port} if self.requested_port else {}
-            picked = iter(_free_ports(len(_PORT_NAMES)))
+            picked = iter(free_ports(len(_PORT_NAMES)))
             ports = {n: fixed.get(n) or next(picked) for n in _PORT_NAMES}
         if len(set(ports.values())) != len(ports):
             raise LocalS3Error(f"port clash: {ports}")
@@ -215,7 +196,10 @@ class LocalS3:
             return self.env()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / "weed").mkdir(exist_ok=True)
-        self._lock()
+        busy = LocalS3Error(
+            f"{self.data_dir} is in use by another process (another `tierlog dev`?)"
+        )
+        self._lock(self.data_dir / "local_s3.lock", 0o644, busy)
         try:
             weed = find_weed()
             config = self._credentials()
@@ -255,25 +239,25 @@ class LocalS3:
     def _wait_ready(self) -> bool:
         """True once the S3 gateway answers /healthz and accepts our signed credentials."""
         assert self.proc is not None
-        deadline = time.monotonic() + self.ready_timeout
         client = None
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return False
+
+        def answers() -> bool:
+            nonlocal client
             try:
                 with urllib.request.urlopen(f"{self.endpoint}/healthz", timeout=1) as r:
-                    healthy = r.status == 200
+                    if r.status != 200:
+                        return False
             except (urllib.error.URLError, OSError):
-                healthy = False
-            if healthy:
-                client = client or self._client()
-                try:
-                    client.list_buckets()
-                    return True
-                except Exception:  # identities still loading: retry until the deadline
-                    pass
-            time.sleep(0.1)
-        return False
+                return False
+            client = client or self._client()
+            try:
+                client.list_buckets()
+                return True
+            except Exception:  # identities still loading: retry until the deadline
+                return False
+
+        deadline = time.monotonic() + self.ready_timeout
+        return wait_ready(self.proc, answers, deadline, 0.1) is Readiness.READY
 
     def _client(self) -> Any:
         import boto3
@@ -294,52 +278,13 @@ class LocalS3:
         )
 
     def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+        return log_tail(self.log_path, lines)
 
     def _terminate(self, timeout: float = 15) -> None:
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
         # SIGINT is weed's Ctrl-C: it shuts its servers down in order.
-        for sig, wait in ((signal.SIGINT, timeout), (signal.SIGKILL, 10.0)):
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(sig)
-            try:
-                proc.wait(wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+        stop_process(proc, ((signal.SIGINT, timeout), (signal.SIGKILL, 10.0)))
 
     def stop(self) -> None:
         self._terminate()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
-
-    def _lock(self) -> None:
-        if self._lock_fd is not None:
-            return
-        fd = os.open(self.data_dir / "local_s3.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise LocalS3Error(
-                f"{self.data_dir} is in use by another process (another `tierlog dev`?)"
-            ) from None
-        self._lock_fd = fd
-
-    def __enter__(self) -> LocalS3:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+        self._unlock()

@@ -21,20 +21,27 @@ every parent of ``data_dir``: /tmp/... and /var/... work; /root/... does not unl
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import glob
 import os
 import pwd
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
-from types import TracebackType
+from typing import Any
 
 import psycopg
+
+from tierlog.devstack.local_server import (
+    LocalServer,
+    Readiness,
+    free_port,
+    log_tail,
+    stop_process,
+    wait_ready,
+)
 
 SUPERUSER = "tierlog"
 DATABASE = "tierlog"
@@ -76,12 +83,6 @@ def find_bindir() -> Path:
     )
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _alive(pid: int) -> bool:
     """True while pid runs; a zombie (exited, not yet reaped by its parent) counts as dead."""
     try:
@@ -91,7 +92,7 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-class LocalPostgres:
+class LocalPostgres(LocalServer):
     """Start/stop a private server over ``data_dir``; ``start()`` returns its SQLAlchemy URL."""
 
     def __init__(
@@ -105,7 +106,6 @@ class LocalPostgres:
         self.fast = fast
         self.timeout = timeout
         self._proc: subprocess.Popen[bytes] | None = None
-        self._lock_fd: int | None = None
         self._as_root = os.geteuid() == 0
         self._password = ""
 
@@ -122,7 +122,10 @@ class LocalPostgres:
             return self.url
         bindir = find_bindir()
         self._prepare_dir()
-        self._lock()
+        busy = LocalPostgresError(
+            f"{self.data_dir} is in use by another LocalPostgres (another `tierlog dev`?)"
+        )
+        self._lock(self.data_dir / "localpg.lock", 0o600, busy)
         try:
             self._initdb_if_needed(bindir)
             try:
@@ -152,45 +155,16 @@ class LocalPostgres:
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the server and release the data dir."""
         self._shutdown(timeout)
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)  # closing releases the flock
-            self._lock_fd = None
+        self._unlock()
 
     def _shutdown(self, timeout: float = 30.0) -> None:
         """Fast shutdown (SIGINT: disconnect clients, checkpoint), escalating if it hangs."""
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            for sig, wait in (
-                (signal.SIGINT, timeout),
-                (signal.SIGQUIT, 5.0),
-                (signal.SIGKILL, 5.0),
-            ):
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(sig)
-                try:
-                    proc.wait(wait)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+        stop_process(proc, ((signal.SIGINT, timeout), (signal.SIGQUIT, 5.0), (signal.SIGKILL, 5.0)))
         self.port = None
 
-    def __enter__(self) -> LocalPostgres:
-        self.start()
-        return self
-
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
     def log_tail(self, lines: int = 30, since: int = 0) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(since)
-                text = f.read().decode("utf-8", "replace")
-        except OSError:
-            return "(no server log)"
-        return "\n".join(text.splitlines()[-lines:])
+        return log_tail(self.log_path, lines, since)
 
     # -- steps --------------------------------------------------------------------------------
 
@@ -227,22 +201,14 @@ class LocalPostgres:
                 " a project dir outside /root) or `chmod o+x` the parents"
             )
 
-    def _lock(self) -> None:
-        fd = os.open(self.data_dir / "localpg.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise LocalPostgresError(
-                f"{self.data_dir} is in use by another LocalPostgres (another `tierlog dev`?)"
-            ) from None
-        self._lock_fd = fd
+    def _as_owner(self) -> dict[str, Any]:
+        """subprocess keywords that run a command as the server's OS user (when we are root)."""
+        owner = self._owner()
+        if owner is None:
+            return {}
+        return {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": []}
 
     def _run(self, args: list[str]) -> None:
-        owner = self._owner()
-        kw: dict[str, object] = {}
-        if owner is not None:
-            kw = {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": []}
         res = subprocess.run(
             args,
             capture_output=True,
@@ -250,8 +216,8 @@ class LocalPostgres:
             check=False,
             env=self._env(),
             cwd=self.data_dir,
-            **kw,
-        )  # type: ignore[call-overload]
+            **self._as_owner(),
+        )
         if res.returncode != 0:
             raise LocalPostgresError(
                 f"{Path(args[0]).name} failed ({res.returncode}):\n{res.stdout}{res.stderr}"
@@ -348,10 +314,6 @@ class LocalPostgres:
         args = [str(bindir / "postgres"), "-D", str(self.pgdata)]
         for k, v in self._settings().items():
             args += ["-c", f"{k}={v}"]
-        owner = self._owner()
-        kw: dict[str, object] = {}
-        if owner is not None:
-            kw = {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": []}
         deadline = time.monotonic() + self.timeout
         while True:
             with open(self.log_path, "ab") as log:
@@ -365,8 +327,8 @@ class LocalPostgres:
                     env=self._env(),
                     cwd=self.data_dir,
                     start_new_session=True,
-                    **kw,
-                )  # type: ignore[call-overload]
+                    **self._as_owner(),
+                )
             self._proc = proc
             err = self._wait_ready(proc, deadline, log_start)
             if err is None:
@@ -388,37 +350,31 @@ class LocalPostgres:
         self, proc: subprocess.Popen[bytes], deadline: float, log_start: int
     ) -> str | None:
         """None when a real login works; else why not (exited / timed out)."""
-        while True:
-            if proc.poll() is not None:
-                tail = self.log_tail(since=log_start)
-                if "Address already in use" in tail:
-                    return "could not listen: port already in use"
-                return f"exited with status {proc.returncode}"
+
+        def logs_in() -> bool:
             try:
-                with psycopg.connect(
-                    host="127.0.0.1",
-                    port=self.port,
-                    user=SUPERUSER,
-                    password=self._password,
-                    dbname="postgres",
-                    connect_timeout=2,
-                ):
-                    return None
+                with self._connect(dbname="postgres", connect_timeout=2):
+                    return True
             except psycopg.OperationalError:
-                pass
-            if time.monotonic() > deadline:
-                return f"not ready after {self.timeout:.0f}s"
-            time.sleep(0.05)
+                return False
+
+        outcome = wait_ready(proc, logs_in, deadline, 0.05)
+        if outcome is Readiness.READY:
+            return None
+        if outcome is Readiness.TIMED_OUT:
+            return f"not ready after {self.timeout:.0f}s"
+        if "Address already in use" in self.log_tail(since=log_start):
+            return "could not listen: port already in use"
+        return f"exited with status {proc.returncode}"
+
+    def _connect(self, **kw: Any) -> psycopg.Connection[Any]:
+        """A connection as the superuser over loopback TCP."""
+        return psycopg.connect(
+            host="127.0.0.1", port=self.port, user=SUPERUSER, password=self._password, **kw
+        )
 
     def _ensure_database(self) -> None:
-        with psycopg.connect(
-            host="127.0.0.1",
-            port=self.port,
-            user=SUPERUSER,
-            password=self._password,
-            dbname="postgres",
-            autocommit=True,
-        ) as conn:
+        with self._connect(dbname="postgres", autocommit=True) as conn:
             if (
                 conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone()
                 is None
