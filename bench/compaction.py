@@ -53,13 +53,13 @@ def _hot_clean(tmp: str, n_records: int, keys: int) -> tuple[str, str, str, str]
 
     from ingest.cleaner.log_cleaner import LogCleaner
     from ingest.log.index import LogIndex
-    from ingest.log.local_log import LogConfig, PartitionLog
+    from ingest.log.local_log import LocalLog, LogConfig
     from logformat.frame import encode_frame
     from logformat.schema import HEADERS, RECORD_SCHEMA, TIMESTAMP
     from metadata.configs import topic_config
 
     index = LogIndex(os.path.join(tmp, "hot-index"))
-    plog = PartitionLog.open(
+    plog = LocalLog.open(
         os.path.join(tmp, "hot-0"), "hot", "hot", 0, index, LogConfig(segment_bytes=8 << 20)
     )
     per_frame, ts = 500, now_ms() - 60_000

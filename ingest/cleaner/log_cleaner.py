@@ -10,7 +10,7 @@ depend on the leader's segment layout). One pass over one partition:
 2. key → latest offset over the dirty section (OffsetMap);
 3. per group of consecutive segments (≤ segment.bytes of input): recopy the surviving rows
    into a `.cleaned` file (cleaner_frames.reframe: offsets and frame spans preserved, each
-   recent producer's last batch kept), fsync, swap it in (PartitionLog.swap_cleaned,
+   recent producer's last batch kept), fsync, swap it in (LocalLog.swap_cleaned,
    crash-safe through segment_swap);
 4. persist the cleaner checkpoint (cleaned-up-to offset) in the partition directory, so a
    restart resumes; a stale or lost checkpoint only costs work, never correctness (a record
@@ -34,7 +34,7 @@ from ingest import metrics
 from ingest.cleaner.cleaner_frames import OutFrame, SourceFrame, reframe
 from ingest.cleaner.offset_map import MAX_GROUP_SPAN, CleanBounds, CleanPlan, OffsetMap, plan
 from ingest.log import segment_swap
-from ingest.log.local_log import PartitionLog, SegmentInfo
+from ingest.log.local_log import LocalLog, SegmentInfo
 from ingest.log.log_read import CorruptLogError
 from ingest.log.segment import fsync_dir
 from ingest.replication import corruption
@@ -125,7 +125,7 @@ class LogCleaner:
 
     def plan_for(
         self,
-        plog: PartitionLog,
+        plog: LocalLog,
         cfg: TopicConfig,
         high_watermark: int,
         tiered_end: int | None,
@@ -137,7 +137,7 @@ class LogCleaner:
 
     def clean(
         self,
-        plog: PartitionLog,
+        plog: LocalLog,
         cfg: TopicConfig,
         high_watermark: int,
         tiered_end: int | None = None,
@@ -235,7 +235,7 @@ class LogCleaner:
 
     @staticmethod
     def _swap(
-        plog: PartitionLog, group: list[SegmentInfo], outs: list[OutFrame], totals: list[int]
+        plog: LocalLog, group: list[SegmentInfo], outs: list[OutFrame], totals: list[int]
     ) -> bool:
         """Write the group's cleaned file and swap it in. False if the log changed."""
         bytes_in = sum(s.size for s in group)
@@ -258,7 +258,7 @@ class LogCleaner:
         return True
 
     @staticmethod
-    def _changed(plog: PartitionLog) -> None:
+    def _changed(plog: LocalLog) -> None:
         log.info(
             "log cleaner pass stopped: the log changed meanwhile topic=%s partition=%d",
             plog.topic,
@@ -266,7 +266,7 @@ class LogCleaner:
         )
 
     @staticmethod
-    def _report(plog: PartitionLog, r: CleanResult, keys: int, seconds: float) -> None:
+    def _report(plog: LocalLog, r: CleanResult, keys: int, seconds: float) -> None:
         metrics.CLEANER_PASSES.labels(plog.topic).inc()
         metrics.CLEANER_SEGMENTS.labels(plog.topic).inc(r.segments_in)
         metrics.CLEANER_BYTES_READ.labels(plog.topic).inc(r.bytes_in)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-from ingest.log.local_log import PartitionLog
+from ingest.log.local_log import LocalLog
 from logformat.errors import ErrorCode, TierlogError
 from logformat.frame import HEADER, HEADER_SIZE, MAGIC, FrameHeader
 
@@ -23,9 +23,7 @@ def epoch_at(epochs: list[tuple[int, int]], offset: int) -> int:
     return found
 
 
-def iter_frame_headers(
-    plog: PartitionLog, start: int, end: int | None = None
-) -> Iterator[FrameHeader]:
+def iter_frame_headers(plog: LocalLog, start: int, end: int | None = None) -> Iterator[FrameHeader]:
     """Headers of the frames holding offsets in [start, end): the frame index gives where each
     frame is, one 60-byte pread reads its header. Frames of segments deleted meanwhile (by
     retention) are skipped. Holds the log's lock while it runs: consume it whole."""
@@ -33,7 +31,7 @@ def iter_frame_headers(
         yield from _walk(plog, start, end)
 
 
-def _walk(plog: PartitionLog, start: int, end: int | None) -> Iterator[FrameHeader]:
+def _walk(plog: LocalLog, start: int, end: int | None) -> Iterator[FrameHeader]:
     end = plog.log_end_offset if end is None else end
     floor = plog.index.frame_floor(start)
     first = floor.base_offset if floor is not None and floor.next_offset > start else start

@@ -33,14 +33,14 @@ from ingest.log.log_types import now_ms as _now_ms
 from ingest.log.segment import BytesLike, Segment, remove_dir
 from logformat.errors import ErrorCode, TierlogError
 
-__all__ = ["LogConfig", "PartitionLog", "ReadResult", "SegmentInfo"]
+__all__ = ["LocalLog", "LogConfig", "ReadResult", "SegmentInfo"]
 
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
 
-class PartitionLog:
+class LocalLog:
     def __init__(self, where: PartitionDir, index: LogIndex, config: LogConfig) -> None:
         """An empty, unopened log: use `open`."""
         self.dir, self.topic, self.topic_id, self.partition = where
@@ -67,7 +67,7 @@ class PartitionLog:
         partition: int,
         index: LogIndex,
         config: LogConfig,
-    ) -> PartitionLog:
+    ) -> LocalLog:
         """Open (creating or recovering) the log of `partition` in `directory`."""
         where = PartitionDir(directory, topic, topic_id, partition)
         plog = cls(where, index, config)

@@ -1,7 +1,7 @@
 """The partition log's append steps that need no log state: checking and numbering frames,
 grouping them by segment, and the index entries of one segment's group.
 
-`PartitionLog` holds the writers' lock around all of it and owns the offsets, the segment
+`LocalLog` holds the writers' lock around all of it and owns the offsets, the segment
 list and the index batch; these functions only compute (and fill the batch).
 """
 

@@ -6,7 +6,7 @@ the topic; `LogLoader` (through `recover`) runs the passes: finish interrupted c
 load the segments (cutting torn or corrupt tails by CRC, reindexing what the index does not
 cover, or rebuilding the whole index), delete files after an offset break, check the index
 against the kept segments, rebuild the time index, roll past a sealed tail, and record the
-state. It does not know PartitionLog: the caller passes the directory and the index, and
+state. It does not know LocalLog: the caller passes the directory and the index, and
 installs the result.
 """
 

@@ -13,7 +13,7 @@ import shutil
 import threading
 
 from ingest.log.index import LogIndex
-from ingest.log.local_log import LogConfig, PartitionLog
+from ingest.log.local_log import LocalLog, LogConfig
 from ingest.log.segment import PARTITION_FILE, read_partition_file, remove_dir
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ class LogManager:
             if name.endswith(".deleted"):
                 shutil.rmtree(os.path.join(data_dir, name), ignore_errors=True)
         self.index = LogIndex(os.path.join(data_dir, INDEX_DIR))
-        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._logs: dict[tuple[str, int], LocalLog] = {}
         self._lock = threading.RLock()
 
     def existing(self) -> list[tuple[str, str, int]]:
@@ -58,7 +58,7 @@ class LogManager:
 
     def get_or_create(
         self, topic: str, topic_id: str, partition: int, config: LogConfig
-    ) -> PartitionLog:
+    ) -> LocalLog:
         """The open log of (topic, partition); a different topic id replaces the old one."""
         key = (topic, partition)
         with self._lock:
@@ -70,16 +70,16 @@ class LogManager:
                 plog.delete()
                 del self._logs[key]
             path = os.path.join(self.data_dir, partition_dir_name(topic, partition))
-            plog = PartitionLog.open(path, topic, topic_id, partition, self.index, config)
+            plog = LocalLog.open(path, topic, topic_id, partition, self.index, config)
             self._logs[key] = plog
             return plog
 
-    def reopen(self, plog: PartitionLog) -> PartitionLog:
+    def reopen(self, plog: LocalLog) -> LocalLog:
         """Open `plog`'s partition again (log recovery repairs what the failure left) and
         close `plog`; raises, keeping `plog`, while the storage still fails."""
         key = (plog.topic, plog.partition)
         with self._lock:
-            fresh = PartitionLog.open(
+            fresh = LocalLog.open(
                 plog.dir, plog.topic, plog.topic_id, plog.partition, self.index, plog.config
             )
             try:
@@ -94,10 +94,10 @@ class LogManager:
             log.exception("closing a failed log: topic=%s partition=%d", *key)
         return fresh
 
-    def get(self, topic: str, partition: int) -> PartitionLog | None:
+    def get(self, topic: str, partition: int) -> LocalLog | None:
         return self._logs.get((topic, partition))
 
-    def all(self) -> list[PartitionLog]:
+    def all(self) -> list[LocalLog]:
         return list(self._logs.values())
 
     def drop(self, topic: str, partition: int) -> None:
@@ -114,7 +114,7 @@ class LogManager:
                 self.index.drop_partition(topic_id, partition)
             remove_dir(path)
 
-    def roll_due(self, now_ms: int) -> list[PartitionLog]:
+    def roll_due(self, now_ms: int) -> list[LocalLog]:
         """Roll every log whose active segment is older than its segment.ms; returns them."""
         rolled = []
         for plog in self.all():

@@ -2,7 +2,7 @@
 its divergent records, Kafka's truncateTo), entirely (truncateFullyAndStartAt), and at the head
 (retention deleting whole sealed segments).
 
-`PartitionLog` holds the writers' lock, installs the segment list these return, moves its
+`LocalLog` holds the writers' lock, installs the segment list these return, moves its
 offsets and writes the index batch these fill (with its partition state) in one write.
 """
 

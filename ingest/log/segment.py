@@ -73,7 +73,7 @@ def fsync_dir(directory: str) -> None:
 
 
 class Segment:
-    """A file of frames. The owning PartitionLog keeps next_offset/max_timestamp/created_ms."""
+    """A file of frames. The owning LocalLog keeps next_offset/max_timestamp/created_ms."""
 
     __slots__ = (
         "_fd",

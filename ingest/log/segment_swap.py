@@ -9,7 +9,7 @@ A crash after 2 is rolled forward by `finish` at the next open: every `.log` who
 in the swap file's offset range goes, and the swap file takes b0's name. The index entries
 of the range are then stale; recovery's consistency check sees it (the last frame's segment
 or position no longer matches the file) and reindexes the segment from the file.
-`install_cleaned` does step 3 for an open log (PartitionLog.swap_cleaned holds its lock and
+`install_cleaned` does step 3 for an open log (LocalLog.swap_cleaned holds its lock and
 decides whether the swap still applies).
 """
 

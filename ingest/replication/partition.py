@@ -17,7 +17,7 @@ from collections.abc import Callable
 from enum import StrEnum
 
 from ingest import metrics
-from ingest.log.local_log import PartitionLog
+from ingest.log.local_log import LocalLog
 from ingest.replication.group_commit import AppendResult, GroupCommit
 from ingest.replication.isr import FollowerProgress, high_watermark, lagging, may_join
 from ingest.unified.producer_state import ProducerStateManager
@@ -43,7 +43,7 @@ def _now_ms() -> float:
 class Partition:
     def __init__(
         self,
-        log_: PartitionLog,
+        log_: LocalLog,
         me: int,
         lease_ok: Callable[[], bool] = lambda: True,
         on_append: Callable[[], None] = lambda: None,
@@ -85,7 +85,7 @@ class Partition:
         self._labels = (self.topic, str(self.partition))
 
     @property
-    def log(self) -> PartitionLog:
+    def log(self) -> LocalLog:
         """The local log (reads, segments, retention); changes go through `unified`."""
         return self.unified.local
 

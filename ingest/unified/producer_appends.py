@@ -42,7 +42,7 @@ class PendingAppends:
     `check_and_stage` validates a frame against the committed state plus what this drain staged
     before it and, when it is to be appended, stages it at the offsets the log will give it
     (dense from `next_offset`, in staging order). EVERY frame the drain appends must be staged,
-    plain ones too, in the order passed to PartitionLog.append. `mark`/`rollback` drop a failed
+    plain ones too, in the order passed to LocalLog.append. `mark`/`rollback` drop a failed
     request's frames; `commit(ranges)` applies the staged frames with the offsets the log
     returned. Dropping the object discards everything: nothing is mutated before commit.
     """
@@ -112,7 +112,7 @@ class PendingAppends:
         return len(self._staged)
 
     def commit(self, ranges: Sequence[tuple[int, int]]) -> None:
-        """Apply the staged frames; `ranges` is what PartitionLog.append returned for them."""
+        """Apply the staged frames; `ranges` is what LocalLog.append returned for them."""
         if len(ranges) != len(self._staged):
             raise ValueError(f"{len(ranges)} appended ranges for {len(self._staged)} staged frames")
         for staged, (base, last) in zip(self._staged, ranges, strict=True):

@@ -37,7 +37,7 @@ from collections.abc import Iterator
 
 from ingest.log.frame_headers import epoch_at, iter_frame_headers
 from ingest.log.index import LogIndex
-from ingest.log.local_log import PartitionLog
+from ingest.log.local_log import LocalLog
 from ingest.unified.producer_appends import PendingAppends
 from ingest.unified.producer_checks import check_batch
 from ingest.unified.producer_types import (
@@ -190,7 +190,7 @@ class ProducerStateManager:
         self._entries, self._end = entries, end
 
     # --- persistence and rebuild ---
-    def checkpoint(self, plog: PartitionLog) -> None:
+    def checkpoint(self, plog: LocalLog) -> None:
         """Store the state at its end offset; keep the newest `max_checkpoints`. Call it when
         the active segment rolls (see maybe_checkpoint) and at close."""
         batch, end = self._index.batch(), self._end
@@ -204,17 +204,17 @@ class ProducerStateManager:
         self._index.write(batch)
         self._last_checkpoint = end
 
-    def maybe_checkpoint(self, plog: PartitionLog) -> bool:
+    def maybe_checkpoint(self, plog: LocalLog) -> bool:
         """Checkpoint if the log rolled since the newest checkpoint (cheap to call often)."""
         if self._last_checkpoint >= plog.active_segment.base_offset:
             return False
         self.checkpoint(plog)
         return True
 
-    def rebuild(self, plog: PartitionLog) -> int:
+    def rebuild(self, plog: LocalLog) -> int:
         """Load the newest checkpoint still valid for the log, replay the frames after it (from
         the log start without one) and delete invalid checkpoints. Returns frames replayed.
-        Call after PartitionLog.open and before any append; then expire(now)."""
+        Call after LocalLog.open and before any append; then expire(now)."""
         leo, lso, epochs = plog.log_end_offset, plog.log_start_offset, plog.leader_epochs()
         batch, loaded = self._index.batch(), False
         for key, value in reversed(list(self._checkpoints())):
@@ -237,7 +237,7 @@ class ProducerStateManager:
         self._index.write(batch)
         return self.replay(plog, max(self._end, lso), leo)
 
-    def replay(self, plog: PartitionLog, from_offset: int, end_offset: int | None = None) -> int:
+    def replay(self, plog: LocalLog, from_offset: int, end_offset: int | None = None) -> int:
         """Apply the headers of the frames holding offsets in [from_offset, end_offset)."""
         n = 0
         for header in iter_frame_headers(plog, from_offset, end_offset):
@@ -246,15 +246,15 @@ class ProducerStateManager:
         self._end = max(self._end, plog.log_end_offset if end_offset is None else end_offset)
         return n
 
-    def on_truncate(self, plog: PartitionLog) -> int:
-        """After PartitionLog.truncate_to: drop the state of truncated frames (rebuild from the
+    def on_truncate(self, plog: LocalLog) -> int:
+        """After LocalLog.truncate_to: drop the state of truncated frames (rebuild from the
         newest checkpoint at or below the new end). Returns frames replayed."""
         if self._end <= plog.log_end_offset:
             return 0
         return self.rebuild(plog)
 
-    def reset(self, plog: PartitionLog) -> None:
-        """After PartitionLog.truncate_fully_and_start_at: no state, no checkpoints."""
+    def reset(self, plog: LocalLog) -> None:
+        """After LocalLog.truncate_fully_and_start_at: no state, no checkpoints."""
         batch = self._index.batch()
         for key, _ in list(self._checkpoints()):
             self._pindex.delete_producer(batch, key)

@@ -1,6 +1,6 @@
 """One partition's log with its producer state (Kafka's UnifiedLog, over LocalLog).
 
-PartitionLog (local_log.py) stores frames; ProducerStateManager remembers each idempotent
+LocalLog (local_log.py) stores frames; ProducerStateManager remembers each idempotent
 producer's last batches. They must change together: a frame appended, copied from a leader,
 truncated or dropped without the matching producer-state change would let a retried batch
 be appended twice, or refuse a good one. This class is the one place that pairs them, so the
@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import Sequence
 
-from ingest.log.local_log import PartitionLog, SegmentInfo
+from ingest.log.local_log import LocalLog, SegmentInfo
 from ingest.unified.producer_appends import PendingAppends
 from ingest.unified.producer_state import ProducerStateManager
 from logformat.frame import iter_headers
@@ -31,7 +31,7 @@ def _wall_ms() -> int:
 
 
 class UnifiedLog:
-    def __init__(self, local: PartitionLog) -> None:
+    def __init__(self, local: LocalLog) -> None:
         """Rebuild the producer state of the opened `local` log (checkpoint + replay)."""
         self.local = local
         self.producers = ProducerStateManager(local.log_index, local.topic_id, local.partition)
@@ -73,7 +73,7 @@ class UnifiedLog:
         self, frames: Sequence[bytearray], pending: PendingAppends, leader_epoch: int
     ) -> list[tuple[int, int]]:
         """Append `frames` (every one staged in `pending`, in order) and apply the staged
-        producer state with the offsets they got. Raises as PartitionLog.append does, then
+        producer state with the offsets they got. Raises as LocalLog.append does, then
         with nothing applied."""
         ranges = self.local.append(frames, leader_epoch, _wall_ms())
         pending.commit(ranges)

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from ingest.log.index import LogIndex
-from ingest.log.local_log import LogConfig, PartitionLog
+from ingest.log.local_log import LocalLog, LogConfig
 from logformat.frame import encode_frame
 from logformat.schema import HEADERS, RECORD_SCHEMA, TIMESTAMP
 
@@ -41,14 +41,14 @@ class LogEnv:
         self.root = root
         self.topic, self.topic_id, self.partition = "orders", str(uuid.uuid4()), 0
         self.index = LogIndex(str(root / "index"))
-        self.log: PartitionLog | None = None
+        self.log: LocalLog | None = None
 
     @property
     def dir(self) -> Path:
         return self.root / f"{self.topic}-{self.partition}"
 
-    def open(self, config: LogConfig | None = None) -> PartitionLog:
-        self.log = PartitionLog.open(
+    def open(self, config: LogConfig | None = None) -> LocalLog:
+        self.log = LocalLog.open(
             str(self.dir),
             self.topic,
             self.topic_id,
@@ -67,7 +67,7 @@ class LogEnv:
         self.index.close()
         self.index = LogIndex(str(self.root / "index"))
 
-    def reopen(self, config: LogConfig | None = None, *, clean: bool = True) -> PartitionLog:
+    def reopen(self, config: LogConfig | None = None, *, clean: bool = True) -> LocalLog:
         if clean:
             assert self.log is not None
             self.log.close()
@@ -81,7 +81,7 @@ class LogEnv:
         return sorted(self.dir.glob("*.log"))
 
     @staticmethod
-    def read_all(log: PartitionLog, start: int | None = None) -> list[tuple[int, int]]:
+    def read_all(log: LocalLog, start: int | None = None) -> list[tuple[int, int]]:
         """(base_offset, record_count) of every frame from `start`, following next offsets."""
         out: list[tuple[int, int]] = []
         offset = log.log_start_offset if start is None else start

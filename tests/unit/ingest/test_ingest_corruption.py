@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ingest.log.local_log import LogConfig, PartitionLog
+from ingest.log.local_log import LocalLog, LogConfig
 from ingest.log.log_read import CorruptLogError
 from ingest.replication import corruption
 from ingest.replication.partition import Partition, Role
@@ -18,7 +18,7 @@ from logformat.frame import HEADER_SIZE, decode_header
 from metadata.types import PartitionInfo
 
 
-def _frames_at(log: PartitionLog) -> list[tuple[str, int, int, int]]:
+def _frames_at(log: LocalLog) -> list[tuple[str, int, int, int]]:
     """(segment path, position, base offset, size) of every stored frame."""
     out = []
     for seg in log.segments():
@@ -42,7 +42,7 @@ def _flip(path: str, position: int) -> None:
         os.fsync(f.fileno())
 
 
-def _log_of_sealed_segments(env, frame) -> PartitionLog:  # type: ignore[no-untyped-def]
+def _log_of_sealed_segments(env, frame) -> LocalLog:  # type: ignore[no-untyped-def]
     log = env.open(LogConfig(segment_bytes=2_400))  # three frames of ~760 bytes a segment
     for _ in range(12):
         log.append([frame(3)], leader_epoch=1, now_ms=1_000)

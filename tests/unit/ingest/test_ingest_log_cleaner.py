@@ -13,7 +13,7 @@ from coldstore.parquet_writer import iter_consumer_batches
 from ingest.cleaner.log_cleaner import LogCleaner, read_checkpoint
 from ingest.cleaner.offset_map import CleanBounds, OffsetMap, plan
 from ingest.log import segment_swap
-from ingest.log.local_log import LogConfig, PartitionLog, SegmentInfo
+from ingest.log.local_log import LocalLog, LogConfig, SegmentInfo
 from ingest.unified.producer_state import ProducerStateManager
 from logformat.frame import decode_records, encode_frame
 from logformat.render import to_consumer_batch
@@ -41,7 +41,7 @@ def keyed(rows: list[tuple[bytes | None, bytes | None]], ts: int = 1_000) -> byt
     return encode_frame(batch)
 
 
-def records(log: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
+def records(log: LocalLog) -> list[tuple[int, bytes | None, bytes | None]]:
     """Every record from the log start, as a consumer reads them (gaps skipped)."""
     out = []
     offset = log.log_start_offset
@@ -69,7 +69,7 @@ def model(
     return [r for r in recs if r[0] >= end or r[1] is None or latest[r[1]] == r[0]]
 
 
-def fill(log: PartitionLog, updates: int, keys: int, per_frame: int = 4) -> None:
+def fill(log: LocalLog, updates: int, keys: int, per_frame: int = 4) -> None:
     i = 0
     while i < updates:
         at = log.log_end_offset
@@ -112,7 +112,7 @@ def test_offset_map_keeps_latest_nulls_and_fresh_tombstones() -> None:
 # --- the cleaner on a real log ------------------------------------------------------------
 
 
-def small(env: LogEnv) -> PartitionLog:
+def small(env: LogEnv) -> LocalLog:
     return env.open(LogConfig(segment_bytes=4096))
 
 
@@ -215,18 +215,18 @@ def test_crash_leftovers_are_finished_or_dropped(env: LogEnv) -> None:
     # 2. a crash right after the commit point: the .swap exists, the originals too
     cleaner = LogCleaner()
     swaps: list[str] = []
-    orig = PartitionLog.swap_cleaned
+    orig = LocalLog.swap_cleaned
 
-    def crash_at_commit(self: PartitionLog, old, cleaned, frames) -> bool:  # type: ignore[no-untyped-def]
+    def crash_at_commit(self: LocalLog, old, cleaned, frames) -> bool:  # type: ignore[no-untyped-def]
         swaps.append(segment_swap.commit(cleaned))
         raise SystemExit  # stands for kill -9 at the commit point
 
-    PartitionLog.swap_cleaned = crash_at_commit  # type: ignore[method-assign]
+    LocalLog.swap_cleaned = crash_at_commit  # type: ignore[method-assign]
     try:
         with pytest.raises(SystemExit):
             cleaner.clean(log, COMPACT, log.log_end_offset, now_ms=NOW, force=True)
     finally:
-        PartitionLog.swap_cleaned = orig  # type: ignore[method-assign]
+        LocalLog.swap_cleaned = orig  # type: ignore[method-assign]
     assert swaps and os.path.exists(swaps[0])
     log = env.reopen(LogConfig(segment_bytes=4096), clean=False)
     assert not [n for n in os.listdir(log.dir) if n.endswith((".cleaned", ".swap"))]
@@ -235,7 +235,7 @@ def test_crash_leftovers_are_finished_or_dropped(env: LogEnv) -> None:
     assert got == [r for r in want if r[0] < end] + [r for r in before if r[0] >= end]
 
 
-def swaps_end(log: PartitionLog) -> int:
+def swaps_end(log: LocalLog) -> int:
     return log.segments()[0].next_offset
 
 

@@ -1,6 +1,6 @@
 """Idempotent-producer state: validation, staging within a drain, persistence, rebuild.
 
-Pure checks run on the manager alone; persistence and rebuild use a real PartitionLog and a
+Pure checks run on the manager alone; persistence and rebuild use a real LocalLog and a
 real rocksdict index in tmp_path (the `env` fixture of conftest.py).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from ingest.log.local_log import LogConfig, PartitionLog
+from ingest.log.local_log import LocalLog, LogConfig
 from ingest.unified.producer_state import (
     APPEND,
     MAX_SEQUENCE,
@@ -48,7 +48,7 @@ Answer = list[tuple[int, int]] | TierlogError
 
 
 def drain(
-    plog: PartitionLog, mgr: ProducerStateManager, requests: list[list[bytearray]]
+    plog: LocalLog, mgr: ProducerStateManager, requests: list[list[bytearray]]
 ) -> list[Answer]:
     """The leader's group-commit drain, as Partition._drain should call the manager."""
     pending = mgr.begin(plog.log_end_offset)
@@ -260,7 +260,7 @@ def test_drain_on_a_real_log(env):
 # --- followers, persistence, rebuild ---
 
 
-def leader_log(env, m: ProducerStateManager, cfg: LogConfig | None = None) -> PartitionLog:
+def leader_log(env, m: ProducerStateManager, cfg: LogConfig | None = None) -> LocalLog:
     """A log of producers 1 (epochs 0 then 1), 2 and plain frames, appended by drains."""
     plog = env.open(cfg)
     seqs = {1: 0, 2: 0}

@@ -1,4 +1,4 @@
-"""PartitionLog: append, roll, read, time lookup, truncation, retention (real files + RocksDB)."""
+"""LocalLog: append, roll, read, time lookup, truncation, retention (real files + RocksDB)."""
 
 from __future__ import annotations
 
