@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
-import orjson
 import pyarrow as pa
 
+from cluster.http.responses import parse_json
 from logformat import records
 from logformat.errors import ErrorCode, TierlogError
 from logformat.expansion import UNLIMITED, ExpansionLimits, check_json_records
@@ -177,12 +177,7 @@ def plan_json(
     limits: ExpansionLimits = UNLIMITED,
 ) -> ProducePlan:
     check_json_records(body, limits)  # before parsing: 24 MB of `{}` would be 3 GB parsed
-    try:
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise TierlogError(
-            ErrorCode.INVALID_REQUEST, f"request body is not valid JSON: {exc}"
-        ) from exc
+    doc = parse_json(body)
     if not isinstance(doc, dict) or not isinstance(doc.get("records"), list):
         raise TierlogError(
             ErrorCode.INVALID_REQUEST, 'the body must be a JSON object {"records": [ ... ]}'

@@ -52,14 +52,18 @@ def _too_large(size: int, limit: int) -> TierlogError:
     )
 
 
-async def json_object(request: Request, limit: int) -> dict[str, Any]:
-    body = await read_body(request, limit)
+def parse_json(body: bytes) -> Any:
+    """A request body as JSON; INVALID_REQUEST naming where it is not."""
     try:
-        doc = orjson.loads(body)
+        return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise TierlogError(
             ErrorCode.INVALID_REQUEST, f"request body is not valid JSON: {exc}"
         ) from exc
+
+
+async def json_object(request: Request, limit: int) -> dict[str, Any]:
+    doc = parse_json(await read_body(request, limit))
     if not isinstance(doc, dict):
         raise TierlogError(ErrorCode.INVALID_REQUEST, "request body must be a JSON object")
     return doc

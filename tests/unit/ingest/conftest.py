@@ -11,6 +11,7 @@ import pytest
 
 from ingest.log.index import LogIndex
 from ingest.log.local_log import LocalLog, LogConfig
+from ingest.unified.producer_state import ProducerStateManager
 from logformat.frame import encode_frame
 from logformat.schema import HEADERS, RECORD_SCHEMA, TIMESTAMP
 
@@ -110,3 +111,9 @@ def env(tmp_path: Path) -> Iterator[LogEnv]:
 @pytest.fixture
 def frame() -> FrameFactory:
     return make_frame
+
+
+@pytest.fixture
+def bare(env: LogEnv) -> ProducerStateManager:
+    """A producer-state manager of `env`'s partition, with nothing loaded."""
+    return ProducerStateManager(env.index, env.topic_id, env.partition)
