@@ -2,8 +2,29 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
+
+
+@dataclass(frozen=True, slots=True)
+class TopicIdPartition:
+    """A partition by its topic's id (Kafka's TopicIdPartition): what the cold tier and the
+    repositories key on, since a re-created topic gets a new id (so its old rows and files
+    are never mistaken for the new topic's). Hashable: the key of per-partition caches."""
+
+    topic_id: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic_id}-{self.partition}"
+
+
+class TopicPartition(NamedTuple):
+    """A partition by its topic's name, for the places keyed by name (reports, benches)."""
+
+    topic: str
+    partition: int
 
 
 class BrokerInfo(NamedTuple):
