@@ -21,6 +21,7 @@ from pathlib import Path
 from bench.replication import _new_database
 from coldstore.object_store import ObjectStore
 from metadata.db import make_engine, migrate
+from metadata.types import TopicIdPartition
 from tests.integration.s3 import MotoServer, config_for
 from tests.integration.test_compaction_support import ColdEnv, now_ms
 from tierlog.devstack.localpg import LocalPostgres
@@ -44,7 +45,7 @@ def _tier(env: ColdEnv, topic: str, files: int, records: int, keys: int) -> int:
             )
             offset += 1
         env.tier(topic, 0, recs, per_frame=500)
-    return sum(f.size_bytes for f in env.manifest.files(env.ids[topic], 0))
+    return sum(f.size_bytes for f in env.manifest.files(TopicIdPartition(env.ids[topic], 0)))
 
 
 def _hot_clean(tmp: str, n_records: int, keys: int) -> tuple[str, str, str, str]:
@@ -122,7 +123,7 @@ def main() -> None:
             started = time.monotonic()
             s = w.run_once()
             dt = time.monotonic() - started
-            after = env.manifest.files(env.ids["merge"], 0)
+            after = env.manifest.files(TopicIdPartition(env.ids["merge"], 0))
             rows.append(
                 (
                     "merge",
@@ -139,7 +140,7 @@ def main() -> None:
             started = time.monotonic()
             s = w.run_once()
             dt = time.monotonic() - started
-            kept = env.manifest.files(env.ids["table"], 0)
+            kept = env.manifest.files(TopicIdPartition(env.ids["table"], 0))
             left = sum(f.size_bytes for f in kept)
             rows.append(
                 (

@@ -40,6 +40,7 @@ from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
 from metadata.segment_registry import SegmentRegistry
+from metadata.types import TopicIdPartition
 from tests.integration.brokers import BrokerProcess
 from tests.integration.s3 import MotoServer, config_for
 from tiering.worker import TieringWorker
@@ -65,7 +66,7 @@ def _create(env: Env, name: str, segment_mb: int) -> str:
 
 
 def _sealed(engine: Any, tid: str) -> int:
-    return len(SegmentRegistry(engine).segments(tid, 0))
+    return len(SegmentRegistry(engine).segments(TopicIdPartition(tid, 0)))
 
 
 # -- 1. throughput ---------------------------------------------------------------------------
@@ -131,8 +132,10 @@ def throughput(
     worker.close()
     steps["claims, leases, manifest rows"] = seconds - sum(steps.values())
 
-    files = ColdManifest(engine).files(tid, 0)
-    segs = [s for s in SegmentRegistry(engine).segments(tid, 0) if s.state == "tiered"]
+    files = ColdManifest(engine).files(TopicIdPartition(tid, 0))
+    segs = [
+        s for s in SegmentRegistry(engine).segments(TopicIdPartition(tid, 0)) if s.state == "tiered"
+    ]
     end = max(f.last_offset for f in files) + 1
     return Throughput(
         segments=len(files),
@@ -235,7 +238,7 @@ def lag(
             samples.append(_sample(engine, http, t0))
             time.sleep(0.5)
         loader.join()
-        tiered_during = manifest.tiered_end_offset(tid, 0) or 0
+        tiered_during = manifest.tiered_end_offset(TopicIdPartition(tid, 0)) or 0
         stopped = time.monotonic()
         drain_s: float | None = None
         while True:

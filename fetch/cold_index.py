@@ -29,7 +29,8 @@ from sqlalchemy.engine import Engine
 from cluster.read_contract import ColdRange
 from fetch import metrics
 from fetch.deadlines import POSTGRES, within
-from metadata.schema import cold_files
+from metadata.schema import cold_files, of_partition
+from metadata.segment_registry import cold_file
 from metadata.types import ColdFile, TopicIdPartition
 
 _COLS = list(cold_files.columns)
@@ -37,12 +38,7 @@ _C = cold_files.c
 
 
 def _where(tp: TopicIdPartition) -> tuple[Any, ...]:
-    return (_C.topic_id == tp.topic_id, _C.partition == tp.partition, _C.state == "committed")
-
-
-def _file(row: Any) -> ColdFile:
-    m = row._mapping
-    return ColdFile(*(m[c.name] for c in _COLS))._replace(topic_id=str(m["topic_id"]))
+    return (of_partition(cold_files, tp), _C.state == "committed")
 
 
 class ManifestQueries:
@@ -71,7 +67,7 @@ class ManifestQueries:
         with self.engine.connect() as conn:
             rows = list(conn.execute(covering.limit(1)))
             rows += list(conn.execute(after.limit(ahead)))
-        return [_file(r) for r in rows]
+        return [cold_file(r) for r in rows]
 
     def first_reaching(self, tp: TopicIdPartition, timestamp: int) -> ColdFile | None:
         """The first file in offset order holding a timestamp >= `timestamp`.
@@ -88,7 +84,7 @@ class ManifestQueries:
         metrics.MANIFEST_QUERIES.labels("timestamp").inc()
         with self.engine.connect() as conn:
             row = conn.execute(stmt).first()
-        return None if row is None else _file(row)
+        return None if row is None else cold_file(row)
 
 
 class _Window:

@@ -40,7 +40,7 @@ _TOPIC_COLUMNS = (
     topics.c.configs,
     topics.c.created_at,
 )
-_PARTITION_COLUMNS = (
+PARTITION_COLUMNS = (  # a PartitionInfo's, from partitions joined with topics
     topics.c.name,
     partitions.c.topic_id,
     partitions.c.partition,
@@ -63,7 +63,8 @@ def _topic(row: AnyRow) -> TopicInfo:
     )
 
 
-def _partition(row: AnyRow) -> PartitionInfo:
+def partition_info(row: AnyRow) -> PartitionInfo:
+    """A row of PARTITION_COLUMNS as a PartitionInfo."""
     return PartitionInfo(
         row.name,
         str(row.topic_id),
@@ -284,7 +285,7 @@ class TopicRepo:
     def partitions(self, name: str) -> builtins.list[PartitionInfo]:
         """The topic's partitions in order; UNKNOWN_TOPIC_OR_PARTITION if there is no topic."""
         stmt = (
-            select(*_PARTITION_COLUMNS)
+            select(*PARTITION_COLUMNS)
             .join(topics, topics.c.id == partitions.c.topic_id)
             .where(topics.c.name == name)
             .order_by(partitions.c.partition)
@@ -293,16 +294,16 @@ class TopicRepo:
             rows = conn.execute(stmt).all()
         if not rows:
             raise _unknown(name)  # every topic has >= 1 partition
-        return [_partition(r) for r in rows]
+        return [partition_info(r) for r in rows]
 
     def all_partitions(self) -> builtins.list[PartitionInfo]:
         stmt = (
-            select(*_PARTITION_COLUMNS)
+            select(*PARTITION_COLUMNS)
             .join(topics, topics.c.id == partitions.c.topic_id)
             .order_by(topics.c.name, partitions.c.partition)
         )
         with self.engine.connect() as conn:
-            return [_partition(r) for r in conn.execute(stmt)]
+            return [partition_info(r) for r in conn.execute(stmt)]
 
     def snapshot(self) -> tuple[int, builtins.list[TopicInfo], builtins.list[PartitionInfo]]:
         """(version, topics, partitions) read in one consistent snapshot (REPEATABLE READ)."""
@@ -312,9 +313,9 @@ class TopicRepo:
                 _topic(r) for r in conn.execute(select(*_TOPIC_COLUMNS).order_by(topics.c.name))
             ]
             parts = [
-                _partition(r)
+                partition_info(r)
                 for r in conn.execute(
-                    select(*_PARTITION_COLUMNS)
+                    select(*PARTITION_COLUMNS)
                     .join(topics, topics.c.id == partitions.c.topic_id)
                     .order_by(topics.c.name, partitions.c.partition)
                 )

@@ -55,6 +55,10 @@ class PartitionInfo(NamedTuple):
     isr: list[int]
     partition_epoch: int  # bumped by every change of leader, ISR or replicas (CAS token)
 
+    @property
+    def tp(self) -> TopicIdPartition:
+        return TopicIdPartition(self.topic_id, self.partition)
+
 
 # -- tiering (metadata/segment_registry.py) ------------------------------------------------------
 
@@ -70,6 +74,10 @@ class SegmentClaim(NamedTuple):
     worker_id: str
     claim_expires_at: datetime
 
+    @property
+    def tp(self) -> TopicIdPartition:
+        return TopicIdPartition(self.topic_id, self.partition)
+
 
 class HotSegment(NamedTuple):
     topic_id: str
@@ -81,6 +89,10 @@ class HotSegment(NamedTuple):
     claimed_by: str | None
     attempts: int
     last_error: str | None
+
+    @property
+    def tp(self) -> TopicIdPartition:
+        return TopicIdPartition(self.topic_id, self.partition)
 
 
 class Untiered(NamedTuple):
@@ -117,6 +129,10 @@ class ColdFile(NamedTuple):
     created_at: datetime
     updated_at: datetime
     delete_after: datetime | None
+
+    @property
+    def tp(self) -> TopicIdPartition:
+        return TopicIdPartition(self.topic_id, self.partition)
 
 
 # -- consumer groups (metadata/groups.py) ------------------------------------------------

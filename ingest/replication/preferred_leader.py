@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 from ingest.replication.partition import PartitionState, Role
 from metadata.partition_state import PartitionStateRepo
+from metadata.types import TopicIdPartition
 
 log = logging.getLogger("tierlog.preferred_leader")
 
@@ -85,8 +86,7 @@ class PreferredLeaderMover:
                 await asyncio.sleep(0.02)
             info = await asyncio.to_thread(
                 self.repo.hand_over,
-                state.topic_id,
-                state.partition,
+                TopicIdPartition(state.topic_id, state.partition),
                 self.me,
                 state.leader_epoch,
                 state.partition_epoch,

@@ -19,7 +19,7 @@ from ingest.log.log_manager import LogManager
 from ingest.replication.partition import PartitionState, Role
 from ingest.replication.replica_fetcher import ReplicaFetcher
 from metadata.partition_state import PartitionStateRepo
-from metadata.types import PartitionInfo
+from metadata.types import PartitionInfo, TopicIdPartition
 
 log = logging.getLogger("tierlog.replica_manager")
 
@@ -127,8 +127,7 @@ class ReplicaManager:
         try:
             info = await asyncio.to_thread(
                 self.repo.alter_isr,
-                state.topic_id,
-                state.partition,
+                TopicIdPartition(state.topic_id, state.partition),
                 self.me,
                 state.leader_epoch,
                 state.partition_epoch,
@@ -181,8 +180,7 @@ class ReplicaManager:
     async def _hand_off(self, state: PartitionState) -> None:
         info = await asyncio.to_thread(
             self.repo.hand_over,
-            state.topic_id,
-            state.partition,
+            TopicIdPartition(state.topic_id, state.partition),
             self.me,
             state.leader_epoch,
             state.partition_epoch,

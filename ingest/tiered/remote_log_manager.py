@@ -37,6 +37,7 @@ from ingest.log.local_log import SegmentInfo
 from ingest.replication.partition import PartitionState, Role
 from logformat.errors import ErrorCode, TierlogError
 from metadata.configs import TopicConfig
+from metadata.types import TopicIdPartition
 
 log = logging.getLogger("tierlog.remote_log")
 
@@ -48,18 +49,18 @@ class SegmentRegistryApi(Protocol):
     """What the broker uses of metadata.segment_registry.SegmentRegistry."""
 
     def register_sealed(
-        self, topic_id: str, partition: int, base_offset: int, end_offset: int, size_bytes: int
+        self, tp: TopicIdPartition, base_offset: int, end_offset: int, size_bytes: int
     ) -> None: ...
 
 
 class ColdManifestApi(Protocol):
     """What the broker uses of metadata.cold_manifest.ColdManifest."""
 
-    def tiered_end_offset(self, topic_id: str, partition: int) -> int | None: ...
+    def tiered_end_offset(self, tp: TopicIdPartition) -> int | None: ...
 
-    def cold_range(self, topic_id: str, partition: int) -> tuple[int, int] | None: ...
+    def cold_range(self, tp: TopicIdPartition) -> tuple[int, int] | None: ...
 
-    def log_start_offset(self, topic_id: str, partition: int) -> int | None: ...
+    def log_start_offset(self, tp: TopicIdPartition) -> int | None: ...
 
 
 class RetentionPlan(NamedTuple):
@@ -178,7 +179,10 @@ class RemoteLogManager:
         for state, seg in todo:
             try:
                 self._registry.register_sealed(
-                    state.topic_id, state.partition, seg.base_offset, seg.next_offset, seg.size
+                    TopicIdPartition(state.topic_id, state.partition),
+                    seg.base_offset,
+                    seg.next_offset,
+                    seg.size,
                 )
             except Exception:  # the topic was deleted meanwhile (FK), or Postgres is away
                 log.exception(
@@ -268,10 +272,10 @@ class RemoteLogManager:
     def _manifest_views(self, keys: list[PartitionKey]) -> dict[PartitionKey, ManifestView]:
         out: dict[PartitionKey, ManifestView] = {}
         for topic_id, partition in keys:
+            tp = TopicIdPartition(topic_id, partition)
             try:
                 out[(topic_id, partition)] = ManifestView(
-                    self._manifest.tiered_end_offset(topic_id, partition),
-                    self._manifest.log_start_offset(topic_id, partition),
+                    self._manifest.tiered_end_offset(tp), self._manifest.log_start_offset(tp)
                 )
             except Exception:
                 log.exception("reading the cold manifest failed")
@@ -371,9 +375,10 @@ class RemoteLogManager:
     def _tier_status(self, topic_id: str, partitions: list[int]) -> dict[int, TierStatus]:
         out = {}
         for p in partitions:
-            cold = self._manifest.cold_range(topic_id, p)
+            tp = TopicIdPartition(topic_id, p)
+            cold = self._manifest.cold_range(tp)
             end = cold[1] if cold is not None else None
-            out[p] = TierStatus(cold, end, self._manifest.log_start_offset(topic_id, p))
+            out[p] = TierStatus(cold, end, self._manifest.log_start_offset(tp))
         return out
 
     async def out_of_range(self, state: PartitionState, offset: int) -> TierlogError | None:
@@ -381,7 +386,7 @@ class RemoteLogManager:
         start, when the manifest has a cold range; None when it has none."""
         try:
             cold = await asyncio.to_thread(
-                self._manifest.cold_range, state.topic_id, state.partition
+                self._manifest.cold_range, TopicIdPartition(state.topic_id, state.partition)
             )
         except Exception:
             log.exception("reading the cold manifest failed")
