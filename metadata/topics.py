@@ -77,6 +77,17 @@ def partition_info(row: AnyRow) -> PartitionInfo:
     )
 
 
+def _locked_topic(conn: Connection, name: str) -> TopicInfo:
+    """The topic, its row locked until the transaction ends; UNKNOWN_TOPIC_OR_PARTITION if
+    there is none."""
+    row = conn.execute(
+        select(*_TOPIC_COLUMNS).where(topics.c.name == name).with_for_update()
+    ).first()
+    if row is None:
+        raise _unknown(name)
+    return _topic(row)
+
+
 def _unknown(name: str) -> TierlogError:
     return TierlogError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
 
@@ -172,12 +183,7 @@ class TopicRepo:
         if not isinstance(set, Mapping | None):
             raise TierlogError(ErrorCode.INVALID_CONFIG, "configs must be an object")
         with self.engine.begin() as conn:
-            row = conn.execute(
-                select(*_TOPIC_COLUMNS).where(topics.c.name == name).with_for_update()
-            ).first()
-            if row is None:
-                raise _unknown(name)
-            current = _topic(row)
+            current = _locked_topic(conn, name)
             merged = merge_configs(current.configs, set or {}, delete)
             check_min_insync(merged, current.replication_factor)
             row = conn.execute(
@@ -192,12 +198,7 @@ class TopicRepo:
         """Grow the topic to ``total`` partitions (Kafka's CreatePartitions: never shrinks)."""
         total = _count(total, "partitions", ErrorCode.INVALID_PARTITIONS, MAX_PARTITIONS)
         with self.engine.begin() as conn:
-            row = conn.execute(
-                select(*_TOPIC_COLUMNS).where(topics.c.name == name).with_for_update()
-            ).first()
-            if row is None:
-                raise _unknown(name)
-            info = _topic(row)
+            info = _locked_topic(conn, name)
             if total <= info.partition_count:
                 raise TierlogError(
                     ErrorCode.INVALID_PARTITIONS,
