@@ -22,7 +22,7 @@ from sqlalchemy import and_, exists, func, insert, select, update
 from sqlalchemy.engine import Engine
 
 from metadata.schema import cold_files, hot_segments, of_partition
-from metadata.segment_registry import cold_file
+from metadata.segment_registry import cold_file, cold_file_values
 from metadata.types import ColdFile, FileSpec, TopicIdPartition
 
 # Object keys of files written by compaction carry one of these in their unique part (tiering's
@@ -108,15 +108,7 @@ class CompactionManifest:
                 conn.execute(
                     insert(cold_files)
                     .values(
-                        topic_id=tp.topic_id,
-                        partition=tp.partition,
-                        base_offset=base_offset,
-                        last_offset=last_offset,
-                        min_timestamp=file.min_timestamp,
-                        max_timestamp=file.max_timestamp,
-                        object_key=file.object_key,
-                        size_bytes=file.size_bytes,
-                        records=file.records,
+                        **cold_file_values(tp, base_offset, last_offset, file),
                         state="copy_started",
                     )
                     .returning(cold_files.c.id)

@@ -286,11 +286,19 @@ def describe_lost_claim(claim: SegmentClaim) -> str:
 
 
 def file_values(claim: SegmentClaim, file: FileSpec) -> dict[str, Any]:
+    """The cold_files columns of a claimed segment's file (it covers the whole segment)."""
+    return cold_file_values(claim.tp, claim.base_offset, claim.end_offset - 1, file)
+
+
+def cold_file_values(
+    tp: TopicIdPartition, base_offset: int, last_offset: int, file: FileSpec
+) -> dict[str, Any]:
+    """The cold_files columns of a file covering offsets [base_offset, last_offset]."""
     return {
-        "topic_id": claim.topic_id,
-        "partition": claim.partition,
-        "base_offset": claim.base_offset,
-        "last_offset": claim.end_offset - 1,
+        "topic_id": tp.topic_id,
+        "partition": tp.partition,
+        "base_offset": base_offset,
+        "last_offset": last_offset,
         "min_timestamp": file.min_timestamp,
         "max_timestamp": file.max_timestamp,
         "object_key": file.object_key,

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from sqlalchemy.engine import Engine
 
-from ingest.replication.wire import CLUSTER_TOKEN_HEADER
+from cluster.internal_http import CLUSTER_TOKEN_HEADER
 from metadata.db import make_engine
 from metadata.partition_state import PartitionStateRepo
 from metadata.segment_registry import FileSpec, HotSegment, SegmentRegistry
