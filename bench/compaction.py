@@ -17,10 +17,13 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-from bench.replication import _new_database
+from bench.databases import new_database
 from coldstore.object_store import ObjectStore
+from compaction.worker import PassSummary
 from metadata.db import make_engine, migrate
+from metadata.types import TopicIdPartition
 from tests.integration.s3 import MotoServer, config_for
 from tests.integration.test_compaction_support import ColdEnv, now_ms
 from tierlog.devstack.localpg import LocalPostgres
@@ -44,7 +47,18 @@ def _tier(env: ColdEnv, topic: str, files: int, records: int, keys: int) -> int:
             )
             offset += 1
         env.tier(topic, 0, recs, per_frame=500)
-    return sum(f.size_bytes for f in env.manifest.files(env.ids[topic], 0))
+    return sum(f.size_bytes for f in env.manifest.files(TopicIdPartition(env.ids[topic], 0)))
+
+
+def _one_pass(env: ColdEnv, **settings: Any) -> tuple[PassSummary, float]:
+    """One pass of a new compaction worker with these settings, and how long it took."""
+    w = env.worker(**settings)
+    try:
+        started = time.monotonic()
+        summary = w.run_once()
+        return summary, time.monotonic() - started
+    finally:
+        w.close()
 
 
 def _hot_clean(tmp: str, n_records: int, keys: int) -> tuple[str, str, str, str]:
@@ -107,7 +121,7 @@ def main() -> None:
         pg = LocalPostgres(Path(tmp) / "pg", fast=True)
         url = pg.start()
         try:
-            engine = make_engine(_new_database(url, "compaction"))
+            engine = make_engine(new_database(url, "compaction"))
             migrate(engine)
             config = config_for(moto.endpoint, "bench")
             ObjectStore(config).ensure_bucket()
@@ -118,11 +132,8 @@ def main() -> None:
             env.topic("merge", **{"retention.ms": "-1", "file.delete.delay.ms": "0"})
             size = _tier(env, "merge", args.files, args.records, args.records * args.files)
             target = size // 4 + 1
-            w = env.worker(target_file_bytes=target, merge_min_files=2)
-            started = time.monotonic()
-            s = w.run_once()
-            dt = time.monotonic() - started
-            after = env.manifest.files(env.ids["merge"], 0)
+            s, dt = _one_pass(env, target_file_bytes=target, merge_min_files=2)
+            after = env.manifest.files(TopicIdPartition(env.ids["merge"], 0))
             rows.append(
                 (
                     "merge",
@@ -135,11 +146,8 @@ def main() -> None:
             # 2. key compaction: `keys` keys updated over and over
             env.topic("table", **{"cleanup.policy": "compact", "min.compaction.lag.ms": "0"})
             size = _tier(env, "table", args.files, args.records, args.keys)
-            w = env.worker(target_file_bytes=64 << 20)
-            started = time.monotonic()
-            s = w.run_once()
-            dt = time.monotonic() - started
-            kept = env.manifest.files(env.ids["table"], 0)
+            s, dt = _one_pass(env, target_file_bytes=64 << 20)
+            kept = env.manifest.files(TopicIdPartition(env.ids["table"], 0))
             left = sum(f.size_bytes for f in kept)
             rows.append(
                 (
@@ -153,10 +161,7 @@ def main() -> None:
             # 3. retention by time + the sweep after the grace period
             env.topic("old", **{"retention.ms": "1000", "file.delete.delay.ms": "0"})
             size = _tier(env, "old", args.files, args.records, args.keys)
-            w = env.worker()
-            started = time.monotonic()
-            s = w.run_once()
-            dt = time.monotonic() - started
+            s, dt = _one_pass(env)
             rows.append(
                 (
                     "retention + sweep",
@@ -166,7 +171,6 @@ def main() -> None:
                     f"{s.reclaimed_bytes / MB:,.2f} MB",
                 )
             )
-            w.close()
             engine.dispose()
             rows.append(_hot_clean(tmp, n_records, args.keys))
         finally:

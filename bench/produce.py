@@ -9,6 +9,7 @@ records/s, MB/s and p50/p99 request latency for each, and the Arrow/baseline rat
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import subprocess
 import sys
@@ -122,24 +123,17 @@ def main() -> None:
             ]
             for name, target, kind in cases:
                 ctype = ARROW if kind == "arrow" else "application/json"
-                run_load(
+                load = functools.partial(
+                    run_load,
                     target,
                     "/topics/bench/records?acks=1",
                     bodies[kind],
                     ctype,
                     args.batch,
                     args.clients,
-                    1.0,
-                )  # warm-up
-                results[name] = run_load(
-                    target,
-                    "/topics/bench/records?acks=1",
-                    bodies[kind],
-                    ctype,
-                    args.batch,
-                    args.clients,
-                    args.seconds,
                 )
+                load(1.0)  # warm-up
+                results[name] = load(args.seconds)
             print(
                 f"\n{'case':<22} {'records/s':>12} {'MB/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
                 f"{'requests':>8} {'errors':>6} vs base"

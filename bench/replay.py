@@ -38,6 +38,7 @@ from bench.load import LoadResult, run_load
 from coldstore.object_store import AsyncObjectStore, ObjectStore, ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
+from metadata.types import TopicIdPartition
 from tests.integration.brokers import BrokerProcess
 from tests.integration.fetch_nodes import FetchNodeProcess
 from tests.integration.replay_data import arrow_body, records
@@ -178,13 +179,13 @@ def load_topic(
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             worker.run_once()
-            segs = worker.registry.segments(tid, 0)
+            segs = worker.registry.segments(TopicIdPartition(tid, 0))
             if segs and all(s.state == "tiered" for s in segs) and len(segs) >= 2:
                 p = broker.http.get("/topics/replay").json()["partitions"][0]
                 if p["hot"]["start"] == p["cold"]["end"]:
                     break
             time.sleep(0.5)
-        files = manifest.files(tid, 0)
+        files = manifest.files(TopicIdPartition(tid, 0))
         return files[-1].last_offset + 1, [(f.object_key, f.size_bytes) for f in files]
     finally:
         worker.close()

@@ -20,12 +20,10 @@ import time
 from pathlib import Path
 
 import httpx
-from sqlalchemy import text
-from sqlalchemy.engine import make_url
 
+from bench.databases import new_database
 from bench.load import LoadResult, run_load
 from bench.produce import ARROW, arrow_body, values
-from metadata.db import make_engine
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import Cluster, wait_for
 from tierlog.devstack.localpg import LocalPostgres
@@ -62,12 +60,19 @@ def _failover_trial(c: Cluster, topic: str) -> float:
     return elapsed
 
 
-def _new_database(url: str, name: str) -> str:
-    admin = make_engine(url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return make_url(url).set(database=name).render_as_string(hide_password=False)
+def _create_replicated(c: Cluster, topic: str) -> None:
+    """An RF=3 topic with min.insync.replicas=2, once its ISR is full."""
+    r = c.any().http.post(
+        "/topics",
+        json={
+            "name": topic,
+            "partitions": 1,
+            "replication_factor": 3,
+            "configs": {"min.insync.replicas": 2},
+        },
+    )
+    assert r.status_code == 201, r.text
+    wait_for(f"full ISR of {topic}", lambda: len(c.partition(topic)["isr"]) == 3)
 
 
 def main() -> None:
@@ -94,18 +99,8 @@ def main() -> None:
             single.http.close()
             # A database of its own for the cluster, so the single broker is not in the way.
             (Path(tmp) / "cluster").mkdir()
-            c = Cluster(_new_database(url, "cluster"), Path(tmp) / "cluster", 3).start()
-            r = c.any().http.post(
-                "/topics",
-                json={
-                    "name": "bench",
-                    "partitions": 1,
-                    "replication_factor": 3,
-                    "configs": {"min.insync.replicas": 2},
-                },
-            )
-            assert r.status_code == 201, r.text
-            wait_for("full ISR", lambda: len(c.partition("bench")["isr"]) == 3)
+            c = Cluster(new_database(url, "cluster"), Path(tmp) / "cluster", 3).start()
+            _create_replicated(c, "bench")
             leader = c.leader("bench")
             for acks in ("1", "all"):
                 rows.append(
@@ -114,16 +109,7 @@ def main() -> None:
                         _load(leader.port, acks, body, args.clients, args.seconds),
                     )
                 )
-            r = c.any().http.post(
-                "/topics",
-                json={
-                    "name": "probe",
-                    "partitions": 1,
-                    "replication_factor": 3,
-                    "configs": {"min.insync.replicas": 2},
-                },
-            )
-            wait_for("probe ISR", lambda: len(c.partition("probe")["isr"]) == 3)
+            _create_replicated(c, "probe")
             times = [_failover_trial(c, "probe") for _ in range(args.trials)]
             c.stop()
         finally:

@@ -36,10 +36,13 @@ import httpx
 
 from bench.events import arrow_body, make_records
 from bench.load import LoadResult, run_load
+from coldstore.delta_table import DeltaTopicTable
+from coldstore.layout import table_uri
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
 from metadata.segment_registry import SegmentRegistry
+from metadata.types import TopicIdPartition
 from tests.integration.brokers import BrokerProcess
 from tests.integration.s3 import MotoServer, config_for
 from tiering.worker import TieringWorker
@@ -65,7 +68,7 @@ def _create(env: Env, name: str, segment_mb: int) -> str:
 
 
 def _sealed(engine: Any, tid: str) -> int:
-    return len(SegmentRegistry(engine).segments(tid, 0))
+    return len(SegmentRegistry(engine).segments(TopicIdPartition(tid, 0)))
 
 
 # -- 1. throughput ---------------------------------------------------------------------------
@@ -123,7 +126,8 @@ def throughput(
     worker.store.put = _timed(steps, "S3 upload", worker.store.put)  # type: ignore[method-assign]
     worker._commit_delta = _timed(steps, "Delta commit", worker._commit_delta)  # type: ignore[method-assign]
     worker.registry.mark_tiered = _timed(steps, "manifest commit", worker.registry.mark_tiered)  # type: ignore[method-assign]
-    worker._table("bulk")  # creating the table is a one-off, not per-segment cost
+    # Creating the table is a one-off, not per-segment cost.
+    DeltaTopicTable(table_uri(env.config, "bulk"), env.config.storage_options()).ensure_created()
     started = time.perf_counter()
     while worker.run_once():
         pass
@@ -131,8 +135,10 @@ def throughput(
     worker.close()
     steps["claims, leases, manifest rows"] = seconds - sum(steps.values())
 
-    files = ColdManifest(engine).files(tid, 0)
-    segs = [s for s in SegmentRegistry(engine).segments(tid, 0) if s.state == "tiered"]
+    files = ColdManifest(engine).files(TopicIdPartition(tid, 0))
+    segs = [
+        s for s in SegmentRegistry(engine).segments(TopicIdPartition(tid, 0)) if s.state == "tiered"
+    ]
     end = max(f.last_offset for f in files) + 1
     return Throughput(
         segments=len(files),
@@ -235,7 +241,7 @@ def lag(
             samples.append(_sample(engine, http, t0))
             time.sleep(0.5)
         loader.join()
-        tiered_during = manifest.tiered_end_offset(tid, 0) or 0
+        tiered_during = manifest.tiered_end_offset(TopicIdPartition(tid, 0)) or 0
         stopped = time.monotonic()
         drain_s: float | None = None
         while True:

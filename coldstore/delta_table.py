@@ -283,15 +283,7 @@ class DeltaTopicTable:
             for p in dict.fromkeys(self.relpath(p) for p in paths):
                 f = live.get(p)
                 if f is not None:
-                    removes.append(
-                        RemoveAction(
-                            path=p,
-                            data_change=data_change,
-                            deletion_timestamp=now,
-                            size=f.size,
-                            partition_values={PARTITION_COLUMN: str(f.partition)},
-                        )
-                    )
+                    removes.append(_remove(f, data_change, now))
             if not removes:
                 return table.version()
             return self._commit(table, removes)
@@ -331,15 +323,7 @@ class DeltaTopicTable:
                 f = live.get(p)
                 if f is None or f.partition != partition:
                     raise ValueError(f"{p!r} is not a live file of partition {partition}")
-                actions.append(
-                    RemoveAction(
-                        path=p,
-                        data_change=data_change,
-                        deletion_timestamp=now,
-                        size=f.size,
-                        partition_values={PARTITION_COLUMN: str(partition)},
-                    )
-                )
+                actions.append(_remove(f, data_change, now))
             return self._commit(table, actions)
 
     # -- reading --------------------------------------------------------------------------
@@ -367,6 +351,17 @@ class DeltaTopicTable:
         ]
         out.sort(key=lambda f: (f.partition, -1 if f.min_offset is None else f.min_offset, f.path))
         return out
+
+
+def _remove(f: DeltaFile, data_change: bool, now_ms: int) -> RemoveAction:
+    """The action removing a live file from the table at `now_ms`."""
+    return RemoveAction(
+        path=f.path,
+        data_change=data_change,
+        deletion_timestamp=now_ms,
+        size=f.size,
+        partition_values={PARTITION_COLUMN: str(f.partition)},
+    )
 
 
 def _key_prefix(uri: str) -> str:

@@ -43,7 +43,7 @@ from compaction.rewrite import (
 )
 from metadata.cold_manifest import ColdManifest
 from metadata.configs import TopicConfig
-from metadata.types import ColdFile, FileSpec
+from metadata.types import ColdFile, FileSpec, TopicIdPartition
 
 log = logging.getLogger("tierlog.compaction")
 MiB = 1 << 20
@@ -65,6 +65,10 @@ class Target(NamedTuple):
     topic: str
     partition: int
     config: TopicConfig
+
+    @property
+    def tp(self) -> TopicIdPartition:
+        return TopicIdPartition(self.topic_id, self.partition)
 
 
 class RewriteResult(NamedTuple):
@@ -115,7 +119,7 @@ class PartitionJobs:
 
     def recover(self, t: Target) -> None:
         """Finish or undo rewrites a crash (or a failed commit) left staged."""
-        staged = self.ops.staged_rewrites(t.topic_id, t.partition)
+        staged = self.ops.staged_rewrites(t.tp)
         if not staged:
             return
         table = self.table(t)
@@ -134,9 +138,7 @@ class PartitionJobs:
             else:
                 runs.append([s])
         for run in runs:
-            old = self.ops.committed_within(
-                t.topic_id, t.partition, run[0].base_offset, run[-1].last_offset
-            )
+            old = self.ops.committed_within(t.tp, run[0].base_offset, run[-1].last_offset)
             self.ops.swap(
                 [s.id for s in run], [o.id for o in old], table.version(), self.grace_ms(t)
             )
@@ -152,12 +154,10 @@ class PartitionJobs:
         cfg = t.config
         if not cfg.delete or (cfg.retention_ms < 0 and cfg.retention_bytes < 0):
             return []
-        files = self.manifest.files(t.topic_id, t.partition)
+        files = self.manifest.files(t.tp)
         if not files:
             return []
-        untiered = (
-            self.ops.untiered_bytes(t.topic_id, t.partition) if cfg.retention_bytes >= 0 else 0
-        )
+        untiered = self.ops.untiered_bytes(t.tp) if cfg.retention_bytes >= 0 else 0
         expired = plan_retention(files, untiered, cfg.retention_ms, cfg.retention_bytes, now_ms)
         if not expired:
             return []
@@ -184,7 +184,7 @@ class PartitionJobs:
     # -- small-file merge -------------------------------------------------------------------
 
     def merge(self, t: Target) -> list[RewriteResult]:
-        files = self.manifest.files(t.topic_id, t.partition)
+        files = self.manifest.files(t.tp)
         groups = plan_merges(files, self.settings.target_file_bytes, self.settings.merge_min_files)
         out = []
         for group in groups:
@@ -204,7 +204,7 @@ class PartitionJobs:
     def compact_keys(self, t: Target, now_ms: int) -> RewriteResult | None:
         """Keep the latest record per key over the cleanable prefix of the cold files."""
         cfg = t.config
-        files = self.manifest.files(t.topic_id, t.partition)
+        files = self.manifest.files(t.tp)
         plan = plan_key_compaction(
             files,
             now_ms,
@@ -289,7 +289,7 @@ class PartitionJobs:
                     spec = FileSpec(
                         key, pf.size_bytes, pf.records, pf.min_timestamp, pf.max_timestamp
                     )
-                    fid = self.ops.stage(t.topic_id, t.partition, starts[i], ends[i], spec)
+                    fid = self.ops.stage(t.tp, starts[i], ends[i], spec)
                     staged.append(fid)
                     self.store.put(key, str(pf.output))
                     self.manifest.mark_copied(fid)

@@ -17,13 +17,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
 
 from sqlalchemy import and_, exists, func, insert, select, update
 from sqlalchemy.engine import Engine
 
-from metadata.schema import cold_files, hot_segments
-from metadata.types import ColdFile, FileSpec
+from metadata.schema import cold_files, hot_segments, of_partition
+from metadata.segment_registry import cold_file, cold_file_values
+from metadata.types import ColdFile, FileSpec, TopicIdPartition
 
 # Object keys of files written by compaction carry one of these in their unique part (tiering's
 # are "-{uuid hex}", which can hold neither): they tell a crashed rewrite's staged row from a
@@ -37,20 +37,16 @@ class SwapConflictError(RuntimeError):
     """An old file is no longer committed: someone else changed the partition meanwhile."""
 
 
-def _cold(row: Any) -> ColdFile:
-    return ColdFile(*(row._mapping[c.name] for c in cold_files.columns))
-
-
 class CompactionManifest:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     @contextlib.contextmanager
-    def partition_lock(self, topic_id: str, partition: int) -> Iterator[bool]:
+    def partition_lock(self, tp: TopicIdPartition) -> Iterator[bool]:
         """Try the partition's advisory lock for the duration of the block (yields whether it
         was acquired). Session-level: it survives the connection's transactions and dies
         with its session if this process does."""
-        key = func.hashtext(f"{topic_id}/{partition}")
+        key = func.hashtext(f"{tp.topic_id}/{tp.partition}")
         with self.engine.connect() as conn:
             got = bool(conn.execute(select(func.pg_try_advisory_lock(_LOCK_CLASS, key))).scalar())
             conn.commit()
@@ -61,15 +57,14 @@ class CompactionManifest:
                     conn.execute(select(func.pg_advisory_unlock(_LOCK_CLASS, key)))
                     conn.commit()
 
-    def tiering_busy(self, topic_id: str, partition: int) -> bool:
+    def tiering_busy(self, tp: TopicIdPartition) -> bool:
         """A tiering worker holds a live claim on one of the partition's segments."""
         with self.engine.connect() as conn:
             return bool(
                 conn.execute(
                     select(
                         exists().where(
-                            hot_segments.c.topic_id == topic_id,
-                            hot_segments.c.partition == partition,
+                            of_partition(hot_segments, tp),
                             hot_segments.c.state == "tiering",
                             hot_segments.c.claim_expires_at > func.now(),
                         )
@@ -77,14 +72,13 @@ class CompactionManifest:
                 ).scalar()
             )
 
-    def untiered_bytes(self, topic_id: str, partition: int) -> int:
+    def untiered_bytes(self, tp: TopicIdPartition) -> int:
         """Bytes of the partition's sealed segments not in the cold tier yet (hot-only data
         for retention.bytes; the active segment is not registered, so it is not counted)."""
         with self.engine.connect() as conn:
             n = conn.execute(
                 select(func.coalesce(func.sum(hot_segments.c.size_bytes), 0)).where(
-                    hot_segments.c.topic_id == topic_id,
-                    hot_segments.c.partition == partition,
+                    of_partition(hot_segments, tp),
                     hot_segments.c.state != "tiered",
                 )
             ).scalar()
@@ -106,7 +100,7 @@ class CompactionManifest:
             ).rowcount
 
     def stage(
-        self, topic_id: str, partition: int, base_offset: int, last_offset: int, file: FileSpec
+        self, tp: TopicIdPartition, base_offset: int, last_offset: int, file: FileSpec
     ) -> int:
         """Record a rewrite's file before its upload (copy_started); returns the row id."""
         with self.engine.begin() as conn:
@@ -114,15 +108,7 @@ class CompactionManifest:
                 conn.execute(
                     insert(cold_files)
                     .values(
-                        topic_id=topic_id,
-                        partition=partition,
-                        base_offset=base_offset,
-                        last_offset=last_offset,
-                        min_timestamp=file.min_timestamp,
-                        max_timestamp=file.max_timestamp,
-                        object_key=file.object_key,
-                        size_bytes=file.size_bytes,
-                        records=file.records,
+                        **cold_file_values(tp, base_offset, last_offset, file),
                         state="copy_started",
                     )
                     .returning(cold_files.c.id)
@@ -159,29 +145,27 @@ class CompactionManifest:
             if n != len(new_ids):
                 raise SwapConflictError(f"rewritten files {new_ids} are not all copied")
 
-    def staged_rewrites(self, topic_id: str, partition: int) -> list[ColdFile]:
+    def staged_rewrites(self, tp: TopicIdPartition) -> list[ColdFile]:
         """Rows of rewrites that never reached their swap (a crash, or a failed commit)."""
         with self.engine.connect() as conn:
             rows = conn.execute(
                 select(cold_files).where(
-                    cold_files.c.topic_id == topic_id,
-                    cold_files.c.partition == partition,
+                    of_partition(cold_files, tp),
                     cold_files.c.state.in_(("copy_started", "copied")),
                     cold_files.c.object_key.contains(MERGED_MARK)
                     | cold_files.c.object_key.contains(COMPACTED_MARK),
                 )
             ).all()
-        return [_cold(r) for r in rows]
+        return [cold_file(r) for r in rows]
 
     def committed_within(
-        self, topic_id: str, partition: int, base_offset: int, last_offset: int
+        self, tp: TopicIdPartition, base_offset: int, last_offset: int
     ) -> list[ColdFile]:
         with self.engine.connect() as conn:
             rows = conn.execute(
                 select(cold_files)
                 .where(
-                    cold_files.c.topic_id == topic_id,
-                    cold_files.c.partition == partition,
+                    of_partition(cold_files, tp),
                     cold_files.c.state == "committed",
                     and_(
                         cold_files.c.base_offset >= base_offset,
@@ -190,7 +174,7 @@ class CompactionManifest:
                 )
                 .order_by(cold_files.c.base_offset)
             ).all()
-        return [_cold(r) for r in rows]
+        return [cold_file(r) for r in rows]
 
     def due_deletes(self, limit: int = 1000) -> list[ColdFile]:
         """delete_started rows whose grace period is over, oldest first."""
@@ -205,7 +189,7 @@ class CompactionManifest:
                 .order_by(cold_files.c.delete_after, cold_files.c.id)
                 .limit(limit)
             ).all()
-        return [_cold(r) for r in rows]
+        return [cold_file(r) for r in rows]
 
     def pending_delete_bytes(self) -> int:
         with self.engine.connect() as conn:

@@ -92,7 +92,7 @@ class CompactionWorker:
             cfg = topic_config(info.configs)
             for p in range(info.partition_count):
                 t = Target(info.id, info.name, p, cfg)
-                with self.ops.partition_lock(info.id, p) as mine:
+                with self.ops.partition_lock(t.tp) as mine:
                     if not mine:
                         continue  # another worker is on it
                     visited += 1
@@ -132,7 +132,7 @@ class CompactionWorker:
             job = "retention"
             now = int(time.time() * 1000) if now_ms is None else now_ms
             expired = len(self.jobs.retention(t, now))
-            if self.ops.tiering_busy(t.topic_id, t.partition):
+            if self.ops.tiering_busy(t.tp):
                 return expired, 0, 0
             if t.config.compact:
                 job = "compact"

@@ -29,20 +29,16 @@ from sqlalchemy.engine import Engine
 from cluster.read_contract import ColdRange
 from fetch import metrics
 from fetch.deadlines import POSTGRES, within
-from metadata.schema import cold_files
-from metadata.types import ColdFile
+from metadata.schema import cold_files, of_partition
+from metadata.segment_registry import cold_file
+from metadata.types import ColdFile, TopicIdPartition
 
 _COLS = list(cold_files.columns)
 _C = cold_files.c
 
 
-def _where(topic_id: str, partition: int) -> tuple[Any, ...]:
-    return (_C.topic_id == topic_id, _C.partition == partition, _C.state == "committed")
-
-
-def _file(row: Any) -> ColdFile:
-    m = row._mapping
-    return ColdFile(*(m[c.name] for c in _COLS))._replace(topic_id=str(m["topic_id"]))
+def _where(tp: TopicIdPartition) -> tuple[Any, ...]:
+    return (of_partition(cold_files, tp), _C.state == "committed")
 
 
 class ManifestQueries:
@@ -51,8 +47,8 @@ class ManifestQueries:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def bounds(self, topic_id: str, partition: int) -> ColdRange | None:
-        w = _where(topic_id, partition)
+    def bounds(self, tp: TopicIdPartition) -> ColdRange | None:
+        w = _where(tp)
         first = select(_C.base_offset).where(*w).order_by(_C.base_offset).limit(1)
         last = select(_C.last_offset).where(*w).order_by(_C.base_offset.desc()).limit(1)
         metrics.MANIFEST_QUERIES.labels("bounds").inc()
@@ -60,9 +56,9 @@ class ManifestQueries:
             row = conn.execute(select(first.scalar_subquery(), last.scalar_subquery())).one()
         return None if row[0] is None else ColdRange(int(row[0]), int(row[1]) + 1)
 
-    def window(self, topic_id: str, partition: int, offset: int, ahead: int) -> list[ColdFile]:
+    def window(self, tp: TopicIdPartition, offset: int, ahead: int) -> list[ColdFile]:
         """The file whose base is the last <= `offset` (if any) and the `ahead` after it."""
-        w = _where(topic_id, partition)
+        w = _where(tp)
         covering = (
             select(*_COLS).where(*w, _C.base_offset <= offset).order_by(_C.base_offset.desc())
         )
@@ -71,9 +67,9 @@ class ManifestQueries:
         with self.engine.connect() as conn:
             rows = list(conn.execute(covering.limit(1)))
             rows += list(conn.execute(after.limit(ahead)))
-        return [_file(r) for r in rows]
+        return [cold_file(r) for r in rows]
 
-    def first_reaching(self, topic_id: str, partition: int, timestamp: int) -> ColdFile | None:
+    def first_reaching(self, tp: TopicIdPartition, timestamp: int) -> ColdFile | None:
         """The first file in offset order holding a timestamp >= `timestamp`.
 
         A scan in offset order filtered on max_timestamp: producers choose timestamps, so they
@@ -81,14 +77,14 @@ class ManifestQueries:
         stops at the first match, so its cost is the number of files before the answer."""
         stmt = (
             select(*_COLS)
-            .where(*_where(topic_id, partition), _C.max_timestamp >= timestamp)
+            .where(*_where(tp), _C.max_timestamp >= timestamp)
             .order_by(_C.base_offset)
             .limit(1)
         )
         metrics.MANIFEST_QUERIES.labels("timestamp").inc()
         with self.engine.connect() as conn:
             row = conn.execute(stmt).first()
-        return None if row is None else _file(row)
+        return None if row is None else cold_file(row)
 
 
 class _Window:
@@ -118,48 +114,44 @@ class ColdIndex:
         self.query_timeout_s = query_timeout_s
         self.bounds_ttl_s, self.window_ttl_s, self.window = bounds_ttl_s, window_ttl_s, window
         self.max_partitions = max_partitions
-        self._bounds: OrderedDict[tuple[str, int], tuple[float, ColdRange | None]] = OrderedDict()
-        self._windows: OrderedDict[tuple[str, int], _Window] = OrderedDict()
+        self._bounds: OrderedDict[TopicIdPartition, tuple[float, ColdRange | None]] = OrderedDict()
+        self._windows: OrderedDict[TopicIdPartition, _Window] = OrderedDict()
 
     async def _run(self, fn: Any, *args: Any) -> Any:
         # The thread may stay stuck on a frozen Postgres; the caller stops waiting for it.
         ran = asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
         return await within(self.query_timeout_s, POSTGRES, ran)
 
-    def peek_bounds(self, topic_id: str, partition: int) -> tuple[ColdRange | None] | None:
+    def peek_bounds(self, tp: TopicIdPartition) -> tuple[ColdRange | None] | None:
         """The cached bounds if fresh, wrapped (None: not cached). Reads only, so any thread
         may call it."""
-        hit = self._bounds.get((topic_id, partition))
+        hit = self._bounds.get(tp)
         if hit is not None and time.monotonic() - hit[0] < self.bounds_ttl_s:
             return (hit[1],)
         return None
 
-    def last_bounds(self, topic_id: str, partition: int) -> tuple[float, ColdRange | None] | None:
+    def last_bounds(self, tp: TopicIdPartition) -> tuple[float, ColdRange | None] | None:
         """The last bounds read, however old, with their age in seconds (None: never read)."""
-        hit = self._bounds.get((topic_id, partition))
+        hit = self._bounds.get(tp)
         return None if hit is None else (time.monotonic() - hit[0], hit[1])
 
-    async def bounds(self, topic_id: str, partition: int, fresh: bool = False) -> ColdRange | None:
-        k = (topic_id, partition)
-        hit = self._bounds.get(k)
+    async def bounds(self, tp: TopicIdPartition, fresh: bool = False) -> ColdRange | None:
+        hit = self._bounds.get(tp)
         if hit is not None and not fresh and time.monotonic() - hit[0] < self.bounds_ttl_s:
             return hit[1]
-        rng: ColdRange | None = await self._run(self._q.bounds, topic_id, partition)
-        _put(self._bounds, k, (time.monotonic(), rng), self.max_partitions)
+        rng: ColdRange | None = await self._run(self._q.bounds, tp)
+        _put(self._bounds, tp, (time.monotonic(), rng), self.max_partitions)
         return rng
 
-    async def file_at(self, topic_id: str, partition: int, offset: int) -> ColdFile | None:
+    async def file_at(self, tp: TopicIdPartition, offset: int) -> ColdFile | None:
         """The file holding `offset`, else the first one after it (compaction gaps), else
         None (past the cold end)."""
-        k = (topic_id, partition)
-        found = self._from_window(self._windows.get(k), offset)
+        found = self._from_window(self._windows.get(tp), offset)
         if found is not None:
             return found
-        files: list[ColdFile] = await self._run(
-            self._q.window, topic_id, partition, offset, self.window
-        )
+        files: list[ColdFile] = await self._run(self._q.window, tp, offset, self.window)
         win = _Window(files)
-        _put(self._windows, k, win, self.max_partitions)
+        _put(self._windows, tp, win, self.max_partitions)
         return self._pick(win, offset, complete=True)
 
     def _from_window(self, win: _Window | None, offset: int) -> ColdFile | None:
@@ -179,24 +171,20 @@ class ColdIndex:
             return win.files[nxt]
         return None
 
-    def invalidate(self, topic_id: str, partition: int) -> None:
-        self._windows.pop((topic_id, partition), None)
-        self._bounds.pop((topic_id, partition), None)
+    def invalidate(self, tp: TopicIdPartition) -> None:
+        self._windows.pop(tp, None)
+        self._bounds.pop(tp, None)
 
-    def peek_after(self, topic_id: str, partition: int, file: ColdFile, n: int) -> list[ColdFile]:
+    def peek_after(self, tp: TopicIdPartition, file: ColdFile, n: int) -> list[ColdFile]:
         """Up to `n` files after `file` that the cached window already knows (prefetch)."""
-        win = self._windows.get((topic_id, partition))
+        win = self._windows.get(tp)
         if win is None:
             return []
         i = bisect.bisect_right(win.bases, file.base_offset)
         return win.files[i : i + n]
 
-    async def first_reaching(
-        self, topic_id: str, partition: int, timestamp: int
-    ) -> ColdFile | None:
-        found: ColdFile | None = await self._run(
-            self._q.first_reaching, topic_id, partition, timestamp
-        )
+    async def first_reaching(self, tp: TopicIdPartition, timestamp: int) -> ColdFile | None:
+        found: ColdFile | None = await self._run(self._q.first_reaching, tp, timestamp)
         return found
 
 

@@ -10,23 +10,18 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from fetch.cold_index import ColdIndex
-from fetch.footer_cache import FooterCache
-from fetch.row_groups import RowGroupCache
+from fetch.cold_caches import ColdCaches
+from metadata.types import TopicIdPartition
 
 
 async def offset_for_timestamp(
-    index: ColdIndex,
-    footers: FooterCache,
-    groups: RowGroupCache,
-    topic_id: str,
-    partition: int,
-    timestamp: int,
+    caches: ColdCaches, tp: TopicIdPartition, timestamp: int
 ) -> int | None:
-    f = await index.first_reaching(topic_id, partition, timestamp)
+    index, footers, _, groups = caches
+    f = await index.first_reaching(tp, timestamp)
     while f is not None:
         if f.max_timestamp < timestamp:  # (only after the fallback below) skip older files
-            f = await index.file_at(topic_id, partition, f.last_offset + 1)
+            f = await index.file_at(tp, f.last_offset + 1)
             continue
         layout = await footers.get(f.object_key, f.size_bytes)
         for g in layout.groups:
@@ -39,5 +34,5 @@ async def offset_for_timestamp(
                 return int(table.column(0)[int(hits[0])].as_py())
         # The manifest promised a newer record than the file holds (it never should): go on
         # with the files after it rather than answer wrongly.
-        f = await index.file_at(topic_id, partition, f.last_offset + 1)
+        f = await index.file_at(tp, f.last_offset + 1)
     return None

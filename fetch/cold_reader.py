@@ -16,13 +16,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cluster.read_contract import ColdRead
-from fetch.cold_index import ColdIndex
-from fetch.footer_cache import FooterCache
+from fetch.cold_caches import ColdCaches
 from fetch.parquet_layout import FileLayout
-from fetch.range_cache import RangeCache
-from fetch.row_groups import RowGroupCache
 from logformat.schema import CONSUMER_SCHEMA
-from metadata.types import ColdFile
+from metadata.types import ColdFile, TopicIdPartition
 
 _EMPTY = pa.RecordBatch.from_pylist([], schema=CONSUMER_SCHEMA)
 ROW_OVERHEAD = 24  # offset + timestamp + per-record bookkeeping, for max_bytes accounting
@@ -36,33 +33,29 @@ class Position(NamedTuple):
     group: int
 
 
+class ReadLimits(NamedTuple):
+    """How far one read may go: offsets below `end`, at most these records and bytes."""
+
+    end: int
+    max_records: int
+    max_bytes: int
+
+
 class ColdFileReader:
-    def __init__(
-        self,
-        index: ColdIndex,
-        footers: FooterCache,
-        ranges: RangeCache,
-        groups: RowGroupCache,
-        pool: Executor,
-    ) -> None:
-        self._index, self._footers, self._ranges = index, footers, ranges
-        self._groups, self._pool = groups, pool
+    def __init__(self, caches: ColdCaches, pool: Executor) -> None:
+        self._index, self._footers, self._ranges, self._groups = caches
+        self._pool = pool
 
     async def read(
-        self,
-        topic_id: str,
-        partition: int,
-        offset: int,
-        end: int,
-        max_records: int,
-        max_bytes: int,
+        self, tp: TopicIdPartition, offset: int, limits: ReadLimits
     ) -> tuple[ColdRead, Position | None]:
+        end, max_records, max_bytes = limits
         parts: list[pa.Table] = []
         rows = nbytes = 0
         pos = offset
         where: Position | None = None
         while pos < end and rows < max_records and nbytes < max_bytes:
-            f = await self._index.file_at(topic_id, partition, pos)
+            f = await self._index.file_at(tp, pos)
             if f is None or f.base_offset >= end:
                 break
             layout = await self._footers.get(f.object_key, f.size_bytes)

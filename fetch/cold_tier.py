@@ -1,4 +1,4 @@
-"""The cold tier as a reader: fetch's implementation of ingest.tiered.tiered_fetch.ColdReader, used
+"""The cold tier as a reader: fetch's implementation of cluster.read_contract.ColdReader, used
 by brokers (for offsets below their local log start) and by fetch nodes.
 
 It owns the caches, the prefetcher and two small thread pools: one for Parquet decoding,
@@ -23,9 +23,10 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from cluster.read_contract import ColdRange, ColdRead
 from fetch import metrics
+from fetch.cold_caches import ColdCaches
 from fetch.cold_index import ColdIndex, ManifestQueries
 from fetch.cold_offsets import offset_for_timestamp
-from fetch.cold_reader import ColdFileReader
+from fetch.cold_reader import ColdFileReader, ReadLimits
 from fetch.deadlines import DeadlineStore
 from fetch.footer_cache import FooterCache
 from fetch.parquet_layout import CorruptColdFileError
@@ -35,6 +36,7 @@ from fetch.row_groups import RowGroupCache
 from fetch.store import RangeStore
 from logformat.errors import ErrorCode, TierlogError
 from metadata.db import make_engine
+from metadata.types import TopicIdPartition
 
 log = logging.getLogger("tierlog.fetch.cold")
 MiB = 1 << 20
@@ -108,16 +110,13 @@ class ColdTier:
         self.index = ColdIndex(
             ManifestQueries(self._engine), self._db_pool, query_timeout_s=config.manifest_timeout_s
         )
-        self._refreshing: set[tuple[str, int]] = set()  # bounds being re-read (cold loop only)
+        self._refreshing: set[TopicIdPartition] = set()  # bounds being re-read (cold loop only)
         self.ranges = RangeCache(store, config.cache_bytes)
         self.footers = FooterCache(self.ranges, self._decode_pool)
         self.groups = RowGroupCache(self.ranges, self._decode_pool, config.decoded_bytes)
-        self.reader = ColdFileReader(
-            self.index, self.footers, self.ranges, self.groups, self._decode_pool
-        )
-        self.prefetcher = Prefetcher(
-            self.index, self.footers, self.ranges, self.groups, config.prefetch
-        )
+        self.caches = ColdCaches(self.index, self.footers, self.ranges, self.groups)
+        self.reader = ColdFileReader(self.caches, self._decode_pool)
+        self.prefetcher = Prefetcher(self.caches, config.prefetch)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name="cold-io", daemon=True)
 
@@ -148,15 +147,19 @@ class ColdTier:
         await self.prefetcher.close()
         await self._store.close()
 
+    # The ColdReader methods (cluster/read_contract.py) take a partition as (topic_id,
+    # partition); inside, it is one TopicIdPartition.
+
     async def cold_range(
         self, topic_id: str, partition: int, fresh: bool = False
     ) -> ColdRange | None:
+        tp = TopicIdPartition(topic_id, partition)
         if not fresh:
-            hit = self.index.peek_bounds(topic_id, partition)  # every hot fetch asks: no hop
+            hit = self.index.peek_bounds(tp)  # every hot fetch asks: no hop
             if hit is not None:
                 return hit[0]
         try:
-            return await self._on_loop(self.index.bounds(topic_id, partition, fresh))
+            return await self._on_loop(self.index.bounds(tp, fresh))
         except TierlogError:
             raise
         except Exception as exc:
@@ -165,20 +168,20 @@ class ColdTier:
     def known_range(self, topic_id: str, partition: int) -> tuple[ColdRange | None] | None:
         """The last cold range read, without waiting (hot reads must not wait on Postgres);
         a stale or missing one is re-read in the background for the next caller."""
-        hit = self.index.last_bounds(topic_id, partition)
+        tp = TopicIdPartition(topic_id, partition)
+        hit = self.index.last_bounds(tp)
         if (hit is None or hit[0] >= self.index.bounds_ttl_s) and self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._refresh_bounds, topic_id, partition)
+            self._loop.call_soon_threadsafe(self._refresh_bounds, tp)
         return None if hit is None else (hit[1],)
 
-    def _refresh_bounds(self, topic_id: str, partition: int) -> None:
-        key = (topic_id, partition)
-        if key in self._refreshing:  # one query per partition at a time, however many ask
+    def _refresh_bounds(self, tp: TopicIdPartition) -> None:
+        if tp in self._refreshing:  # one query per partition at a time, however many ask
             return
-        self._refreshing.add(key)
-        task = asyncio.ensure_future(self.index.bounds(topic_id, partition, fresh=True))
+        self._refreshing.add(tp)
+        task = asyncio.ensure_future(self.index.bounds(tp, fresh=True))
 
         def done(t: asyncio.Future[ColdRange | None]) -> None:
-            self._refreshing.discard(key)
+            self._refreshing.discard(tp)
             if not t.cancelled() and t.exception() is not None:
                 log.debug("cold bounds refresh failed", exc_info=t.exception())
 
@@ -194,69 +197,56 @@ class ColdTier:
         max_records: int,
         max_bytes: int,
     ) -> ColdRead:
-        return await self._on_loop(
-            self._read(topic, topic_id, partition, offset, end, max_records, max_bytes)
-        )
+        tp = TopicIdPartition(topic_id, partition)
+        limits = ReadLimits(end, max_records, max_bytes)
+        return await self._on_loop(self._read(topic, tp, offset, limits))
 
     async def _read(
-        self,
-        topic: str,
-        topic_id: str,
-        partition: int,
-        offset: int,
-        end: int,
-        max_records: int,
-        max_bytes: int,
+        self, topic: str, tp: TopicIdPartition, offset: int, limits: ReadLimits
     ) -> ColdRead:
+        end = limits.end
         for attempt in (1, 2):
             try:
-                got, where = await self.reader.read(
-                    topic_id, partition, offset, end, max_records, max_bytes
-                )
+                got, where = await self.reader.read(tp, offset, limits)
             except KeyError as exc:  # an object is gone: compaction replaced the file
-                self._forget(topic_id, partition, exc)
+                self._forget(tp, exc)
                 if attempt == 2:
                     raise _unavailable(f"cold file {exc} is missing", exc) from exc
                 continue
             except _STORE_ERRORS as exc:
                 raise _unavailable("reading the cold tier failed", exc) from exc
             if got.next_offset <= offset and offset < end:  # no file where the range said
-                self.index.invalidate(topic_id, partition)
+                self.index.invalidate(tp)
                 if attempt == 2:
                     raise TierlogError(
                         ErrorCode.KAFKA_STORAGE_ERROR,
-                        f"offset {offset} of {topic}-{partition} is in no committed cold file "
+                        f"offset {offset} of {topic}-{tp.partition} is in no committed cold file "
                         "any more (retention or compaction moved it); retry",
                     )
                 continue
             metrics.COLD_FETCHES.inc()
             metrics.COLD_RECORDS.labels(topic).inc(got.batch.num_rows)
-            self.prefetcher.after_read(
-                topic_id, partition, offset, got.next_offset, where, got.batch.num_rows
-            )
+            self.prefetcher.after_read(tp, offset, got.next_offset, where, got.batch.num_rows)
             return got
         raise AssertionError("unreachable")
 
     async def offset_for_timestamp(
         self, topic: str, topic_id: str, partition: int, timestamp: int
     ) -> int | None:
-        return await self._on_loop(self._offset_for_timestamp(topic_id, partition, timestamp))
+        tp = TopicIdPartition(topic_id, partition)
+        return await self._on_loop(self._offset_for_timestamp(tp, timestamp))
 
-    async def _offset_for_timestamp(
-        self, topic_id: str, partition: int, timestamp: int
-    ) -> int | None:
+    async def _offset_for_timestamp(self, tp: TopicIdPartition, timestamp: int) -> int | None:
         try:
-            return await offset_for_timestamp(
-                self.index, self.footers, self.groups, topic_id, partition, timestamp
-            )
+            return await offset_for_timestamp(self.caches, tp, timestamp)
         except KeyError as exc:
-            self._forget(topic_id, partition, exc)
+            self._forget(tp, exc)
             raise _unavailable(f"cold file {exc} is missing", exc) from exc
         except _STORE_ERRORS as exc:
             raise _unavailable("reading the cold tier failed", exc) from exc
 
-    def _forget(self, topic_id: str, partition: int, exc: KeyError) -> None:
-        self.index.invalidate(topic_id, partition)
+    def _forget(self, tp: TopicIdPartition, exc: KeyError) -> None:
+        self.index.invalidate(tp)
         if exc.args and isinstance(exc.args[0], str):
             self.ranges.forget(exc.args[0])
 

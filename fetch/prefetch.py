@@ -1,6 +1,6 @@
 """Read-ahead for sequential replay, within a memory budget.
 
-Every cold read registers a stream keyed by (topic id, partition, next offset): the position a
+Every cold read registers a stream keyed by (partition, next offset): the position a
 consumer asks for next. A read that arrives at a stream's position continues it, and each
 continuation doubles its window (up to `window_bytes`), as a sequential file reader would.
 After each read the stream makes sure the bytes of the next `window` are in memory or on
@@ -25,16 +25,19 @@ import logging
 from collections import OrderedDict
 from typing import NamedTuple
 
-from fetch.cold_index import ColdIndex
+from fetch.cold_caches import ColdCaches
 from fetch.cold_reader import Position
-from fetch.footer_cache import FooterCache
 from fetch.parquet_layout import FileLayout
-from fetch.range_cache import RangeCache
-from fetch.row_groups import RowGroupCache
-from metadata.types import ColdFile
+from metadata.types import ColdFile, TopicIdPartition
 
 log = logging.getLogger("tierlog.fetch.prefetch")
-StreamKey = tuple[str, int, int]  # (topic id, partition, next offset)
+
+
+class StreamKey(NamedTuple):
+    """A sequential reader, by where its next read starts."""
+
+    tp: TopicIdPartition
+    next_offset: int
 
 
 class PrefetchConfig(NamedTuple):
@@ -62,23 +65,15 @@ def runs(layout: FileLayout, chunk_bytes: int) -> list[tuple[int, int]]:
 
 
 class Prefetcher:
-    def __init__(
-        self,
-        index: ColdIndex,
-        footers: FooterCache,
-        ranges: RangeCache,
-        groups: RowGroupCache,
-        config: PrefetchConfig | None = None,
-    ) -> None:
-        self._index, self._footers, self._ranges, self._groups = index, footers, ranges, groups
+    def __init__(self, caches: ColdCaches, config: PrefetchConfig | None = None) -> None:
+        self._index, self._footers, self._ranges, self._groups = caches
         self.config = config or PrefetchConfig()
         self._streams: OrderedDict[StreamKey, int] = OrderedDict()  # → sequential hits
         self._tasks: set[asyncio.Task[None]] = set()
 
     def after_read(
         self,
-        topic_id: str,
-        partition: int,
+        tp: TopicIdPartition,
         offset: int,
         next_offset: int,
         where: Position | None,
@@ -86,14 +81,14 @@ class Prefetcher:
     ) -> None:
         """After a read of `rows` records that stopped at `where`: continue (or start) the
         stream at `next_offset` and read ahead of it."""
-        hits = self._streams.pop((topic_id, partition, offset), -1) + 1
-        self._streams[(topic_id, partition, next_offset)] = hits
+        hits = self._streams.pop(StreamKey(tp, offset), -1) + 1
+        self._streams[StreamKey(tp, next_offset)] = hits
         while len(self._streams) > self.config.max_streams:
             self._streams.popitem(last=False)
         if where is None:
             return
         window = min(self.config.window_bytes, self.config.chunk_bytes << min(hits, 16))
-        task = asyncio.create_task(self._ahead(topic_id, partition, where, window, hits > 0, rows))
+        task = asyncio.create_task(self._ahead(tp, where, window, hits > 0, rows))
         self._tasks.add(task)
         task.add_done_callback(self._done)
 
@@ -110,13 +105,7 @@ class Prefetcher:
             await asyncio.wait(self._tasks, timeout=5)
 
     async def _ahead(
-        self,
-        topic_id: str,
-        partition: int,
-        where: Position,
-        window: int,
-        sequential: bool,
-        rows: int,
+        self, tp: TopicIdPartition, where: Position, window: int, sequential: bool, rows: int
     ) -> None:
         f, layout, g = where
         # Decode what the consumer's next request will want (as many rows as this one had),
@@ -132,7 +121,7 @@ class Prefetcher:
             return  # a first read only warms its own file: it may be a one-off
         current = f
         for _ in range(self.config.files_ahead):
-            nxt = await self._next_file(topic_id, partition, current)
+            nxt = await self._next_file(tp, current)
             if nxt is None or left <= 0:
                 return
             if nxt.size_bytes <= self.config.whole_file_bytes:
@@ -159,8 +148,8 @@ class Prefetcher:
                 break
         return layout.groups[-1].end - begin
 
-    async def _next_file(self, topic_id: str, partition: int, f: ColdFile) -> ColdFile | None:
-        known = self._index.peek_after(topic_id, partition, f, 1)
+    async def _next_file(self, tp: TopicIdPartition, f: ColdFile) -> ColdFile | None:
+        known = self._index.peek_after(tp, f, 1)
         if known:
             return known[0]
-        return await self._index.file_at(topic_id, partition, f.last_offset + 1)
+        return await self._index.file_at(tp, f.last_offset + 1)

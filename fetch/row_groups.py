@@ -12,6 +12,7 @@ import asyncio
 import time
 from collections import OrderedDict
 from concurrent.futures import Executor
+from typing import NamedTuple
 
 import pyarrow as pa
 
@@ -19,7 +20,10 @@ from fetch import metrics
 from fetch.parquet_layout import FileLayout, decode_group
 from fetch.range_cache import RangeCache
 
-GroupKey = tuple[str, int]  # (object key, row group index)
+
+class GroupKey(NamedTuple):
+    object_key: str
+    group: int  # the row group's index in the file
 
 
 class RowGroupCache:
@@ -31,7 +35,7 @@ class RowGroupCache:
         self._sizes: dict[GroupKey, int] = {}
 
     async def get(self, key: str, layout: FileLayout, group: int) -> pa.Table:
-        k = (key, group)
+        k = GroupKey(key, group)
         future = self._entries.get(k)
         if future is not None:
             metrics.CACHE_HITS.labels("row_group").inc()
@@ -42,18 +46,18 @@ class RowGroupCache:
         return await asyncio.shield(future)
 
     def has(self, key: str, group: int) -> bool:
-        return (key, group) in self._entries
+        return GroupKey(key, group) in self._entries
 
     def prefetch(self, key: str, layout: FileLayout, group: int) -> None:
         """Decode ahead if there is room without evicting anything not yet read."""
-        k = (key, group)
+        k = GroupKey(key, group)
         if k in self._entries or self.used + layout.groups[group].nbytes > self.capacity:
             return
         self._start(k, layout)
 
     def consume(self, key: str, group: int) -> None:
         """A sequential reader is done with this row group: evict it first."""
-        k = (key, group)
+        k = GroupKey(key, group)
         if k in self._entries:
             self._entries.move_to_end(k, last=False)
 

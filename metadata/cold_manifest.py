@@ -14,9 +14,9 @@ import builtins
 from datetime import timedelta
 
 from sqlalchemy import exists, func, insert, literal, select, update
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 
-from metadata.schema import cold_files, hot_segments
+from metadata.schema import cold_files, hot_segments, of_partition
 from metadata.segment_registry import (
     ClaimLostError,
     claim_fence,
@@ -24,7 +24,7 @@ from metadata.segment_registry import (
     describe_lost_claim,
     file_values,
 )
-from metadata.types import ColdFile, FileSpec, SegmentClaim
+from metadata.types import ColdFile, FileSpec, SegmentClaim, TopicIdPartition
 
 
 class ColdManifest:
@@ -97,33 +97,23 @@ class ColdManifest:
         return None if row is None else cold_file(row)
 
     def files(
-        self, topic_id: str, partition: int, states: tuple[str, ...] = ("committed",)
+        self, tp: TopicIdPartition, states: tuple[str, ...] = ("committed",)
     ) -> builtins.list[ColdFile]:
         """The partition's files in offset order; committed ones only unless asked."""
         with self.engine.connect() as conn:
-            return self._files(conn, topic_id, partition, states)
-
-    @staticmethod
-    def _files(
-        conn: Connection, topic_id: str, partition: int, states: tuple[str, ...]
-    ) -> builtins.list[ColdFile]:
-        rows = conn.execute(
-            select(cold_files)
-            .where(
-                cold_files.c.topic_id == topic_id,
-                cold_files.c.partition == partition,
-                cold_files.c.state.in_(states),
-            )
-            .order_by(cold_files.c.base_offset, cold_files.c.id)
-        ).all()
+            rows = conn.execute(
+                select(cold_files)
+                .where(of_partition(cold_files, tp), cold_files.c.state.in_(states))
+                .order_by(cold_files.c.base_offset, cold_files.c.id)
+            ).all()
         return [cold_file(r) for r in rows]
 
-    def cold_range(self, topic_id: str, partition: int) -> tuple[int, int] | None:
+    def cold_range(self, tp: TopicIdPartition) -> tuple[int, int] | None:
         """[start, end) of the contiguous committed range from the partition's first cold
         file, or None when nothing is committed."""
         start: int | None = None
         end = 0
-        for f in self.files(topic_id, partition):
+        for f in self.files(tp):
             if start is None:
                 start, end = f.base_offset, f.last_offset + 1
             elif f.base_offset <= end:
@@ -132,7 +122,7 @@ class ColdManifest:
                 break  # a gap (a file still to be committed): the range stops before it
         return None if start is None else (start, end)
 
-    def log_start_offset(self, topic_id: str, partition: int) -> int | None:
+    def log_start_offset(self, tp: TopicIdPartition) -> int | None:
         """The cross-tier log start the cold tier implies (retention, compaction/): the first
         committed cold offset; with nothing committed, the end of the highest removed file
         (everything below it was removed by retention); None when the partition has no cold
@@ -144,25 +134,23 @@ class ColdManifest:
                     func.max(cold_files.c.last_offset + 1).filter(
                         cold_files.c.state.in_(("delete_started", "deleted"))
                     ),
-                ).where(cold_files.c.topic_id == topic_id, cold_files.c.partition == partition)
+                ).where(of_partition(cold_files, tp))
             ).one()
         if row[0] is not None:
             return int(row[0])
         return None if row[1] is None else int(row[1])
 
-    def tiered_end_offset(self, topic_id: str, partition: int) -> int | None:
+    def tiered_end_offset(self, tp: TopicIdPartition) -> int | None:
         """Exclusive end of the contiguous committed cold range (None: nothing tiered)."""
-        r = self.cold_range(topic_id, partition)
+        r = self.cold_range(tp)
         return None if r is None else r[1]
 
-    def lag(self, topic_id: str, partition: int, hw: int) -> int:
+    def lag(self, tp: TopicIdPartition, hw: int) -> int:
         """Records below the high watermark `hw` that are not in the cold tier yet."""
         with self.engine.connect() as conn:
             first_hot = conn.execute(
-                select(func.min(hot_segments.c.base_offset)).where(
-                    hot_segments.c.topic_id == topic_id, hot_segments.c.partition == partition
-                )
+                select(func.min(hot_segments.c.base_offset)).where(of_partition(hot_segments, tp))
             ).scalar()
-        end = self.tiered_end_offset(topic_id, partition)
+        end = self.tiered_end_offset(tp)
         start = end if end is not None else (first_hot if first_hot is not None else 0)
         return max(0, hw - start)

@@ -14,38 +14,14 @@ same members compare equal.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from sqlalchemy import func, select, update
-from sqlalchemy.engine import Connection, Engine, Row
+from sqlalchemy.engine import Connection, Engine
 
 from metadata.controller_lease import ControllerFence, lease_held
-from metadata.schema import brokers, cluster, partitions, producer_ids, topics
-from metadata.types import PartitionInfo
-
-_COLUMNS = (
-    topics.c.name,
-    partitions.c.topic_id,
-    partitions.c.partition,
-    partitions.c.leader,
-    partitions.c.leader_epoch,
-    partitions.c.replicas,
-    partitions.c.isr,
-    partitions.c.partition_epoch,
-)
-
-
-def _info(row: Row[*tuple[Any, ...]]) -> PartitionInfo:
-    return PartitionInfo(
-        row.name,
-        str(row.topic_id),
-        row.partition,
-        row.leader,
-        row.leader_epoch,
-        list(row.replicas),
-        list(row.isr),
-        row.partition_epoch,
-    )
+from metadata.schema import brokers, cluster, of_partition, partitions, producer_ids, topics
+from metadata.topics import PARTITION_COLUMNS, partition_info
+from metadata.types import PartitionInfo, TopicIdPartition
 
 
 def _ordered_isr(replicas: Sequence[int], new_isr: Sequence[int], where: str) -> list[int]:
@@ -69,6 +45,10 @@ def _led_by(row: PartitionInfo, leader_id: int, leader_epoch: int, partition_epo
     )
 
 
+def _name(row: PartitionInfo) -> str:
+    return f"{row.topic}-{row.partition}"
+
+
 def _check_ids(new_isr: Sequence[int]) -> None:
     if isinstance(new_isr, str | bytes) or not all(
         isinstance(b, int) and not isinstance(b, bool) for b in new_isr
@@ -82,29 +62,27 @@ class PartitionStateRepo:
 
     # -- reads --------------------------------------------------------------------------------
 
-    def get(self, topic_id: str, partition: int) -> PartitionInfo | None:
+    def get(self, tp: TopicIdPartition) -> PartitionInfo | None:
         with self.engine.connect() as conn:
-            return self._get(conn, topic_id, partition, lock=False)
+            return self._get(conn, tp, lock=False)
 
-    def _get(
-        self, conn: Connection, topic_id: str, partition: int, *, lock: bool
-    ) -> PartitionInfo | None:
+    @staticmethod
+    def _get(conn: Connection, tp: TopicIdPartition, *, lock: bool) -> PartitionInfo | None:
         stmt = (
-            select(*_COLUMNS)
+            select(*PARTITION_COLUMNS)
             .join(topics, topics.c.id == partitions.c.topic_id)
-            .where(partitions.c.topic_id == topic_id, partitions.c.partition == partition)
+            .where(of_partition(partitions, tp))
         )
         if lock:
             stmt = stmt.with_for_update(of=partitions)
         row = conn.execute(stmt).first()
-        return None if row is None else _info(row)
+        return None if row is None else partition_info(row)
 
     # -- the leader's AlterPartition ----------------------------------------------------------
 
     def alter_isr(
         self,
-        topic_id: str,
-        partition: int,
+        tp: TopicIdPartition,
         leader_id: int,
         leader_epoch: int,
         partition_epoch: int,
@@ -123,10 +101,10 @@ class PartitionStateRepo:
         if leader_id not in new_isr:
             raise ValueError(f"the new ISR {list(new_isr)} must contain the leader {leader_id}")
         with self.engine.begin() as conn:
-            row = self._get(conn, topic_id, partition, lock=True)
+            row = self._get(conn, tp, lock=True)
             if row is None:
                 return None
-            isr = _ordered_isr(row.replicas, new_isr, f"{row.topic}-{partition}")
+            isr = _ordered_isr(row.replicas, new_isr, _name(row))
             if not _led_by(row, leader_id, leader_epoch, partition_epoch):
                 return None
             added = sorted(set(isr).difference(row.isr))
@@ -136,8 +114,7 @@ class PartitionStateRepo:
 
     def hand_over(
         self,
-        topic_id: str,
-        partition: int,
+        tp: TopicIdPartition,
         leader_id: int,
         leader_epoch: int,
         partition_epoch: int,
@@ -155,7 +132,7 @@ class PartitionStateRepo:
           everything the leader wrote; the ISR stays as it is.
         """
         with self.engine.begin() as conn:
-            row = self._get(conn, topic_id, partition, lock=True)
+            row = self._get(conn, tp, lock=True)
             if row is None or not _led_by(row, leader_id, leader_epoch, partition_epoch):
                 return None
             others = [r for r in row.replicas if r in row.isr and r != leader_id]
@@ -171,8 +148,7 @@ class PartitionStateRepo:
 
     def elect_leader(
         self,
-        topic_id: str,
-        partition: int,
+        tp: TopicIdPartition,
         new_leader: int | None,
         new_isr: Sequence[int],
         expected_partition_epoch: int,
@@ -187,20 +163,15 @@ class PartitionStateRepo:
         if new_leader is not None and new_leader not in new_isr:
             raise ValueError(f"the new leader {new_leader} must be in the new ISR {list(new_isr)}")
         with self.engine.begin() as conn:
-            if fence is not None and not lease_held(conn, fence):
+            found = self._controller_row(conn, tp, new_isr, expected_partition_epoch, fence)
+            if found is None:
                 return None
-            row = self._get(conn, topic_id, partition, lock=True)
-            if row is None:
-                return None
-            isr = _ordered_isr(row.replicas, new_isr, f"{row.topic}-{partition}")
-            if row.partition_epoch != expected_partition_epoch:
-                return None
+            row, isr = found
             return self._write(conn, row, new_leader, isr, bump_leader_epoch=True)
 
     def controller_alter_isr(
         self,
-        topic_id: str,
-        partition: int,
+        tp: TopicIdPartition,
         new_isr: Sequence[int],
         expected_partition_epoch: int,
         fence: ControllerFence | None = None,
@@ -213,20 +184,36 @@ class PartitionStateRepo:
         """
         _check_ids(new_isr)
         with self.engine.begin() as conn:
-            if fence is not None and not lease_held(conn, fence):
+            found = self._controller_row(conn, tp, new_isr, expected_partition_epoch, fence)
+            if found is None:
                 return None
-            row = self._get(conn, topic_id, partition, lock=True)
-            if row is None:
-                return None
-            isr = _ordered_isr(row.replicas, new_isr, f"{row.topic}-{partition}")
-            if row.partition_epoch != expected_partition_epoch:
-                return None
+            row, isr = found
             if row.leader is not None and row.leader not in isr:
                 raise ValueError(
-                    f"{row.topic}-{partition}: the new ISR {list(new_isr)} must keep the "
-                    f"leader {row.leader}"
+                    f"{_name(row)}: the new ISR {list(new_isr)} must keep the leader {row.leader}"
                 )
             return self._write(conn, row, row.leader, isr, bump_leader_epoch=False)
+
+    def _controller_row(
+        self,
+        conn: Connection,
+        tp: TopicIdPartition,
+        new_isr: Sequence[int],
+        expected_partition_epoch: int,
+        fence: ControllerFence | None,
+    ) -> tuple[PartitionInfo, list[int]] | None:
+        """The row, locked, and ``new_isr`` in its replica order, for a controller's change;
+        None if the lease was lost, the partition is gone or its epoch moved on (a lost race).
+        """
+        if fence is not None and not lease_held(conn, fence):
+            return None
+        row = self._get(conn, tp, lock=True)
+        if row is None:
+            return None
+        isr = _ordered_isr(row.replicas, new_isr, _name(row))
+        if row.partition_epoch != expected_partition_epoch:
+            return None
+        return row, isr
 
     def _write(
         self,
@@ -245,14 +232,7 @@ class PartitionStateRepo:
         }
         if bump_leader_epoch:
             values["leader_epoch"] = row.leader_epoch + 1
-        conn.execute(
-            update(partitions)
-            .where(
-                partitions.c.topic_id == row.topic_id,
-                partitions.c.partition == row.partition,
-            )
-            .values(**values)
-        )
+        conn.execute(update(partitions).where(of_partition(partitions, row.tp)).values(**values))
         return row._replace(
             leader=leader,
             isr=isr,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -13,14 +15,37 @@ from sqlalchemy import (
     SmallInteger,
     Table,
     Text,
+    and_,
     func,
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
+from sqlalchemy.sql.elements import ColumnElement
+
+from metadata.types import TopicIdPartition
 
 NOTIFY_CHANNEL = "tierlog_metadata"  # payload: the new metadata_version, as text
 
 meta = MetaData()
+
+
+def _partition_key() -> tuple[Column[Any], Column[Any]]:
+    """(topic_id, partition), leading the primary key of a table with rows per partition."""
+    return (
+        Column(
+            "topic_id",
+            UUID(as_uuid=False),
+            ForeignKey("topics.id", ondelete="CASCADE"),
+            primary_key=True,
+        ),
+        Column("partition", Integer, primary_key=True, autoincrement=False),
+    )
+
+
+def of_partition(table: Table, tp: TopicIdPartition) -> ColumnElement[bool]:
+    """The rows of one partition in a table with (topic_id, partition) columns."""
+    return and_(table.c.topic_id == tp.topic_id, table.c.partition == tp.partition)
+
 
 brokers = Table(
     "brokers",
@@ -56,13 +81,7 @@ topics = Table(
 partitions = Table(
     "partitions",
     meta,
-    Column(
-        "topic_id",
-        UUID(as_uuid=False),
-        ForeignKey("topics.id", ondelete="CASCADE"),
-        primary_key=True,
-    ),
-    Column("partition", Integer, primary_key=True, autoincrement=False),
+    *_partition_key(),
     Column("leader", Integer),
     Column("leader_epoch", Integer, nullable=False),
     Column("replicas", ARRAY(Integer), nullable=False),
@@ -90,7 +109,6 @@ cluster = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
 
-# Tiering (0003): sealed segments to tier, and the cold manifest (metadata/segment_registry.py).
 # Deleted topics whose cold files are still in the bucket (migration 0008): the compaction
 # role deletes the table's objects, then the row; until then the name cannot be reused.
 deleted_topics = Table(
@@ -101,16 +119,12 @@ deleted_topics = Table(
     Column("deleted_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
 
+# Tiering (0003): sealed segments to tier (metadata/segment_registry.py) and the cold manifest
+# (metadata/cold_manifest.py).
 hot_segments = Table(
     "hot_segments",
     meta,
-    Column(
-        "topic_id",
-        UUID(as_uuid=False),
-        ForeignKey("topics.id", ondelete="CASCADE"),
-        primary_key=True,
-    ),
-    Column("partition", Integer, primary_key=True, autoincrement=False),
+    *_partition_key(),
     Column("base_offset", BigInteger, primary_key=True, autoincrement=False),
     Column("end_offset", BigInteger, nullable=False),
     Column("size_bytes", BigInteger, nullable=False),
@@ -188,13 +202,7 @@ group_offsets = Table(
         ForeignKey("consumer_groups.id", ondelete="CASCADE"),
         primary_key=True,
     ),
-    Column(
-        "topic_id",
-        UUID(as_uuid=False),
-        ForeignKey("topics.id", ondelete="CASCADE"),
-        primary_key=True,
-    ),
-    Column("partition", Integer, primary_key=True, autoincrement=False),
+    *_partition_key(),
     Column("committed_offset", BigInteger, nullable=False),
     Column("metadata", Text),
     Column("committed_at", DateTime(timezone=True), nullable=False, server_default=func.now()),

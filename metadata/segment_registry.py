@@ -12,16 +12,11 @@ Delta in offset order (its txn idempotence relies on that). Every claim bumps `a
 which is also the claim's fencing token: a worker whose lease expired and was taken over can
 no longer move the segment or its manifest rows.
 
-cold_files (the manifest, metadata/cold_manifest.py; one row per uploaded data file):
-
-    copy_started ──▶ copied ──▶ committed ──▶ delete_started ──▶ deleted
-         └─────────────┴──(superseded attempt)──▶ delete_started
-
-A file is `committed` only after its Delta commit, in the same transaction that marks its
-segment tiered; readers use committed rows only. An attempt that crashed or lost its claim
-leaves a copy_started/copied row; the commit of the segment turns those into delete_started
-(their objects were never in the Delta table, so they can go at once). `base_offset` and
-`last_offset` are the offset range the file covers: its segment's [base, end - 1].
+The cold files themselves (their states: metadata/cold_manifest.py) meet the segments in one
+place here: mark_tiered commits a segment's file in the transaction that marks the segment
+tiered, and turns the rows other attempts left (copy_started/copied: crashed, or their claim
+was lost) into delete_started, since their objects were never in the Delta table. A file
+covers its segment's offsets: `base_offset` to `last_offset` = the segment's end - 1.
 """
 
 from __future__ import annotations
@@ -30,12 +25,20 @@ import builtins
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import and_, exists, func, select, update
+from sqlalchemy import Table, and_, exists, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Engine, Row
+from sqlalchemy.sql.elements import ColumnElement
 
-from metadata.schema import cold_files, hot_segments, topics
-from metadata.types import ColdFile, FileSpec, HotSegment, SegmentClaim, Untiered
+from metadata.schema import cold_files, hot_segments, of_partition, topics
+from metadata.types import (
+    ColdFile,
+    FileSpec,
+    HotSegment,
+    SegmentClaim,
+    TopicIdPartition,
+    Untiered,
+)
 
 AnyRow = Row[*tuple[Any, ...]]
 __all__ = [
@@ -58,12 +61,15 @@ def cold_file(row: AnyRow) -> ColdFile:
     return ColdFile(*(row._mapping[c.name] for c in cold_files.columns))
 
 
-def claim_fence(claim: SegmentClaim) -> Any:
+def of_segment(table: Table, tp: TopicIdPartition, base_offset: int) -> ColumnElement[bool]:
+    """One segment's rows: its hot_segments row, or the cold_files rows of its uploads."""
+    return and_(of_partition(table, tp), table.c.base_offset == base_offset)
+
+
+def claim_fence(claim: SegmentClaim) -> ColumnElement[bool]:
     """The segment row still belongs to this claim."""
     return and_(
-        hot_segments.c.topic_id == claim.topic_id,
-        hot_segments.c.partition == claim.partition,
-        hot_segments.c.base_offset == claim.base_offset,
+        of_segment(hot_segments, claim.tp, claim.base_offset),
         hot_segments.c.state == "tiering",
         hot_segments.c.claimed_by == claim.worker_id,
         hot_segments.c.attempts == claim.attempt,
@@ -86,14 +92,14 @@ class SegmentRegistry:
         self.backoff_ms, self.max_backoff_ms = backoff_ms, max_backoff_ms
 
     def register_sealed(
-        self, topic_id: str, partition: int, base_offset: int, end_offset: int, size_bytes: int
+        self, tp: TopicIdPartition, base_offset: int, end_offset: int, size_bytes: int
     ) -> None:
         """Record a sealed segment (idempotent: a re-registration after a restart is a no-op)."""
         stmt = (
             pg_insert(hot_segments)
             .values(
-                topic_id=topic_id,
-                partition=partition,
+                topic_id=tp.topic_id,
+                partition=tp.partition,
                 base_offset=base_offset,
                 end_offset=end_offset,
                 size_bytes=size_bytes,
@@ -138,9 +144,9 @@ class SegmentRegistry:
                 row = conn.execute(
                     update(hot_segments)
                     .where(
-                        hot_segments.c.topic_id == k.topic_id,
-                        hot_segments.c.partition == k.partition,
-                        hot_segments.c.base_offset == k.base_offset,
+                        of_segment(
+                            hot_segments, TopicIdPartition(k.topic_id, k.partition), k.base_offset
+                        )
                     )
                     .values(
                         state="tiering",
@@ -225,9 +231,7 @@ class SegmentRegistry:
             orphans = conn.execute(
                 update(cold_files)
                 .where(
-                    cold_files.c.topic_id == claim.topic_id,
-                    cold_files.c.partition == claim.partition,
-                    cold_files.c.base_offset == claim.base_offset,
+                    of_segment(cold_files, claim.tp, claim.base_offset),
                     cold_files.c.state.in_(("copy_started", "copied")),
                     cold_files.c.object_key != file.object_key,
                 )
@@ -243,12 +247,12 @@ class SegmentRegistry:
 
     # -- reads ----------------------------------------------------------------------------
 
-    def segments(self, topic_id: str, partition: int) -> builtins.list[HotSegment]:
+    def segments(self, tp: TopicIdPartition) -> builtins.list[HotSegment]:
         cols = [getattr(hot_segments.c, f) for f in HotSegment._fields]
         with self.engine.connect() as conn:
             rows = conn.execute(
                 select(*cols)
-                .where(hot_segments.c.topic_id == topic_id, hot_segments.c.partition == partition)
+                .where(of_partition(hot_segments, tp))
                 .order_by(hot_segments.c.base_offset)
             ).all()
         return [HotSegment(str(r[0]), *r[1:]) for r in rows]
@@ -282,11 +286,19 @@ def describe_lost_claim(claim: SegmentClaim) -> str:
 
 
 def file_values(claim: SegmentClaim, file: FileSpec) -> dict[str, Any]:
+    """The cold_files columns of a claimed segment's file (it covers the whole segment)."""
+    return cold_file_values(claim.tp, claim.base_offset, claim.end_offset - 1, file)
+
+
+def cold_file_values(
+    tp: TopicIdPartition, base_offset: int, last_offset: int, file: FileSpec
+) -> dict[str, Any]:
+    """The cold_files columns of a file covering offsets [base_offset, last_offset]."""
     return {
-        "topic_id": claim.topic_id,
-        "partition": claim.partition,
-        "base_offset": claim.base_offset,
-        "last_offset": claim.end_offset - 1,
+        "topic_id": tp.topic_id,
+        "partition": tp.partition,
+        "base_offset": base_offset,
+        "last_offset": last_offset,
         "min_timestamp": file.min_timestamp,
         "max_timestamp": file.max_timestamp,
         "object_key": file.object_key,

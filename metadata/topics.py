@@ -40,7 +40,7 @@ _TOPIC_COLUMNS = (
     topics.c.configs,
     topics.c.created_at,
 )
-_PARTITION_COLUMNS = (
+PARTITION_COLUMNS = (  # a PartitionInfo's, from partitions joined with topics
     topics.c.name,
     partitions.c.topic_id,
     partitions.c.partition,
@@ -63,7 +63,8 @@ def _topic(row: AnyRow) -> TopicInfo:
     )
 
 
-def _partition(row: AnyRow) -> PartitionInfo:
+def partition_info(row: AnyRow) -> PartitionInfo:
+    """A row of PARTITION_COLUMNS as a PartitionInfo."""
     return PartitionInfo(
         row.name,
         str(row.topic_id),
@@ -74,6 +75,17 @@ def _partition(row: AnyRow) -> PartitionInfo:
         list(row.isr),
         row.partition_epoch,
     )
+
+
+def _locked_topic(conn: Connection, name: str) -> TopicInfo:
+    """The topic, its row locked until the transaction ends; UNKNOWN_TOPIC_OR_PARTITION if
+    there is none."""
+    row = conn.execute(
+        select(*_TOPIC_COLUMNS).where(topics.c.name == name).with_for_update()
+    ).first()
+    if row is None:
+        raise _unknown(name)
+    return _topic(row)
 
 
 def _unknown(name: str) -> TierlogError:
@@ -171,12 +183,7 @@ class TopicRepo:
         if not isinstance(set, Mapping | None):
             raise TierlogError(ErrorCode.INVALID_CONFIG, "configs must be an object")
         with self.engine.begin() as conn:
-            row = conn.execute(
-                select(*_TOPIC_COLUMNS).where(topics.c.name == name).with_for_update()
-            ).first()
-            if row is None:
-                raise _unknown(name)
-            current = _topic(row)
+            current = _locked_topic(conn, name)
             merged = merge_configs(current.configs, set or {}, delete)
             check_min_insync(merged, current.replication_factor)
             row = conn.execute(
@@ -191,12 +198,7 @@ class TopicRepo:
         """Grow the topic to ``total`` partitions (Kafka's CreatePartitions: never shrinks)."""
         total = _count(total, "partitions", ErrorCode.INVALID_PARTITIONS, MAX_PARTITIONS)
         with self.engine.begin() as conn:
-            row = conn.execute(
-                select(*_TOPIC_COLUMNS).where(topics.c.name == name).with_for_update()
-            ).first()
-            if row is None:
-                raise _unknown(name)
-            info = _topic(row)
+            info = _locked_topic(conn, name)
             if total <= info.partition_count:
                 raise TierlogError(
                     ErrorCode.INVALID_PARTITIONS,
@@ -284,7 +286,7 @@ class TopicRepo:
     def partitions(self, name: str) -> builtins.list[PartitionInfo]:
         """The topic's partitions in order; UNKNOWN_TOPIC_OR_PARTITION if there is no topic."""
         stmt = (
-            select(*_PARTITION_COLUMNS)
+            select(*PARTITION_COLUMNS)
             .join(topics, topics.c.id == partitions.c.topic_id)
             .where(topics.c.name == name)
             .order_by(partitions.c.partition)
@@ -293,16 +295,16 @@ class TopicRepo:
             rows = conn.execute(stmt).all()
         if not rows:
             raise _unknown(name)  # every topic has >= 1 partition
-        return [_partition(r) for r in rows]
+        return [partition_info(r) for r in rows]
 
     def all_partitions(self) -> builtins.list[PartitionInfo]:
         stmt = (
-            select(*_PARTITION_COLUMNS)
+            select(*PARTITION_COLUMNS)
             .join(topics, topics.c.id == partitions.c.topic_id)
             .order_by(topics.c.name, partitions.c.partition)
         )
         with self.engine.connect() as conn:
-            return [_partition(r) for r in conn.execute(stmt)]
+            return [partition_info(r) for r in conn.execute(stmt)]
 
     def snapshot(self) -> tuple[int, builtins.list[TopicInfo], builtins.list[PartitionInfo]]:
         """(version, topics, partitions) read in one consistent snapshot (REPEATABLE READ)."""
@@ -312,9 +314,9 @@ class TopicRepo:
                 _topic(r) for r in conn.execute(select(*_TOPIC_COLUMNS).order_by(topics.c.name))
             ]
             parts = [
-                _partition(r)
+                partition_info(r)
                 for r in conn.execute(
-                    select(*_PARTITION_COLUMNS)
+                    select(*PARTITION_COLUMNS)
                     .join(topics, topics.c.id == partitions.c.topic_id)
                     .order_by(topics.c.name, partitions.c.partition)
                 )

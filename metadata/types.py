@@ -2,8 +2,29 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
+
+
+@dataclass(frozen=True, slots=True)
+class TopicIdPartition:
+    """A partition by its topic's id (Kafka's TopicIdPartition): what the cold tier and the
+    repositories key on, since a re-created topic gets a new id (so its old rows and files
+    are never mistaken for the new topic's). Hashable: the key of per-partition caches."""
+
+    topic_id: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic_id}-{self.partition}"
+
+
+class TopicPartition(NamedTuple):
+    """A partition by its topic's name, for the places keyed by name (reports, benches)."""
+
+    topic: str
+    partition: int
 
 
 class BrokerInfo(NamedTuple):
@@ -34,6 +55,10 @@ class PartitionInfo(NamedTuple):
     isr: list[int]
     partition_epoch: int  # bumped by every change of leader, ISR or replicas (CAS token)
 
+    @property
+    def tp(self) -> TopicIdPartition:
+        return TopicIdPartition(self.topic_id, self.partition)
+
 
 # -- tiering (metadata/segment_registry.py) ------------------------------------------------------
 
@@ -49,6 +74,10 @@ class SegmentClaim(NamedTuple):
     worker_id: str
     claim_expires_at: datetime
 
+    @property
+    def tp(self) -> TopicIdPartition:
+        return TopicIdPartition(self.topic_id, self.partition)
+
 
 class HotSegment(NamedTuple):
     topic_id: str
@@ -60,6 +89,10 @@ class HotSegment(NamedTuple):
     claimed_by: str | None
     attempts: int
     last_error: str | None
+
+    @property
+    def tp(self) -> TopicIdPartition:
+        return TopicIdPartition(self.topic_id, self.partition)
 
 
 class Untiered(NamedTuple):
@@ -96,6 +129,10 @@ class ColdFile(NamedTuple):
     created_at: datetime
     updated_at: datetime
     delete_after: datetime | None
+
+    @property
+    def tp(self) -> TopicIdPartition:
+        return TopicIdPartition(self.topic_id, self.partition)
 
 
 # -- consumer groups (metadata/groups.py) ------------------------------------------------

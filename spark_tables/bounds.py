@@ -189,16 +189,22 @@ def _int_range(f: Filter, value: Any) -> tuple[int | None, int | None]:
         return min(vals), max(vals) + 1
     if not _is_int(value):
         return None, None
+    return _compared(f, value, value)
+
+
+def _compared(f: Filter, floor: int, ceil: int) -> tuple[int | None, int | None]:
+    """[lo, hi) of the integers a comparison keeps, its literal lying in [floor, ceil] (equal
+    for an integer literal; the integers around it for a finer one, rounded to keep rows)."""
     if isinstance(f, EqualTo | EqualNullSafe):
-        return value, value + 1
+        return (floor, floor + 1) if floor == ceil else (0, 0)
     if isinstance(f, GreaterThan):
-        return value + 1, None
+        return floor + 1, None
     if isinstance(f, GreaterThanOrEqual):
-        return value, None
+        return ceil, None
     if isinstance(f, LessThan):
-        return None, value
+        return None, ceil
     if isinstance(f, LessThanOrEqual):
-        return None, value + 1
+        return None, floor + 1
     return None, None
 
 
@@ -223,15 +229,4 @@ def _ts_range(f: Filter, value: Any) -> tuple[int | None, int | None]:
     us_ = to_micros(value)
     if us_ is None:
         return None, None
-    floor, ceil = us_ // 1000, -(-us_ // 1000)
-    if isinstance(f, EqualTo | EqualNullSafe):
-        return (floor, floor + 1) if floor == ceil else (0, 0)
-    if isinstance(f, GreaterThan):
-        return floor + 1, None
-    if isinstance(f, GreaterThanOrEqual):
-        return ceil, None
-    if isinstance(f, LessThan):
-        return None, ceil
-    if isinstance(f, LessThanOrEqual):
-        return None, floor + 1
-    return None, None
+    return _compared(f, us_ // 1000, -(-us_ // 1000))

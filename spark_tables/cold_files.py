@@ -107,6 +107,7 @@ def _from_manifest(opts: SourceOptions, partitions: Iterable[int] | None) -> Col
     from metadata.cold_manifest import ColdManifest
     from metadata.db import make_engine
     from metadata.topics import TopicRepo
+    from metadata.types import TopicIdPartition
 
     assert opts.database_url is not None
     engine = make_engine(opts.database_url)
@@ -129,7 +130,7 @@ def _from_manifest(opts: SourceOptions, partitions: Iterable[int] | None) -> Col
             )
             for p in wanted
             if p < topic.partition_count
-            for f in manifest.files(topic.id, p)
+            for f in manifest.files(TopicIdPartition(topic.id, p))
         ]
         return ColdListing(files, topic.partition_count)
     finally:

@@ -51,6 +51,7 @@ from logformat.frame import (
     verify_crc,
 )
 from metadata.configs import TopicConfig
+from metadata.types import TopicIdPartition
 
 log = logging.getLogger("tierlog.log_cleaner")
 
@@ -292,7 +293,7 @@ class LogCleaner:
 
 
 class TieredEndApi(Protocol):
-    def tiered_end_offset(self, topic_id: str, partition: int) -> int | None: ...
+    def tiered_end_offset(self, tp: TopicIdPartition) -> int | None: ...
 
 
 class CleanerDuty:
@@ -317,7 +318,7 @@ class CleanerDuty:
                 continue
             try:
                 end = (
-                    self._manifest.tiered_end_offset(state.topic_id, state.partition)
+                    self._manifest.tiered_end_offset(state.tp)
                     if view.config.remote_storage_enable
                     else None
                 )

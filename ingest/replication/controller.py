@@ -196,9 +196,7 @@ class Controller:
         if p.leader not in keep:
             keep.append(p.leader)  # never below the leader itself
         if set(keep) != set(p.isr):
-            info = self.repo.controller_alter_isr(
-                p.topic_id, p.partition, keep, p.partition_epoch, t.fence
-            )
+            info = self.repo.controller_alter_isr(p.tp, keep, p.partition_epoch, t.fence)
             self._record(t, "isr_shrink", p, info, "dead brokers fenced out of the ISR")
 
     def _elect(self, p: PartitionInfo, unclean_enabled: bool, t: _Tick) -> None:
@@ -208,18 +206,14 @@ class Controller:
         if clean:
             leader = clean[0]
             isr = [r for r in in_isr if r in t.live or r == leader]
-            info = self.repo.elect_leader(
-                p.topic_id, p.partition, leader, isr, p.partition_epoch, t.fence
-            )
+            info = self.repo.elect_leader(p.tp, leader, isr, p.partition_epoch, t.fence)
             self._record(t, "elect", p, info, "leader elected")
             return
         alive = t.live | t.restarted
         others = [r for r in p.replicas if r in alive]
         if unclean_enabled and others:
             leader = others[0]
-            info = self.repo.elect_leader(
-                p.topic_id, p.partition, leader, [leader], p.partition_epoch, t.fence
-            )
+            info = self.repo.elect_leader(p.tp, leader, [leader], p.partition_epoch, t.fence)
             if info is not None:
                 self.log.warning(
                     f"unclean leader election for {p.topic}-{p.partition}: new leader "
@@ -245,9 +239,7 @@ class Controller:
                 )
             return
         isr = [r for r in p.isr if r in p.replicas]
-        info = self.repo.elect_leader(
-            p.topic_id, p.partition, None, isr, p.partition_epoch, t.fence
-        )
+        info = self.repo.elect_leader(p.tp, None, isr, p.partition_epoch, t.fence)
         if info is not None:
             self._offline.add(key)
             self.log.error(

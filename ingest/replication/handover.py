@@ -18,8 +18,7 @@ async def hand_over(
     holds, off the event loop. None when the race was lost or no successor qualifies."""
     return await asyncio.to_thread(
         repo.hand_over,
-        state.topic_id,
-        state.partition,
+        state.tp,
         me,
         state.leader_epoch,
         state.partition_epoch,

@@ -23,7 +23,7 @@ from ingest.replication.isr import FollowerProgress, high_watermark, lagging, ma
 from ingest.unified.producer_state import ProducerStateManager
 from ingest.unified.unified_log import UnifiedLog
 from logformat.errors import ErrorCode, TierlogError
-from metadata.types import PartitionInfo
+from metadata.types import PartitionInfo, TopicIdPartition
 
 __all__ = ["AppendResult", "Partition", "Role"]
 
@@ -83,6 +83,10 @@ class Partition:
         self._data = asyncio.Event()  # long-polling consumers, woken after the producers
         self._closed = False
         self._labels = (self.topic, str(self.partition))
+
+    @property
+    def tp(self) -> TopicIdPartition:
+        return TopicIdPartition(self.topic_id, self.partition)
 
     @property
     def log(self) -> LocalLog:

@@ -128,8 +128,7 @@ class ReplicaManager:
         try:
             info = await asyncio.to_thread(
                 self.repo.alter_isr,
-                state.topic_id,
-                state.partition,
+                state.tp,
                 self.me,
                 state.leader_epoch,
                 state.partition_epoch,

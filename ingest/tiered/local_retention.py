@@ -32,9 +32,10 @@ from ingest.tiered.retention_plan import (
     plan_local_retention,
     plan_untiered_retention,
 )
-from ingest.tiered.seams import ColdManifestApi, PartitionKey, key_of, topic_config
+from ingest.tiered.seams import ColdManifestApi, topic_config
 from ingest.tiered.tiering_gauges import TieringGauges, labels_of
 from metadata.configs import TopicConfig
+from metadata.types import TopicIdPartition
 
 log = logging.getLogger("tierlog.remote_log")
 
@@ -71,9 +72,9 @@ class LocalRetention:
             else:
                 deletions += self._plan_untiered(state, cfg, now_ms)
         if tiered:
-            views = await asyncio.to_thread(self._manifest_views, [key_of(s) for s, _ in tiered])
+            views = await asyncio.to_thread(self._manifest_views, [s.tp for s, _ in tiered])
             for state, cfg in tiered:
-                view = views.get(key_of(state))
+                view = views.get(state.tp)
                 if view is not None:  # None: the manifest could not be read, decide nothing
                     deletions += self._plan_tiered(state, cfg, view, now_ms)
         await asyncio.to_thread(self._delete, deletions, hosted)
@@ -105,13 +106,12 @@ class LocalRetention:
             out.append((state, plan))
         return out
 
-    def _manifest_views(self, keys: list[PartitionKey]) -> dict[PartitionKey, ManifestView]:
-        out: dict[PartitionKey, ManifestView] = {}
-        for topic_id, partition in keys:
+    def _manifest_views(self, keys: list[TopicIdPartition]) -> dict[TopicIdPartition, ManifestView]:
+        out: dict[TopicIdPartition, ManifestView] = {}
+        for tp in keys:
             try:
-                out[(topic_id, partition)] = ManifestView(
-                    self._manifest.tiered_end_offset(topic_id, partition),
-                    self._manifest.log_start_offset(topic_id, partition),
+                out[tp] = ManifestView(
+                    self._manifest.tiered_end_offset(tp), self._manifest.log_start_offset(tp)
                 )
             except Exception:
                 log.exception("reading the cold manifest failed")

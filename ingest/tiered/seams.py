@@ -9,30 +9,25 @@ from typing import Protocol
 from cluster.metadata_cache import MetadataCache
 from ingest.replication.partition import Partition
 from metadata.configs import TopicConfig
-
-PartitionKey = tuple[str, int]  # (topic id, partition)
+from metadata.types import TopicIdPartition
 
 
 class SegmentRegistryApi(Protocol):
     """What the broker uses of metadata.segment_registry.SegmentRegistry."""
 
     def register_sealed(
-        self, topic_id: str, partition: int, base_offset: int, end_offset: int, size_bytes: int
+        self, tp: TopicIdPartition, base_offset: int, end_offset: int, size_bytes: int
     ) -> None: ...
 
 
 class ColdManifestApi(Protocol):
     """What the broker uses of metadata.cold_manifest.ColdManifest."""
 
-    def tiered_end_offset(self, topic_id: str, partition: int) -> int | None: ...
+    def tiered_end_offset(self, tp: TopicIdPartition) -> int | None: ...
 
-    def cold_range(self, topic_id: str, partition: int) -> tuple[int, int] | None: ...
+    def cold_range(self, tp: TopicIdPartition) -> tuple[int, int] | None: ...
 
-    def log_start_offset(self, topic_id: str, partition: int) -> int | None: ...
-
-
-def key_of(state: Partition) -> PartitionKey:
-    return (state.topic_id, state.partition)
+    def log_start_offset(self, tp: TopicIdPartition) -> int | None: ...
 
 
 def topic_config(cache: MetadataCache, state: Partition) -> TopicConfig | None:

@@ -18,8 +18,9 @@ from cluster.metadata_cache import MetadataCache
 from ingest import metrics
 from ingest.log.local_log import SegmentInfo
 from ingest.replication.partition import Partition, Role
-from ingest.tiered.seams import PartitionKey, SegmentRegistryApi, key_of, topic_config
+from ingest.tiered.seams import SegmentRegistryApi, topic_config
 from logformat.errors import TierlogError
+from metadata.types import TopicIdPartition
 
 log = logging.getLogger("tierlog.remote_log")
 
@@ -34,12 +35,12 @@ class SealedSegmentRegistrar:
         registry: SegmentRegistryApi,
     ) -> None:
         self._partitions, self._cache, self._registry = partitions, cache, registry
-        self._registered: dict[PartitionKey, set[int]] = {}
+        self._registered: dict[TopicIdPartition, set[int]] = {}
 
     async def run_once(self) -> None:
         """Register the led partitions' committed sealed segments not registered yet."""
         hosted = list(self._partitions().values())
-        keys = {key_of(s) for s in hosted}
+        keys = {s.tp for s in hosted}
         for key in [k for k in self._registered if k not in keys]:
             del self._registered[key]
         todo = [item for state in hosted for item in self._due(state)]
@@ -47,12 +48,12 @@ class SealedSegmentRegistrar:
             return
         registered = await asyncio.to_thread(self._register, todo)
         for state, seg in registered:
-            self._registered.setdefault(key_of(state), set()).add(seg.base_offset)
+            self._registered.setdefault(state.tp, set()).add(seg.base_offset)
             metrics.SEGMENTS_REGISTERED.labels(state.topic).inc()
 
     def _due(self, state: Partition) -> Todo:
         """The partition's segments to register now: none unless it leads a tiered topic."""
-        done = self._registered.setdefault(key_of(state), set())
+        done = self._registered.setdefault(state.tp, set())
         cfg = topic_config(self._cache, state)
         if state.role is not Role.LEADER or cfg is None or not cfg.remote_storage_enable:
             return []
@@ -74,9 +75,7 @@ class SealedSegmentRegistrar:
         done = []
         for state, seg in todo:
             try:
-                self._registry.register_sealed(
-                    state.topic_id, state.partition, seg.base_offset, seg.next_offset, seg.size
-                )
+                self._registry.register_sealed(state.tp, seg.base_offset, seg.next_offset, seg.size)
             except Exception:  # the topic was deleted meanwhile (FK), or Postgres is away
                 log.exception(
                     "segment registration failed",

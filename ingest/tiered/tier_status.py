@@ -10,6 +10,7 @@ from typing import NamedTuple
 from ingest.replication.partition import Partition
 from ingest.tiered.seams import ColdManifestApi
 from logformat.errors import ErrorCode, TierlogError
+from metadata.types import TopicIdPartition
 
 log = logging.getLogger("tierlog.remote_log")
 
@@ -31,18 +32,17 @@ class TierStatusReader:
     def _read(self, topic_id: str, partitions: list[int]) -> dict[int, TierStatus]:
         out = {}
         for p in partitions:
-            cold = self._manifest.cold_range(topic_id, p)
+            tp = TopicIdPartition(topic_id, p)
+            cold = self._manifest.cold_range(tp)
             end = cold[1] if cold is not None else None
-            out[p] = TierStatus(cold, end, self._manifest.log_start_offset(topic_id, p))
+            out[p] = TierStatus(cold, end, self._manifest.log_start_offset(tp))
         return out
 
     async def out_of_range(self, state: Partition, offset: int) -> TierlogError | None:
         """An OFFSET_OUT_OF_RANGE naming the cold tier for an offset below the local log
         start, when the manifest has a cold range; None when it has none."""
         try:
-            cold = await asyncio.to_thread(
-                self._manifest.cold_range, state.topic_id, state.partition
-            )
+            cold = await asyncio.to_thread(self._manifest.cold_range, state.tp)
         except Exception:
             log.exception("reading the cold manifest failed")
             return None

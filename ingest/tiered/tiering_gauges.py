@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from ingest import metrics
 from ingest.replication.partition import Partition, Role
 from ingest.tiered.retention_plan import RetentionPlan
-from ingest.tiered.seams import PartitionKey, key_of
 from metadata.configs import TopicConfig
+from metadata.types import TopicIdPartition
 
 log = logging.getLogger("tierlog.remote_log")
 
@@ -30,7 +30,7 @@ class TieringGauges:
     def __init__(self) -> None:
         self._labels: set[Labels] = set()
         self._lag_labels: set[Labels] = set()
-        self._warned: dict[PartitionKey, float] = {}
+        self._warned: dict[TopicIdPartition, float] = {}
 
     def hosted(self, hosted: Sequence[Partition]) -> None:
         """Start a pass over the hosted partitions: drop the series of the others."""
@@ -63,7 +63,7 @@ class TieringGauges:
     def blocked(
         self, state: Partition, plan: RetentionPlan, end: int | None, cfg: TopicConfig
     ) -> None:
-        key = key_of(state)
+        key = state.tp
         metrics.LOCAL_RETENTION_BLOCKED_BYTES.labels(*labels_of(state)).set(plan.blocked_bytes)
         if not plan.blocked_segments:
             self._warned.pop(key, None)

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Engine
 from coldstore.object_store import ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
+from metadata.types import TopicIdPartition
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.fetch_nodes import FetchNodeProcess, s3_env
 from tests.integration.s3 import MotoServer, moto_s3_fixture, new_bucket  # noqa: F401
@@ -174,7 +175,7 @@ def _tiered(
 
             def tiered_far() -> bool:
                 worker.run_once()
-                return (manifest.tiered_end_offset(tid, 0) or 0) >= N // 2
+                return (manifest.tiered_end_offset(TopicIdPartition(tid, 0)) or 0) >= N // 2
 
             wait_for("half the topic tiered", tiered_far, timeout=90, every=0.3)
             worker.run_once()
@@ -279,7 +280,7 @@ def test_below_the_log_start_is_416_naming_the_earliest(
 ) -> None:
     cluster, node, tid, _hot_start = tiered
     manifest = ColdManifest(engine)
-    first, second = manifest.files(tid, 0)[:2]
+    first, second = manifest.files(TopicIdPartition(tid, 0))[:2]
     manifest.start_delete([first.id])  # as cold retention does: the file leaves the table
     start = second.base_offset
     readers = [cluster.leader("cold").http, node.http]

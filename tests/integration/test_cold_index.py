@@ -17,6 +17,7 @@ from fetch.cold_index import ColdIndex, ManifestQueries
 from metadata.brokers import BrokerRepo
 from metadata.schema import cold_files
 from metadata.topics import TopicRepo
+from metadata.types import TopicIdPartition
 
 SIZE = 100  # offsets per file
 
@@ -98,21 +99,22 @@ def test_lookups_are_right_and_cost_the_same_for_10_or_200k_files(db_engine: Eng
 
     async def check(tid: str, deleted: int, committed: int) -> None:
         index = ColdIndex(q, pool)
+        tp = TopicIdPartition(tid, 0)
         start, end = deleted * SIZE, (deleted + committed) * SIZE
-        assert await index.bounds(tid, 0) == ColdRange(start, end)
+        assert await index.bounds(tp) == ColdRange(start, end)
         for o in (start, start + 1, start + 5 * SIZE + 17, end - 1):
-            f = await index.file_at(tid, 0, o)
+            f = await index.file_at(tp, o)
             assert f is not None and f.base_offset <= o <= f.last_offset
             assert f.base_offset == o // SIZE * SIZE and f.state == "committed"
-        assert await index.file_at(tid, 0, end) is None
+        assert await index.file_at(tp, end) is None
         # Below the start: the first committed file (the reader's gap skipping).
-        first = await index.file_at(tid, 0, 0)
+        first = await index.file_at(tp, 0)
         assert first is not None and first.base_offset == start
         # By timestamp: the first file in offset order reaching it (file 7 after the deleted
         # ones has a huge max timestamp, so it answers for anything newer than file 6).
-        hit = await index.first_reaching(tid, 0, (deleted + 3) * 1000 + 5)
+        hit = await index.first_reaching(tp, (deleted + 3) * 1000 + 5)
         assert hit is not None and hit.base_offset == (deleted + 3) * SIZE
-        hit = await index.first_reaching(tid, 0, (deleted + 9) * 1000)
+        hit = await index.first_reaching(tp, (deleted + 9) * 1000)
         assert hit is not None and hit.base_offset == (deleted + 7) * SIZE
 
     asyncio.run(check(small, 3, 10))

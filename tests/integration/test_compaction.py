@@ -18,6 +18,7 @@ from coldstore.object_store import ObjectNotFoundError, ObjectStoreConfig
 from compaction.manifest_ops import CompactionManifest
 from logformat.errors import ErrorCode, TierlogError
 from metadata.topics import TopicRepo
+from metadata.types import TopicIdPartition
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
 from tests.integration.test_compaction_support import ColdEnv, now_ms, rec
 
@@ -41,16 +42,20 @@ def test_retention_ms_removes_exactly_the_expired_files_after_a_grace(cold: Cold
     tid = cold.topic("events", **{"retention.ms": str(hour), "file.delete.delay.ms": "1500"})
     # four files of 10 records; the first two are older than an hour
     _segments(cold, "events", [now - 3 * hour, now - 2 * hour, now - 30 * 60_000, now - 60_000])
-    reader_view = cold.manifest.files(tid, 0)  # a reader resolved offsets before retention
+    reader_view = cold.manifest.files(
+        TopicIdPartition(tid, 0)
+    )  # a reader resolved offsets before retention
     w = cold.worker()
     s = w.run_once()
     assert s.expired_files == 2 and s.deleted_objects == 0
-    assert [(f.base_offset, f.last_offset) for f in cold.manifest.files(tid, 0)] == [
+    assert [
+        (f.base_offset, f.last_offset) for f in cold.manifest.files(TopicIdPartition(tid, 0))
+    ] == [
         (20, 29),
         (30, 39),
     ]
-    assert cold.manifest.log_start_offset(tid, 0) == 20
-    assert cold.manifest.cold_range(tid, 0) == (20, 40)
+    assert cold.manifest.log_start_offset(TopicIdPartition(tid, 0)) == 20
+    assert cold.manifest.cold_range(TopicIdPartition(tid, 0)) == (20, 40)
     assert [r["offset"] for r in cold.delta_rows("events")] == list(range(20, 40))
     removes = [a["remove"] for a in cold.delta_log_actions("events") if "remove" in a]
     assert len(removes) == 2 and all(r["dataChange"] for r in removes)
@@ -58,18 +63,20 @@ def test_retention_ms_removes_exactly_the_expired_files_after_a_grace(cold: Cold
     for f in reader_view:
         rows = pq.read_table(pa.BufferReader(cold.store.get(f.object_key))).column("offset")
         assert rows.to_pylist() == list(range(f.base_offset, f.last_offset + 1))
-    retired = cold.manifest.files(tid, 0, states=("delete_started",))
+    retired = cold.manifest.files(TopicIdPartition(tid, 0), states=("delete_started",))
     assert [f.base_offset for f in retired] == [0, 10]
     time.sleep(1.6)
     s = w.run_once()
     assert s.deleted_objects == 2 and s.expired_files == 0
-    assert [f.state for f in cold.manifest.files(tid, 0, states=("deleted",))] == ["deleted"] * 2
+    assert [
+        f.state for f in cold.manifest.files(TopicIdPartition(tid, 0), states=("deleted",))
+    ] == ["deleted"] * 2
     for f in retired:
         with pytest.raises(ObjectNotFoundError):
             cold.store.get(f.object_key)
     # the log start stays where retention put it, and nothing else changes on later passes
     assert w.run_once().expired_files == 0
-    assert cold.manifest.log_start_offset(tid, 0) == 20
+    assert cold.manifest.log_start_offset(TopicIdPartition(tid, 0)) == 20
     w.close()
 
 
@@ -77,7 +84,7 @@ def test_retention_bytes_keeps_at_least_the_bound_counting_untiered_bytes(cold: 
     now = now_ms()
     tid = cold.topic("sized", **{"retention.ms": "-1"})
     _segments(cold, "sized", [now - 5000 + i for i in range(5)])
-    files = cold.manifest.files(tid, 0)
+    files = cold.manifest.files(TopicIdPartition(tid, 0))
     sizes = [f.size_bytes for f in files]
     # keep the newest two files exactly: Kafka deletes a file only if what stays >= the bound
     bound = sizes[-1] + sizes[-2]
@@ -87,12 +94,12 @@ def test_retention_bytes_keeps_at_least_the_bound_counting_untiered_bytes(cold: 
     TopicRepo(cold.engine).alter_configs("sized", {"retention.bytes": str(bound)}, [])
     w = cold.worker()
     assert w.run_once().expired_files == 3
-    assert [f.base_offset for f in cold.manifest.files(tid, 0)] == [30, 40]
+    assert [f.base_offset for f in cold.manifest.files(TopicIdPartition(tid, 0))] == [30, 40]
     # untiered hot bytes count too: a sealed segment not tiered yet pushes the oldest file out
-    cold.registry.register_sealed(tid, 0, 50, 60, sizes[-1])
+    cold.registry.register_sealed(TopicIdPartition(tid, 0), 50, 60, sizes[-1])
     assert w.run_once().expired_files == 1
-    assert [f.base_offset for f in cold.manifest.files(tid, 0)] == [40]
-    assert cold.manifest.log_start_offset(tid, 0) == 40
+    assert [f.base_offset for f in cold.manifest.files(TopicIdPartition(tid, 0))] == [40]
+    assert cold.manifest.log_start_offset(TopicIdPartition(tid, 0)) == 40
     w.close()
 
 
@@ -101,7 +108,7 @@ def test_compact_only_topics_are_not_expired_by_time(cold: ColdEnv) -> None:
     tid = cold.topic("table", **{"cleanup.policy": "compact", "retention.ms": "1000"})
     _segments(cold, "table", [now - 10 * 3_600_000])
     cold.worker().run_once()
-    assert cold.manifest.log_start_offset(tid, 0) == 0
+    assert cold.manifest.log_start_offset(TopicIdPartition(tid, 0)) == 0
 
 
 def test_all_expired_leaves_the_log_start_at_the_end(cold: ColdEnv) -> None:
@@ -109,8 +116,8 @@ def test_all_expired_leaves_the_log_start_at_the_end(cold: ColdEnv) -> None:
     tid = cold.topic("gone", **{"retention.ms": "1000"})
     _segments(cold, "gone", [now - 100_000, now - 50_000])
     cold.worker().run_once()
-    assert cold.manifest.files(tid, 0) == []
-    assert cold.manifest.log_start_offset(tid, 0) == 20
+    assert cold.manifest.files(TopicIdPartition(tid, 0)) == []
+    assert cold.manifest.log_start_offset(TopicIdPartition(tid, 0)) == 20
     assert cold.delta_rows("gone") == []
 
 
@@ -119,7 +126,7 @@ def test_merge_under_a_concurrent_reader_sees_every_offset_exactly_once(cold: Co
     tid = cold.topic("small", 2, **{"retention.ms": "-1", "file.delete.delay.ms": "600000"})
     for p in (0, 1):
         _segments(cold, "small", [now - 1000 * (12 - i) for i in range(12)], n=5, p=p)
-    before = cold.manifest.files(tid, 0)
+    before = cold.manifest.files(TopicIdPartition(tid, 0))
     sizes = [f.size_bytes for f in before]
     target = sum(sizes[:4])  # about four small files per merged file
     stop = threading.Event()
@@ -129,7 +136,7 @@ def test_merge_under_a_concurrent_reader_sees_every_offset_exactly_once(cold: Co
     def reader() -> None:
         # resolve offsets through the manifest (one snapshot), then read the objects
         while not stop.is_set():
-            files = cold.manifest.files(tid, 0)
+            files = cold.manifest.files(TopicIdPartition(tid, 0))
             offsets = []
             for f in files:
                 table = pq.read_table(pa.BufferReader(cold.store.get(f.object_key)))
@@ -150,7 +157,7 @@ def test_merge_under_a_concurrent_reader_sees_every_offset_exactly_once(cold: Co
         t.join()
     assert not errors, errors[:3]
     assert s.merged_files >= 8
-    after = cold.manifest.files(tid, 0)
+    after = cold.manifest.files(TopicIdPartition(tid, 0))
     assert len(after) < len(before) and len(after) <= 4
     assert max(seen) == 12 and min(seen) == len(after)  # the reader saw both layouts
     # contiguous ranges, every offset once, in Delta and through the manifest
@@ -187,11 +194,11 @@ def test_a_rewrite_that_crashed_after_its_delta_commit_is_finished(cold: ColdEnv
     w.run_once()
     assert swaps
     # Delta already holds the merged file; the manifest still lists the three old ones
-    assert len(cold.manifest.files(tid, 0)) == 3
+    assert len(cold.manifest.files(TopicIdPartition(tid, 0))) == 3
     assert [r["offset"] for r in cold.delta_rows("crash")] == list(range(12))
     w.jobs.ops.swap = real.__get__(w.jobs.ops)  # type: ignore[method-assign]
     w.run_once()  # recovery swaps the staged file in
-    files = cold.manifest.files(tid, 0)
+    files = cold.manifest.files(TopicIdPartition(tid, 0))
     assert len(files) == 1 and (files[0].base_offset, files[0].last_offset) == (0, 11)
     assert [r["offset"] for r in cold.manifest_rows("crash")] == list(range(12))
     assert [r["offset"] for r in cold.delta_rows("crash")] == list(range(12))
@@ -235,10 +242,13 @@ def test_the_tierlog_compaction_role_runs_the_worker(
         stderr=subprocess.STDOUT,
     )
     try:
-        wait_for("expired and swept", lambda: cold.manifest.log_start_offset(tid, 0) == 10)
+        wait_for(
+            "expired and swept",
+            lambda: cold.manifest.log_start_offset(TopicIdPartition(tid, 0)) == 10,
+        )
         wait_for(
             "object deleted",
-            lambda: len(cold.manifest.files(tid, 0, states=("deleted",))) == 1,
+            lambda: len(cold.manifest.files(TopicIdPartition(tid, 0), states=("deleted",))) == 1,
         )
         text = httpx.get(f"http://127.0.0.1:{port}/metrics").text
         assert 'tierlog_compaction_expired_files_total{reason="time",topic="cli"} 1.0' in text
@@ -280,6 +290,6 @@ def test_a_topic_with_nothing_tiered_is_deleted_at_once(cold: ColdEnv) -> None:
     repo = TopicRepo(cold.engine)
     tid = cold.topic("plain")
     # A sealed segment no tiering worker ever claimed (a cluster without tiering workers).
-    cold.registry.register_sealed(tid, 0, 0, 10, 1000)
+    cold.registry.register_sealed(TopicIdPartition(tid, 0), 0, 10, 1000)
     repo.delete("plain")
     cold.topic("plain")  # nothing of it can be in the bucket: no wait for the compaction role

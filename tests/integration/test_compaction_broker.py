@@ -14,6 +14,7 @@ from sqlalchemy.engine import Engine
 
 from compaction.manifest_ops import CompactionManifest
 from metadata.cold_manifest import ColdManifest
+from metadata.types import TopicIdPartition
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.test_tiering_broker import (
     _create,
@@ -47,9 +48,9 @@ def test_replicas_follow_the_cold_log_start(cluster: Cluster, engine: Engine) ->
     for b in cluster.brokers.values():  # local retention is a week: the hot copy stays
         assert sorted(_files(b, "cr")) == bases
     # the compaction worker expires the three oldest cold files
-    files = ColdManifest(engine).files(topic_id, 0)
+    files = ColdManifest(engine).files(TopicIdPartition(topic_id, 0))
     CompactionManifest(engine).retire([f.id for f in files[:3]], 60_000)
-    assert ColdManifest(engine).log_start_offset(topic_id, 0) == bases[3]
+    assert ColdManifest(engine).log_start_offset(TopicIdPartition(topic_id, 0)) == bases[3]
     for b in cluster.brokers.values():
         wait_for("segments below the log start deleted", partial(_files_are, b, "cr", bases[3:]))
     wait_for("describe", lambda: _start(cluster, "cr") == bases[3])

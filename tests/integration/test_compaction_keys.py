@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from sqlalchemy.engine import Engine
 
 from coldstore.object_store import ObjectStoreConfig
+from metadata.types import TopicIdPartition
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
 from tests.integration.test_compaction_support import ColdEnv, Rec, now_ms
 
@@ -55,7 +56,7 @@ def _check(env: ColdEnv, topic: str, want: list[tuple[int, Rec]], total: int) ->
         assert [(r["key"], r["value"], r["timestamp"]) for r in got] == [
             (w["key"], w["value"], w["ts"]) for _, w in want
         ]
-    files = env.manifest.files(tid, 0)
+    files = env.manifest.files(TopicIdPartition(tid, 0))
     if want:  # the committed ranges still cover the whole log, contiguously
         assert files[0].base_offset <= want[0][0] and files[-1].last_offset == total - 1
         assert all(a.last_offset + 1 == b.base_offset for a, b in itertools.pairwise(files))
@@ -137,11 +138,11 @@ def test_a_compacted_topics_history_shrinks_to_about_one_record_per_key(cold: Co
             )
             offset += 1
         cold.tier("users", 0, recs)
-    before = sum(f.size_bytes for f in cold.manifest.files(tid, 0))
+    before = sum(f.size_bytes for f in cold.manifest.files(TopicIdPartition(tid, 0)))
     w = cold.worker()
     s = w.run_once()
     assert s.compacted_partitions == 1
-    files = cold.manifest.files(tid, 0)
+    files = cold.manifest.files(TopicIdPartition(tid, 0))
     assert sum(f.records for f in files) == 10
     rows = cold.delta_rows("users")
     assert [r["offset"] for r in rows] == list(range(990, 1000))
@@ -150,7 +151,7 @@ def test_a_compacted_topics_history_shrinks_to_about_one_record_per_key(cold: Co
     assert (files[0].base_offset, files[-1].last_offset) == (0, 999)
     # nothing dirty is left: a second pass leaves the files alone
     assert w.run_once().compacted_partitions == 0
-    assert cold.manifest.files(tid, 0) == files
+    assert cold.manifest.files(TopicIdPartition(tid, 0)) == files
     w.close()
 
 
@@ -168,9 +169,9 @@ def test_compact_delete_expires_old_files_then_compacts_the_rest(cold: ColdEnv) 
         cold.tier("both", 0, recs)
     s = cold.worker().run_once()
     assert s.expired_files == 1 and s.compacted_partitions == 1
-    assert cold.manifest.log_start_offset(tid, 0) == 6
+    assert cold.manifest.log_start_offset(TopicIdPartition(tid, 0)) == 6
     rows = cold.delta_rows("both")
     assert [(r["offset"], r["value"]) for r in rows] == [(15, b"2/3"), (16, b"2/4"), (17, b"2/5")]
     assert [r["offset"] for r in cold.manifest_rows("both")] == [15, 16, 17]
-    files = cold.manifest.files(tid, 0)
+    files = cold.manifest.files(TopicIdPartition(tid, 0))
     assert (files[0].base_offset, files[-1].last_offset) == (6, 17)

@@ -29,7 +29,7 @@ from metadata.brokers import BrokerRepo
 from metadata.cold_manifest import ColdManifest
 from metadata.segment_registry import SegmentRegistry
 from metadata.topics import TopicRepo
-from metadata.types import FileSpec
+from metadata.types import FileSpec, TopicIdPartition
 
 Rec = dict[str, Any]  # key, value, headers, ts
 
@@ -68,7 +68,7 @@ class ColdEnv:
         data = b"".join(frames)
         end = base + len(recs)
         tid = self.ids[topic]
-        self.registry.register_sealed(tid, partition, base, end, len(data))
+        self.registry.register_sealed(TopicIdPartition(tid, partition), base, end, len(data))
         (claim,) = self.registry.claim("test-tiering", 60_000)
         assert (claim.partition, claim.base_offset) == (partition, base)
         pf = write_parquet(data, from_offset=base, to_offset=end, row_group_bytes=16 * 1024)
@@ -102,7 +102,7 @@ class ColdEnv:
     def manifest_rows(self, topic: str, partition: int = 0) -> list[Rec]:
         """Every committed file's rows, in manifest order (a cold reader's view)."""
         out: list[Rec] = []
-        for f in self.manifest.files(self.ids[topic], partition):
+        for f in self.manifest.files(TopicIdPartition(self.ids[topic], partition)):
             table = pq.read_table(pa.BufferReader(self.store.get(f.object_key)))
             rows = table.to_pylist()
             assert all(f.base_offset <= r["offset"] <= f.last_offset for r in rows)

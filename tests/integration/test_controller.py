@@ -48,9 +48,7 @@ class Cluster:
     def set_isr(self, p: PartitionInfo, isr: list[int]) -> PartitionInfo:
         """What the leader does (AlterPartition)."""
         assert p.leader is not None
-        info = self.repo.alter_isr(
-            p.topic_id, p.partition, p.leader, p.leader_epoch, p.partition_epoch, isr
-        )
+        info = self.repo.alter_isr(p.tp, p.leader, p.leader_epoch, p.partition_epoch, isr)
         assert info is not None
         return info
 
@@ -263,9 +261,7 @@ def test_lost_race_is_retried_next_tick(cluster: Cluster, monkeypatch: pytest.Mo
 
     def racing(*args: object, **kwargs: object) -> PartitionInfo | None:
         # Someone else changes the partition between the controller's read and its write.
-        cluster.repo.controller_alter_isr(
-            p.topic_id, 0, [r[0], r[1], r[2]], cluster.get().partition_epoch
-        )
+        cluster.repo.controller_alter_isr(p.tp, [r[0], r[1], r[2]], cluster.get().partition_epoch)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(c.repo, "elect_leader", racing)

@@ -20,6 +20,7 @@ from coldstore.object_store import ObjectStoreConfig
 from logformat.frame import HEADER_SIZE, decode_header
 from metadata.partition_state import PartitionStateRepo
 from metadata.segment_registry import SegmentRegistry
+from metadata.types import TopicIdPartition
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.fetch_nodes import FetchNodeProcess, s3_env
@@ -177,13 +178,16 @@ def test_corrupt_follower_copies_are_never_served_and_are_repaired(
     for b in followers:
         _flip(b, "fol")
     topic_id = cluster.describe("fol")["id"]
-    wait_for("segments registered", lambda: SegmentRegistry(engine).segments(topic_id, 0))
+    wait_for(
+        "segments registered",
+        lambda: SegmentRegistry(engine).segments(TopicIdPartition(topic_id, 0)),
+    )
     worker = TieringWorker(engine, s3_bucket, "crc-worker")
     try:
         assert worker.run_once() >= 1, "no segment was tiered"
     finally:
         worker.close()
-    segs = SegmentRegistry(engine).segments(topic_id, 0)
+    segs = SegmentRegistry(engine).segments(TopicIdPartition(topic_id, 0))
     assert segs[0].base_offset == 0 and segs[0].state == "tiered", segs[0]
     for b in followers:  # the downloads found the bad copies: they are repaired too
         wait_for(f"broker {b.broker_id} repaired", lambda b=b: _repaired(cluster, b, "fol"))

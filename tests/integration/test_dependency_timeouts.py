@@ -25,6 +25,7 @@ from sqlalchemy.engine import Engine
 from coldstore.object_store import ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine, migrate
+from metadata.types import TopicIdPartition
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import FAST, wait_for
 from tests.integration.fetch_nodes import FetchNodeProcess, s3_env
@@ -139,7 +140,7 @@ def frozen_s3_setup(
 
             def tiered_far() -> bool:
                 worker.run_once()
-                return (manifest.tiered_end_offset(tid, 0) or 0) >= N // 2
+                return (manifest.tiered_end_offset(TopicIdPartition(tid, 0)) or 0) >= N // 2
 
             wait_for("half the topic tiered", tiered_far, timeout=90, every=0.3)
         finally:

@@ -18,7 +18,7 @@ from metadata.controller_lease import ControllerFence, ControllerLease
 from metadata.db import make_engine, schema_revision
 from metadata.partition_state import PartitionStateRepo
 from metadata.topics import TopicRepo
-from metadata.types import PartitionInfo
+from metadata.types import PartitionInfo, TopicIdPartition
 from tests.integration.schema_head import HEAD
 
 
@@ -45,7 +45,7 @@ def part(db_engine: Engine, brokers: BrokerRepo) -> PartitionInfo:
 
 def alter(repo: PartitionStateRepo, p: PartitionInfo, isr: list[int]) -> PartitionInfo | None:
     assert p.leader is not None
-    return repo.alter_isr(p.topic_id, p.partition, p.leader, p.leader_epoch, p.partition_epoch, isr)
+    return repo.alter_isr(p.tp, p.leader, p.leader_epoch, p.partition_epoch, isr)
 
 
 # -- migration 0002 -----------------------------------------------------------------------------
@@ -100,14 +100,16 @@ def test_alter_isr_compare_and_set(repo: PartitionStateRepo, part: PartitionInfo
     assert shrunk is not None
     assert shrunk.isr == [r[0], r[2]]  # stored in replica order
     assert (shrunk.leader, shrunk.leader_epoch, shrunk.partition_epoch) == (r[0], 0, 1)
-    assert repo.get(part.topic_id, 0) == shrunk
+    assert repo.get(part.tp) == shrunk
     # The same request again carries a stale partition epoch: it loses, and changes nothing.
     assert alter(repo, part, [r[0]]) is None
     # A stale leader epoch or a broker that is not the leader loses too.
-    assert repo.alter_isr(part.topic_id, 0, r[0], 7, 1, [r[0]]) is None
-    assert repo.alter_isr(part.topic_id, 0, r[1], 0, 1, [r[1]]) is None
-    assert repo.alter_isr(part.topic_id, 9, r[0], 0, 1, [r[0]]) is None  # no such partition
-    assert repo.get(part.topic_id, 0) == shrunk
+    assert repo.alter_isr(part.tp, r[0], 7, 1, [r[0]]) is None
+    assert repo.alter_isr(part.tp, r[1], 0, 1, [r[1]]) is None
+    assert (
+        repo.alter_isr(TopicIdPartition(part.topic_id, 9), r[0], 0, 1, [r[0]]) is None
+    )  # no such partition
+    assert repo.get(part.tp) == shrunk
     grown = alter(repo, shrunk, r)
     assert grown is not None and grown.isr == r and grown.partition_epoch == 2
 
@@ -120,7 +122,7 @@ def test_alter_isr_rejects_invalid_isrs(repo: PartitionStateRepo, part: Partitio
         alter(repo, part, [r[0], 99])
     with pytest.raises(ValueError):
         alter(repo, part, [r[0], True])
-    assert repo.get(part.topic_id, 0) == part
+    assert repo.get(part.tp) == part
 
 
 def test_alter_isr_refuses_to_add_a_dead_broker(
@@ -153,7 +155,7 @@ def test_concurrent_alter_isr_exactly_one_wins(
         results = list(pool.map(attempt, range(8)))
     winners = [x for x in results if x is not None]
     assert len(winners) == 1
-    assert repo.get(part.topic_id, 0) == winners[0]
+    assert repo.get(part.tp) == winners[0]
     assert winners[0].partition_epoch == 1
 
 
@@ -166,26 +168,17 @@ def test_a_leader_that_cannot_serve_resigns_to_a_live_isr_member(
     """A leader whose log went offline hands off: the first live ISR member in replica order
     leads in a new leader epoch, and the resigning broker leaves the ISR."""
     leader, second, third = part.replicas
-    stale = repo.hand_over(
-        part.topic_id, part.partition, leader, part.leader_epoch, part.partition_epoch + 1
-    )
+    stale = repo.hand_over(part.tp, leader, part.leader_epoch, part.partition_epoch + 1)
     assert stale is None  # fenced on the leader's epochs, like alter_isr
     brokers.deregister(second)  # not live: skipped
-    out = repo.hand_over(
-        part.topic_id, part.partition, leader, part.leader_epoch, part.partition_epoch
-    )
+    out = repo.hand_over(part.tp, leader, part.leader_epoch, part.partition_epoch)
     assert out is not None
     assert (out.leader, out.leader_epoch) == (third, part.leader_epoch + 1)
     assert out.isr == [second, third] and leader not in out.isr
     # The new leader alone in its ISR with no live peer: it keeps leading (offline helps no one).
     alone = alter(repo, out, [third])
     assert alone is not None
-    assert (
-        repo.hand_over(
-            alone.topic_id, alone.partition, third, alone.leader_epoch, alone.partition_epoch
-        )
-        is None
-    )
+    assert repo.hand_over(alone.tp, third, alone.leader_epoch, alone.partition_epoch) is None
 
 
 def test_a_planned_hand_over_keeps_the_isr_and_needs_a_live_isr_member(
@@ -194,7 +187,7 @@ def test_a_planned_hand_over_keeps_the_isr_and_needs_a_live_isr_member(
     leader, second, third = part.replicas
     shrunk = alter(repo, part, [leader, second])
     assert shrunk is not None
-    args = (shrunk.topic_id, shrunk.partition, leader, shrunk.leader_epoch)
+    args = (shrunk.tp, leader, shrunk.leader_epoch)
     assert repo.hand_over(*args, shrunk.partition_epoch, to=third) is None  # not in the ISR
     moved = repo.hand_over(*args, shrunk.partition_epoch, to=second)
     assert moved is not None
@@ -207,7 +200,7 @@ def test_a_planned_hand_over_keeps_the_isr_and_needs_a_live_isr_member(
 
 def test_elect_leader_bumps_both_epochs(repo: PartitionStateRepo, part: PartitionInfo) -> None:
     r = part.replicas
-    info = repo.elect_leader(part.topic_id, 0, r[1], [r[2], r[1]], 0)
+    info = repo.elect_leader(part.tp, r[1], [r[2], r[1]], 0)
     assert info is not None
     assert (info.leader, info.isr, info.leader_epoch, info.partition_epoch) == (
         r[1],
@@ -215,17 +208,17 @@ def test_elect_leader_bumps_both_epochs(repo: PartitionStateRepo, part: Partitio
         1,
         1,
     )
-    assert repo.elect_leader(part.topic_id, 0, r[2], [r[2]], 0) is None  # stale epoch
+    assert repo.elect_leader(part.tp, r[2], [r[2]], 0) is None  # stale epoch
     # The old leader's AlterPartition is fenced by the leader epoch.
-    assert repo.alter_isr(part.topic_id, 0, r[0], 0, 1, [r[0]]) is None
-    offline = repo.elect_leader(part.topic_id, 0, None, [r[1]], 1)
+    assert repo.alter_isr(part.tp, r[0], 0, 1, [r[0]]) is None
+    offline = repo.elect_leader(part.tp, None, [r[1]], 1)
     assert offline is not None and offline.leader is None and offline.isr == [r[1]]
     assert offline.leader_epoch == 2 and offline.partition_epoch == 2
     with pytest.raises(ValueError, match="must be in the new ISR"):
-        repo.elect_leader(part.topic_id, 0, r[0], [r[1]], 2)
+        repo.elect_leader(part.tp, r[0], [r[1]], 2)
     with pytest.raises(ValueError, match="non-replicas"):
-        repo.elect_leader(part.topic_id, 0, 42, [42], 2)
-    assert repo.get(part.topic_id, 0) == offline
+        repo.elect_leader(part.tp, 42, [42], 2)
+    assert repo.get(part.tp) == offline
 
 
 def test_concurrent_elect_leader_exactly_one_wins(
@@ -238,19 +231,19 @@ def test_concurrent_elect_leader_exactly_one_wins(
         barrier.wait()
         if i % 2:  # a leader's AlterPartition racing with the controller's elections
             return alter(repo, part, [r[0], r[1]])
-        return repo.elect_leader(part.topic_id, 0, r[i % 3], r, 0)
+        return repo.elect_leader(part.tp, r[i % 3], r, 0)
 
     with ThreadPoolExecutor(6) as pool:
         results = list(pool.map(attempt, range(6)))
     winners = [x for x in results if x is not None]
-    assert len(winners) == 1 and repo.get(part.topic_id, 0) == winners[0]
+    assert len(winners) == 1 and repo.get(part.tp) == winners[0]
 
 
 def test_controller_alter_isr_keeps_the_leader_epoch(
     repo: PartitionStateRepo, part: PartitionInfo
 ) -> None:
     r = part.replicas
-    info = repo.controller_alter_isr(part.topic_id, 0, [r[0], r[2]], 0)
+    info = repo.controller_alter_isr(part.tp, [r[0], r[2]], 0)
     assert info is not None
     assert (info.leader, info.isr, info.leader_epoch, info.partition_epoch) == (
         r[0],
@@ -258,12 +251,12 @@ def test_controller_alter_isr_keeps_the_leader_epoch(
         0,
         1,
     )
-    assert repo.controller_alter_isr(part.topic_id, 0, [r[0]], 0) is None  # stale
+    assert repo.controller_alter_isr(part.tp, [r[0]], 0) is None  # stale
     with pytest.raises(ValueError, match="keep the leader"):
-        repo.controller_alter_isr(part.topic_id, 0, [r[2]], 1)
+        repo.controller_alter_isr(part.tp, [r[2]], 1)
     # The leader still leads at epoch 0, but must re-read the partition epoch.
-    assert repo.alter_isr(part.topic_id, 0, r[0], 0, 0, r) is None
-    assert repo.alter_isr(part.topic_id, 0, r[0], 0, 1, r) is not None
+    assert repo.alter_isr(part.tp, r[0], 0, 0, r) is None
+    assert repo.alter_isr(part.tp, r[0], 0, 1, r) is not None
 
 
 def test_controller_changes_are_fenced_on_the_lease(
@@ -274,13 +267,13 @@ def test_controller_changes_are_fenced_on_the_lease(
     assert epoch is not None
     r = part.replicas
     stale = ControllerFence(1, epoch - 1)
-    assert repo.controller_alter_isr(part.topic_id, 0, [r[0]], 0, stale) is None
-    assert repo.elect_leader(part.topic_id, 0, r[1], [r[1]], 0, ControllerFence(2, epoch)) is None
-    assert repo.get(part.topic_id, 0) == part
-    info = repo.elect_leader(part.topic_id, 0, r[1], [r[1]], 0, ControllerFence(1, epoch))
+    assert repo.controller_alter_isr(part.tp, [r[0]], 0, stale) is None
+    assert repo.elect_leader(part.tp, r[1], [r[1]], 0, ControllerFence(2, epoch)) is None
+    assert repo.get(part.tp) == part
+    info = repo.elect_leader(part.tp, r[1], [r[1]], 0, ControllerFence(1, epoch))
     assert info is not None and info.leader == r[1]
     lease.release(1)  # a resigned controller writes nothing more
-    assert repo.controller_alter_isr(part.topic_id, 0, [r[1]], 1, ControllerFence(1, epoch)) is None
+    assert repo.controller_alter_isr(part.tp, [r[1]], 1, ControllerFence(1, epoch)) is None
 
 
 def test_every_change_bumps_the_metadata_version(
@@ -290,15 +283,15 @@ def test_every_change_bumps_the_metadata_version(
     r = part.replicas
     versions = [topics.version()]
     steps: list[Callable[[], PartitionInfo | None]] = [
-        lambda: repo.alter_isr(part.topic_id, 0, r[0], 0, 0, [r[0], r[1]]),
-        lambda: repo.controller_alter_isr(part.topic_id, 0, [r[0]], 1),
-        lambda: repo.elect_leader(part.topic_id, 0, r[0], [r[0]], 2),
+        lambda: repo.alter_isr(part.tp, r[0], 0, 0, [r[0], r[1]]),
+        lambda: repo.controller_alter_isr(part.tp, [r[0]], 1),
+        lambda: repo.elect_leader(part.tp, r[0], [r[0]], 2),
     ]
     for step in steps:
         assert step() is not None
         versions.append(topics.version())
     assert versions == sorted(set(versions)) and len(versions) == 4
-    assert repo.elect_leader(part.topic_id, 0, r[0], [r[0]], 0) is None
+    assert repo.elect_leader(part.tp, r[0], [r[0]], 0) is None
     assert repo.allocate_producer_id() >= 0
     assert topics.version() == versions[-1]  # lost races and producer ids change nothing
     assert Counter(versions).most_common(1)[0][1] == 1

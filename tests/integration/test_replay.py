@@ -15,6 +15,7 @@ import pytest
 from coldstore.object_store import ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
+from metadata.types import TopicIdPartition
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import wait_for
 from tests.integration.fetch_nodes import FetchNodeProcess, s3_env
@@ -80,7 +81,7 @@ def topic(
 
             def cold_enough() -> bool:
                 worker.run_once()
-                return (manifest.tiered_end_offset(tid, 0) or 0) >= N * 0.9
+                return (manifest.tiered_end_offset(TopicIdPartition(tid, 0)) or 0) >= N * 0.9
 
             wait_for("90% tiered", cold_enough, timeout=120, every=0.5)
         finally:

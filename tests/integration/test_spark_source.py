@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
+from metadata.types import TopicIdPartition
 from spark_tables import report, store_options, tierlog_session
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.s3 import MotoServer, config_for, moto_s3_fixture  # noqa: F401
@@ -113,7 +114,7 @@ class LiveTopic:
             )
 
     def cold_end(self, partition: int) -> int:
-        return self.manifest.tiered_end_offset(self.topic_id, partition) or 0
+        return self.manifest.tiered_end_offset(TopicIdPartition(self.topic_id, partition)) or 0
 
     def high_watermark(self, partition: int) -> int:
         return int(self.cluster.partition(self.name, partition)["high_watermark"])

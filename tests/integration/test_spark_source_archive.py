@@ -30,6 +30,7 @@ from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
 from metadata.segment_registry import SegmentRegistry
 from metadata.topics import TopicRepo
+from metadata.types import TopicIdPartition
 from spark_tables import report, store_options
 from tests.integration.s3 import MotoServer, config_for, moto_s3_fixture  # noqa: F401
 from tests.integration.test_spark_source import (  # noqa: F401  (fixtures)
@@ -93,13 +94,18 @@ class Archive:
                 base = s * PER_SEGMENT
                 data = self._segment(p, base)
                 source.segments[(TOPIC, p, base)] = data
-                registry.register_sealed(self.topic_id, p, base, base + PER_SEGMENT, len(data))
+                registry.register_sealed(
+                    TopicIdPartition(self.topic_id, p), base, base + PER_SEGMENT, len(data)
+                )
         worker = TieringWorker(engine, store, "archiver", row_group_bytes=4096)
         worker._source = source  # type: ignore[assignment]
         while worker.run_once():
             pass
         worker.close()
-        self.files = {p: ColdManifest(engine).files(self.topic_id, p) for p in range(PARTITIONS)}
+        self.files = {
+            p: ColdManifest(engine).files(TopicIdPartition(self.topic_id, p))
+            for p in range(PARTITIONS)
+        }
         assert all(len(fs) == SEGMENTS for fs in self.files.values())
 
     def _segment(self, p: int, base: int) -> bytes:

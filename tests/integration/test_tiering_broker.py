@@ -24,6 +24,7 @@ from cluster.internal_http import CLUSTER_TOKEN_HEADER
 from metadata.db import make_engine
 from metadata.partition_state import PartitionStateRepo
 from metadata.segment_registry import FileSpec, HotSegment, SegmentRegistry
+from metadata.types import TopicIdPartition
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import Cluster, wait_for
 
@@ -99,7 +100,7 @@ def _metric(b: BrokerProcess, name: str, **labels: str) -> float | None:
 
 
 def _registered(engine: Engine, topic_id: str) -> list[HotSegment]:
-    return SegmentRegistry(engine).segments(topic_id, 0)
+    return SegmentRegistry(engine).segments(TopicIdPartition(topic_id, 0))
 
 
 def _registered_n(engine: Engine, topic_id: str, n: int) -> list[HotSegment] | None:

@@ -27,6 +27,7 @@ from coldstore.delta_table import DeltaTopicTable
 from coldstore.layout import table_key, table_uri
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from metadata.segment_registry import COLD_STATES
+from metadata.types import TopicIdPartition
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
 from tests.integration.tiering_consistency import all_rows, assert_consistent
 from tests.integration.tiering_env import ROOT, Env, rec, tricky
@@ -131,13 +132,14 @@ def test_a_worker_killed_between_upload_and_manifest_is_recovered(
     crashed = [
         s
         for p in (0, 1)
-        for s in env.registry.segments(tid, p)
+        for s in env.registry.segments(TopicIdPartition(tid, p))
         if s.state == "tiering" and s.claimed_by == "doomed"
     ]
     assert len(crashed) == 1, crashed
     seg = crashed[0]
     assert (seg.partition, seg.base_offset) == (0, 0 if nth == 1 else ends[0])
-    tiered = [s for p in (0, 1) for s in env.registry.segments(tid, p) if s.state == "tiered"]
+    tiered = [s for p in (0, 1) for s in env.registry.segments(TopicIdPartition(tid, p))]
+    tiered = [s for s in tiered if s.state == "tiered"]
     assert len(tiered) == nth - 1
     attempt = [
         r
@@ -149,10 +151,9 @@ def test_a_worker_killed_between_upload_and_manifest_is_recovered(
     assert abandoned.state == ("copy_started" if point == "after_upload" else "copied")
     store = ObjectStore(env.config)
     assert store.head(abandoned.object_key) == abandoned.size_bytes  # the upload completed
-    assert all(
-        f.base_offset != seg.base_offset for f in env.manifest.files(tid, seg.partition)
-    )  # readers (committed rows only) do not see it
-    assert env.manifest.tiered_end_offset(tid, seg.partition) in (None, seg.base_offset)
+    # readers (committed rows only) do not see it
+    assert all(f.base_offset != seg.base_offset for f in env.manifest.files(seg.tp))
+    assert env.manifest.tiered_end_offset(seg.tp) in (None, seg.base_offset)
     table = DeltaTopicTable(table_uri(env.config, "t"), env.config.storage_options(), topic="t")
     root = table_key(env.config, "t")
     # (killed before its first commit, the worker may not even have created the table)
@@ -162,7 +163,9 @@ def test_a_worker_killed_between_upload_and_manifest_is_recovered(
     # -- restart: a new worker takes the segment over once the dead one's lease lapses -------
     rescuer = env.worker("rescuer", lease_ms=10_000)
     deadline = time.monotonic() + 60
-    while not all(s.state == "tiered" for p in (0, 1) for s in env.registry.segments(tid, p)):
+    while not all(
+        s.state == "tiered" for p in (0, 1) for s in env.registry.segments(TopicIdPartition(tid, p))
+    ):
         assert time.monotonic() < deadline, "the crashed segment was never taken over"
         if rescuer.run_once() == 0:
             time.sleep(0.2)
@@ -171,9 +174,7 @@ def test_a_worker_killed_between_upload_and_manifest_is_recovered(
     assert_consistent(env.engine, env.config, "t", tid, 2)
     env.assert_exact("t")
     rows = {r.object_key: r for r in all_rows(env.engine, tid, 2)}
-    (final,) = [
-        r for r in env.manifest.files(tid, seg.partition) if r.base_offset == seg.base_offset
-    ]
+    (final,) = [r for r in env.manifest.files(seg.tp) if r.base_offset == seg.base_offset]
     if point == "after_upload":
         # Never in Delta: the rescuer's own upload is committed, the abandoned one deleted.
         assert final.object_key != abandoned.object_key

@@ -23,6 +23,7 @@ from coldstore.delta_table import DeltaTopicTable
 from coldstore.layout import table_uri
 from coldstore.object_store import MiB, ObjectStoreConfig
 from metadata.segment_registry import SegmentRegistry
+from metadata.types import TopicIdPartition
 from tests.integration.s3 import MotoServer, moto_s3_fixture, s3_bucket_fixture  # noqa: F401
 from tests.integration.s3_faults import FaultyS3Proxy
 from tests.integration.tiering_consistency import assert_consistent
@@ -101,7 +102,11 @@ def _tier_all(env: Env, tid: str, config: ObjectStoreConfig, proxy: FaultyS3Prox
     try:
         deadline = time.monotonic() + DEADLINE_S
         while True:
-            segs = [s for p in range(PARTITIONS) for s in env.registry.segments(tid, p)]
+            segs = [
+                s
+                for p in range(PARTITIONS)
+                for s in env.registry.segments(TopicIdPartition(tid, p))
+            ]
             if all(s.state == "tiered" for s in segs):
                 break
             assert time.monotonic() < deadline, (
@@ -117,7 +122,11 @@ def _tier_all(env: Env, tid: str, config: ObjectStoreConfig, proxy: FaultyS3Prox
             w.close()
     proxy.set_enabled(False)  # the checks below read S3 directly; the proxy just counts
     counts = proxy.counts()
-    claims = sum(s.attempts for p in range(PARTITIONS) for s in env.registry.segments(tid, p))
+    claims = sum(
+        s.attempts
+        for p in range(PARTITIONS)
+        for s in env.registry.segments(TopicIdPartition(tid, p))
+    )
     print(f"faults injected: {counts}; claims: {claims} for {len(segs)} segments")
     assert counts.get("error_500", 0) + counts.get("error_503", 0) > 0, counts
     assert counts.get("stall", 0) + counts.get("lost_response", 0) > 0, counts

@@ -16,6 +16,7 @@ from metadata.brokers import BrokerRepo
 from metadata.cold_manifest import ColdManifest
 from metadata.segment_registry import ClaimLostError, FileSpec, SegmentRegistry
 from metadata.topics import TopicRepo
+from metadata.types import TopicIdPartition
 from tests.integration.schema_head import HEAD
 
 LEASE = 60_000
@@ -47,9 +48,11 @@ def test_register_is_idempotent_and_claim_takes_lowest_per_partition(
     reg: SegmentRegistry, topic_id: str
 ) -> None:
     for base in (0, 100, 200):
-        reg.register_sealed(topic_id, 0, base, base + 100, 5000)
-        reg.register_sealed(topic_id, 0, base, base + 100, 5000)  # a broker restart
-    reg.register_sealed(topic_id, 1, 50, 80, 10)
+        reg.register_sealed(TopicIdPartition(topic_id, 0), base, base + 100, 5000)
+        reg.register_sealed(
+            TopicIdPartition(topic_id, 0), base, base + 100, 5000
+        )  # a broker restart
+    reg.register_sealed(TopicIdPartition(topic_id, 1), 50, 80, 10)
     claims = reg.claim("w1", LEASE, limit=10)
     assert sorted((c.partition, c.base_offset) for c in claims) == [(0, 0), (1, 50)]
     assert all(c.topic == "t" and c.attempt == 1 for c in claims)
@@ -63,7 +66,7 @@ def test_register_is_idempotent_and_claim_takes_lowest_per_partition(
 def test_two_workers_never_claim_the_same_segment(reg: SegmentRegistry, topic_id: str) -> None:
     for p in range(4):
         for base in range(0, 500, 100):
-            reg.register_sealed(topic_id, p, base, base + 100, 1)
+            reg.register_sealed(TopicIdPartition(topic_id, p), base, base + 100, 1)
     seen: Counter[tuple[int, int]] = Counter()
     lock = threading.Lock()
     barrier = threading.Barrier(8)
@@ -96,7 +99,7 @@ def test_two_workers_never_claim_the_same_segment(reg: SegmentRegistry, topic_id
 def test_expired_claim_is_taken_over_and_the_old_claim_is_fenced(
     reg: SegmentRegistry, db_engine: Engine, topic_id: str
 ) -> None:
-    reg.register_sealed(topic_id, 0, 0, 10, 1)
+    reg.register_sealed(TopicIdPartition(topic_id, 0), 0, 10, 1)
     (old,) = reg.claim("crashed", 100)
     assert reg.claim("w2", LEASE) == []
     time.sleep(0.2)
@@ -111,14 +114,14 @@ def test_expired_claim_is_taken_over_and_the_old_claim_is_fenced(
         reg.mark_tiered(old, spec("old"), 1)
     assert reg.extend(new, LEASE)
     reg.mark_tiered(new, spec("new"), 3)
-    assert [f.object_key for f in manifest.files(topic_id, 0)] == ["new"]
+    assert [f.object_key for f in manifest.files(TopicIdPartition(topic_id, 0))] == ["new"]
 
 
 def test_release_records_error_and_backs_off(reg: SegmentRegistry, topic_id: str) -> None:
-    reg.register_sealed(topic_id, 2, 0, 10, 1)
+    reg.register_sealed(TopicIdPartition(topic_id, 2), 0, 10, 1)
     (c,) = reg.claim("w", LEASE)
     assert reg.release(c, "boom: replica unreachable")
-    (seg,) = reg.segments(topic_id, 2)
+    (seg,) = reg.segments(TopicIdPartition(topic_id, 2))
     assert (seg.state, seg.attempts, seg.last_error) == ("sealed", 1, "boom: replica unreachable")
     assert reg.claim("w", LEASE) == []  # backing off
     time.sleep(0.3)
@@ -131,9 +134,9 @@ def test_cold_file_state_machine_and_ranges(
 ) -> None:
     manifest = ColdManifest(db_engine)
     for base in (0, 10, 20):
-        reg.register_sealed(topic_id, 0, base, base + 10, 1)
-    assert manifest.tiered_end_offset(topic_id, 0) is None
-    assert manifest.lag(topic_id, 0, 25) == 25
+        reg.register_sealed(TopicIdPartition(topic_id, 0), base, base + 10, 1)
+    assert manifest.tiered_end_offset(TopicIdPartition(topic_id, 0)) is None
+    assert manifest.lag(TopicIdPartition(topic_id, 0), 25) == 25
 
     # attempt 1 crashes after the upload (copied, never committed)
     (c1,) = reg.claim("w1", 100)
@@ -143,12 +146,12 @@ def test_cold_file_state_machine_and_ranges(
     # attempt 2 commits; attempt 1's file is superseded
     (c2,) = reg.claim("w2", LEASE)
     fid = manifest.start_copy(c2, spec("a2", records=10))
-    assert manifest.files(topic_id, 0) == []  # invisible before the commit
+    assert manifest.files(TopicIdPartition(topic_id, 0)) == []  # invisible before the commit
     manifest.mark_copied(fid)
-    assert manifest.files(topic_id, 0) == []
+    assert manifest.files(TopicIdPartition(topic_id, 0)) == []
     orphans = reg.mark_tiered(c2, spec("a2", records=10), delta_version=7)
     assert [(o.object_key, o.state) for o in orphans] == [("a1", "delete_started")]
-    (f,) = manifest.files(topic_id, 0)
+    (f,) = manifest.files(TopicIdPartition(topic_id, 0))
     assert (f.id, f.state, f.delta_version, f.base_offset, f.last_offset, f.records) == (
         fid,
         "committed",
@@ -162,17 +165,21 @@ def test_cold_file_state_machine_and_ranges(
     assert deleted is not None and deleted.state == "deleted"
     with pytest.raises(ClaimLostError):
         manifest.mark_copied(orphans[0].id)  # a superseded attempt cannot move on
-    assert manifest.cold_range(topic_id, 0) == (0, 10)
-    assert manifest.lag(topic_id, 0, 25) == 15
+    assert manifest.cold_range(TopicIdPartition(topic_id, 0)) == (0, 10)
+    assert manifest.lag(TopicIdPartition(topic_id, 0), 25) == 15
 
     (c3,) = reg.claim("w", LEASE)
     reg.mark_tiered(c3, spec("b"), 8)  # the Delta file may be another attempt's: upserted
-    assert manifest.tiered_end_offset(topic_id, 0) == 20
-    assert [s.state for s in reg.segments(topic_id, 0)] == ["tiered", "tiered", "sealed"]
+    assert manifest.tiered_end_offset(TopicIdPartition(topic_id, 0)) == 20
+    assert [s.state for s in reg.segments(TopicIdPartition(topic_id, 0))] == [
+        "tiered",
+        "tiered",
+        "sealed",
+    ]
 
     # retention: committed -> delete_started -> deleted; the range shrinks from the front
     manifest.start_delete([fid], grace_ms=60_000)
-    assert manifest.cold_range(topic_id, 0) == (10, 20)
+    assert manifest.cold_range(TopicIdPartition(topic_id, 0)) == (10, 20)
     assert reg.untiered() == [("t", 0, 1, 10, 1)]
 
 
@@ -197,7 +204,7 @@ def test_states_are_checked_by_the_database(db_engine: Engine, topic_id: str) ->
 
 
 def test_topic_delete_cascades(reg: SegmentRegistry, db_engine: Engine, topic_id: str) -> None:
-    reg.register_sealed(topic_id, 0, 0, 10, 1)
+    reg.register_sealed(TopicIdPartition(topic_id, 0), 0, 10, 1)
     (c,) = reg.claim("w", LEASE)
     reg.mark_tiered(c, spec("k"), 1)
     TopicRepo(db_engine).delete("t")

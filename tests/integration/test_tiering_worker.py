@@ -19,6 +19,7 @@ from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
 from metadata.segment_registry import SegmentRegistry
 from metadata.topics import TopicRepo
+from metadata.types import TopicIdPartition
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
 from tests.integration.tiering_env import Env, env_fixture, rec, tricky  # noqa: F401 (fixture)
 from tiering.worker import TieringWorker
@@ -33,23 +34,25 @@ def test_records_are_tiered_byte_exact_and_once(env: Env) -> None:
     assert w.run_once() == 3
     assert w.run_once() == 0
     env.assert_exact("orders")
-    files = env.manifest.files(tid, 0)
+    files = env.manifest.files(TopicIdPartition(tid, 0))
     assert [(f.base_offset, f.last_offset, f.records) for f in files] == [
         (0, end - 1, end),
         (end, end + 9, 10),
     ]
-    assert env.manifest.tiered_end_offset(tid, 0) == end + 10
-    assert env.manifest.tiered_end_offset(tid, 1) == 7
-    assert all(s.state == "tiered" for s in env.registry.segments(tid, 0))
+    assert env.manifest.tiered_end_offset(TopicIdPartition(tid, 0)) == end + 10
+    assert env.manifest.tiered_end_offset(TopicIdPartition(tid, 1)) == 7
+    assert all(s.state == "tiered" for s in env.registry.segments(TopicIdPartition(tid, 0)))
     # manifest and Delta agree on the files; the objects are where the manifest says
     dt_files = DeltaTable(
         table_uri(env.config, "orders"), storage_options=env.config.storage_options()
     ).file_uris()
-    keys = {f.object_key for p in (0, 1) for f in env.manifest.files(tid, p)}
+    keys = {f.object_key for p in (0, 1) for f in env.manifest.files(TopicIdPartition(tid, p))}
     assert {u.split(f"{env.config.bucket}/", 1)[1] for u in dt_files} == keys
     store = ObjectStore(env.config)
     assert all(
-        store.head(f.object_key) == f.size_bytes for p in (0, 1) for f in env.manifest.files(tid, p)
+        store.head(f.object_key) == f.size_bytes
+        for p in (0, 1)
+        for f in env.manifest.files(TopicIdPartition(tid, p))
     )
     w.update_lag_metrics()
     w.close()
@@ -72,7 +75,7 @@ def test_prefers_a_follower_and_falls_back_to_the_leader(env: Env) -> None:
     assert w.run_once() == 1
     assert env.replicas[leader].requests
     env.assert_exact("t")
-    assert env.manifest.tiered_end_offset(tid, 0) == 9
+    assert env.manifest.tiered_end_offset(TopicIdPartition(tid, 0)) == 9
     w.close()
 
 
@@ -84,10 +87,13 @@ def test_a_failure_releases_the_claim_with_the_error_and_is_retried(env: Env) ->
     w = env.worker("w")
     w.registry = env.registry  # short backoff
     assert w.run_once() == 0
-    (seg,) = env.registry.segments(tid, 0)
+    (seg,) = env.registry.segments(TopicIdPartition(tid, 0))
     assert seg.state == "sealed" and seg.attempts == 1
     assert seg.last_error is not None and "HTTP 500" in seg.last_error
-    assert env.manifest.files(tid, 0, states=("copy_started", "copied", "committed")) == []
+    assert (
+        env.manifest.files(TopicIdPartition(tid, 0), states=("copy_started", "copied", "committed"))
+        == []
+    )
     for r in env.replicas.values():
         r.fail = False
     time.sleep(0.3)
@@ -121,10 +127,12 @@ def test_two_concurrent_workers_tier_every_offset_once(env: Env) -> None:
         t.join()
     assert sum(done) == 12
     env.assert_exact("busy")
-    files = [f for p in range(4) for f in env.manifest.files(tid, p)]
+    files = [f for p in range(4) for f in env.manifest.files(TopicIdPartition(tid, p))]
     assert len(files) == 12 and len({f.object_key for f in files}) == 12
     every = [
-        f for p in range(4) for f in env.manifest.files(tid, p, states=("copy_started", "copied"))
+        f
+        for p in range(4)
+        for f in env.manifest.files(TopicIdPartition(tid, p), states=("copy_started", "copied"))
     ]
     assert every == []
 
@@ -186,7 +194,8 @@ def test_end_to_end_with_real_brokers(
         wait_for(
             "sealed segments registered",
             lambda: all(
-                (segs := registry.segments(tid, p)) and max(s.end_offset for s in segs) >= ends[p]
+                (segs := registry.segments(TopicIdPartition(tid, p)))
+                and max(s.end_offset for s in segs) >= ends[p]
                 for p in (0, 1)
             ),
         )
@@ -195,7 +204,10 @@ def test_end_to_end_with_real_brokers(
 
         def tiered() -> bool:
             worker.run_once()
-            return all((manifest.tiered_end_offset(tid, p) or 0) >= ends[p] for p in (0, 1))
+            return all(
+                (manifest.tiered_end_offset(TopicIdPartition(tid, p)) or 0) >= ends[p]
+                for p in (0, 1)
+            )
 
         wait_for("segments tiered", tiered, timeout=60, every=0.5)
         worker.close()
@@ -213,8 +225,8 @@ def test_end_to_end_with_real_brokers(
             assert (row["headers"] or None) == (want["headers"] or None)
             assert row["timestamp"].timestamp() * 1000 == want["ts"]
         for p in (0, 1):
-            files = manifest.files(tid, p)
-            segs = registry.segments(tid, p)
+            files = manifest.files(TopicIdPartition(tid, p))
+            segs = registry.segments(TopicIdPartition(tid, p))
             tiered_segs = [s for s in segs if s.state == "tiered"]
             assert [(f.base_offset, f.last_offset + 1) for f in files] == [
                 (s.base_offset, s.end_offset) for s in tiered_segs

@@ -18,6 +18,7 @@ from coldstore.object_store import ObjectStore
 from compaction.jobs import Settings
 from compaction.worker import CompactionWorker
 from metadata.topics import TopicRepo
+from metadata.types import TopicIdPartition
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
 from tests.integration.tiering_env import ROOT, Env, env_fixture, rec, tricky  # noqa: F401 (fixture)
 
@@ -40,7 +41,7 @@ def test_a_topic_deleted_and_created_again_gets_a_table_of_its_own(env: Env) -> 
     env.add_segment("again", 0, 0, [rec(i, value=b"new-%d" % i) for i in range(5)])
     assert w.run_once() == 1
     env.assert_exact("again")  # only the new topic's five records
-    (f,) = env.manifest.files(new, 0)
+    (f,) = env.manifest.files(TopicIdPartition(new, 0))
     assert ObjectStore(env.config).head(f.object_key) == f.size_bytes
     w.close()
 
@@ -77,10 +78,10 @@ def test_a_worker_killed_mid_upload_is_taken_over(env: Env, fresh_db: str) -> No
         timeout=120,
     )
     assert proc.returncode == 9, proc.stderr.decode()[-2000:]
-    (seg,) = env.registry.segments(tid, 0)
+    (seg,) = env.registry.segments(TopicIdPartition(tid, 0))
     assert (seg.state, seg.claimed_by) == ("tiering", "doomed")
-    (abandoned,) = env.manifest.files(tid, 0, states=("copy_started",))
-    assert env.manifest.files(tid, 0) == []  # nothing committed
+    (abandoned,) = env.manifest.files(TopicIdPartition(tid, 0), states=("copy_started",))
+    assert env.manifest.files(TopicIdPartition(tid, 0)) == []  # nothing committed
     w = env.worker("rescuer")
     assert w.run_once() == 0  # the claim's lease (5 s) is still running
     deadline = time.monotonic() + 30
@@ -88,7 +89,7 @@ def test_a_worker_killed_mid_upload_is_taken_over(env: Env, fresh_db: str) -> No
         time.sleep(0.5)  # until the lease lapses and the rescuer takes the segment over
     assert done == 1
     env.assert_exact("t")
-    (committed,) = env.manifest.files(tid, 0)
+    (committed,) = env.manifest.files(TopicIdPartition(tid, 0))
     assert committed.object_key != abandoned.object_key
     gone = env.manifest.get(abandoned.id)
     assert gone is not None and gone.state == "deleted"
@@ -129,7 +130,7 @@ def test_a_lapsed_worker_that_committed_to_delta_first_wins_the_manifest(env: En
     b_done.set()
     ta.join()
     assert result == [0]  # A found its claim lost
-    (f,) = env.manifest.files(tid, 0)
+    (f,) = env.manifest.files(TopicIdPartition(tid, 0))
     dt_files = DeltaTable(
         table_uri(env.config, "t"), storage_options=env.config.storage_options()
     ).file_uris()
@@ -160,4 +161,4 @@ def test_a_corrupt_copy_is_refused_and_the_next_replica_tiers_it_at_once(env: En
     assert env.replicas[follower].requests  # tried first, refused
     assert env.replicas[part.leader or 0].requests
     env.assert_exact("rot")
-    assert env.manifest.tiered_end_offset(tid, 0) == 9
+    assert env.manifest.tiered_end_offset(TopicIdPartition(tid, 0)) == 9

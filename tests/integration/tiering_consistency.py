@@ -14,12 +14,17 @@ from coldstore.layout import table_key, table_uri
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
 from metadata.segment_registry import COLD_STATES, ColdFile, SegmentRegistry
+from metadata.types import TopicIdPartition
 
 
 def all_rows(engine: Engine, topic_id: str, partitions: int) -> list[ColdFile]:
     """Every manifest row of the topic, whatever its state."""
     manifest = ColdManifest(engine)
-    return [f for p in range(partitions) for f in manifest.files(topic_id, p, states=COLD_STATES)]
+    return [
+        f
+        for p in range(partitions)
+        for f in manifest.files(TopicIdPartition(topic_id, p), states=COLD_STATES)
+    ]
 
 
 def assert_consistent(
@@ -40,7 +45,7 @@ def assert_consistent(
     """
     registry = SegmentRegistry(engine)
     for p in range(partitions):
-        segs = registry.segments(topic_id, p)
+        segs = registry.segments(TopicIdPartition(topic_id, p))
         assert [s.state for s in segs] == ["tiered"] * len(segs), segs
 
     table = DeltaTopicTable(table_uri(config, topic), config.storage_options(), topic=topic)
@@ -61,7 +66,10 @@ def assert_consistent(
         ), key
     # One file per segment: no segment was committed twice under two keys.
     for p in range(partitions):
-        ranges = [(s.base_offset, s.end_offset - 1) for s in registry.segments(topic_id, p)]
+        ranges = [
+            (s.base_offset, s.end_offset - 1)
+            for s in registry.segments(TopicIdPartition(topic_id, p))
+        ]
         files = sorted(
             (r.base_offset, r.last_offset) for r in committed.values() if r.partition == p
         )

@@ -26,6 +26,7 @@ from metadata.cold_manifest import ColdManifest
 from metadata.partition_state import PartitionStateRepo
 from metadata.segment_registry import SegmentRegistry
 from metadata.topics import TopicRepo
+from metadata.types import TopicIdPartition
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
 from tiering.worker import TieringWorker
 
@@ -108,7 +109,7 @@ class Env:
             r.segments[(topic, partition, base)] = (data, offset)
         tid = TopicRepo(self.engine).get(topic)
         assert tid is not None
-        self.registry.register_sealed(tid.id, partition, base, offset, len(data))
+        self.registry.register_sealed(TopicIdPartition(tid.id, partition), base, offset, len(data))
         return offset
 
     def worker(self, name: str, **kw: Any) -> TieringWorker:

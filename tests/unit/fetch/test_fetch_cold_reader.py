@@ -14,8 +14,9 @@ import pyarrow as pa
 import pytest
 
 from coldstore.parquet_writer import write_parquet
+from fetch.cold_caches import ColdCaches
 from fetch.cold_offsets import offset_for_timestamp
-from fetch.cold_reader import ColdFileReader
+from fetch.cold_reader import ColdFileReader, ReadLimits
 from fetch.footer_cache import FooterCache
 from fetch.parquet_layout import SparseFile, decode_group, parse_footer
 from fetch.prefetch import PrefetchConfig, Prefetcher, runs
@@ -24,10 +25,11 @@ from fetch.row_groups import RowGroupCache
 from logformat.frame import encode_frame
 from logformat.records import build_batch
 from logformat.schema import CONSUMER_SCHEMA
-from metadata.types import ColdFile
+from metadata.types import ColdFile, TopicIdPartition
 
 T0 = 1_700_000_000_000
 NOW = datetime.now(UTC)
+TP = TopicIdPartition("tid", 0)
 
 
 def record(i: int) -> dict:
@@ -101,17 +103,17 @@ class FakeIndex:
     def __init__(self, files: list[ColdFile]) -> None:
         self.files = sorted(files, key=lambda f: f.base_offset)
 
-    async def file_at(self, topic_id: str, partition: int, offset: int) -> ColdFile | None:
+    async def file_at(self, tp: TopicIdPartition, offset: int) -> ColdFile | None:
         for f in self.files:
             if f.last_offset >= offset:
                 return f
         return None
 
-    def peek_after(self, topic_id: str, partition: int, file: ColdFile, n: int) -> list[ColdFile]:
+    def peek_after(self, tp: TopicIdPartition, file: ColdFile, n: int) -> list[ColdFile]:
         i = bisect.bisect_right([f.base_offset for f in self.files], file.base_offset)
         return self.files[i : i + n]
 
-    async def first_reaching(self, topic_id: str, partition: int, ts: int) -> ColdFile | None:
+    async def first_reaching(self, tp: TopicIdPartition, ts: int) -> ColdFile | None:
         return next((f for f in self.files if f.max_timestamp >= ts), None)
 
 
@@ -152,18 +154,17 @@ class Rig:
         self.ranges = RangeCache(self.store, cache_bytes)
         self.footers = FooterCache(self.ranges, self.pool)
         self.groups = RowGroupCache(self.ranges, self.pool, 32 << 20)
-        self.reader = ColdFileReader(self.index, self.footers, self.ranges, self.groups, self.pool)  # type: ignore[arg-type]
+        self.caches = ColdCaches(self.index, self.footers, self.ranges, self.groups)  # type: ignore[arg-type]
+        self.reader = ColdFileReader(self.caches, self.pool)
         self.prefetcher = Prefetcher(
-            self.index,  # type: ignore[arg-type]
-            self.footers,
-            self.ranges,
-            self.groups,
+            self.caches,
             prefetch or PrefetchConfig(chunk_bytes=64 * 1024, whole_file_bytes=128 * 1024),
         )
 
     async def read(self, offset: int, end: int, max_records: int = 500, max_bytes: int = 1 << 30):
-        got, where = await self.reader.read("tid", 0, offset, end, max_records, max_bytes)
-        self.prefetcher.after_read("tid", 0, offset, got.next_offset, where, got.batch.num_rows)
+        limits = ReadLimits(end, max_records, max_bytes)
+        got, where = await self.reader.read(TP, offset, limits)
+        self.prefetcher.after_read(TP, offset, got.next_offset, where, got.batch.num_rows)
         return got
 
     async def replay(self, start: int, end: int, **kw) -> tuple[pa.Table, int]:
@@ -294,7 +295,7 @@ def test_offset_for_timestamp_uses_statistics() -> None:
 
     async def go() -> None:
         async def at(ts: int) -> int | None:
-            return await offset_for_timestamp(rig.index, rig.footers, rig.groups, "tid", 0, ts)  # type: ignore[arg-type]
+            return await offset_for_timestamp(rig.caches, TP, ts)
 
         assert await at(0) == 0
         assert await at(T0 + 5) == 1
