@@ -54,7 +54,7 @@ MB = 1e6
 BATCH = 500  # records per produce request (~0.5 MB bodies)
 
 
-class Env(NamedTuple):
+class BenchEnv(NamedTuple):
     url: str  # Postgres
     config: ObjectStoreConfig
     s3_env: dict[str, str]
@@ -62,7 +62,7 @@ class Env(NamedTuple):
     tmp: Path
 
 
-def _create(env: Env, name: str, segment_mb: int) -> str:
+def _create(env: BenchEnv, name: str, segment_mb: int) -> str:
     doc = env.broker.create_topic(name, 1, segment_bytes=segment_mb * MiB)
     return str(doc["id"])
 
@@ -100,7 +100,7 @@ def _timed(steps: dict[str, float], name: str, fn: Callable[..., Any]) -> Callab
 
 
 def throughput(
-    env: Env, engine: Any, segments: int, segment_mb: int, value_bytes: int
+    env: BenchEnv, engine: Any, segments: int, segment_mb: int, value_bytes: int
 ) -> Throughput:
     tid = _create(env, "bulk", segment_mb)
     rng = random.Random(1)
@@ -202,7 +202,7 @@ def paced_load(url: str, body: bytes, records: int, rate: float, seconds: float)
 
 
 def lag(
-    env: Env,
+    env: BenchEnv,
     engine: Any,
     seconds: float,
     clients: int,
@@ -372,7 +372,7 @@ def main() -> None:
         engine = make_engine(url)
         try:
             broker.start()
-            env = Env(url, config, s3_env, broker, Path(tmp))
+            env = BenchEnv(url, config, s3_env, broker, Path(tmp))
             tp = throughput(env, engine, args.segments, args.segment_mb, args.value_bytes)
             lg = lag(
                 env,

@@ -12,7 +12,7 @@ from logformat.errors import ErrorCode, TierlogError
 from metadata.brokers import BrokerRepo
 from metadata.configs import TopicConfig, topic_config
 from metadata.topics import TopicRepo
-from metadata.types import BrokerInfo, PartitionInfo, TopicInfo
+from metadata.types import BrokerRegistration, PartitionRecord, TopicInfo
 
 log = logging.getLogger("tierlog.metadata_cache")
 
@@ -20,7 +20,7 @@ log = logging.getLogger("tierlog.metadata_cache")
 class TopicView(NamedTuple):
     info: TopicInfo
     config: TopicConfig
-    partitions: list[PartitionInfo]  # indexed by partition number
+    partitions: list[PartitionRecord]  # indexed by partition number
 
 
 class MetadataCache:
@@ -28,7 +28,7 @@ class MetadataCache:
         self._repo = repo
         self._broker_repo = brokers
         self._topics: dict[str, TopicView] = {}
-        self.brokers: dict[int, BrokerInfo] = {}
+        self.brokers: dict[int, BrokerRegistration] = {}
         self.version = -1
         self.loaded = False
         self._last_miss_refresh = 0.0
@@ -41,7 +41,7 @@ class MetadataCache:
         version, topic_list, partition_list = self._repo.snapshot()
         self.brokers = {b.id: b for b in self._broker_repo.list()}
         infos = {t.name: t for t in topic_list}
-        parts: dict[str, list[PartitionInfo]] = {name: [] for name in infos}
+        parts: dict[str, list[PartitionRecord]] = {name: [] for name in infos}
         for p in partition_list:
             if p.topic in parts:
                 parts[p.topic].append(p)

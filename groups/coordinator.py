@@ -15,16 +15,16 @@ from datetime import timedelta
 from typing import NamedTuple, TypeVar
 
 from groups import reconcile
-from groups.assignors.base import TopicPartition
 from groups.requests import CommitRequest, HeartbeatRequest, JoinRequest, OffsetEntry
 from logformat.errors import ErrorCode, TierlogError
 from metadata.groups import GroupRepo
 from metadata.types import (
-    GroupMember,
+    ConsumerGroupMember,
     GroupSnapshot,
     GroupWrite,
     OffsetWrite,
     PartitionMap,
+    TopicNamePartition,
 )
 
 T = TypeVar("T")
@@ -59,10 +59,10 @@ class _Draft:
         self.removed.append(member_id)
         self.membership_changed = True
 
-    def put(self, member: GroupMember) -> None:
+    def put(self, member: ConsumerGroupMember) -> None:
         self.members[member.member_id] = member
 
-    def renew(self, member: GroupMember) -> GroupMember:
+    def renew(self, member: ConsumerGroupMember) -> ConsumerGroupMember:
         now = self.snap.now
         return member._replace(
             last_heartbeat_at=now,
@@ -83,7 +83,7 @@ class _Draft:
             group_epoch=self.group.group_epoch + 1, assignor=assignor, subscribed=topics
         )
 
-    def grant(self, member_id: str, *, bump: bool = True) -> GroupMember:
+    def grant(self, member_id: str, *, bump: bool = True) -> ConsumerGroupMember:
         """Tell the member what it may own now; its epoch moves when that changes."""
         member = self.members[member_id]
         others = [m for mid, m in self.members.items() if mid != member_id]
@@ -162,7 +162,7 @@ class GroupCoordinator:
                     f"group {group!r} already has {MAX_MEMBERS} members",
                 )
             now = snap.now
-            member = GroupMember(
+            member = ConsumerGroupMember(
                 member_id=member_id,
                 member_epoch=1,
                 topics=req.topics,
@@ -290,7 +290,7 @@ class GroupCoordinator:
         foreign = [
             f"{o.topic}-{o.partition}"
             for o in req.offsets
-            if TopicPartition(o.topic, o.partition) not in mine
+            if TopicNamePartition(o.topic, o.partition) not in mine
         ]
         if foreign:
             return TierlogError(

@@ -8,15 +8,15 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import Any
 
-from groups.assignors.base import TopicPartition
+from metadata.types import TopicNamePartition
 
 # The high watermark of each partition asked for (None: unknown right now).
 HighWatermarks = Callable[
-    [Sequence[TopicPartition]], Awaitable[Mapping[TopicPartition, int | None]]
+    [Sequence[TopicNamePartition]], Awaitable[Mapping[TopicNamePartition, int | None]]
 ]
 # The offset of a partition at "earliest", "latest" or a timestamp in ms (None: no record at
 # or after that timestamp).
-OffsetResolver = Callable[[TopicPartition, str | int], Awaitable[int | None]]
+OffsetResolver = Callable[[TopicNamePartition, str | int], Awaitable[int | None]]
 # Runs a blocking call (the repository's) off the event loop.
 Blocking = Callable[..., Awaitable[Any]]
 

@@ -20,8 +20,8 @@ from cluster.internal_http import (
     internal_async_client,
 )
 from cluster.metadata_cache import MetadataCache
-from groups.assignors.base import TopicPartition
 from logformat.errors import ErrorCode, TierlogError
+from metadata.types import TopicNamePartition
 
 LocalHighWatermark = Callable[[str, int], int | None]  # None: not led here
 
@@ -50,10 +50,10 @@ class ClusterOffsets:
         return self._cache.broker_url(leader) if leader is not None else None
 
     async def high_watermarks(
-        self, partitions: Sequence[TopicPartition]
-    ) -> Mapping[TopicPartition, int | None]:
-        out: dict[TopicPartition, int | None] = dict.fromkeys(partitions)
-        remote: dict[tuple[str, str], list[TopicPartition]] = {}
+        self, partitions: Sequence[TopicNamePartition]
+    ) -> Mapping[TopicNamePartition, int | None]:
+        out: dict[TopicNamePartition, int | None] = dict.fromkeys(partitions)
+        remote: dict[tuple[str, str], list[TopicNamePartition]] = {}
         for tp in partitions:
             hw = self._local_hw(tp.topic, tp.partition) if self._local_hw else None
             if hw is not None:
@@ -63,7 +63,7 @@ class ClusterOffsets:
             if url is not None:
                 remote.setdefault((url, tp.topic), []).append(tp)
 
-        async def ask(url: str, topic: str, wanted: list[TopicPartition]) -> None:
+        async def ask(url: str, topic: str, wanted: list[TopicNamePartition]) -> None:
             try:
                 response = await self._http.get(
                     f"{url}/internal/topics/{topic}/led",
@@ -80,7 +80,7 @@ class ClusterOffsets:
         await asyncio.gather(*(ask(url, t, tps) for (url, t), tps in remote.items()))
         return out
 
-    async def resolve(self, tp: TopicPartition, at: str | int) -> int | None:
+    async def resolve(self, tp: TopicNamePartition, at: str | int) -> int | None:
         """The partition's offset at "earliest", "latest" or a timestamp (ms)."""
         url = self._leader_url(tp.topic, tp.partition)
         if url is None:

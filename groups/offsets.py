@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
-from groups.assignors.base import TopicPartition, topic_partitions
+from groups.assignors.base import topic_partitions
 from groups.coordinator import GroupCoordinator
 from groups.deps import Blocking, HighWatermarks, OffsetResolver
 from groups.requests import OffsetEntry, ResetRequest
 from logformat.errors import ErrorCode, TierlogError
-from metadata.types import CommittedOffset, GroupMember, GroupSnapshot
+from metadata.types import CommittedOffset, ConsumerGroupMember, GroupSnapshot, TopicNamePartition
 
 RESOLVE_CONCURRENCY = 16
 
@@ -40,7 +40,7 @@ class ResetRow(NamedTuple):
     previous: int | None
 
 
-def live_members(snap: GroupSnapshot) -> list[GroupMember]:
+def live_members(snap: GroupSnapshot) -> list[ConsumerGroupMember]:
     return [m for m in snap.members if m.session_expires_at > snap.now]
 
 
@@ -73,7 +73,7 @@ async def offsets_with_lag(
     else:
         wanted = {t for m in (snap.members if snap else []) for t in m.topics}
     metas = snap.topics if snap is not None else await run(coordinator.repo.topics, wanted)
-    known = {TopicPartition(c.topic, c.partition): c for c in committed}
+    known = {TopicNamePartition(c.topic, c.partition): c for c in committed}
     partitions = set(known)
     for name in wanted & set(metas):
         partitions.update(topic_partitions(name, metas[name].partitions))
@@ -99,11 +99,11 @@ async def offsets_with_lag(
 
 
 async def _resolve_all(
-    resolve: OffsetResolver, partitions: Sequence[TopicPartition], at: str | int
+    resolve: OffsetResolver, partitions: Sequence[TopicNamePartition], at: str | int
 ) -> list[int]:
     gate = asyncio.Semaphore(RESOLVE_CONCURRENCY)
 
-    async def one(tp: TopicPartition) -> int:
+    async def one(tp: TopicNamePartition) -> int:
         async with gate:
             offset = await resolve(tp, at)
             if offset is None and not isinstance(at, str):
@@ -127,11 +127,11 @@ async def plan_reset(
     """The offsets a reset writes. Scope: the partitions named, all partitions of the topics
     named, or else every partition the group has committed offsets for."""
     committed: list[CommittedOffset] = await run(coordinator.repo.offsets, group) or []
-    previous = {TopicPartition(c.topic, c.partition): c.offset for c in committed}
+    previous = {TopicNamePartition(c.topic, c.partition): c.offset for c in committed}
     if req.at is None:
         entries = await _clamped(coordinator, run, resolve, req.offsets)
     else:
-        scope: set[TopicPartition] = set(req.scope or ())
+        scope: set[TopicNamePartition] = set(req.scope or ())
         if req.topics is not None:
             metas = await run(coordinator.repo.topics, req.topics)
             for name in req.topics:
@@ -150,7 +150,9 @@ async def plan_reset(
             for tp, o in zip(ordered, offsets, strict=True)
         )
     return [
-        ResetRow(e.topic, e.partition, e.offset, previous.get(TopicPartition(e.topic, e.partition)))
+        ResetRow(
+            e.topic, e.partition, e.offset, previous.get(TopicNamePartition(e.topic, e.partition))
+        )
         for e in entries
     ]
 
@@ -163,7 +165,7 @@ async def _clamped(
 ) -> tuple[OffsetEntry, ...]:
     """Explicit reset offsets, clamped into [log start, log end] as Kafka's reset tool does:
     an offset outside the log would only send consumers to auto.offset.reset later."""
-    partitions = [TopicPartition(e.topic, e.partition) for e in entries]
+    partitions = [TopicNamePartition(e.topic, e.partition) for e in entries]
     await _check_partitions(coordinator, run, partitions)
     lows = await _resolve_all(resolve, partitions, "earliest")
     highs = await _resolve_all(resolve, partitions, "latest")
@@ -174,7 +176,7 @@ async def _clamped(
 
 
 async def _check_partitions(
-    coordinator: GroupCoordinator, run: Blocking, partitions: Sequence[TopicPartition]
+    coordinator: GroupCoordinator, run: Blocking, partitions: Sequence[TopicNamePartition]
 ) -> None:
     metas = await run(coordinator.repo.topics, {tp.topic for tp in partitions})
     for tp in partitions:

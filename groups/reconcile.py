@@ -16,17 +16,17 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 
 from groups.assignors import ASSIGNORS
-from groups.assignors.base import MemberSubscription, TopicPartition
-from metadata.types import GroupMember, PartitionMap, TopicMeta
+from groups.assignors.base import MemberSubscription
+from metadata.types import ConsumerGroupMember, PartitionMap, TopicMeta, TopicNamePartition
 
 EMPTY, RECONCILING, STABLE = "empty", "reconciling", "stable"
 
 
-def to_set(pm: PartitionMap) -> set[TopicPartition]:
-    return {TopicPartition(t, p) for t, ps in pm.items() for p in ps}
+def to_set(pm: PartitionMap) -> set[TopicNamePartition]:
+    return {TopicNamePartition(t, p) for t, ps in pm.items() for p in ps}
 
 
-def to_map(tps: Iterable[TopicPartition]) -> PartitionMap:
+def to_map(tps: Iterable[TopicNamePartition]) -> PartitionMap:
     out: dict[str, list[int]] = {}
     for tp in sorted(set(tps)):
         out.setdefault(tp.topic, []).append(tp.partition)
@@ -38,7 +38,7 @@ def heartbeat_interval_ms(session_timeout_ms: int) -> int:
     return max(50, min(5000, session_timeout_ms // 3))
 
 
-def choose_assignor(members: Iterable[GroupMember], current: str) -> str:
+def choose_assignor(members: Iterable[ConsumerGroupMember], current: str) -> str:
     """The assignor most members ask for (KIP-848); a tie keeps the current one, else the
     first by name; with no preference expressed, the current one."""
     votes = Counter(m.assignor for m in members if m.assignor is not None)
@@ -51,7 +51,7 @@ def choose_assignor(members: Iterable[GroupMember], current: str) -> str:
 
 
 def subscribed_topics(
-    members: Iterable[GroupMember], topics: Mapping[str, TopicMeta]
+    members: Iterable[ConsumerGroupMember], topics: Mapping[str, TopicMeta]
 ) -> dict[str, TopicMeta]:
     """The existing topics the members subscribe to: what the target depends on."""
     names = {t for m in members for t in m.topics}
@@ -59,7 +59,7 @@ def subscribed_topics(
 
 
 def compute_targets(
-    members: Iterable[GroupMember], topics: Mapping[str, TopicMeta], assignor: str
+    members: Iterable[ConsumerGroupMember], topics: Mapping[str, TopicMeta], assignor: str
 ) -> dict[str, PartitionMap]:
     """The group's target assignment, sticky to each member's current target."""
     subs = [
@@ -70,22 +70,24 @@ def compute_targets(
     return {mid: to_map(tps) for mid, tps in ASSIGNORS[assignor](subs, counts).items()}
 
 
-def grantable(member: GroupMember, others: Iterable[GroupMember]) -> PartitionMap:
+def grantable(member: ConsumerGroupMember, others: Iterable[ConsumerGroupMember]) -> PartitionMap:
     """The member's target minus what any other member may still be consuming."""
-    blocked: set[TopicPartition] = set()
+    blocked: set[TopicNamePartition] = set()
     for o in others:
         blocked |= to_set(o.assigned) | to_set(o.owned)
     return to_map(tp for tp in to_set(member.target) if tp not in blocked)
 
 
-def credible_owned(reported: Iterable[TopicPartition], member: GroupMember) -> PartitionMap:
+def credible_owned(
+    reported: Iterable[TopicNamePartition], member: ConsumerGroupMember
+) -> PartitionMap:
     """What the member reports owning, limited to what it may own: a partition it was never
     given cannot be held, and believing it would block the member that was."""
     allowed = to_set(member.assigned) | to_set(member.owned)
     return to_map(tp for tp in reported if tp in allowed)
 
 
-def group_state(members: Iterable[GroupMember]) -> str:
+def group_state(members: Iterable[ConsumerGroupMember]) -> str:
     members = list(members)
     if not members:
         return EMPTY

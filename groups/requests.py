@@ -7,9 +7,9 @@ from typing import Any, NamedTuple
 
 from cluster.http.responses import field_int
 from groups.assignors import ASSIGNORS
-from groups.assignors.base import TopicPartition
 from logformat.errors import ErrorCode, TierlogError
 from metadata.configs import validate_topic_name
+from metadata.types import TopicNamePartition
 
 MAX_NAME = 255  # group and member ids
 MAX_TOPICS = 1000  # per subscription
@@ -31,7 +31,7 @@ class JoinRequest(NamedTuple):
 
 class HeartbeatRequest(NamedTuple):
     member_epoch: int  # 0: the member lost its state and rejoins under its id (KIP-848)
-    owned: frozenset[TopicPartition]
+    owned: frozenset[TopicNamePartition]
     topics: tuple[str, ...] | None  # a new subscription, or None to keep it
 
 
@@ -51,7 +51,7 @@ class CommitRequest(NamedTuple):
 class ResetRequest(NamedTuple):
     at: str | int | None  # "earliest" | "latest" | timestamp ms; None with explicit offsets
     offsets: tuple[OffsetEntry, ...]  # explicit offsets (when `at` is None)
-    scope: tuple[TopicPartition, ...] | None  # partitions named by "partitions"
+    scope: tuple[TopicNamePartition, ...] | None  # partitions named by "partitions"
     topics: tuple[str, ...] | None  # topics named by "topics" (all their partitions)
     dry_run: bool
 
@@ -87,16 +87,16 @@ def _partition(value: object, what: str) -> int:
     return value
 
 
-def _partition_map(value: object, what: str) -> frozenset[TopicPartition]:
-    """{"topic": [partitions]} → a set of TopicPartition."""
+def _partition_map(value: object, what: str) -> frozenset[TopicNamePartition]:
+    """{"topic": [partitions]} → a set of TopicNamePartition."""
     if not isinstance(value, dict):
         raise _bad(f'{what} must be an object {{"topic": [partitions]}}')
-    out: set[TopicPartition] = set()
+    out: set[TopicNamePartition] = set()
     for topic, parts in value.items():
         validate_topic_name(topic)
         if not isinstance(parts, list):
             raise _bad(f"{what}[{topic!r}] must be a list of partitions")
-        out.update(TopicPartition(topic, _partition(p, f"{what}[{topic!r}]")) for p in parts)
+        out.update(TopicNamePartition(topic, _partition(p, f"{what}[{topic!r}]")) for p in parts)
     return frozenset(out)
 
 
@@ -130,7 +130,7 @@ def heartbeat(doc: dict[str, Any]) -> HeartbeatRequest:
 def _offset_entries(value: object, *, need_offset: bool) -> tuple[OffsetEntry, ...]:
     if not isinstance(value, list) or len(value) > MAX_OFFSETS:
         raise _bad(f'"offsets" must be a list of at most {MAX_OFFSETS} entries')
-    entries: dict[TopicPartition, OffsetEntry] = {}
+    entries: dict[TopicNamePartition, OffsetEntry] = {}
     for item in value:
         if not isinstance(item, dict):
             raise _bad('each of "offsets" must be {"topic", "partition", "offset", "metadata"}')
@@ -145,7 +145,9 @@ def _offset_entries(value: object, *, need_offset: bool) -> tuple[OffsetEntry, .
                 ErrorCode.OFFSET_METADATA_TOO_LARGE,
                 f"metadata must be at most {MAX_METADATA} bytes of text without NUL",
             )
-        entries[TopicPartition(topic, partition)] = OffsetEntry(topic, partition, offset, metadata)
+        entries[TopicNamePartition(topic, partition)] = OffsetEntry(
+            topic, partition, offset, metadata
+        )
     return tuple(entries[tp] for tp in sorted(entries))  # the last entry for a partition wins
 
 
@@ -181,7 +183,7 @@ def reset(doc: dict[str, Any]) -> ResetRequest:
         scope = tuple(
             sorted(
                 {
-                    TopicPartition(
+                    TopicNamePartition(
                         validate_topic_name(p.get("topic")),
                         _partition(p.get("partition"), '"partition"'),
                     )

@@ -31,7 +31,7 @@ from groups.requests import OffsetEntry
 from logformat.errors import ErrorCode, TierlogError
 from metadata.configs import validate_topic_name
 from metadata.groups import GroupRepo
-from metadata.types import GroupMember
+from metadata.types import ConsumerGroupMember
 
 BODY_LIMIT = 8 * 1024 * 1024
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -62,7 +62,7 @@ def _offset_row(r: OffsetRow) -> dict[str, Any]:
     }
 
 
-def _member(m: GroupMember) -> dict[str, Any]:
+def _member(m: ConsumerGroupMember) -> dict[str, Any]:
     return {
         "member_id": m.member_id,
         "member_epoch": m.member_epoch,

@@ -12,7 +12,7 @@ from sqlalchemy.engine import Engine, Row
 
 from logformat.errors import ErrorCode, TierlogError
 from metadata.schema import brokers
-from metadata.types import BrokerInfo
+from metadata.types import BrokerRegistration
 
 _COLUMNS = (
     brokers.c.id,
@@ -30,8 +30,10 @@ def _lease(lease_ms: int) -> timedelta:
     return timedelta(milliseconds=lease_ms)
 
 
-def _info(row: Row[*tuple[Any, ...]]) -> BrokerInfo:
-    return BrokerInfo(row.id, row.url, row.alive, row.lease_expires_at, row.rack, row.incarnation)
+def _info(row: Row[*tuple[Any, ...]]) -> BrokerRegistration:
+    return BrokerRegistration(
+        row.id, row.url, row.alive, row.lease_expires_at, row.rack, row.incarnation
+    )
 
 
 class BrokerRepo:
@@ -42,7 +44,7 @@ class BrokerRepo:
 
     def register(
         self, broker_id: int, url: str, lease_ms: int, rack: str | None = None
-    ) -> BrokerInfo:
+    ) -> BrokerRegistration:
         """Join (or re-join) the cluster: upsert, start a lease, bump the incarnation."""
         if isinstance(broker_id, bool) or not isinstance(broker_id, int) or broker_id < 0:
             raise TierlogError(
@@ -91,12 +93,12 @@ class BrokerRepo:
         with self.engine.begin() as conn:
             conn.execute(stmt)
 
-    def get(self, broker_id: int) -> BrokerInfo | None:
+    def get(self, broker_id: int) -> BrokerRegistration | None:
         with self.engine.connect() as conn:
             row = conn.execute(select(*_COLUMNS).where(brokers.c.id == broker_id)).first()
         return None if row is None else _info(row)
 
-    def list(self) -> builtins.list[BrokerInfo]:
+    def list(self) -> builtins.list[BrokerRegistration]:
         with self.engine.connect() as conn:
             return [_info(r) for r in conn.execute(select(*_COLUMNS).order_by(brokers.c.id))]
 

@@ -27,7 +27,7 @@ from logformat.errors import ErrorCode, TierlogError
 from metadata.schema import consumer_groups, group_members, group_offsets, topics
 from metadata.types import (
     CommittedOffset,
-    GroupMember,
+    ConsumerGroupMember,
     GroupRow,
     GroupSnapshot,
     GroupSummary,
@@ -60,8 +60,8 @@ def _group(row: AnyRow) -> GroupRow:
     )
 
 
-def _member(row: AnyRow) -> GroupMember:
-    return GroupMember(
+def _member(row: AnyRow) -> ConsumerGroupMember:
+    return ConsumerGroupMember(
         row.member_id,
         row.member_epoch,
         tuple(row.topics),
@@ -76,7 +76,7 @@ def _member(row: AnyRow) -> GroupMember:
     )
 
 
-def _member_values(m: GroupMember) -> dict[str, object]:
+def _member_values(m: ConsumerGroupMember) -> dict[str, object]:
     return {
         "member_epoch": m.member_epoch,
         "topics": list(m.topics),

@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection, Engine
 from metadata.controller_lease import ControllerFence, lease_held
 from metadata.schema import brokers, cluster, of_partition, partitions, producer_ids, topics
 from metadata.topics import PARTITION_COLUMNS, partition_info
-from metadata.types import PartitionInfo, TopicIdPartition
+from metadata.types import PartitionRecord, TopicIdPartition
 
 
 def _ordered_isr(replicas: Sequence[int], new_isr: Sequence[int], where: str) -> list[int]:
@@ -35,7 +35,7 @@ def _ordered_isr(replicas: Sequence[int], new_isr: Sequence[int], where: str) ->
     return [r for r in replicas if r in members]
 
 
-def _led_by(row: PartitionInfo, leader_id: int, leader_epoch: int, partition_epoch: int) -> bool:
+def _led_by(row: PartitionRecord, leader_id: int, leader_epoch: int, partition_epoch: int) -> bool:
     """The leader's changes are fenced on what it last saw: the row must still name it, at
     its leader epoch and partition epoch (else a newer change won, and it must re-read)."""
     return (row.leader, row.leader_epoch, row.partition_epoch) == (
@@ -45,7 +45,7 @@ def _led_by(row: PartitionInfo, leader_id: int, leader_epoch: int, partition_epo
     )
 
 
-def _name(row: PartitionInfo) -> str:
+def _name(row: PartitionRecord) -> str:
     return f"{row.topic}-{row.partition}"
 
 
@@ -62,12 +62,12 @@ class PartitionStateRepo:
 
     # -- reads --------------------------------------------------------------------------------
 
-    def get(self, tp: TopicIdPartition) -> PartitionInfo | None:
+    def get(self, tp: TopicIdPartition) -> PartitionRecord | None:
         with self.engine.connect() as conn:
             return self._get(conn, tp, lock=False)
 
     @staticmethod
-    def _get(conn: Connection, tp: TopicIdPartition, *, lock: bool) -> PartitionInfo | None:
+    def _get(conn: Connection, tp: TopicIdPartition, *, lock: bool) -> PartitionRecord | None:
         stmt = (
             select(*PARTITION_COLUMNS)
             .join(topics, topics.c.id == partitions.c.topic_id)
@@ -87,7 +87,7 @@ class PartitionStateRepo:
         leader_epoch: int,
         partition_epoch: int,
         new_isr: Sequence[int],
-    ) -> PartitionInfo | None:
+    ) -> PartitionRecord | None:
         """The leader shrinks or expands the ISR (Kafka's AlterPartition).
 
         Succeeds only if the row still names ``leader_id`` as leader at ``leader_epoch`` and
@@ -119,7 +119,7 @@ class PartitionStateRepo:
         leader_epoch: int,
         partition_epoch: int,
         to: int | None = None,
-    ) -> PartitionInfo | None:
+    ) -> PartitionRecord | None:
         """The leader hands the partition to another in-sync replica, in a new leader epoch.
         Fenced like ``alter_isr`` on the leader's epochs; None when the race is lost or the
         successor is not a live ISR member.
@@ -153,7 +153,7 @@ class PartitionStateRepo:
         new_isr: Sequence[int],
         expected_partition_epoch: int,
         fence: ControllerFence | None = None,
-    ) -> PartitionInfo | None:
+    ) -> PartitionRecord | None:
         """Set the leader (None = offline) and ISR; bumps leader_epoch and partition_epoch.
 
         ``new_leader`` must be a replica in ``new_isr``; ``new_isr`` a subset of the replicas.
@@ -175,7 +175,7 @@ class PartitionStateRepo:
         new_isr: Sequence[int],
         expected_partition_epoch: int,
         fence: ControllerFence | None = None,
-    ) -> PartitionInfo | None:
+    ) -> PartitionRecord | None:
         """The controller changes the ISR under the current leader (fencing dead brokers out).
 
         Bumps partition_epoch only: the leader keeps leading at the same leader epoch and
@@ -201,7 +201,7 @@ class PartitionStateRepo:
         new_isr: Sequence[int],
         expected_partition_epoch: int,
         fence: ControllerFence | None,
-    ) -> tuple[PartitionInfo, list[int]] | None:
+    ) -> tuple[PartitionRecord, list[int]] | None:
         """The row, locked, and ``new_isr`` in its replica order, for a controller's change;
         None if the lease was lost, the partition is gone or its epoch moved on (a lost race).
         """
@@ -218,12 +218,12 @@ class PartitionStateRepo:
     def _write(
         self,
         conn: Connection,
-        row: PartitionInfo,
+        row: PartitionRecord,
         leader: int | None,
         isr: list[int],
         *,
         bump_leader_epoch: bool,
-    ) -> PartitionInfo:
+    ) -> PartitionRecord:
         # The row is locked FOR UPDATE by this transaction, so the epochs read are current.
         values: dict[str, object] = {
             "leader": leader,

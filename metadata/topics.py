@@ -27,7 +27,7 @@ from metadata.schema import (
     partitions,
     topics,
 )
-from metadata.types import PartitionInfo, TopicInfo
+from metadata.types import PartitionRecord, TopicInfo
 
 AnyRow = Row[*tuple[Any, ...]]
 MAX_PARTITIONS = 10_000  # per topic; a sanity bound (each partition is files on every replica)
@@ -40,7 +40,7 @@ _TOPIC_COLUMNS = (
     topics.c.configs,
     topics.c.created_at,
 )
-PARTITION_COLUMNS = (  # a PartitionInfo's, from partitions joined with topics
+PARTITION_COLUMNS = (  # a PartitionRecord's, from partitions joined with topics
     topics.c.name,
     partitions.c.topic_id,
     partitions.c.partition,
@@ -63,9 +63,9 @@ def _topic(row: AnyRow) -> TopicInfo:
     )
 
 
-def partition_info(row: AnyRow) -> PartitionInfo:
-    """A row of PARTITION_COLUMNS as a PartitionInfo."""
-    return PartitionInfo(
+def partition_info(row: AnyRow) -> PartitionRecord:
+    """A row of PARTITION_COLUMNS as a PartitionRecord."""
+    return PartitionRecord(
         row.name,
         str(row.topic_id),
         row.partition,
@@ -283,7 +283,7 @@ class TopicRepo:
             rows = conn.execute(select(*_TOPIC_COLUMNS).order_by(topics.c.name)).all()
         return [_topic(r) for r in rows]
 
-    def partitions(self, name: str) -> builtins.list[PartitionInfo]:
+    def partitions(self, name: str) -> builtins.list[PartitionRecord]:
         """The topic's partitions in order; UNKNOWN_TOPIC_OR_PARTITION if there is no topic."""
         stmt = (
             select(*PARTITION_COLUMNS)
@@ -297,7 +297,7 @@ class TopicRepo:
             raise _unknown(name)  # every topic has >= 1 partition
         return [partition_info(r) for r in rows]
 
-    def all_partitions(self) -> builtins.list[PartitionInfo]:
+    def all_partitions(self) -> builtins.list[PartitionRecord]:
         stmt = (
             select(*PARTITION_COLUMNS)
             .join(topics, topics.c.id == partitions.c.topic_id)
@@ -306,7 +306,7 @@ class TopicRepo:
         with self.engine.connect() as conn:
             return [partition_info(r) for r in conn.execute(stmt)]
 
-    def snapshot(self) -> tuple[int, builtins.list[TopicInfo], builtins.list[PartitionInfo]]:
+    def snapshot(self) -> tuple[int, builtins.list[TopicInfo], builtins.list[PartitionRecord]]:
         """(version, topics, partitions) read in one consistent snapshot (REPEATABLE READ)."""
         with self.engine.connect().execution_options(isolation_level="REPEATABLE READ") as conn:
             version = int(conn.execute(select(metadata_version.c.version)).scalar_one())

@@ -20,14 +20,14 @@ class TopicIdPartition:
         return f"{self.topic_id}-{self.partition}"
 
 
-class TopicPartition(NamedTuple):
-    """A partition by its topic's name, for the places keyed by name (reports, benches)."""
+class TopicNamePartition(NamedTuple):
+    """A partition by its topic's name: what consumer groups assign and commit."""
 
     topic: str
     partition: int
 
 
-class BrokerInfo(NamedTuple):
+class BrokerRegistration(NamedTuple):
     id: int
     url: str
     alive: bool  # lease_expires_at > now(), by the database's clock
@@ -45,7 +45,7 @@ class TopicInfo(NamedTuple):
     created_at: datetime
 
 
-class PartitionInfo(NamedTuple):
+class PartitionRecord(NamedTuple):
     topic: str
     topic_id: str
     partition: int
@@ -155,7 +155,7 @@ class GroupRow(NamedTuple):
     created_at: datetime
 
 
-class GroupMember(NamedTuple):
+class ConsumerGroupMember(NamedTuple):
     member_id: str
     member_epoch: int  # moves whenever `assigned` changes (CAS token, fences stale commits)
     topics: tuple[str, ...]  # subscription, sorted
@@ -173,7 +173,7 @@ class GroupSnapshot(NamedTuple):
     """A group as read under its row lock, with the database's clock and the topics involved."""
 
     group: GroupRow
-    members: list[GroupMember]  # including lapsed sessions: the caller removes those
+    members: list[ConsumerGroupMember]  # including lapsed sessions: the caller removes those
     topics: dict[str, TopicMeta]  # existing topics among those subscribed or asked about
     now: datetime
 
@@ -189,7 +189,7 @@ class GroupWrite(NamedTuple):
     """What one decision changes; applied in the transaction that read the snapshot."""
 
     group: GroupRow | None = None  # the new group row (None: unchanged)
-    members: tuple[GroupMember, ...] = ()  # inserted or updated
+    members: tuple[ConsumerGroupMember, ...] = ()  # inserted or updated
     removed: tuple[str, ...] = ()  # member ids
     offsets: tuple[OffsetWrite, ...] = ()
     delete_group: bool = False  # the group, its members and offsets go (FK cascades)

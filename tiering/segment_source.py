@@ -31,7 +31,7 @@ from metadata.brokers import BrokerRepo
 from metadata.partition_state import PartitionStateRepo
 from metadata.segment_registry import SegmentClaim
 from metadata.topics import TopicRepo
-from metadata.types import BrokerInfo, PartitionInfo
+from metadata.types import BrokerRegistration, PartitionRecord
 
 log = logging.getLogger(__name__)
 _CHUNK = 1 << 20
@@ -47,7 +47,9 @@ class Downloaded(NamedTuple):
     size: int
 
 
-def replica_order(part: PartitionInfo, brokers: list[BrokerInfo]) -> list[BrokerInfo]:
+def replica_order(
+    part: PartitionRecord, brokers: list[BrokerRegistration]
+) -> list[BrokerRegistration]:
     """Alive in-sync replicas to download from: followers first, then the leader."""
     alive = {b.id: b for b in brokers if b.alive}
     followers = [alive[i] for i in part.isr if i != part.leader and i in alive]
@@ -112,7 +114,7 @@ class SegmentSource:
         )
 
     def _fetch(
-        self, broker: BrokerInfo, claim: SegmentClaim, dest_dir: str | os.PathLike[str]
+        self, broker: BrokerRegistration, claim: SegmentClaim, dest_dir: str | os.PathLike[str]
     ) -> Downloaded:
         url = broker.url.rstrip("/") + segment_path(claim.topic, claim.partition, claim.base_offset)
         fd, name = tempfile.mkstemp(prefix=f"seg-{claim.base_offset}-", dir=dest_dir)

@@ -11,13 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from groups.assignors.base import Assignment, MemberSubscription, TopicPartition, sorted_assignment
+from groups.assignors.base import (
+    Assignment,
+    MemberSubscription,
+    sorted_assignment,
+)
+from metadata.types import TopicNamePartition
 
 NAME = "range"
 
 
 def assign(members: Sequence[MemberSubscription], partitions: Mapping[str, int]) -> Assignment:
-    out: dict[str, list[TopicPartition]] = {m.member_id: [] for m in members}
+    out: dict[str, list[TopicNamePartition]] = {m.member_id: [] for m in members}
     by_topic: dict[str, list[str]] = {}
     for m in members:
         for topic in m.topics:
@@ -31,5 +36,7 @@ def assign(members: Sequence[MemberSubscription], partitions: Mapping[str, int])
         for i, member_id in enumerate(consumers):
             start = per_member * i + min(i, extra)
             length = per_member + (1 if i < extra else 0)
-            out[member_id].extend(TopicPartition(topic, p) for p in range(start, start + length))
+            out[member_id].extend(
+                TopicNamePartition(topic, p) for p in range(start, start + length)
+            )
     return sorted_assignment(out)

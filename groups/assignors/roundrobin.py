@@ -14,16 +14,16 @@ from collections.abc import Mapping, Sequence
 from groups.assignors.base import (
     Assignment,
     MemberSubscription,
-    TopicPartition,
     sorted_assignment,
     subscribed_partitions,
 )
+from metadata.types import TopicNamePartition
 
 NAME = "roundrobin"
 
 
 def assign(members: Sequence[MemberSubscription], partitions: Mapping[str, int]) -> Assignment:
-    out: dict[str, list[TopicPartition]] = {m.member_id: [] for m in members}
+    out: dict[str, list[TopicNamePartition]] = {m.member_id: [] for m in members}
     ring = sorted(members, key=lambda m: m.member_id)
     at = 0  # the ring's cursor, kept across partitions and topics (Kafka's CircularIterator)
     for tp in subscribed_partitions(members, partitions):

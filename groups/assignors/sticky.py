@@ -26,10 +26,10 @@ from collections.abc import Mapping, Sequence
 from groups.assignors.base import (
     Assignment,
     MemberSubscription,
-    TopicPartition,
     sorted_assignment,
     subscribed_partitions,
 )
+from metadata.types import TopicNamePartition
 
 NAME = "sticky"
 
@@ -42,17 +42,17 @@ class _State:
         self.eligible = {
             m.member_id: frozenset(t for t in m.topics if partitions.get(t, 0) > 0) for m in members
         }
-        self.held: dict[str, set[TopicPartition]] = {m: set() for m in self.ids}
-        self.owner: dict[TopicPartition, str] = {}
+        self.held: dict[str, set[TopicNamePartition]] = {m: set() for m in self.ids}
+        self.owner: dict[TopicNamePartition, str] = {}
 
-    def give(self, tp: TopicPartition, member_id: str) -> None:
+    def give(self, tp: TopicNamePartition, member_id: str) -> None:
         previous = self.owner.get(tp)
         if previous is not None:
             self.held[previous].discard(tp)
         self.owner[tp] = member_id
         self.held[member_id].add(tp)
 
-    def release(self, tp: TopicPartition) -> None:
+    def release(self, tp: TopicNamePartition) -> None:
         self.held[self.owner.pop(tp)].discard(tp)
 
     def count(self, member_id: str) -> int:
@@ -80,7 +80,7 @@ def _trim_to_quotas(state: _State, total: int) -> None:
             state.release(tp)
 
 
-def _fill(state: _State, all_tps: list[TopicPartition]) -> None:
+def _fill(state: _State, all_tps: list[TopicNamePartition]) -> None:
     consumers = {
         t: [m for m in state.ids if t in state.eligible[m]] for t in {tp.topic for tp in all_tps}
     }
@@ -92,7 +92,7 @@ def _fill(state: _State, all_tps: list[TopicPartition]) -> None:
         state.give(tp, min(consumers[tp.topic], key=lambda m: (state.count(m), m)))
 
 
-def _balance(state: _State, before: Mapping[str, frozenset[TopicPartition]]) -> None:
+def _balance(state: _State, before: Mapping[str, frozenset[TopicNamePartition]]) -> None:
     # Every move takes from a member holding >= 2 more than the taker, so the sum of squared
     # counts falls strictly: the loop ends.
     while True:

@@ -43,7 +43,7 @@ from metadata.configs import SPECS
 from metadata.controller_lease import ControllerFence, ControllerLease
 from metadata.partition_state import PartitionStateRepo
 from metadata.topics import TopicRepo
-from metadata.types import PartitionInfo
+from metadata.types import PartitionRecord
 
 log = logging.getLogger("tierlog.controller")
 
@@ -186,7 +186,7 @@ class Controller:
         self._scan_key = (version, frozenset(live)) if clean else None
         return tick.result
 
-    def _partition(self, p: PartitionInfo, unclean: bool, t: _Tick) -> None:
+    def _partition(self, p: PartitionRecord, unclean: bool, t: _Tick) -> None:
         key = (p.topic_id, p.partition)
         if p.leader is None or p.leader not in t.live or p.leader not in p.replicas:
             self._elect(p, unclean, t)
@@ -199,7 +199,7 @@ class Controller:
             info = self.repo.controller_alter_isr(p.tp, keep, p.partition_epoch, t.fence)
             self._record(t, "isr_shrink", p, info, "dead brokers fenced out of the ISR")
 
-    def _elect(self, p: PartitionInfo, unclean_enabled: bool, t: _Tick) -> None:
+    def _elect(self, p: PartitionRecord, unclean_enabled: bool, t: _Tick) -> None:
         key = (p.topic_id, p.partition)
         in_isr = [r for r in p.replicas if r in p.isr]
         clean = [r for r in in_isr if r in t.live] or [r for r in in_isr if r in t.restarted]
@@ -253,7 +253,7 @@ class Controller:
     # -- bookkeeping ----------------------------------------------------------------------------
 
     def _record(
-        self, t: _Tick, kind: str, p: PartitionInfo, info: PartitionInfo | None, msg: str | None
+        self, t: _Tick, kind: str, p: PartitionRecord, info: PartitionRecord | None, msg: str | None
     ) -> None:
         if info is None:
             t.result.lost_races += 1
@@ -283,7 +283,7 @@ class Controller:
         if msg is not None:
             self.log.info(f"{msg}: {p.topic}-{p.partition}", extra=self._extra(p, info, kind))
 
-    def _extra(self, p: PartitionInfo, info: PartitionInfo, kind: str) -> dict[str, object]:
+    def _extra(self, p: PartitionRecord, info: PartitionRecord, kind: str) -> dict[str, object]:
         return {
             "change": kind,
             "topic": p.topic,

@@ -8,12 +8,12 @@ import asyncio
 
 from ingest.replication.partition import Partition
 from metadata.partition_state import PartitionStateRepo
-from metadata.types import PartitionInfo
+from metadata.types import PartitionRecord
 
 
 async def hand_over(
     repo: PartitionStateRepo, me: int, state: Partition, to: int | None = None
-) -> PartitionInfo | None:
+) -> PartitionRecord | None:
     """Hand `state` to `to` (None: any live in-sync replica), fenced on the epochs this leader
     holds, off the event loop. None when the race was lost or no successor qualifies."""
     return await asyncio.to_thread(
@@ -26,7 +26,7 @@ async def hand_over(
     )
 
 
-def handed_over(state: Partition, info: PartitionInfo) -> dict[str, object]:
+def handed_over(state: Partition, info: PartitionRecord) -> dict[str, object]:
     """The log fields of a hand-over: the partition and who leads it now."""
     return {
         "topic": state.topic,

@@ -23,7 +23,7 @@ from ingest.replication.isr import FollowerProgress, high_watermark, lagging, ma
 from ingest.unified.producer_state import ProducerStateManager
 from ingest.unified.unified_log import UnifiedLog
 from logformat.errors import ErrorCode, TierlogError
-from metadata.types import PartitionInfo, TopicIdPartition
+from metadata.types import PartitionRecord, TopicIdPartition
 
 __all__ = ["AppendResult", "Partition", "Role"]
 
@@ -99,7 +99,7 @@ class Partition:
 
     # -- metadata ---------------------------------------------------------------------------
 
-    def apply(self, info: PartitionInfo) -> bool:
+    def apply(self, info: PartitionRecord) -> bool:
         """Adopt the partition's metadata; True when this broker's role or epoch changed."""
         if info.partition_epoch < self.partition_epoch and info.leader_epoch <= self.leader_epoch:
             return False  # stale metadata (a newer change was already applied locally)
@@ -264,7 +264,7 @@ class Partition:
         self.pending_isr = []
         self._advance_hw()
 
-    def set_isr(self, info: PartitionInfo) -> None:
+    def set_isr(self, info: PartitionRecord) -> None:
         """After this leader's own compare-and-set of the ISR succeeded."""
         self.isr, self.partition_epoch = list(info.isr), info.partition_epoch
         self._advance_hw()

@@ -20,7 +20,7 @@ from ingest.replication.handover import hand_over, handed_over
 from ingest.replication.partition import Partition, Role
 from ingest.replication.replica_fetcher import ReplicaFetcher
 from metadata.partition_state import PartitionStateRepo
-from metadata.types import PartitionInfo
+from metadata.types import PartitionRecord
 
 log = logging.getLogger("tierlog.replica_manager")
 
@@ -56,7 +56,7 @@ class ReplicaManager:
 
     def reconcile(self) -> None:
         """Host exactly the replicas metadata gives this broker, in the roles it names."""
-        wanted: dict[tuple[str, int], tuple[TopicView, PartitionInfo]] = {}
+        wanted: dict[tuple[str, int], tuple[TopicView, PartitionRecord]] = {}
         for view in self.cache.topics():
             for p in view.partitions:
                 if self.me in p.replicas:
@@ -217,7 +217,7 @@ class ReplicaManager:
             extra={"topic": key[0], "partition": key[1], "log_end_offset": fresh.log_end_offset},
         )
 
-    def _info(self, key: tuple[str, int]) -> PartitionInfo | None:
+    def _info(self, key: tuple[str, int]) -> PartitionRecord | None:
         view = self.cache.topic(key[0])
         if view is None or key[1] >= len(view.partitions):
             return None

@@ -23,7 +23,7 @@ from tests.chaos.cold import cold_agrees
 from tests.chaos.history import History, Kind, Row, value_of
 from tests.chaos.nemesis import Nemesis
 from tests.chaos.replicas import REPAIR_S, replicas_identical, replicas_serve
-from tests.chaos.workload import TOPIC, Consumer, EpochWatcher, Producer
+from tests.chaos.workload import TOPIC, ChaosConsumer, ChaosProducer, EpochWatcher
 from tests.chaos.world import World
 from tests.integration.cluster import Cluster, wait_for
 
@@ -97,11 +97,13 @@ def _workload_under_faults(
     cluster, stop = world.cluster, threading.Event()
     keys = [k for k in (f"key-{i}" for i in range(48)) if not _idle(k)][:24]
     producers = [
-        Producer(cluster, history, name, kind, keys[i :: len(PRODUCERS)], PARTITIONS, stop, s)
+        ChaosProducer(cluster, history, name, kind, keys[i :: len(PRODUCERS)], PARTITIONS, stop, s)
         for i, (name, kind) in enumerate(PRODUCERS)
         for s in [rng.randrange(2**32)]
     ]
-    consumers = [Consumer(cluster, history, f"c{i}", PARTITIONS, stop) for i in range(CONSUMERS)]
+    consumers = [
+        ChaosConsumer(cluster, history, f"c{i}", PARTITIONS, stop) for i in range(CONSUMERS)
+    ]
     threads = [*producers, *consumers, EpochWatcher(cluster, history, stop)]
     for t in threads:
         t.start()

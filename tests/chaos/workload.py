@@ -41,7 +41,7 @@ def _retriable(r: httpx.Response) -> bool:
     )
 
 
-class Producer(threading.Thread):
+class ChaosProducer(threading.Thread):
     """One producer of `kind`: batches of 1-4 records of one key, sent one at a time; a batch
     is retried until acknowledged (idempotent: unchanged, with its sequence number)."""
 
@@ -154,7 +154,7 @@ class Producer(threading.Thread):
         return None
 
 
-class Consumer(threading.Thread):
+class ChaosConsumer(threading.Thread):
     """Reads every partition from the start, in order, through any running broker."""
 
     def __init__(

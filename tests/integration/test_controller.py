@@ -15,12 +15,12 @@ from metadata.brokers import BrokerRepo
 from metadata.controller_lease import ControllerLease
 from metadata.partition_state import PartitionStateRepo
 from metadata.topics import TopicRepo
-from metadata.types import PartitionInfo
+from metadata.types import PartitionRecord
 
 LONG = 60_000
 
 
-class Cluster:
+class ControllerWorld:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.brokers = BrokerRepo(engine)
@@ -38,14 +38,14 @@ class Cluster:
     def controller(self, broker_id: int = 1) -> Controller:
         return Controller(self.engine, broker_id, LONG)
 
-    def topic(self, name: str = "t", **configs: object) -> PartitionInfo:
+    def topic(self, name: str = "t", **configs: object) -> PartitionRecord:
         self.topics.create(name, 1, 3, {k.replace("_", "."): v for k, v in configs.items()})
         return self.get(name)
 
-    def get(self, name: str = "t") -> PartitionInfo:
+    def get(self, name: str = "t") -> PartitionRecord:
         return self.topics.partitions(name)[0]
 
-    def set_isr(self, p: PartitionInfo, isr: list[int]) -> PartitionInfo:
+    def set_isr(self, p: PartitionRecord, isr: list[int]) -> PartitionRecord:
         """What the leader does (AlterPartition)."""
         assert p.leader is not None
         info = self.repo.alter_isr(p.tp, p.leader, p.leader_epoch, p.partition_epoch, isr)
@@ -54,8 +54,8 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(db_engine: Engine) -> Cluster:
-    return Cluster(db_engine)
+def cluster(db_engine: Engine) -> ControllerWorld:
+    return ControllerWorld(db_engine)
 
 
 def ticked(c: Controller) -> ControllerActions:
@@ -64,7 +64,7 @@ def ticked(c: Controller) -> ControllerActions:
     return result
 
 
-def test_nothing_to_do_in_a_healthy_cluster(cluster: Cluster) -> None:
+def test_nothing_to_do_in_a_healthy_cluster(cluster: ControllerWorld) -> None:
     before = cluster.topic()
     c = cluster.controller()
     first = ticked(c)
@@ -74,7 +74,7 @@ def test_nothing_to_do_in_a_healthy_cluster(cluster: Cluster) -> None:
     assert cluster.get() == before
 
 
-def test_only_the_lease_holder_acts(cluster: Cluster) -> None:
+def test_only_the_lease_holder_acts(cluster: ControllerWorld) -> None:
     cluster.topic()
     one, two = cluster.controller(1), cluster.controller(2)
     assert ticked(one).epoch == 1
@@ -88,7 +88,9 @@ def test_only_the_lease_holder_acts(cluster: Cluster) -> None:
     assert one.tick().active is False
 
 
-def test_election_picks_the_first_live_isr_member_in_replica_order(cluster: Cluster) -> None:
+def test_election_picks_the_first_live_isr_member_in_replica_order(
+    cluster: ControllerWorld,
+) -> None:
     p = cluster.topic()
     r = p.replicas
     c = cluster.controller(r[2])
@@ -101,7 +103,7 @@ def test_election_picks_the_first_live_isr_member_in_replica_order(cluster: Clus
     assert cluster.topics.version() > v
 
 
-def test_election_skips_replicas_outside_the_isr(cluster: Cluster) -> None:
+def test_election_skips_replicas_outside_the_isr(cluster: ControllerWorld) -> None:
     p = cluster.topic()
     r = p.replicas
     cluster.set_isr(p, [r[0], r[2]])
@@ -113,7 +115,7 @@ def test_election_skips_replicas_outside_the_isr(cluster: Cluster) -> None:
 
 
 def test_offline_when_only_out_of_sync_replicas_live_then_isr_member_returns(
-    cluster: Cluster, caplog: pytest.LogCaptureFixture
+    cluster: ControllerWorld, caplog: pytest.LogCaptureFixture
 ) -> None:
     p = cluster.topic()
     r = p.replicas
@@ -140,7 +142,7 @@ def test_offline_when_only_out_of_sync_replicas_live_then_isr_member_returns(
 
 
 def test_unclean_election_when_the_topic_allows_it(
-    cluster: Cluster, caplog: pytest.LogCaptureFixture
+    cluster: ControllerWorld, caplog: pytest.LogCaptureFixture
 ) -> None:
     p = cluster.topic(unclean_leader_election_enable=True)
     r = p.replicas
@@ -160,7 +162,9 @@ def test_unclean_election_when_the_topic_allows_it(
     assert warnings[0].__dict__["old_isr"] == [r[0]] and warnings[0].__dict__["leader"] == r[1]
 
 
-def test_dead_isr_members_are_fenced_out_without_a_leader_epoch_bump(cluster: Cluster) -> None:
+def test_dead_isr_members_are_fenced_out_without_a_leader_epoch_bump(
+    cluster: ControllerWorld,
+) -> None:
     p = cluster.topic()
     r = p.replicas
     c = cluster.controller(r[0])
@@ -178,7 +182,9 @@ def test_dead_isr_members_are_fenced_out_without_a_leader_epoch_bump(cluster: Cl
     assert ticked(c).actions == []
 
 
-def test_moving_back_to_the_preferred_replica_is_left_to_the_leader(cluster: Cluster) -> None:
+def test_moving_back_to_the_preferred_replica_is_left_to_the_leader(
+    cluster: ControllerWorld,
+) -> None:
     """Only the leader knows whether the preferred replica holds its acks=1 writes (issue 12,
     found 5): the controller elects on failures only (ingest/replication/preferred_leader.py
     moves back)."""
@@ -197,7 +203,7 @@ def test_moving_back_to_the_preferred_replica_is_left_to_the_leader(cluster: Clu
     assert cluster.get().leader == r[1]
 
 
-def test_restarted_broker_leaves_isrs_and_leaderships(cluster: Cluster) -> None:
+def test_restarted_broker_leaves_isrs_and_leaderships(cluster: ControllerWorld) -> None:
     p = cluster.topic()
     r = p.replicas
     c = cluster.controller(r[2])
@@ -213,7 +219,7 @@ def test_restarted_broker_leaves_isrs_and_leaderships(cluster: Cluster) -> None:
     assert cluster.get().isr == [r[1]] and cluster.get().leader_epoch == 1
 
 
-def test_restarted_sole_isr_leader_is_reelected_with_a_new_epoch(cluster: Cluster) -> None:
+def test_restarted_sole_isr_leader_is_reelected_with_a_new_epoch(cluster: ControllerWorld) -> None:
     p = cluster.topic(unclean_leader_election_enable=True)
     r = p.replicas
     p = cluster.set_isr(p, [r[0]])
@@ -225,7 +231,9 @@ def test_restarted_sole_isr_leader_is_reelected_with_a_new_epoch(cluster: Cluste
     assert (now.leader, now.isr, now.leader_epoch) == (r[0], [r[0]], 1)
 
 
-def test_leader_outside_the_replicas_is_replaced(cluster: Cluster, db_engine: Engine) -> None:
+def test_leader_outside_the_replicas_is_replaced(
+    cluster: ControllerWorld, db_engine: Engine
+) -> None:
     p = cluster.topic()
     r = p.replicas
     cluster.start(4)
@@ -239,7 +247,7 @@ def test_leader_outside_the_replicas_is_replaced(cluster: Cluster, db_engine: En
     assert (now.leader, now.isr, now.leader_epoch) == (r[0], r, 1)
 
 
-def test_many_partitions_one_tick(cluster: Cluster) -> None:
+def test_many_partitions_one_tick(cluster: ControllerWorld) -> None:
     cluster.topics.create("many", 30, 3)
     c = cluster.controller(1)
     cluster.kill(2)
@@ -252,14 +260,16 @@ def test_many_partitions_one_tick(cluster: Cluster) -> None:
     assert {a.leader_epoch for a in result.actions if a.kind == "isr_shrink"} == {0}
 
 
-def test_lost_race_is_retried_next_tick(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_lost_race_is_retried_next_tick(
+    cluster: ControllerWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
     p = cluster.topic()
     r = p.replicas
     c = cluster.controller(r[2])
     cluster.kill(r[0])
     real = c.repo.elect_leader
 
-    def racing(*args: object, **kwargs: object) -> PartitionInfo | None:
+    def racing(*args: object, **kwargs: object) -> PartitionRecord | None:
         # Someone else changes the partition between the controller's read and its write.
         cluster.repo.controller_alter_isr(p.tp, [r[0], r[1], r[2]], cluster.get().partition_epoch)
         return real(*args, **kwargs)  # type: ignore[arg-type]

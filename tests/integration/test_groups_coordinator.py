@@ -13,7 +13,6 @@ from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
 from groups import requests
-from groups.assignors.base import TopicPartition
 from groups.coordinator import Assigned, GroupCoordinator
 from groups.deps import blocking
 from groups.reconcile import to_set
@@ -23,6 +22,7 @@ from logformat.errors import ErrorCode, TierlogError
 from metadata.brokers import BrokerRepo
 from metadata.groups import GroupRepo
 from metadata.topics import TopicRepo
+from metadata.types import TopicNamePartition
 
 G = "g"
 
@@ -54,7 +54,7 @@ class Members:
 
     def __init__(self, coord: GroupCoordinator, group: str = G) -> None:
         self.coord, self.group = coord, group
-        self.owned: dict[str, set[TopicPartition]] = {}
+        self.owned: dict[str, set[TopicNamePartition]] = {}
         self.epoch: dict[str, int] = {}
 
     def _took(self, a: Assigned) -> Assigned:
@@ -101,7 +101,7 @@ def test_first_member_gets_everything_and_second_waits_for_the_handover(
 ) -> None:
     ms = Members(coord)
     a = ms.join()
-    assert ms.owned[a] == {TopicPartition("t", p) for p in range(6)}
+    assert ms.owned[a] == {TopicNamePartition("t", p) for p in range(6)}
     assert ms.epoch[a] == 1
     b = ms.join()
     assert ms.owned[b] == set()  # everything is still a's
@@ -138,7 +138,10 @@ def test_random_membership_changes_never_give_a_partition_twice(
     assert snap is not None and snap.group.state == "stable"
     subscribed = {t for m in snap.members for t in m.topics}
     every = {
-        TopicPartition(t, p) for t, n in (("t", 6), ("u", 2)) if t in subscribed for p in range(n)
+        TopicNamePartition(t, p)
+        for t, n in (("t", 6), ("u", 2))
+        if t in subscribed
+        for p in range(n)
     }
     assert set().union(*ms.owned.values()) == every
     for m in snap.members:
@@ -180,7 +183,9 @@ def test_member_epochs_fence_heartbeats_and_commits(coord: GroupCoordinator) -> 
         HeartbeatRequest(1, frozenset(), None),
     )
     mine = sorted(ms.owned[a])[0]
-    theirs = next(tp for tp in (TopicPartition("t", p) for p in range(6)) if tp not in ms.owned[a])
+    theirs = next(
+        tp for tp in (TopicNamePartition("t", p) for p in range(6)) if tp not in ms.owned[a]
+    )
     ok = CommitRequest(a, 3, (OffsetEntry(mine.topic, mine.partition, 42, "x"),))
     assert coord.commit(G, ok) == ok.offsets
     raises(ErrorCode.STALE_MEMBER_EPOCH, coord.commit, G, ok._replace(member_epoch=2))
@@ -253,13 +258,16 @@ def test_subscription_changes_topic_growth_and_assignor_votes(
     snap = coord.repo.read(G)
     assert snap is not None and snap.group.assignor == "range"
     first = min(a, b)  # range: member ids in order take consecutive ranges
-    assert ms.owned[first] == {TopicPartition("t", p) for p in (0, 1, 2)}
+    assert ms.owned[first] == {TopicNamePartition("t", p) for p in (0, 1, 2)}
     ms.beat(b, topics=("t", "u"))
     ms.settle(3)
-    assert TopicPartition("u", 0) in ms.owned[b] and TopicPartition("u", 1) in ms.owned[b]
+    assert TopicNamePartition("u", 0) in ms.owned[b] and TopicNamePartition("u", 1) in ms.owned[b]
     topics.add_partitions("t", 8)
     ms.settle(3)
-    assert set().union(*ms.owned.values()) >= {TopicPartition("t", 6), TopicPartition("t", 7)}
+    assert set().union(*ms.owned.values()) >= {
+        TopicNamePartition("t", 6),
+        TopicNamePartition("t", 7),
+    }
     c = ms.join(("t",), "roundrobin")
     ms.join(("t",), "roundrobin")
     ms.settle(4)
@@ -284,7 +292,7 @@ def test_reset_only_while_the_group_is_empty(coord: GroupCoordinator) -> None:
 def test_concurrent_heartbeats_serialize_on_the_group(coord: GroupCoordinator) -> None:
     members = [coord.join(G, JoinRequest(("t", "u"), None, 30_000)) for _ in range(4)]
     errors: list[BaseException] = []
-    log: list[tuple[float, float, str, frozenset[TopicPartition]]] = []
+    log: list[tuple[float, float, str, frozenset[TopicNamePartition]]] = []
     lock = threading.Lock()
 
     def run(first: Assigned) -> None:

@@ -18,7 +18,7 @@ from metadata.controller_lease import ControllerFence, ControllerLease
 from metadata.db import make_engine, schema_revision
 from metadata.partition_state import PartitionStateRepo
 from metadata.topics import TopicRepo
-from metadata.types import PartitionInfo, TopicIdPartition
+from metadata.types import PartitionRecord, TopicIdPartition
 from tests.integration.schema_head import HEAD
 
 
@@ -36,14 +36,14 @@ def repo(db_engine: Engine) -> PartitionStateRepo:
 
 
 @pytest.fixture
-def part(db_engine: Engine, brokers: BrokerRepo) -> PartitionInfo:
+def part(db_engine: Engine, brokers: BrokerRepo) -> PartitionRecord:
     """Partition 0 of a new RF-3 topic: leader = replicas[0], ISR = replicas, epochs 0."""
     topics = TopicRepo(db_engine)
     topics.create("t", 1, 3)
     return topics.partitions("t")[0]
 
 
-def alter(repo: PartitionStateRepo, p: PartitionInfo, isr: list[int]) -> PartitionInfo | None:
+def alter(repo: PartitionStateRepo, p: PartitionRecord, isr: list[int]) -> PartitionRecord | None:
     assert p.leader is not None
     return repo.alter_isr(p.tp, p.leader, p.leader_epoch, p.partition_epoch, isr)
 
@@ -83,7 +83,7 @@ def test_producer_ids_are_unique_even_when_racing(repo: PartitionStateRepo) -> N
 
 
 def test_database_refuses_an_isr_outside_the_replicas(
-    db_engine: Engine, part: PartitionInfo
+    db_engine: Engine, part: PartitionRecord
 ) -> None:
     with pytest.raises(IntegrityError), db_engine.begin() as conn:
         conn.execute(text("UPDATE partitions SET isr = '{1,2,3,99}'"))
@@ -94,7 +94,7 @@ def test_database_refuses_an_isr_outside_the_replicas(
 # -- alter_isr (the leader's AlterPartition) ----------------------------------------------------
 
 
-def test_alter_isr_compare_and_set(repo: PartitionStateRepo, part: PartitionInfo) -> None:
+def test_alter_isr_compare_and_set(repo: PartitionStateRepo, part: PartitionRecord) -> None:
     r = part.replicas
     shrunk = alter(repo, part, [r[2], r[0]])
     assert shrunk is not None
@@ -114,7 +114,7 @@ def test_alter_isr_compare_and_set(repo: PartitionStateRepo, part: PartitionInfo
     assert grown is not None and grown.isr == r and grown.partition_epoch == 2
 
 
-def test_alter_isr_rejects_invalid_isrs(repo: PartitionStateRepo, part: PartitionInfo) -> None:
+def test_alter_isr_rejects_invalid_isrs(repo: PartitionStateRepo, part: PartitionRecord) -> None:
     r = part.replicas
     with pytest.raises(ValueError, match="leader"):
         alter(repo, part, [r[1], r[2]])
@@ -126,7 +126,7 @@ def test_alter_isr_rejects_invalid_isrs(repo: PartitionStateRepo, part: Partitio
 
 
 def test_alter_isr_refuses_to_add_a_dead_broker(
-    repo: PartitionStateRepo, brokers: BrokerRepo, part: PartitionInfo
+    repo: PartitionStateRepo, brokers: BrokerRepo, part: PartitionRecord
 ) -> None:
     r = part.replicas
     shrunk = alter(repo, part, [r[0]])
@@ -142,12 +142,12 @@ def test_alter_isr_refuses_to_add_a_dead_broker(
 
 
 def test_concurrent_alter_isr_exactly_one_wins(
-    repo: PartitionStateRepo, part: PartitionInfo
+    repo: PartitionStateRepo, part: PartitionRecord
 ) -> None:
     r = part.replicas
     barrier = threading.Barrier(8)
 
-    def attempt(i: int) -> PartitionInfo | None:
+    def attempt(i: int) -> PartitionRecord | None:
         barrier.wait()
         return alter(repo, part, [r[0], r[1 + i % 2]])
 
@@ -163,7 +163,7 @@ def test_concurrent_alter_isr_exactly_one_wins(
 
 
 def test_a_leader_that_cannot_serve_resigns_to_a_live_isr_member(
-    repo: PartitionStateRepo, part: PartitionInfo, brokers: BrokerRepo
+    repo: PartitionStateRepo, part: PartitionRecord, brokers: BrokerRepo
 ) -> None:
     """A leader whose log went offline hands off: the first live ISR member in replica order
     leads in a new leader epoch, and the resigning broker leaves the ISR."""
@@ -182,7 +182,7 @@ def test_a_leader_that_cannot_serve_resigns_to_a_live_isr_member(
 
 
 def test_a_planned_hand_over_keeps_the_isr_and_needs_a_live_isr_member(
-    repo: PartitionStateRepo, part: PartitionInfo, brokers: BrokerRepo
+    repo: PartitionStateRepo, part: PartitionRecord, brokers: BrokerRepo
 ) -> None:
     leader, second, third = part.replicas
     shrunk = alter(repo, part, [leader, second])
@@ -198,7 +198,7 @@ def test_a_planned_hand_over_keeps_the_isr_and_needs_a_live_isr_member(
     )
 
 
-def test_elect_leader_bumps_both_epochs(repo: PartitionStateRepo, part: PartitionInfo) -> None:
+def test_elect_leader_bumps_both_epochs(repo: PartitionStateRepo, part: PartitionRecord) -> None:
     r = part.replicas
     info = repo.elect_leader(part.tp, r[1], [r[2], r[1]], 0)
     assert info is not None
@@ -222,12 +222,12 @@ def test_elect_leader_bumps_both_epochs(repo: PartitionStateRepo, part: Partitio
 
 
 def test_concurrent_elect_leader_exactly_one_wins(
-    repo: PartitionStateRepo, part: PartitionInfo
+    repo: PartitionStateRepo, part: PartitionRecord
 ) -> None:
     r = part.replicas
     barrier = threading.Barrier(6)
 
-    def attempt(i: int) -> PartitionInfo | None:
+    def attempt(i: int) -> PartitionRecord | None:
         barrier.wait()
         if i % 2:  # a leader's AlterPartition racing with the controller's elections
             return alter(repo, part, [r[0], r[1]])
@@ -240,7 +240,7 @@ def test_concurrent_elect_leader_exactly_one_wins(
 
 
 def test_controller_alter_isr_keeps_the_leader_epoch(
-    repo: PartitionStateRepo, part: PartitionInfo
+    repo: PartitionStateRepo, part: PartitionRecord
 ) -> None:
     r = part.replicas
     info = repo.controller_alter_isr(part.tp, [r[0], r[2]], 0)
@@ -260,7 +260,7 @@ def test_controller_alter_isr_keeps_the_leader_epoch(
 
 
 def test_controller_changes_are_fenced_on_the_lease(
-    db_engine: Engine, repo: PartitionStateRepo, brokers: BrokerRepo, part: PartitionInfo
+    db_engine: Engine, repo: PartitionStateRepo, brokers: BrokerRepo, part: PartitionRecord
 ) -> None:
     lease = ControllerLease(db_engine)
     epoch = lease.try_acquire(1, 60_000)
@@ -277,12 +277,12 @@ def test_controller_changes_are_fenced_on_the_lease(
 
 
 def test_every_change_bumps_the_metadata_version(
-    db_engine: Engine, repo: PartitionStateRepo, part: PartitionInfo
+    db_engine: Engine, repo: PartitionStateRepo, part: PartitionRecord
 ) -> None:
     topics = TopicRepo(db_engine)
     r = part.replicas
     versions = [topics.version()]
-    steps: list[Callable[[], PartitionInfo | None]] = [
+    steps: list[Callable[[], PartitionRecord | None]] = [
         lambda: repo.alter_isr(part.tp, r[0], 0, 0, [r[0], r[1]]),
         lambda: repo.controller_alter_isr(part.tp, [r[0]], 1),
         lambda: repo.elect_leader(part.tp, r[0], [r[0]], 2),

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 from groups.assignors import ASSIGNORS, cooperative_sticky, roundrobin, sticky
 from groups.assignors import range as range_assignor
-from groups.assignors.base import Assignment, MemberSubscription, TopicPartition
+from groups.assignors.base import Assignment, MemberSubscription
+from metadata.types import TopicNamePartition
 
 
-def tps(*names: str) -> list[TopicPartition]:
-    """Names like "t0p1" → TopicPartition("t0", 1), sorted."""
+def tps(*names: str) -> list[TopicNamePartition]:
+    """Names like "t0p1" → TopicNamePartition("t0", 1), sorted."""
     out = []
     for name in names:
         topic, p = name.split("p")
-        out.append(TopicPartition(topic, int(p)))
+        out.append(TopicNamePartition(topic, int(p)))
     return sorted(out)
 
 
-def sub(member_id: str, *topics: str, owned: list[TopicPartition] | None = None):
+def sub(member_id: str, *topics: str, owned: list[TopicNamePartition] | None = None):
     return MemberSubscription(member_id, frozenset(topics), frozenset(owned or []))
 
 

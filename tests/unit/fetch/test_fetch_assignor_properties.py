@@ -12,7 +12,7 @@ from groups.assignors import ASSIGNORS, cooperative_sticky, sticky
 from groups.assignors.base import (
     Assignment,
     MemberSubscription,
-    TopicPartition,
+    TopicNamePartition,
     subscribed_partitions,
 )
 
@@ -29,7 +29,7 @@ def groups(draw: st.DrawFn, equal: bool | None = None):
     n = draw(st.integers(1, 7))
     same = draw(st.booleans()) if equal is None else equal
     shared = frozenset(draw(st.sets(st.sampled_from(TOPICS), min_size=1)))
-    universe = [TopicPartition(t, p) for t in TOPICS for p in range(8)]
+    universe = [TopicNamePartition(t, p) for t in TOPICS for p in range(8)]
     members = []
     for i in range(n):
         topics = shared if same else frozenset(draw(st.sets(st.sampled_from(TOPICS))))
@@ -82,7 +82,7 @@ def test_sticky_is_balanced_in_kafkas_sense(assign, group) -> None:
 
 def _valid_holdings(members: list[MemberSubscription], partitions) -> dict[str, set]:
     """What each member may keep: existing partitions of its topics, first claim (by id) wins."""
-    seen: set[TopicPartition] = set()
+    seen: set[TopicNamePartition] = set()
     out: dict[str, set] = {}
     for m in sorted(members, key=lambda m: m.member_id):
         ok = {

@@ -8,15 +8,14 @@ from datetime import UTC, datetime
 import pytest
 
 from groups import reconcile, requests
-from groups.assignors.base import TopicPartition
 from logformat.errors import ErrorCode, TierlogError
-from metadata.types import GroupMember, TopicMeta
+from metadata.types import ConsumerGroupMember, TopicMeta, TopicNamePartition
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def member(mid: str, target=None, assigned=None, owned=None, assignor=None, topics=("t",)):
-    return GroupMember(
+    return ConsumerGroupMember(
         mid, 1, topics, assignor, 10_000, NOW, NOW, NOW, target or {}, assigned or {}, owned or {}
     )
 
@@ -48,7 +47,7 @@ def test_join_defaults_and_validation() -> None:
 def test_heartbeat_parsing() -> None:
     req = requests.heartbeat({"member_epoch": 3, "owned": {"t": [1, 0]}, "topics": ["t"]})
     assert req.member_epoch == 3 and req.topics == ("t",)
-    assert req.owned == {TopicPartition("t", 0), TopicPartition("t", 1)}
+    assert req.owned == {TopicNamePartition("t", 0), TopicNamePartition("t", 1)}
     assert requests.heartbeat({"member_epoch": 0}).owned == frozenset()
     for bad in (
         {},
@@ -93,7 +92,7 @@ def test_reset_parsing() -> None:
     assert requests.reset({"at": "earliest"}).at == "earliest"
     assert requests.reset({"at": 1234, "topics": ["t"]}).topics == ("t",)
     scoped = requests.reset({"at": "latest", "partitions": [{"topic": "t", "partition": 2}]})
-    assert scoped.scope == (TopicPartition("t", 2),)
+    assert scoped.scope == (TopicNamePartition("t", 2),)
     explicit = requests.reset({"offsets": [{"topic": "t", "partition": 0, "offset": 9}]})
     assert explicit.at is None and explicit.offsets[0].offset == 9
     for bad in (
@@ -129,7 +128,7 @@ def test_grantable_holds_back_what_others_assigned_or_own() -> None:
 
 def test_credible_owned_ignores_partitions_never_given() -> None:
     m = member("a", assigned={"t": [0]}, owned={"t": [1]})
-    reported = [TopicPartition("t", p) for p in (0, 1, 2)] + [TopicPartition("u", 0)]
+    reported = [TopicNamePartition("t", p) for p in (0, 1, 2)] + [TopicNamePartition("u", 0)]
     assert reconcile.credible_owned(reported, m) == {"t": [0, 1]}
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from cluster.metadata_cache import MetadataCache
 from logformat.errors import ErrorCode, TierlogError
-from metadata.types import BrokerInfo, PartitionInfo, TopicInfo
+from metadata.types import BrokerRegistration, PartitionRecord, TopicInfo
 
 NOW = datetime.now(UTC)
 
@@ -19,19 +19,19 @@ class _Topics:
     def __init__(self, leaders: list[int | None]) -> None:
         self.info = TopicInfo("id-1", "orders", len(leaders), 1, {}, NOW)
         self.parts = [
-            PartitionInfo("orders", "id-1", p, b, 0, [1], [1], 0) for p, b in enumerate(leaders)
+            PartitionRecord("orders", "id-1", p, b, 0, [1], [1], 0) for p, b in enumerate(leaders)
         ]
 
     def version(self) -> int:
         return 1
 
-    def snapshot(self) -> tuple[int, list[TopicInfo], list[PartitionInfo]]:
+    def snapshot(self) -> tuple[int, list[TopicInfo], list[PartitionRecord]]:
         return 1, [self.info], self.parts
 
 
 class _Brokers:
-    def list(self) -> list[BrokerInfo]:
-        return [BrokerInfo(1, "http://b1", True, NOW)]
+    def list(self) -> list[BrokerRegistration]:
+        return [BrokerRegistration(1, "http://b1", True, NOW)]
 
 
 def _cache(leaders: list[int | None]) -> MetadataCache:

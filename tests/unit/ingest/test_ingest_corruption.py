@@ -15,7 +15,7 @@ from ingest.replication.partition import Partition, Role
 from ingest.tiered.fetch_reader import fetch
 from logformat.errors import ErrorCode
 from logformat.frame import HEADER_SIZE, decode_header
-from metadata.types import PartitionInfo
+from metadata.types import PartitionRecord
 
 
 def _frames_at(log: LocalLog) -> list[tuple[str, int, int, int]]:
@@ -93,7 +93,7 @@ def test_a_follower_repairs_by_truncating_below_the_corrupt_frame(env, frame) ->
     async def run() -> None:
         log = _log_of_sealed_segments(env, frame)
         state = Partition(log, me=2)
-        state.apply(PartitionInfo("orders", env.topic_id, 0, 1, 5, [1, 2, 3], [1, 2, 3], 7))
+        state.apply(PartitionRecord("orders", env.topic_id, 0, 1, 5, [1, 2, 3], [1, 2, 3], 7))
         assert state.role is Role.FOLLOWER
         state.high_watermark = log.log_end_offset
         path, pos, bad, size = _frames_at(log)[4]
@@ -114,7 +114,7 @@ def test_a_leader_answers_errors_and_keeps_its_log(env, frame) -> None:  # type:
     async def run() -> None:
         log = _log_of_sealed_segments(env, frame)
         state = Partition(log, me=1)
-        state.apply(PartitionInfo("orders", env.topic_id, 0, 1, 5, [1], [1], 7))
+        state.apply(PartitionRecord("orders", env.topic_id, 0, 1, 5, [1], [1], 7))
         assert state.role is Role.LEADER
         state.high_watermark = log.log_end_offset
         path, pos, _, size = _frames_at(log)[1]
@@ -135,7 +135,7 @@ def test_hot_fetches_name_each_frame_and_its_crc(env, frame) -> None:  # type: i
         for n in (2, 3, 4):
             log.append([frame(n)], leader_epoch=1, now_ms=1)
         state = Partition(log, me=1)
-        state.apply(PartitionInfo("orders", env.topic_id, 0, 1, 5, [1], [1], 7))
+        state.apply(PartitionRecord("orders", env.topic_id, 0, 1, 5, [1], [1], 7))
         state.high_watermark = log.log_end_offset
         stored = {h.base_offset: h for h, _ in log.read(0, 1 << 20)}
         got = await fetch(state, 1, 4, 1 << 20, 0)

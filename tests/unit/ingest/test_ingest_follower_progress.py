@@ -13,7 +13,7 @@ from ingest.log_throttle import LogThrottle
 from ingest.replication.partition import Partition, Role
 from ingest.replication.replica_fetcher import ReplicaFetcher
 from ingest.replication.wire import PartitionReply
-from metadata.types import PartitionInfo
+from metadata.types import PartitionRecord
 
 
 def test_throttle_writes_once_per_interval_and_counts_the_rest(monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -33,7 +33,7 @@ def _follower(env, frame) -> Partition:  # type: ignore[no-untyped-def]
     log = env.open()
     log.append([frame(3)], leader_epoch=0, now_ms=1)
     state = Partition(log, me=2)
-    state.apply(PartitionInfo("orders", env.topic_id, 0, 1, 1, [1, 2, 3], [1, 2, 3], 1))
+    state.apply(PartitionRecord("orders", env.topic_id, 0, 1, 1, [1, 2, 3], [1, 2, 3], 1))
     assert state.role is Role.FOLLOWER
     return state
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 
 from ingest.replication.partition import Partition, Role
-from metadata.types import PartitionInfo
+from metadata.types import PartitionRecord
 
 
 def _leader(env, isr: list[int]) -> Partition:  # type: ignore[no-untyped-def]
     state = Partition(env.open(), me=1)
-    state.apply(PartitionInfo("orders", env.topic_id, 0, 1, 5, [1, 2, 3], isr, 7))
+    state.apply(PartitionRecord("orders", env.topic_id, 0, 1, 5, [1, 2, 3], isr, 7))
     assert state.role is Role.LEADER
     return state
 

@@ -8,12 +8,12 @@ import asyncio
 from ingest.replication.partition import Partition, Role
 from ingest.replication.preferred_leader import PreferredLeaderMover, Timing
 from logformat.errors import ErrorCode, TierlogError
-from metadata.types import PartitionInfo
+from metadata.types import PartitionRecord
 
 
 def _state(env, leader: int, isr: list[int]) -> Partition:  # type: ignore[no-untyped-def]
     state = Partition(env.open(), me=2)
-    state.apply(PartitionInfo("orders", env.topic_id, 0, leader, 1, [1, 2, 3], isr, 1))
+    state.apply(PartitionRecord("orders", env.topic_id, 0, leader, 1, [1, 2, 3], isr, 1))
     return state
 
 

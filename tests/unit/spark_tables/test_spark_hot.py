@@ -26,7 +26,7 @@ def batch(lo: int, hi: int) -> pa.RecordBatch:
     )
 
 
-class Broker:
+class StubBroker:
     """Serves offsets [log_start, hw) three at a time; below log_start answers 416."""
 
     def __init__(self, log_start: int, hw: int) -> None:
@@ -71,7 +71,7 @@ def offsets(batches: Iterator[pa.RecordBatch]) -> list[int]:
 
 
 def test_reads_up_to_the_planned_end_only() -> None:
-    b = Broker(0, 20)
+    b = StubBroker(0, 20)
     got = offsets(hot.read_hot(b.url, "t", 0, 2, 10, lambda *a: iter(())))
     assert got == list(range(2, 10))
     b.server.shutdown()
@@ -79,7 +79,7 @@ def test_reads_up_to_the_planned_end_only() -> None:
 
 
 def test_records_deleted_from_the_broker_come_from_the_cold_tier_once() -> None:
-    b = Broker(log_start=7, hw=12)  # 3..6 were tiered and deleted locally since planning
+    b = StubBroker(log_start=7, hw=12)  # 3..6 were tiered and deleted locally since planning
     asked: list[tuple[int, int, int]] = []
 
     def cold(p: int, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
@@ -94,7 +94,7 @@ def test_records_deleted_from_the_broker_come_from_the_cold_tier_once() -> None:
 
 def test_a_committed_offset_that_never_comes_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hot, "NO_PROGRESS_TRIES", 2)
-    b = Broker(0, 5)  # planned up to 9, but the broker has only 5
+    b = StubBroker(0, 5)  # planned up to 9, but the broker has only 5
     with pytest.raises(hot.HotReadError, match="serves nothing"):
         offsets(hot.read_hot(b.url, "t", 0, 0, 9, lambda *a: iter(())))
     b.server.shutdown()

@@ -9,19 +9,19 @@ import urllib.request
 import pytest
 
 from cluster.worker_health import Health, serve_metrics
-from metadata.types import BrokerInfo, PartitionInfo
+from metadata.types import BrokerRegistration, PartitionRecord
 from tiering import metrics
 from tiering.segment_source import replica_order, segment_path
 
 NOW = dt.datetime.now(dt.UTC)
 
 
-def broker(i: int, alive: bool = True) -> BrokerInfo:
-    return BrokerInfo(i, f"http://b{i}", alive, NOW)
+def broker(i: int, alive: bool = True) -> BrokerRegistration:
+    return BrokerRegistration(i, f"http://b{i}", alive, NOW)
 
 
-def part(leader: int | None, isr: list[int]) -> PartitionInfo:
-    return PartitionInfo("t", "id", 0, leader, 0, [1, 2, 3], isr, 0)
+def part(leader: int | None, isr: list[int]) -> PartitionRecord:
+    return PartitionRecord("t", "id", 0, leader, 0, [1, 2, 3], isr, 0)
 
 
 def test_followers_first_then_leader_only_alive_in_sync() -> None:
