@@ -1,5 +1,5 @@
 """What a read returns, and the cold-read seam: the contract between the nodes that read
-partitions (brokers, fetch nodes) and the cold tier's reader (fetch/cold_tier.py).
+partitions (brokers, fetch nodes) and the cold tier's reader (fetch/cold/cold_tier.py).
 
 A broker reads its own log at or above its local log start; below it, a `ColdReader` handed
 in by the composition root (tierlog/cli) serves the records from the topic's Parquet files in

@@ -26,7 +26,7 @@ from starlette.responses import Response
 from cluster.http.fetch_response import REPLICA_READ_HEADER
 from cluster.internal_http import internal_async_client
 from cluster.metadata_cache import MetadataCache, TopicView
-from fetch import metrics
+from fetch.cold import metrics
 from logformat.errors import ErrorCode, TierlogError
 
 _KEEP_HEADERS = (

@@ -1,4 +1,4 @@
-"""Offset → cold file through the manifest (fetch/cold_index.py) on a real Postgres: correct
+"""Offset → cold file through the manifest (fetch/cold/cold_index.py) on a real Postgres: correct
 answers, and the same few index pages touched whatever the number of cold files (DESIGN §4:
 fetch resolves offsets through the manifest, never by listing the bucket)."""
 
@@ -13,7 +13,7 @@ from sqlalchemy import select, text
 from sqlalchemy.engine import Engine
 
 from cluster.read_contract import ColdRange
-from fetch.cold_index import ColdIndex, ManifestQueries
+from fetch.cold.cold_index import ColdIndex, ManifestQueries
 from metadata.brokers import BrokerRepo
 from metadata.schema import cold_files
 from metadata.topics import TopicRepo

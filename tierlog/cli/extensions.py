@@ -47,7 +47,7 @@ def cold_tier(database_url: str) -> ColdReader | None:
     if not s3_configured():
         return None
     from coldstore.object_store import AsyncObjectStore, ObjectStoreConfig
-    from fetch.cold_tier import ColdTier, ColdTierConfig
+    from fetch.cold.cold_tier import ColdTier, ColdTierConfig
 
     store = AsyncObjectStore(ObjectStoreConfig.from_env())
     return ColdTier(database_url, store, ColdTierConfig.from_env())

@@ -14,14 +14,14 @@ import pyarrow as pa
 import pytest
 
 from coldstore.parquet_writer import write_parquet
-from fetch.cold_caches import ColdCaches
-from fetch.cold_offsets import offset_for_timestamp
-from fetch.cold_reader import ColdFileReader, ReadLimits
-from fetch.footer_cache import FooterCache
-from fetch.parquet_layout import SparseFile, decode_group, parse_footer
-from fetch.prefetch import PrefetchConfig, Prefetcher, runs
-from fetch.range_cache import RangeCache
-from fetch.row_groups import RowGroupCache
+from fetch.cold.cold_caches import ColdCaches
+from fetch.cold.cold_offsets import offset_for_timestamp
+from fetch.cold.cold_reader import ColdFileReader, ReadLimits
+from fetch.cold.footer_cache import FooterCache
+from fetch.cold.parquet_layout import SparseFile, decode_group, parse_footer
+from fetch.cold.prefetch import PrefetchConfig, Prefetcher, runs
+from fetch.cold.range_cache import RangeCache
+from fetch.cold.row_groups import RowGroupCache
 from logformat.frame import encode_frame
 from logformat.records import build_batch
 from logformat.schema import CONSUMER_SCHEMA

@@ -27,8 +27,8 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from cluster.read_contract import ColdRange
-from fetch import metrics
-from fetch.deadlines import POSTGRES, within
+from fetch.cold import metrics
+from fetch.cold.deadlines import POSTGRES, within
 from metadata.schema import cold_files, of_partition
 from metadata.segment_registry import cold_file
 from metadata.types import ColdFile, TopicIdPartition

@@ -11,9 +11,9 @@ import asyncio
 from collections import OrderedDict
 from concurrent.futures import Executor
 
-from fetch import metrics
-from fetch.parquet_layout import TAIL_GUESS, FileLayout, footer_length, parse_footer
-from fetch.range_cache import RangeCache, join_range
+from fetch.cold import metrics
+from fetch.cold.parquet_layout import TAIL_GUESS, FileLayout, footer_length, parse_footer
+from fetch.cold.range_cache import RangeCache, join_range
 
 
 class FooterCache:

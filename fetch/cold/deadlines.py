@@ -13,8 +13,8 @@ import logging
 from collections.abc import Awaitable
 from typing import TypeVar
 
-from fetch import metrics
-from fetch.store import RangeStore
+from fetch.cold import metrics
+from fetch.cold.store import RangeStore
 from logformat.errors import ErrorCode, TierlogError
 
 log = logging.getLogger("tierlog.fetch.deadlines")

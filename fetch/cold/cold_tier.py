@@ -22,18 +22,18 @@ from botocore.exceptions import BotoCoreError, ClientError
 from sqlalchemy.exc import SQLAlchemyError
 
 from cluster.read_contract import ColdRange, ColdRead
-from fetch import metrics
-from fetch.cold_caches import ColdCaches
-from fetch.cold_index import ColdIndex, ManifestQueries
-from fetch.cold_offsets import offset_for_timestamp
-from fetch.cold_reader import ColdFileReader, ReadLimits
-from fetch.deadlines import DeadlineStore
-from fetch.footer_cache import FooterCache
-from fetch.parquet_layout import CorruptColdFileError
-from fetch.prefetch import PrefetchConfig, Prefetcher
-from fetch.range_cache import RangeCache, ShortReadError
-from fetch.row_groups import RowGroupCache
-from fetch.store import RangeStore
+from fetch.cold import metrics
+from fetch.cold.cold_caches import ColdCaches
+from fetch.cold.cold_index import ColdIndex, ManifestQueries
+from fetch.cold.cold_offsets import offset_for_timestamp
+from fetch.cold.cold_reader import ColdFileReader, ReadLimits
+from fetch.cold.deadlines import DeadlineStore
+from fetch.cold.footer_cache import FooterCache
+from fetch.cold.parquet_layout import CorruptColdFileError
+from fetch.cold.prefetch import PrefetchConfig, Prefetcher
+from fetch.cold.range_cache import RangeCache, ShortReadError
+from fetch.cold.row_groups import RowGroupCache
+from fetch.cold.store import RangeStore
 from logformat.errors import ErrorCode, TierlogError
 from metadata.db import make_engine
 from metadata.types import TopicIdPartition

@@ -16,9 +16,9 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
-from fetch import metrics
-from fetch.parquet_layout import FileLayout, decode_group
-from fetch.range_cache import RangeCache
+from fetch.cold import metrics
+from fetch.cold.parquet_layout import FileLayout, decode_group
+from fetch.cold.range_cache import RangeCache
 
 
 class GroupKey(NamedTuple):

@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cluster.read_contract import ColdRead
-from fetch.cold_caches import ColdCaches
-from fetch.parquet_layout import FileLayout
+from fetch.cold.cold_caches import ColdCaches
+from fetch.cold.parquet_layout import FileLayout
 from logformat.schema import CONSUMER_SCHEMA
 from metadata.types import ColdFile, TopicIdPartition
 

@@ -25,9 +25,9 @@ import logging
 from collections import OrderedDict
 from typing import NamedTuple
 
-from fetch.cold_caches import ColdCaches
-from fetch.cold_reader import Position
-from fetch.parquet_layout import FileLayout
+from fetch.cold.cold_caches import ColdCaches
+from fetch.cold.cold_reader import Position
+from fetch.cold.parquet_layout import FileLayout
 from metadata.types import ColdFile, TopicIdPartition
 
 log = logging.getLogger("tierlog.fetch.prefetch")

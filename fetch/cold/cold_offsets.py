@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from fetch.cold_caches import ColdCaches
+from fetch.cold.cold_caches import ColdCaches
 from metadata.types import TopicIdPartition
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from fetch.cold_index import ColdIndex
-from fetch.footer_cache import FooterCache
-from fetch.range_cache import RangeCache
-from fetch.row_groups import RowGroupCache
+from fetch.cold.cold_index import ColdIndex
+from fetch.cold.footer_cache import FooterCache
+from fetch.cold.range_cache import RangeCache
+from fetch.cold.row_groups import RowGroupCache
 
 
 class ColdCaches(NamedTuple):

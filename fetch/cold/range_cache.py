@@ -14,8 +14,8 @@ import asyncio
 import bisect
 from collections import OrderedDict
 
-from fetch import metrics
-from fetch.store import RangeStore
+from fetch.cold import metrics
+from fetch.cold.store import RangeStore
 
 
 class ShortReadError(OSError):
