@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.brokers import BrokerProcess
+from tests.integration.cluster import wait_for
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +59,11 @@ def test_operations_endpoints(broker: BrokerProcess) -> None:
     metrics = http.get("/metrics").text
     assert 'tierlog_produce_records_total{topic="m"} 1.0' in metrics
     assert "tierlog_http_request_seconds_bucket" in metrics
-    brokers = http.get("/brokers").json()["brokers"]
+    # The controller lease is taken on the first controller tick, which may follow readiness.
+    brokers = wait_for(
+        "the only broker holds the controller lease",
+        lambda: (b := http.get("/brokers").json()["brokers"])[0]["controller"] and b,
+    )
     assert brokers == [{"id": 1, "url": broker.url, "alive": True, "controller": True}]
     spec = http.get("/openapi.json").json()
     assert "/topics/{topic}/records" in spec["paths"]
