@@ -34,6 +34,7 @@ from metadata.db import make_engine, migrate
 from metadata.partition_state import PartitionStateRepo
 from metadata.segment_registry import SegmentRegistry
 from metadata.topics import TopicRepo
+from metadata.types import TopicNamePartition
 
 log = logging.getLogger("tierlog.broker")
 
@@ -251,7 +252,7 @@ class Broker:
     # -- lookups for the API ----------------------------------------------------------------
 
     @property
-    def partitions(self) -> dict[tuple[str, int], Partition]:
+    def partitions(self) -> dict[TopicNamePartition, Partition]:
         return self.replicas.partitions if self.replicas is not None else {}
 
     def reconcile(self) -> None:
@@ -260,7 +261,7 @@ class Broker:
 
     def leader_state(self, topic: str, partition: int) -> Partition | None:
         """The local state if this broker leads the partition now, else None."""
-        state = self.partitions.get((topic, partition))
+        state = self.partitions.get(TopicNamePartition(topic, partition))
         return state if state is not None and state.role is Role.LEADER else None
 
     def background(self, future: asyncio.Future[Any]) -> None:

@@ -22,6 +22,7 @@ from cluster.internal_http import CLUSTER_TOKEN_HEADER
 from ingest.replication import corruption
 from logformat.errors import ErrorCode, TierlogError
 from logformat.frame import scan
+from metadata.types import TopicNamePartition
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
@@ -123,7 +124,7 @@ async def segment(request: Request) -> Response:
     if not raw_base.isdigit() or (raw_end is not None and not raw_end.isdigit()):
         raise TierlogError(ErrorCode.INVALID_REQUEST, "base_offset and end_offset are offsets")
     base = int(raw_base)
-    state = broker.partitions.get((topic, partition))
+    state = broker.partitions.get(TopicNamePartition(topic, partition))
     if state is None:
         raise TierlogError(
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

@@ -30,6 +30,7 @@ from ingest.replication.partition import AppendResult, Partition, Role
 from ingest.tiered import tiered_fetch
 from logformat.errors import ErrorCode, TierlogError
 from logformat.expansion import ExpansionLimits, measure_arrow
+from metadata.types import TopicNamePartition
 
 if TYPE_CHECKING:
     from cluster.metadata_cache import TopicView
@@ -234,7 +235,7 @@ def _follower_read(
     given = request.headers.get(CLUSTER_TOKEN_HEADER, "")
     if not hmac.compare_digest(given, broker.cluster_secret):
         return None
-    state = broker.partitions.get((topic, partition))
+    state = broker.partitions.get(TopicNamePartition(topic, partition))
     if state is None or state.role is not Role.FOLLOWER or broker.config.broker_id not in state.isr:
         return None
     raw = request.query_params.get("offset", "")

@@ -51,7 +51,7 @@ from logformat.frame import (
     verify_crc,
 )
 from metadata.configs import TopicConfig
-from metadata.types import TopicIdPartition
+from metadata.types import TopicIdPartition, TopicNamePartition
 
 log = logging.getLogger("tierlog.log_cleaner")
 
@@ -301,7 +301,7 @@ class CleanerDuty:
 
     def __init__(
         self,
-        partitions: Callable[[], Mapping[tuple[str, int], Partition]],
+        partitions: Callable[[], Mapping[TopicNamePartition, Partition]],
         cache: MetadataCache,
         manifest: TieredEndApi,
         cleaner: LogCleaner | None = None,

@@ -15,6 +15,7 @@ import threading
 from ingest.log.index import LogIndex
 from ingest.log.local_log import LocalLog, LogConfig
 from ingest.log.segment import PARTITION_FILE, read_partition_file, remove_dir
+from metadata.types import TopicNamePartition
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ class LogManager:
             if name.endswith(".deleted"):
                 shutil.rmtree(os.path.join(data_dir, name), ignore_errors=True)
         self.index = LogIndex(os.path.join(data_dir, INDEX_DIR))
-        self._logs: dict[tuple[str, int], LocalLog] = {}
+        self._logs: dict[TopicNamePartition, LocalLog] = {}
         self._lock = threading.RLock()
 
     def existing(self) -> list[tuple[str, str, int]]:
@@ -60,7 +61,7 @@ class LogManager:
         self, topic: str, topic_id: str, partition: int, config: LogConfig
     ) -> LocalLog:
         """The open log of (topic, partition); a different topic id replaces the old one."""
-        key = (topic, partition)
+        key = TopicNamePartition(topic, partition)
         with self._lock:
             plog = self._logs.get(key)
             if plog is not None and plog.topic_id == topic_id:
@@ -77,7 +78,7 @@ class LogManager:
     def reopen(self, plog: LocalLog) -> LocalLog:
         """Open `plog`'s partition again (log recovery repairs what the failure left) and
         close `plog`; raises, keeping `plog`, while the storage still fails."""
-        key = (plog.topic, plog.partition)
+        key = TopicNamePartition(plog.topic, plog.partition)
         with self._lock:
             fresh = LocalLog.open(
                 plog.dir, plog.topic, plog.topic_id, plog.partition, self.index, plog.config
@@ -95,7 +96,7 @@ class LogManager:
         return fresh
 
     def get(self, topic: str, partition: int) -> LocalLog | None:
-        return self._logs.get((topic, partition))
+        return self._logs.get(TopicNamePartition(topic, partition))
 
     def all(self) -> list[LocalLog]:
         return list(self._logs.values())
@@ -103,7 +104,7 @@ class LogManager:
     def drop(self, topic: str, partition: int) -> None:
         """Delete a partition's files and index entries, whether it is open or not."""
         with self._lock:
-            plog = self._logs.pop((topic, partition), None)
+            plog = self._logs.pop(TopicNamePartition(topic, partition), None)
             if plog is not None:
                 plog.delete()
                 return

@@ -43,12 +43,11 @@ from metadata.configs import SPECS
 from metadata.controller_lease import ControllerFence, ControllerLease
 from metadata.partition_state import PartitionStateRepo
 from metadata.topics import TopicRepo
-from metadata.types import PartitionRecord
+from metadata.types import PartitionRecord, TopicIdPartition
 
 log = logging.getLogger("tierlog.controller")
 
 UNCLEAN = "unclean.leader.election.enable"
-Key = tuple[str, int]  # (topic id, partition)
 
 
 @dataclass(frozen=True)
@@ -110,7 +109,7 @@ class Controller:
         """Forget everything learned in a term: a new term starts from the database."""
         self._incarnations: dict[int, int] = {}
         self._scan_key: tuple[int, frozenset[int]] | None = None
-        self._offline: set[Key] = set()  # offline partitions already reported
+        self._offline: set[TopicIdPartition] = set()  # offline partitions already reported
 
     @property
     def epoch(self) -> int | None:
@@ -176,9 +175,9 @@ class Controller:
         default = SPECS[UNCLEAN].default
         unclean = {t.id: t.configs.get(UNCLEAN, default) == "true" for t in infos}
         tick.result.scanned = True
-        seen: set[Key] = set()
+        seen: set[TopicIdPartition] = set()
         for p in parts:
-            seen.add((p.topic_id, p.partition))
+            seen.add(p.tp)
             self._partition(p, unclean.get(p.topic_id, False), tick)
         self._offline &= seen
         # Restarts are handled once; lost races must be retried: neither may be skipped.
@@ -187,7 +186,7 @@ class Controller:
         return tick.result
 
     def _partition(self, p: PartitionRecord, unclean: bool, t: _Tick) -> None:
-        key = (p.topic_id, p.partition)
+        key = p.tp
         if p.leader is None or p.leader not in t.live or p.leader not in p.replicas:
             self._elect(p, unclean, t)
             return
@@ -200,7 +199,7 @@ class Controller:
             self._record(t, "isr_shrink", p, info, "dead brokers fenced out of the ISR")
 
     def _elect(self, p: PartitionRecord, unclean_enabled: bool, t: _Tick) -> None:
-        key = (p.topic_id, p.partition)
+        key = p.tp
         in_isr = [r for r in p.replicas if r in p.isr]
         clean = [r for r in in_isr if r in t.live] or [r for r in in_isr if r in t.restarted]
         if clean:

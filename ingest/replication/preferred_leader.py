@@ -22,10 +22,9 @@ from typing import NamedTuple
 from ingest.replication.handover import hand_over, handed_over
 from ingest.replication.partition import Partition, Role
 from metadata.partition_state import PartitionStateRepo
+from metadata.types import TopicNamePartition
 
 log = logging.getLogger("tierlog.preferred_leader")
-
-Key = tuple[str, int]
 
 
 class Timing(NamedTuple):
@@ -41,17 +40,17 @@ class PreferredLeaderMover:
     def __init__(
         self,
         me: int,
-        partitions: Callable[[], dict[Key, Partition]],
+        partitions: Callable[[], dict[TopicNamePartition, Partition]],
         repo: PartitionStateRepo,
         refresh_metadata: Callable[[], Awaitable[None]],
         timing: Timing = DEFAULT_TIMING,
     ) -> None:
         self.me, self._partitions, self.repo = me, partitions, repo
         self._refresh, self.timing = refresh_metadata, timing
-        self._in_sync_since: dict[Key, float] = {}
-        self._last_try: dict[Key, float] = {}
+        self._in_sync_since: dict[TopicNamePartition, float] = {}
+        self._last_try: dict[TopicNamePartition, float] = {}
 
-    def due(self, key: Key, state: Partition, now: float) -> bool:
+    def due(self, key: TopicNamePartition, state: Partition, now: float) -> bool:
         """Is a move of `state` back to its preferred replica due now?"""
         preferred = state.replicas[0] if state.replicas else self.me
         if state.role is not Role.LEADER or preferred == self.me or preferred not in state.isr:

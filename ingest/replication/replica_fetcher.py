@@ -26,6 +26,7 @@ from ingest.replication.wire import (
     decode_response,
     encode_request,
 )
+from metadata.types import TopicNamePartition
 
 log = logging.getLogger("tierlog.replica_fetcher")
 
@@ -48,7 +49,7 @@ class ReplicaFetcher:
     ) -> None:
         self.me, self.leader_id = me, leader_id
         self.leader_url, self.token, self.refresh_metadata = leader_url, token, refresh_metadata
-        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.partitions: dict[TopicNamePartition, Partition] = {}
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._stalled = False  # the last response changed nothing for some partition

@@ -21,6 +21,7 @@ from ingest.replication.wire import (
     encode_response,
 )
 from logformat.errors import ErrorCode, TierlogError
+from metadata.types import TopicNamePartition
 
 _WAITING = (None, ErrorCode.KAFKA_STORAGE_ERROR.value)
 
@@ -52,7 +53,7 @@ def _reply(
 class ReplicaFetchHandler:
     def __init__(
         self,
-        partitions: Callable[[], dict[tuple[str, int], Partition]],
+        partitions: Callable[[], dict[TopicNamePartition, Partition]],
         on_isr_expand: Callable[[Partition, list[int]], None],
     ) -> None:
         self.partitions = partitions  # the partitions this broker hosts now
@@ -97,7 +98,7 @@ class ReplicaFetchHandler:
     def _serve_one(
         self, replica: int, p: FetchPartition, budget: int
     ) -> tuple[PartitionReply, bytes]:
-        state = self.partitions().get((p.topic, p.partition))
+        state = self.partitions().get(TopicNamePartition(p.topic, p.partition))
         if state is None or state.topic_id != p.topic_id or state.role is not Role.LEADER:
             return _reply(p, None, ErrorCode.NOT_LEADER_OR_FOLLOWER, "not the leader"), b""
         if p.leader_epoch < state.leader_epoch:

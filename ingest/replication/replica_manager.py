@@ -20,7 +20,7 @@ from ingest.replication.handover import hand_over, handed_over
 from ingest.replication.partition import Partition, Role
 from ingest.replication.replica_fetcher import ReplicaFetcher
 from metadata.partition_state import PartitionStateRepo
-from metadata.types import PartitionRecord
+from metadata.types import PartitionRecord, TopicNamePartition
 
 log = logging.getLogger("tierlog.replica_manager")
 
@@ -44,11 +44,11 @@ class ReplicaManager:
         self.me, self.logs, self.cache, self.repo = me, logs, cache, repo
         self._lease_ok, self._on_append = lease_ok, on_append
         self._token, self._refresh_metadata = token, refresh_metadata
-        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.partitions: dict[TopicNamePartition, Partition] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
         # Failed logs: when to try reopening next, and the wait after that (doubling while
         # the storage keeps failing, so a flapping disk is not reopened every second).
-        self._retry: dict[tuple[str, int], tuple[float, float]] = {}
+        self._retry: dict[TopicNamePartition, tuple[float, float]] = {}
         # Read at scrape time: the gauge can never lag what /readyz says.
         metrics.OFFLINE_PARTITIONS.set_function(lambda: len(self.offline()))
 
@@ -56,11 +56,11 @@ class ReplicaManager:
 
     def reconcile(self) -> None:
         """Host exactly the replicas metadata gives this broker, in the roles it names."""
-        wanted: dict[tuple[str, int], tuple[TopicView, PartitionRecord]] = {}
+        wanted: dict[TopicNamePartition, tuple[TopicView, PartitionRecord]] = {}
         for view in self.cache.topics():
             for p in view.partitions:
                 if self.me in p.replicas:
-                    wanted[(view.info.name, p.partition)] = (view, p)
+                    wanted[TopicNamePartition(view.info.name, p.partition)] = (view, p)
         for key in list(self.partitions):
             entry = wanted.get(key)
             if entry is None or entry[0].info.id != self.partitions[key].topic_id:
@@ -86,7 +86,7 @@ class ReplicaManager:
         self._sync_fetchers()
         metrics.PARTITIONS_LED.set(sum(s.role is Role.LEADER for s in self.partitions.values()))
 
-    def _drop(self, key: tuple[str, int]) -> None:
+    def _drop(self, key: TopicNamePartition) -> None:
         state = self.partitions.pop(key)
         state.close()
         for fetcher in self.fetchers.values():
@@ -95,7 +95,7 @@ class ReplicaManager:
         log.info("partition removed", extra={"topic": key[0], "partition": key[1]})
 
     def _sync_fetchers(self) -> None:
-        by_leader: dict[int, dict[tuple[str, int], Partition]] = {}
+        by_leader: dict[int, dict[TopicNamePartition, Partition]] = {}
         for key, state in self.partitions.items():
             if state.role is Role.FOLLOWER and state.leader_id is not None:
                 by_leader.setdefault(state.leader_id, {})[key] = state
@@ -193,7 +193,7 @@ class ReplicaManager:
         )
         await self._refresh_metadata()
 
-    async def _reopen(self, key: tuple[str, int], state: Partition) -> None:
+    async def _reopen(self, key: TopicNamePartition, state: Partition) -> None:
         at, wait = self._retry.get(key, (0.0, 1.0))
         now = time.monotonic()
         if now < at:
@@ -217,7 +217,7 @@ class ReplicaManager:
             extra={"topic": key[0], "partition": key[1], "log_end_offset": fresh.log_end_offset},
         )
 
-    def _info(self, key: tuple[str, int]) -> PartitionRecord | None:
+    def _info(self, key: TopicNamePartition) -> PartitionRecord | None:
         view = self.cache.topic(key[0])
         if view is None or key[1] >= len(view.partitions):
             return None

@@ -35,7 +35,7 @@ from ingest.tiered.retention_plan import (
 from ingest.tiered.seams import ColdManifestApi, topic_config
 from ingest.tiered.tiering_gauges import TieringGauges, labels_of
 from metadata.configs import TopicConfig
-from metadata.types import TopicIdPartition
+from metadata.types import TopicIdPartition, TopicNamePartition
 
 log = logging.getLogger("tierlog.remote_log")
 
@@ -50,7 +50,7 @@ class ManifestView(NamedTuple):
 class LocalRetention:
     def __init__(
         self,
-        partitions: Callable[[], Mapping[tuple[str, int], Partition]],
+        partitions: Callable[[], Mapping[TopicNamePartition, Partition]],
         cache: MetadataCache,
         manifest: ColdManifestApi,
         gauges: TieringGauges,

@@ -20,7 +20,7 @@ from ingest.log.local_log import SegmentInfo
 from ingest.replication.partition import Partition, Role
 from ingest.tiered.seams import SegmentRegistryApi, topic_config
 from logformat.errors import TierlogError
-from metadata.types import TopicIdPartition
+from metadata.types import TopicIdPartition, TopicNamePartition
 
 log = logging.getLogger("tierlog.remote_log")
 
@@ -30,7 +30,7 @@ Todo = list[tuple[Partition, SegmentInfo]]
 class SealedSegmentRegistrar:
     def __init__(
         self,
-        partitions: Callable[[], Mapping[tuple[str, int], Partition]],
+        partitions: Callable[[], Mapping[TopicNamePartition, Partition]],
         cache: MetadataCache,
         registry: SegmentRegistryApi,
     ) -> None:
