@@ -1,6 +1,8 @@
 """The broker (DESIGN §2-3): HTTP produce/fetch, the hot log and replication.
 
-The hot log, following the data: segment.py (one file of frames) -> partition_log.py (one
-partition's log: append, read, roll, truncate, recover) -> log_manager.py (the broker's logs),
-with index.py the broker-wide RocksDB index, rebuildable from the segment files.
+In layers, following the data: api/ (HTTP) -> produce.py -> replication/ (Partition: group
+commit, ISR, high watermark; followers, controller) -> unified/ (UnifiedLog: producer state over
+the log) -> log/ (LocalLog: segments and the broker-wide RocksDB index, rebuildable from the
+segment files); beside them cleaner/ (hot key compaction) and tiered/ (the broker's tiering
+duties and reads across tiers). import-linter keeps the layers (pyproject.toml).
 """

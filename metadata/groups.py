@@ -2,7 +2,7 @@
 
 Every change to a group is one transaction: lock the group's row (``SELECT … FOR UPDATE``),
 read its members, the database clock and the topics involved, let the caller decide (a pure
-function of that snapshot; the rules live in fetch/groups), then write the decision back —
+function of that snapshot; the rules live in groups/), then write the decision back —
 the group row as a compare-and-set on the group epoch it read, each member row as a
 compare-and-set on the member epoch it read. Changes to one group are thus serial across all
 nodes, and different groups never wait on each other. Times come from the database's clock,

@@ -1,5 +1,6 @@
 """Tiering: sealed hot segments → Parquet files of each topic's Delta table in S3 (DESIGN §4).
 
-Building blocks, following the data: `object_store` moves bytes, `parquet_writer` turns a
-segment into a data file, `layout` names the objects, `delta_table` commits them.
+The worker (worker.py) copies a segment from an in-sync replica (segment_source.py) and uses
+coldstore/ for the rest: `parquet_writer` turns the segment into a data file, `object_store`
+moves the bytes, `layout` names the objects, `delta_table` commits them.
 """

@@ -1,4 +1,4 @@
-"""The consumer group paths of the OpenAPI document (fetch/groups, on brokers and fetch nodes)."""
+"""The consumer group paths of the OpenAPI document (groups/, on brokers and fetch nodes)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Server-side partition assignors (Kafka's range, roundrobin, sticky, cooperative-sticky).
 
 Each module is a pure function of (members with subscriptions and holdings, partition counts)
-→ target assignment; fetch/groups runs the group's assignor inside the group's transaction.
+→ target assignment; groups/coordinator.py runs the group's assignor inside the group's transaction.
 """
 
 from __future__ import annotations

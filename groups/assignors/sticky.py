@@ -16,7 +16,7 @@ does not subscribe to their topics). Within that, every member keeps what it hol
    two or more partitions more than it, move one — preferring partitions the giver did not
    hold before this assignment, so a move is never wasted on a partition that stayed put.
 
-Kafka's javadoc examples come out exactly (tests/unit/fetch).
+Kafka's javadoc examples come out exactly (tests/unit/groups).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ LogCleaner) for `cleanup.policy=compact` (and `compact,delete`).
 
 Every replica cleans its own disk independently (followers copy frames by offset and never
 depend on the leader's segment layout). One pass over one partition:
-1. plan (cleaner_offset_map.plan): the cleanable sealed prefix below the high watermark, the
+1. plan (offset_map.plan): the cleanable sealed prefix below the high watermark, the
    tiered end (remote-storage topics: only bytes the cold tier already holds, so tiering
    always copies segments exactly as registered) and min.compaction.lag.ms; run only if the
    dirty share reaches min.cleanable.dirty.ratio (or max.compaction.lag.ms forces it);

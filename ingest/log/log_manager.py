@@ -1,4 +1,4 @@
-"""The broker's logs: one LogIndex and the PartitionLogs in its data dir (Kafka's LogManager).
+"""The broker's logs: one LogIndex and the LocalLogs in its data dir (Kafka's LogManager).
 
 Layout: `{data_dir}/index` (RocksDB) and `{data_dir}/{topic}-{partition}/` per partition,
 each with `partition.json` naming the topic id. Which partitions to keep is the broker's call

@@ -4,12 +4,10 @@ the next. Every fault is named, so a run can include or exclude it (`--faults`, 
     kill              kill -9 a broker (a partition leader 7 times in 10), restart it 1-5.5 s
                       later (past its lease half the time: then another broker leads)
     kill-idle-leader  kill -9 the leader of the partition nobody writes to, past its lease
-                      (left out by default until the ISR heals after such a move)
     pause-leader      SIGSTOP a partition leader past its lease, then SIGCONT
     pause-postgres    SIGSTOP every Postgres process past the brokers' leases, then SIGCONT
     s3                S3 answers 500/503 and stalls requests (the proxy) for 4-6 s or more
     corrupt           flip bytes inside one frame of a sealed segment on one replica
-                      (left out by default until corrupt frames are caught)
 
 Faults other than kill-idle-leader spare the idle partition's leader where they can (Postgres
 pauses may still move it).
