@@ -86,3 +86,45 @@ CLEANER_DIRTY_RATIO = Gauge(
     "Dirty share of a partition's cleanable bytes (the cleaner's lag)",
     ["topic", "partition"],
 )
+
+# Replication health, with Kafka's JMX names beside them (README "Metrics" has the mapping).
+# Kafka's ...PerSec meters are counters here: rate() gives the per-second figure.
+UNDER_REPLICATED = Gauge(
+    "tierlog_under_replicated_partitions",
+    "Partitions this broker leads whose ISR is smaller than their replica set "
+    "(kafka.server:ReplicaManager UnderReplicatedPartitions)",
+)
+UNDER_MIN_ISR = Gauge(
+    "tierlog_under_min_isr_partitions",
+    "Partitions this broker leads whose ISR is below min.insync.replicas "
+    "(kafka.server:ReplicaManager UnderMinIsrPartitionCount)",
+)
+ISR_SHRINKS = Counter(
+    "tierlog_isr_shrinks",
+    "ISR shrinks: lagging followers dropped by their leader, dead brokers fenced out by the "
+    "controller (kafka.server:ReplicaManager IsrShrinksPerSec)",
+)
+ISR_EXPANDS = Counter(
+    "tierlog_isr_expands",
+    "Followers that caught up and rejoined the ISR (kafka.server:ReplicaManager IsrExpandsPerSec)",
+)
+OFFLINE_PARTITIONS_COUNT = Gauge(
+    "tierlog_offline_partitions_count",
+    "Partitions without a leader, counted by the active controller (0 elsewhere) "
+    "(kafka.controller:KafkaController OfflinePartitionsCount)",
+)
+ACTIVE_CONTROLLER = Gauge(
+    "tierlog_active_controller_count",
+    "1 on the broker holding the controller lease, else 0; the cluster's sum must be 1 "
+    "(kafka.controller:KafkaController ActiveControllerCount)",
+)
+LEADER_ELECTIONS = Counter(
+    "tierlog_leader_elections",
+    "Leaders elected by the controller, clean or unclean "
+    "(kafka.controller:ControllerStats LeaderElectionRateAndTimeMs)",
+)
+UNCLEAN_LEADER_ELECTIONS = Counter(
+    "tierlog_unclean_leader_elections",
+    "Leaders elected from outside the ISR (kafka.controller:ControllerStats "
+    "UncleanLeaderElectionsPerSec)",
+)

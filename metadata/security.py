@@ -180,9 +180,11 @@ class SecurityRepo:
     def add_acl(self, binding: AclBinding) -> bool:
         """True when added, False when the same binding already existed."""
         validate(binding)
+        # RETURNING names the row inserted: this INSERT's rowcount read 0 for a new row too,
+        # so `tierlog acls add` said "exists" on every add.
+        stmt = insert(acls).values(**binding._asdict()).on_conflict_do_nothing()
         with self.engine.begin() as conn:
-            done = conn.execute(insert(acls).values(**binding._asdict()).on_conflict_do_nothing())
-        return done.rowcount > 0
+            return conn.execute(stmt.returning(acls.c.id)).first() is not None
 
     def remove_acl(self, binding: AclBinding) -> bool:
         cols = acls.c

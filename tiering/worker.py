@@ -139,14 +139,14 @@ class TieringWorker:
             "end_offset": claim.end_offset,
             "attempt": claim.attempt,
         }
-        log.info("segment claimed", extra={**ctx, "size_bytes": claim.size_bytes})
+        log.debug("segment claimed", extra={**ctx, "size_bytes": claim.size_bytes})
         started = time.monotonic()
         step = "download"
         try:
             with tempfile.TemporaryDirectory(prefix="tierlog-tiering-", dir=self.temp_dir) as tmp:
                 got = self.source.download(claim, tmp)
                 metrics.DOWNLOADED_BYTES.inc(got.size)
-                log.info("segment downloaded", extra={**ctx, "broker": got.broker_id})
+                log.debug("segment downloaded", extra={**ctx, "broker": got.broker_id})
                 step = "parquet"
                 parquet = self._write_parquet(claim, got.path, Path(tmp) / "data.parquet")
                 got.path.unlink()  # free the disk before the upload
@@ -163,7 +163,7 @@ class TieringWorker:
                 file_id = self.manifest.start_copy(claim, ours)
                 self.store.put(key, str(parquet.output))
                 self.manifest.mark_copied(file_id)
-                log.info("data file uploaded", extra={**ctx, "key": key, **_stats(parquet)})
+                log.debug("data file uploaded", extra={**ctx, "key": key, **_stats(parquet)})
             step = "delta"
             self._renew(claim)
             committed, version = self._commit_delta(claim, parquet, key)
@@ -186,7 +186,7 @@ class TieringWorker:
         metrics.TIERED_RECORDS.labels(claim.topic).inc(committed.records)
         log.info(
             "segment tiered",
-            extra={
+            extra={  # the one INFO line per segment: its steps log at DEBUG
                 **ctx,
                 "key": committed.object_key,
                 "delta_version": version,

@@ -261,9 +261,8 @@ class LogCleaner:
     @staticmethod
     def _changed(plog: LocalLog) -> None:
         log.info(
-            "log cleaner pass stopped: the log changed meanwhile topic=%s partition=%d",
-            plog.topic,
-            plog.partition,
+            "log cleaner pass stopped: the log changed meanwhile",
+            extra={"topic": plog.topic, "partition": plog.partition},
         )
 
     @staticmethod
@@ -274,21 +273,21 @@ class LogCleaner:
         metrics.CLEANER_BYTES_RECLAIMED.labels(plog.topic).inc(max(0, r.bytes_in - r.bytes_out))
         metrics.CLEANER_RECORDS_REMOVED.labels(plog.topic).inc(r.records_in - r.records_out)
         log.info(
-            "log cleaner pass topic=%s partition=%d segments_in=%d segments_out=%d "
-            "bytes_in=%d bytes_out=%d records_in=%d records_out=%d keys=%d dirty_ratio=%.3f "
-            "cleaned_to=%d seconds=%.3f",
-            plog.topic,
-            plog.partition,
-            r.segments_in,
-            r.segments_out,
-            r.bytes_in,
-            r.bytes_out,
-            r.records_in,
-            r.records_out,
-            keys,
-            r.dirty_ratio,
-            r.cleaned_to,
-            seconds,
+            "log cleaner pass",
+            extra={
+                "topic": plog.topic,
+                "partition": plog.partition,
+                "segments_in": r.segments_in,
+                "segments_out": r.segments_out,
+                "bytes_in": r.bytes_in,
+                "bytes_out": r.bytes_out,
+                "records_in": r.records_in,
+                "records_out": r.records_out,
+                "keys": keys,
+                "dirty_ratio": round(r.dirty_ratio, 3),
+                "cleaned_to": r.cleaned_to,
+                "seconds": round(seconds, 3),
+            },
         )
 
 
@@ -329,6 +328,7 @@ class CleanerDuty:
                 corruption.report(state, CorruptLogError(bad, str(exc)))
             except Exception:  # one partition's trouble must not stop the others
                 log.exception(
-                    "log cleaner pass failed topic=%s partition=%d", state.topic, state.partition
+                    "log cleaner pass failed",
+                    extra={"topic": state.topic, "partition": state.partition},
                 )
         return cleaned

@@ -353,10 +353,8 @@ class LogIndex:
                 raise
             aside = f"{path}.corrupt-{int(time.time())}"
             log.error(
-                "index unreadable, rebuilding from segments path=%s moved_to=%s error=%s",
-                path,
-                aside,
-                exc,
+                "index unreadable, rebuilding from segments",
+                extra={"path": path, "moved_to": aside, "error": str(exc)},
             )
             os.rename(path, aside)
             self._db = Rdict(path, opts)

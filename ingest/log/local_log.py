@@ -168,7 +168,8 @@ class LocalLog:
             # do not; appending on would reuse offsets. Reopening (recovery) repairs both.
             self._failed = exc
             log.exception(
-                "append failed, log offline topic=%s partition=%d", self.topic, self.partition
+                "append failed, log offline",
+                extra={"topic": self.topic, "partition": self.partition},
             )
             raise TierlogError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from exc
         self._max_ts = max_ts
@@ -327,7 +328,7 @@ class LocalLog:
                 self._segs.set([*segs[:i], new, *segs[i + len(old) :]])
             except Exception as exc:
                 self._failed = exc  # the files are ahead of the index: reopening repairs it
-                log.exception("segment swap failed, log offline dir=%s", self.dir)
+                log.exception("segment swap failed, log offline", extra={"dir": self.dir})
                 raise
             finally:
                 self._swap_gen += 1

@@ -59,23 +59,27 @@ class RecoveryResult(NamedTuple):
         )
 
     def log_to(self, logger: logging.Logger, topic: str, partition: int) -> None:
-        """Log what recovery did (a warning if it repaired anything) on the log's logger."""
+        """Log what recovery did (a warning if it repaired anything) on the log's logger.
+        A new, empty log had nothing to recover: it is not reported as an unclean rebuild."""
+        where = {"topic": topic, "partition": partition}
+        if self.full_rebuild and self.log_end_offset == 0 and not self.repaired:
+            logger.info("log created", extra=where)
+            return
         logger.log(
             logging.WARNING if self.repaired else logging.INFO,
-            "log recovered topic=%s partition=%d segments=%d log_start=%d log_end=%d "
-            "clean=%s full_rebuild=%s truncated_bytes=%d frames_reindexed=%d "
-            "entries_removed=%d segments_deleted=%d",
-            topic,
-            partition,
-            len(self.segments),
-            self.log_start_offset,
-            self.log_end_offset,
-            self.clean_shutdown,
-            self.full_rebuild,
-            self.truncated_bytes,
-            self.frames_reindexed,
-            self.entries_removed,
-            self.segments_deleted,
+            "log repaired on recovery" if self.repaired else "log recovered",
+            extra={
+                **where,
+                "segments": len(self.segments),
+                "log_start_offset": self.log_start_offset,
+                "log_end_offset": self.log_end_offset,
+                "clean_shutdown": self.clean_shutdown,
+                "index_rebuilt": self.full_rebuild,
+                "truncated_bytes": self.truncated_bytes,
+                "frames_reindexed": self.frames_reindexed,
+                "entries_removed": self.entries_removed,
+                "segments_deleted": self.segments_deleted,
+            },
         )
 
 
@@ -88,10 +92,8 @@ def prepare_dir(where: PartitionDir, index: LogIndex) -> None:
             return
         old = meta.get("topic_id") if meta else None
         log.warning(
-            "wiping stale partition dir=%s old_topic_id=%s new_topic_id=%s",
-            directory,
-            old,
-            topic_id,
+            "wiping a stale partition dir",
+            extra={"dir": directory, "old_topic_id": old, "topic_id": topic_id},
         )
         if isinstance(old, str):
             index.drop_partition(old, partition)
@@ -171,10 +173,8 @@ class LogLoader:
             segs = self.segments
             if segs and base != segs[-1].next_offset:
                 log.error(
-                    "offset break, deleting later segments dir=%s expected=%d found=%d",
-                    self.dir,
-                    segs[-1].next_offset,
-                    base,
+                    "offset break, deleting later segments",
+                    extra={"dir": self.dir, "expected": segs[-1].next_offset, "found": base},
                 )
                 return
             seg = Segment.open(path, base)

@@ -46,7 +46,7 @@ class LogManager:
                 continue
             meta = read_partition_file(path)
             if meta is None:
-                log.warning("ignoring directory without %s dir=%s", PARTITION_FILE, path)
+                log.warning(f"ignoring a directory without {PARTITION_FILE}", extra={"dir": path})
                 continue
             topic, topic_id, partition = (
                 meta.get("topic"),
@@ -92,7 +92,7 @@ class LogManager:
         try:
             plog.close()
         except Exception:  # its files are the fresh log's now; the old descriptors just go
-            log.exception("closing a failed log: topic=%s partition=%d", *key)
+            log.exception("closing a failed log", extra={"topic": key[0], "partition": key[1]})
         return fresh
 
     def get(self, topic: str, partition: int) -> LocalLog | None:
@@ -123,7 +123,9 @@ class LogManager:
                 if plog.maybe_roll(now_ms):
                     rolled.append(plog)
             except Exception:  # one bad log must not stop the others from rolling
-                log.exception("roll failed topic=%s partition=%d", plog.topic, plog.partition)
+                log.exception(
+                    "roll failed", extra={"topic": plog.topic, "partition": plog.partition}
+                )
         return rolled
 
     def flush(self) -> None:
@@ -136,6 +138,8 @@ class LogManager:
                 try:
                     plog.close()
                 except Exception:
-                    log.exception("close failed topic=%s partition=%d", plog.topic, plog.partition)
+                    log.exception(
+                        "close failed", extra={"topic": plog.topic, "partition": plog.partition}
+                    )
             self._logs.clear()
             self.index.close()

@@ -56,7 +56,9 @@ def list_segments(directory: str) -> list[tuple[int, str]]:
             continue
         stem = name[: -len(SUFFIX)]
         if len(stem) != _NAME_DIGITS or not stem.isdigit():
-            log.warning("ignoring unparsable segment file dir=%s name=%s", directory, name)
+            log.warning(
+                "ignoring an unparsable segment file", extra={"dir": directory, "file": name}
+            )
             continue
         found.append((int(stem), os.path.join(directory, name)))
     found.sort()
@@ -138,7 +140,7 @@ class Segment:
             try:
                 os.ftruncate(fd, pos)
             except OSError:
-                log.exception("could not roll back a failed append path=%s", self.path)
+                log.exception("could not roll back a failed append", extra={"path": self.path})
             raise
         self.size = pos + total
         return pos

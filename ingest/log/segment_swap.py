@@ -117,7 +117,9 @@ def finish(directory: str) -> int:
     names = sorted(os.listdir(directory))
     for name in names:
         if name.endswith(CLEANED):
-            log.warning("dropping an unfinished cleaned segment dir=%s name=%s", directory, name)
+            log.warning(
+                "dropping an unfinished cleaned segment", extra={"dir": directory, "file": name}
+            )
             discard(os.path.join(directory, name))
     for name in names:
         if not name.endswith(SWAP):
@@ -131,12 +133,14 @@ def finish(directory: str) -> int:
         if not stem.isdigit() or result.torn or not result.frames:
             # Cannot happen short of disk corruption (the file was fsynced before the
             # rename); the originals are untouched only if the target still exists.
-            log.error("unusable swap file dir=%s name=%s, discarding it", directory, name)
+            log.error("unusable swap file, discarding it", extra={"dir": directory, "file": name})
             discard(swap)
             continue
         base, end = int(stem), result.frames[-1][1].next_offset
         if result.frames[0][1].base_offset != base:
-            log.error("swap file does not start at its base dir=%s name=%s", directory, name)
+            log.error(
+                "swap file does not start at its base", extra={"dir": directory, "file": name}
+            )
             discard(swap)
             continue
         olds = [p for b, p in list_segments(directory) if base <= b < end]
@@ -146,11 +150,8 @@ def finish(directory: str) -> int:
         os.replace(swap, target)
         fsync_dir(directory)
         log.warning(
-            "finished an interrupted segment swap dir=%s base=%d end=%d replaced=%d",
-            directory,
-            base,
-            end,
-            len(olds),
+            "finished an interrupted segment swap",
+            extra={"dir": directory, "base_offset": base, "end_offset": end, "replaced": len(olds)},
         )
         done += 1
     return done

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Engine
 
+from ingest import metrics
 from metadata.brokers import BrokerRepo
 from metadata.configs import SPECS
 from metadata.controller_lease import ControllerFence, ControllerLease
@@ -104,6 +105,11 @@ class Controller:
         self._lock = threading.Lock()
         self._epoch: int | None = None
         self._reset()
+        metrics.ACTIVE_CONTROLLER.set_function(lambda: int(self._epoch is not None))
+        # The partitions found leaderless in this term: only the controller knows them all.
+        metrics.OFFLINE_PARTITIONS_COUNT.set_function(
+            lambda: len(self._offline) if self._epoch is not None else 0
+        )
 
     def _reset(self) -> None:
         """Forget everything learned in a term: a new term starts from the database."""
@@ -266,6 +272,7 @@ class Controller:
                 },
             )
             return
+        _count(kind)
         t.result.actions.append(
             ControllerAction(
                 kind,
@@ -295,3 +302,13 @@ class Controller:
             "partition_epoch": info.partition_epoch,
             "controller_epoch": self._epoch,
         }
+
+
+def _count(kind: str) -> None:
+    """Kafka's controller meters (elections) and IsrShrinksPerSec, as counters."""
+    if kind in ("elect", "unclean_elect"):
+        metrics.LEADER_ELECTIONS.inc()
+    if kind == "unclean_elect":
+        metrics.UNCLEAN_LEADER_ELECTIONS.inc()
+    if kind == "isr_shrink":
+        metrics.ISR_SHRINKS.inc()

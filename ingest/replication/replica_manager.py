@@ -25,6 +25,14 @@ from metadata.types import PartitionRecord, TopicNamePartition
 log = logging.getLogger("tierlog.replica_manager")
 
 
+def _count_isr_change(old: list[int], new: list[int]) -> None:
+    """Kafka's IsrShrinksPerSec / IsrExpandsPerSec, as counters."""
+    if set(old) - set(new):
+        metrics.ISR_SHRINKS.inc()
+    if set(new) - set(old):
+        metrics.ISR_EXPANDS.inc()
+
+
 def log_config(view: TopicView) -> LogConfig:
     return LogConfig(segment_bytes=view.config.segment_bytes, segment_ms=view.config.segment_ms)
 
@@ -51,6 +59,8 @@ class ReplicaManager:
         self._retry: dict[TopicNamePartition, tuple[float, float]] = {}
         # Read at scrape time: the gauge can never lag what /readyz says.
         metrics.OFFLINE_PARTITIONS.set_function(lambda: len(self.offline()))
+        metrics.UNDER_REPLICATED.set_function(self._under_replicated)
+        metrics.UNDER_MIN_ISR.set_function(self._under_min_isr)
 
     # -- metadata → hosted partitions -------------------------------------------------------
 
@@ -137,6 +147,7 @@ class ReplicaManager:
             if info is None:  # lost a race with the controller or a newer leader
                 await self._refresh_metadata()
             else:
+                _count_isr_change(state.isr, info.isr)
                 log.info(
                     "ISR changed",
                     extra={
@@ -153,6 +164,21 @@ class ReplicaManager:
             )
         finally:
             state.end_isr_change()
+
+    def _led(self) -> list[Partition]:
+        return [s for s in list(self.partitions.values()) if s.role is Role.LEADER]
+
+    def _under_replicated(self) -> int:
+        """Kafka's UnderReplicatedPartitions: led partitions missing a replica in the ISR."""
+        return sum(len(s.isr) < len(s.replicas) for s in self._led())
+
+    def _under_min_isr(self) -> int:
+        """Kafka's UnderMinIsrPartitionCount: led partitions refusing acks=all writes."""
+        count = 0
+        for s in self._led():
+            view = self.cache.topic(s.topic)
+            count += view is not None and len(s.isr) < view.config.min_insync_replicas
+        return count
 
     def shrink_lagging(self, lag_ms: int) -> None:
         for state in self.partitions.values():

@@ -22,14 +22,19 @@ MAX_WAIT_MS = 30_000
 _EMPTY = pa.RecordBatch.from_pylist([], schema=CONSUMER_SCHEMA)
 
 
-def out_of_range(state: Partition, offset: int) -> TierlogError:
+def out_of_range(state: Partition, offset: int, log_start: int | None = None) -> TierlogError:
+    """416 quoting the whole log: from `log_start` (the start across tiers, when the caller
+    knows it) to the log end, naming the hot range too when older offsets are cold."""
     log = state.log
+    hot_start, end = log.log_start_offset, log.log_end_offset
+    start = hot_start if log_start is None else min(log_start, hot_start)
+    tiers = f" (cold tier from {start}, hot tier [{hot_start}, {end}])" if start < hot_start else ""
+    name = f"{state.topic}-{state.partition}"
     return TierlogError(
         ErrorCode.OFFSET_OUT_OF_RANGE,
-        f"offset {offset} is outside {state.topic}-{state.partition}'s log "
-        f"[{log.log_start_offset}, {log.log_end_offset}]",
-        log_start_offset=log.log_start_offset,
-        log_end_offset=log.log_end_offset,
+        f"offset {offset} is outside {name}'s log [{start}, {end}]{tiers}",
+        log_start_offset=start,
+        log_end_offset=end,
         high_watermark=state.high_watermark,
     )
 

@@ -146,12 +146,13 @@ class LocalRetention:
         metrics.LOG_START_OFFSET.labels(*labels_of(state)).set(state.log.log_start_offset)
         self._gauges.hot_bytes(state)
         log.info(
-            "retention deleted segments topic=%s partition=%d segments=%d "
-            "bytes=%d up_to=%d local_log_start=%d",
-            state.topic,
-            state.partition,
-            count,
-            size,
-            plan.delete_before,
-            state.log.log_start_offset,
+            "local retention deleted segments",
+            extra={
+                "topic": state.topic,
+                "partition": state.partition,
+                "segments": count,
+                "bytes": size,
+                "up_to": plan.delete_before,
+                "local_log_start": state.log.log_start_offset,
+            },
         )

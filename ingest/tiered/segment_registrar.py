@@ -84,11 +84,13 @@ class SealedSegmentRegistrar:
                 break  # the rest waits for the next tick
             done.append((state, seg))
             log.debug(
-                "sealed segment registered topic=%s partition=%d base=%d end=%d bytes=%d",
-                state.topic,
-                state.partition,
-                seg.base_offset,
-                seg.next_offset,
-                seg.size,
+                "sealed segment registered",
+                extra={
+                    "topic": state.topic,
+                    "partition": state.partition,
+                    "base_offset": seg.base_offset,
+                    "end_offset": seg.next_offset,
+                    "size_bytes": seg.size,
+                },
             )
         return done

@@ -79,9 +79,11 @@ async def fetch_tiered(
     if offset is None:
         offset = await earliest(state, cold)
     if offset >= hot_start:
+        if offset > state.log.log_end_offset:  # quote the whole log, not the hot range
+            raise out_of_range(state, offset, await known_start(state, cold))
         try:
             result = await fetch(state, offset, max_records, max_bytes, wait_ms)
-        except TierlogError as exc:  # above the log end: name the start across tiers
+        except TierlogError as exc:  # retention raced the read: name the start across tiers
             if exc.code is ErrorCode.OFFSET_OUT_OF_RANGE:
                 exc.extra["log_start_offset"] = await known_start(state, cold)
             raise
@@ -108,9 +110,7 @@ def below_log_start(
 ) -> TierlogError:
     """416 naming the earliest offset across tiers (Kafka's OFFSET_OUT_OF_RANGE)."""
     if rng is None:
-        exc = out_of_range(state, offset)
-        exc.extra["log_start_offset"] = start
-        return exc
+        return out_of_range(state, offset, start)
     log = state.log
     return TierlogError(
         ErrorCode.OFFSET_OUT_OF_RANGE,

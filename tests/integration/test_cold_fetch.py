@@ -302,3 +302,4 @@ def test_below_the_log_start_is_416_naming_the_earliest(
         "/topics/cold/partitions/0/records", params={"offset": N + 10}
     )
     assert r.status_code == 416 and r.json()["log_start_offset"] == start
+    assert f"log [{start}, {N}]" in r.json()["message"]  # the whole log, not the hot range

@@ -141,6 +141,14 @@ def test_users_acls_cli_client_and_tls(
         **db,
     )
     assert add.returncode == 0, add.stderr
+    # A new binding says "added"; only the same binding again says "exists" (issue 18 item 2).
+    assert [line.split()[0] for line in add.stdout.splitlines()] == ["added", "added"], add
+    again = tierlog(
+        *("acls", "add", "--principal", "User:alice", "--topic", "ord", "--prefixed"),
+        *("--operation", "write"),
+        **db,
+    )
+    assert again.returncode == 0 and again.stdout.split()[0] == "exists", again
     assert "allow\twrite\ttopic:prefixed:ord" in tierlog("acls", "list", **db).stdout
     settle()
     done = tierlog("produce", "orders", *url, stdin="a\nb\n", TIERLOG_API_KEY=alice_key)

@@ -83,7 +83,7 @@ def _node_setup(args: argparse.Namespace, role: str) -> tuple[AuthSettings, str,
     from cluster.http.server import parse_listen
     from tierlog import logs
 
-    logs.setup(role, args.log_level)
+    logs.setup(role, args.log_level, str(args.broker_id) if role == "broker" else args.listen)
     if not args.database_url:
         print(
             f"tierlog {role}: --database-url or TIERLOG_DATABASE_URL is required", file=sys.stderr

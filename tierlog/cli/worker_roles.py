@@ -134,6 +134,7 @@ def _run_worker(
     if not trust_tls_ca(args, role):
         return 2
     worker_id = args.worker_id or f"{role}-{socket.gethostname()}-{os.getpid()}"
+    logs.name_node(worker_id)
     engine = make_engine(args.database_url)
     migrate(engine)
     config = ObjectStoreConfig.from_env()

@@ -30,7 +30,8 @@ def test_clean_reopen_keeps_everything_without_rescan(env, frame, caplog):
     caplog.set_level(logging.INFO, "ingest.log.local_log")
     log = env.reopen(CFG)
     assert (log.segments(), env.read_all(log), log.log_end_offset) == before
-    assert "clean=True" in caplog.text and "frames_reindexed=0" in caplog.text
+    (done,) = [r for r in caplog.records if r.getMessage() == "log recovered"]
+    assert done.__dict__["clean_shutdown"] is True and done.__dict__["frames_reindexed"] == 0
     assert log.append([frame(2)], 2, 1) == [(45, 46)]
 
 

@@ -1,0 +1,90 @@
+"""The 416 a fetch past the log end answers quotes the whole log across tiers (issue 18
+item 7): a real partition log whose older offsets live only in the cold tier."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from cluster.read_contract import ColdRange, ColdRead
+from ingest.replication.partition import Partition
+from ingest.tiered.tiered_fetch import fetch_tiered
+from logformat.errors import ErrorCode, TierlogError
+from metadata.types import PartitionRecord
+from tests.unit.ingest.conftest import FrameFactory, LogEnv
+
+
+class ColdTier:
+    """The cold tier's range as the manifest states it: [0, `end`). Reads are not made."""
+
+    def __init__(self, end: int) -> None:
+        self.range = ColdRange(0, end)
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def cold_range(
+        self, topic_id: str, partition: int, fresh: bool = False
+    ) -> ColdRange | None:
+        return self.range
+
+    def known_range(self, topic_id: str, partition: int) -> tuple[ColdRange | None] | None:
+        return (self.range,)
+
+    async def read(
+        self,
+        topic: str,
+        topic_id: str,
+        partition: int,
+        offset: int,
+        end: int,
+        max_records: int,
+        max_bytes: int,
+    ) -> ColdRead:
+        raise AssertionError("a fetch past the log end must not read the cold tier")
+
+    async def offset_for_timestamp(
+        self, topic: str, topic_id: str, partition: int, timestamp: int
+    ) -> int | None:
+        return None
+
+
+def _tiered_leader(env: LogEnv, frame: FrameFactory) -> Partition:
+    """Offsets [0, 20) written, [0, 10) deleted locally (tiered): hot [10, 20]."""
+    log = env.open()
+    state = Partition(log, me=1)
+    state.apply(PartitionRecord("orders", env.topic_id, 0, 1, 5, [1], [1], 7))
+
+    async def write() -> None:
+        await state.append([frame(10)], acks=1, min_insync=1, timeout_s=1)
+        log.roll()
+        await state.append([frame(10)], acks=1, min_insync=1, timeout_s=1)
+
+    asyncio.run(write())
+    log.delete_segments_before(10)
+    assert (log.log_start_offset, log.log_end_offset) == (10, 20)
+    return state
+
+
+def test_past_the_end_quotes_the_log_across_tiers(env: LogEnv, frame: FrameFactory) -> None:
+    state = _tiered_leader(env, frame)
+    with pytest.raises(TierlogError) as caught:
+        asyncio.run(fetch_tiered(state, ColdTier(12), 999_999, 10, 1 << 20, 0))
+    exc = caught.value
+    assert exc.code is ErrorCode.OFFSET_OUT_OF_RANGE
+    assert "outside orders-0's log [0, 20]" in str(exc), str(exc)
+    assert "hot tier [10, 20]" in str(exc)
+    assert exc.extra["log_start_offset"] == 0 and exc.extra["log_end_offset"] == 20
+
+
+def test_without_a_cold_tier_the_hot_range_is_the_log(env: LogEnv, frame: FrameFactory) -> None:
+    state = _tiered_leader(env, frame)
+    with pytest.raises(TierlogError) as caught:
+        asyncio.run(fetch_tiered(state, None, 999_999, 10, 1 << 20, 0))
+    assert "outside orders-0's log [10, 20]" in str(caught.value)
+    assert "tier" not in str(caught.value)
+    assert caught.value.extra["log_start_offset"] == 10
