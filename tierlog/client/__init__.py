@@ -17,6 +17,7 @@ from tierlog.client.admin import (
     TopicListing,
 )
 from tierlog.client.consumer import Consumer
+from tierlog.client.consumer_records import ConsumerRecord
 from tierlog.client.errors import (
     ApiError,
     ClientClosedError,
@@ -29,7 +30,6 @@ from tierlog.client.errors import (
 from tierlog.client.producer import Producer
 from tierlog.client.rebalance import ConsumerRebalanceListener
 from tierlog.client.types import (
-    ConsumerRecord,
     OffsetAndMetadata,
     OffsetAndTimestamp,
     RecordMetadata,

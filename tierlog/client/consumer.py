@@ -19,13 +19,16 @@ import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
+from itertools import chain
 from typing import Any
 
 import httpx
+import pyarrow as pa
 
-from tierlog.client.buffer import RecordBuffer
+from tierlog.client.buffer import RecordBuffer, RowSlice
 from tierlog.client.commits import CommitCallback, Committer, OffsetsArg
 from tierlog.client.config import ConsumerConfig
+from tierlog.client.consumer_records import ARROW_RECORDS_SCHEMA, ConsumerRecord
 from tierlog.client.errors import ApiError, ClientClosedError
 from tierlog.client.fetch_collector import FetchCollector
 from tierlog.client.fetcher import Fetcher
@@ -36,7 +39,6 @@ from tierlog.client.positions import Positions
 from tierlog.client.rebalance import ConsumerRebalanceListener, Reconciler
 from tierlog.client.subscription import Mode, SubscriptionState
 from tierlog.client.types import (
-    ConsumerRecord,
     OffsetAndMetadata,
     OffsetAndTimestamp,
     TopicPartition,
@@ -45,6 +47,7 @@ from tierlog.client.types import (
 log = logging.getLogger("tierlog.client.consumer")
 
 _IDLE_S = 0.05  # how long poll() naps when it has nothing to wait on (no assignment yet)
+_ALL = 1 << 62  # poll_batch()'s default limit: whatever is buffered
 
 
 class Consumer(ClientBase):
@@ -80,6 +83,7 @@ class Consumer(ClientBase):
         self._fetcher = Fetcher(
             self._http,
             self._metadata,
+            self._io,
             max_wait_ms=cfg.fetch_max_wait_ms,
             max_bytes=cfg.max_partition_fetch_bytes,
             max_records=max(cfg.max_poll_records, 5000),
@@ -160,47 +164,74 @@ class Consumer(ClientBase):
     # --- reading ---
     def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records from the assigned partitions, waiting up to `timeout` seconds for some."""
-        self._check_open()
-        if self._subscription.mode is Mode.NONE:
-            raise ValueError("poll() before subscribe() or assign()")
-        deadline = time.monotonic() + max(0.0, timeout)
         limit = max_records or self.config.max_poll_records
-        if self._member is not None:
-            self._member.last_poll = time.monotonic()
-        while True:
-            if self._committer is not None:
-                self._committer.fire_callbacks()
-                self._committer.maybe_auto_commit()
-            try:
-                if self._member is not None and self._subscription.mode is Mode.SUBSCRIBED:
-                    self._coordinate(deadline)
-                self._positions.resolve()
-            except ApiError as exc:
-                if not exc.retriable:
-                    raise
-                log.info("poll: %s (retrying)", exc)
-                time.sleep(
-                    min(self.config.retry_backoff_ms / 1000, max(0.0, deadline - time.monotonic()))
-                )
-            records = self._buffer.drain(self._subscription, limit)
-            left = deadline - time.monotonic()
-            if records or left <= 0:
-                return records
-            self._fetch_round(left)
+        return list(
+            chain.from_iterable(s.rows.records(s.start, s.end) for s in self._take(timeout, limit))
+        )
+
+    def poll_batch(
+        self, timeout: float = 1.0, max_records: int | None = None
+    ) -> list[pa.RecordBatch]:
+        """As poll(), as Arrow record batches (ARROW_RECORDS_SCHEMA: topic, partition, offset,
+        timestamp, key, value, headers), each of one partition in offset order. Takes up to
+        `max_records` records (default: all buffered, at most two fetches per partition)."""
+        return [s.rows.batch(s.start, s.end) for s in self._take(timeout, max_records or _ALL)]
+
+    def poll_arrow(self, timeout: float = 1.0, max_records: int | None = None) -> pa.Table:
+        """poll_batch()'s batches as one table (no copy): for pandas, DuckDB, Polars."""
+        batches = self.poll_batch(timeout, max_records)
+        return pa.Table.from_batches(batches, schema=ARROW_RECORDS_SCHEMA)
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         while not self._closed:
             yield from self.poll(1.0)
 
-    def _fetch_round(self, left: float) -> None:
-        requests = self._collector.requests()
-        if not requests and not self._fetcher.in_flight():
+    def _take(self, timeout: float, limit: int) -> list[RowSlice]:
+        self._check_open()
+        if self._subscription.mode is Mode.NONE:
+            raise ValueError("poll() before subscribe() or assign()")
+        if limit <= 0:
+            raise ValueError(f"max_records must be positive, got {limit}")
+        deadline = time.monotonic() + max(0.0, timeout)
+        if self._member is not None:
+            self._member.last_poll = time.monotonic()
+        while True:
+            self._prepare(deadline)
+            self._collect()
+            taken = self._buffer.take(self._subscription, limit)
+            self._fetcher.send(self._collector.requests(), self.config.fetch_max_wait_ms / 1000)
+            left = deadline - time.monotonic()
+            if taken or left <= 0:
+                return taken
+            self._await_fetch(left)
+
+    def _prepare(self, deadline: float) -> None:
+        """Commits due, group duties, and positions for partitions that have none."""
+        if self._committer is not None:
+            self._committer.fire_callbacks()
+            self._committer.maybe_auto_commit()
+        try:
+            if self._member is not None and self._subscription.mode is Mode.SUBSCRIBED:
+                self._coordinate(deadline)
+            self._positions.resolve()
+        except ApiError as exc:
+            if not exc.retriable:
+                raise
+            log.info("poll: %s (retrying)", exc)
+            time.sleep(
+                min(self.config.retry_backoff_ms / 1000, max(0.0, deadline - time.monotonic()))
+            )
+
+    def _collect(self) -> None:
+        for result in self._fetcher.arrived():
+            self._collector.collect(result)
+
+    def _await_fetch(self, left: float) -> None:
+        if not self._fetcher.in_flight():
             time.sleep(min(left, _IDLE_S))  # e.g. waiting for the group to assign partitions
             return
         # A group member comes back at least every heartbeat interval to reconcile.
-        wait = left if self._member is None else min(left, self._member.interval_s)
-        for result in self._io.run(self._fetcher.round(requests, wait)):
-            self._collector.collect(result)
+        self._fetcher.wait(left if self._member is None else min(left, self._member.interval_s))
 
     # --- group membership ---
     def _coordinate(self, deadline: float) -> None:

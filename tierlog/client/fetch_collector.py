@@ -1,5 +1,9 @@
 """What becomes of fetch answers (Kafka's FetchCollector): records go to the buffer, an
-out-of-range position is reset, and a partition whose fetch failed waits out its backoff."""
+out-of-range position is reset, and a partition whose fetch failed waits out its backoff.
+
+Which fetches to send: one per partition whose buffered answers are fewer than PREFETCH, from
+where they end, so the next answer is on its way while the application works through the
+current one."""
 
 from __future__ import annotations
 
@@ -8,12 +12,15 @@ import time
 from dataclasses import KW_ONLY, dataclass, field
 
 from tierlog.client.buffer import Chunk, RecordBuffer
+from tierlog.client.consumer_records import empty_rows
 from tierlog.client.errors import OffsetOutOfRange
 from tierlog.client.fetcher import FetchedRecords, FetchRequest
 from tierlog.client.subscription import SubscriptionState
 from tierlog.client.types import TopicPartition
 
 log = logging.getLogger("tierlog.client.consumer")
+
+PREFETCH = 2  # fetch answers buffered per partition, the one being handed out included
 
 
 @dataclass(eq=False)
@@ -27,13 +34,18 @@ class FetchCollector:
     _retry_at: dict[TopicPartition, float] = field(default_factory=dict, init=False)
 
     def requests(self) -> list[FetchRequest]:
-        """A fetch for every partition with a position, nothing buffered and no backoff."""
+        """A fetch for every partition with a position, room in the buffer and no backoff."""
         now = time.monotonic()
+        buffer = self.buffer
         return [
-            FetchRequest(tp, pos, epoch)
+            FetchRequest(tp, self._fetch_offset(tp, pos, epoch), epoch)
             for tp, pos, epoch in self.subscription.fetchable()
-            if not self.buffer.has(tp) and self._retry_at.get(tp, 0.0) <= now
+            if buffer.depth(tp) < PREFETCH and self._retry_at.get(tp, 0.0) <= now
         ]
+
+    def _fetch_offset(self, tp: TopicPartition, position: int, epoch: int) -> int:
+        end = self.buffer.end_offset(tp, epoch)
+        return position if end is None else end
 
     def collect(self, result: FetchedRecords) -> None:
         """Apply one answer, unless a seek or a rebalance made it stale; raises an error
@@ -42,18 +54,28 @@ class FetchCollector:
         if not self.subscription.is_assigned(tp):
             return
         st = self.subscription.state(tp)
-        if result.request.epoch != st.epoch or result.request.offset != st.position:
+        req = result.request
+        if st.position is None or req.epoch != st.epoch:
             return  # asked for a position since abandoned
+        if req.offset != self._fetch_offset(tp, st.position, st.epoch):
+            return  # not where the buffered answers end (they were dropped, or handed out)
         if result.error is not None:
-            self._failed(result)
+            if req.offset != st.position:
+                # A prefetch: its error counts once the application gets there.
+                self._retry_at[tp] = time.monotonic() + self.retry_backoff_s
+            else:
+                self._failed(result)
             return
         self._retry_at.pop(tp, None)
         st.high_watermark = result.high_watermark
         st.log_start_offset = result.log_start_offset
-        if result.records:
-            self.buffer.add(tp, Chunk(st.epoch, result.records, result.next_offset))
-        elif result.next_offset > result.request.offset:
-            self.subscription.advance(tp, result.next_offset)  # past a compacted gap
+        if result.rows is not None:
+            self.buffer.add(tp, Chunk(st.epoch, result.rows, result.next_offset))
+        elif result.next_offset > req.offset:
+            if self.buffer.has(tp):  # past a compacted gap, once what is before it is out
+                self.buffer.add(tp, Chunk(st.epoch, empty_rows(tp), result.next_offset))
+            else:
+                self.subscription.advance(tp, result.next_offset)
 
     def _failed(self, result: FetchedRecords) -> None:
         tp, error = result.request.tp, result.error

@@ -1,25 +1,31 @@
-"""Fetching records: long-polling GETs per partition on the I/O loop, Arrow answers decoded.
+"""Fetching records: long-polling GETs per partition on the I/O loop, Arrow answers kept.
 
-A fetch asks the partition's leader for records from a position, as an Arrow IPC stream, and
-long-polls up to `wait_ms` when caught up. Requests stay in flight across poll() calls (a
-prefetch, as Kafka's fetcher does); answers carry the position and epoch they were asked
-for, so the consumer drops answers made stale by a seek or a rebalance.
+A fetch asks the partition's leader for records from an offset, as an Arrow IPC stream, and
+long-polls up to `wait_ms` when caught up. The consumer's thread sends fetches without waiting
+(send) and picks up answers when it likes (arrived, wait), so fetches run while the
+application works: the prefetch Kafka's fetcher does. Answers carry the offset and epoch they
+were asked for, so the consumer drops answers made stale by a seek or a rebalance. Answers
+stay Arrow tables: records become Python objects only in poll(), and only the fields read.
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
+import threading
+from collections import deque
 from dataclasses import KW_ONLY, dataclass, field
 from typing import NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from tierlog.client.consumer_records import RecordRows
 from tierlog.client.errors import ApiError, error_from_response
 from tierlog.client.http import ARROW_STREAM, AsyncHttp
+from tierlog.client.iothread import IOThread
 from tierlog.client.metadata import ClusterMetadata, topic_path
-from tierlog.client.types import ConsumerRecord, Header, TopicPartition
+from tierlog.client.types import TopicPartition
 
 
 class FetchRequest(NamedTuple):
@@ -30,7 +36,7 @@ class FetchRequest(NamedTuple):
 
 class FetchedRecords(NamedTuple):
     request: FetchRequest
-    records: list[ConsumerRecord]
+    rows: RecordRows | None  # None: no records (an error, or nothing new)
     next_offset: int
     high_watermark: int | None
     log_start_offset: int | None
@@ -41,68 +47,82 @@ def _header_int(value: str | None) -> int | None:
     return int(value) if value is not None and value.lstrip("-").isdigit() else None
 
 
-def decode_records(
-    tp: TopicPartition, table: pa.Table, high_watermark: int | None
-) -> list[ConsumerRecord]:
-    """CONSUMER_SCHEMA rows as ConsumerRecords, dropping any at or above the high watermark
-    (the broker never sends those; a client that trusts nothing checks anyway)."""
-    if table.num_rows == 0:
-        return []
-    offsets = table.column("offset").to_pylist()
-    n = len(offsets)
-    if high_watermark is not None:
-        n = bisect.bisect_left(offsets, high_watermark)
-        if n == 0:
-            return []
-        table = table.slice(0, n)
-    stamps = table.column("timestamp").cast(pa.int64()).to_pylist()
-    keys = table.column("key").to_pylist()
-    values = table.column("value").to_pylist()
-    raw_headers = table.column("headers").to_pylist()
-    topic, p = tp
-    out: list[ConsumerRecord] = []
-    for i in range(n):
-        hs = raw_headers[i]
-        headers: list[Header] = [(h["key"], h["value"]) for h in hs] if hs else []
-        out.append(ConsumerRecord(topic, p, offsets[i], stamps[i], keys[i], values[i], headers))
-    return out
+def below_high_watermark(table: pa.Table, high_watermark: int | None) -> pa.Table:
+    """CONSUMER_SCHEMA rows below the high watermark (the broker never sends others; a
+    client that trusts nothing checks anyway). Offsets ascend, so it is a prefix."""
+    if high_watermark is None or table.num_rows == 0:
+        return table
+    offsets = table.column("offset")
+    if offsets[-1].as_py() < high_watermark:
+        return table
+    keep = pc.sum(pc.less(offsets, high_watermark)).as_py() or 0
+    return table.slice(0, keep)
 
 
 @dataclass(eq=False)
 class Fetcher:
     http: AsyncHttp
     metadata: ClusterMetadata
+    io: IOThread
     _: KW_ONLY
     max_wait_ms: int
     max_bytes: int
     max_records: int
     max_concurrent: int
     timeout_s: float
-    _inflight: dict[TopicPartition, asyncio.Task[FetchedRecords]] = field(
-        default_factory=dict, init=False
-    )
+    # Partitions with a fetch sent and its answer not yet taken (the consumer's thread).
+    _pending: set[TopicPartition] = field(default_factory=set, init=False)
+    # Answers, appended on the I/O loop and taken on the consumer's thread (deque is atomic).
+    _arrived: deque[FetchedRecords] = field(default_factory=deque, init=False)
+    _wakeup: threading.Event = field(default_factory=threading.Event, init=False)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)  # the loop's
 
     def in_flight(self) -> set[TopicPartition]:
-        return set(self._inflight)
+        return set(self._pending)
 
-    async def round(self, requests: list[FetchRequest], wait_s: float) -> list[FetchedRecords]:
-        """Start fetches for `requests` (partitions without one in flight), then wait up to
-        `wait_s` for any answer; return every answer that has arrived."""
+    def room(self) -> int:
+        return self.max_concurrent - len(self._pending)
+
+    def send(self, requests: list[FetchRequest], wait_s: float) -> None:
+        """Start fetches for `requests` (partitions without one in flight); returns at once."""
+        todo = [r for r in requests if r.tp not in self._pending][: max(0, self.room())]
+        if not todo:
+            return
+        self._pending.update(r.tp for r in todo)
+        wait_ms = min(self.max_wait_ms, int(wait_s * 1000))
+        self.io.call_soon(self._start, todo, wait_ms)
+
+    def arrived(self) -> list[FetchedRecords]:
+        """Every answer that has come in since the last call (never waits)."""
+        out: list[FetchedRecords] = []
+        while self._arrived:
+            result = self._arrived.popleft()
+            self._pending.discard(result.request.tp)
+            out.append(result)
+        return out
+
+    def wait(self, timeout_s: float) -> None:
+        """Until an answer comes in (or one is waiting already), or `timeout_s` passes."""
+        self._wakeup.clear()
+        if not self._arrived:
+            self._wakeup.wait(timeout_s)
+
+    def _start(self, requests: list[FetchRequest], wait_ms: int) -> None:
         for req in requests:
-            if len(self._inflight) >= self.max_concurrent:
-                break
-            if req.tp not in self._inflight:
-                wait_ms = min(self.max_wait_ms, int(wait_s * 1000))
-                self._inflight[req.tp] = asyncio.ensure_future(self._fetch(req, wait_ms))
-        tasks = list(self._inflight.values())
-        if tasks and not any(t.done() for t in tasks) and wait_s > 0:
-            await asyncio.wait(tasks, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
-        results: list[FetchedRecords] = []
-        for tp, task in list(self._inflight.items()):
-            if task.done():
-                del self._inflight[tp]
-                results.append(task.result())
-        return results
+            task = asyncio.ensure_future(self._run(req, wait_ms))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, req: FetchRequest, wait_ms: int) -> None:
+        try:
+            result = await self._fetch(req, wait_ms)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # never leave the partition pending for ever
+            error = ApiError("UNKNOWN_SERVER_ERROR", f"fetch of {req.tp} failed: {exc!r}")
+            result = FetchedRecords(req, None, req.offset, None, None, error)
+        self._arrived.append(result)
+        self._wakeup.set()
 
     async def _fetch(self, req: FetchRequest, wait_ms: int) -> FetchedRecords:
         tp = req.tp
@@ -126,25 +146,26 @@ class Fetcher:
             hw = _header_int(response.headers.get("x-tierlog-high-watermark"))
             start = _header_int(response.headers.get("x-tierlog-log-start-offset"))
             table = pa.ipc.open_stream(pa.py_buffer(response.content)).read_all()
-            records = decode_records(tp, table, hw)
+            kept = below_high_watermark(table, hw)
             nxt = _header_int(response.headers.get("x-tierlog-next-offset"))
-            if records:
-                last = records[-1].offset + 1
+            if kept.num_rows:
+                last = kept.column("offset")[-1].as_py() + 1
                 # The broker's next offset skips compaction gaps, unless rows were dropped.
-                nxt = last if nxt is None or len(records) < table.num_rows else max(nxt, last)
-            return FetchedRecords(req, records, nxt if nxt is not None else req.offset, hw, start)
+                nxt = last if nxt is None or kept.num_rows < table.num_rows else max(nxt, last)
+            rows = RecordRows(tp.topic, tp.partition, kept) if kept.num_rows else None
+            return FetchedRecords(req, rows, nxt if nxt is not None else req.offset, hw, start)
         except ApiError as exc:
             if exc.stale_metadata:
                 self.metadata.invalidate(tp)
                 with contextlib.suppress(Exception):
                     await self.metadata.topic(tp.topic, force=True)
-            return FetchedRecords(req, [], req.offset, None, None, exc)
-        except (pa.ArrowException, OSError, ValueError) as exc:
+            return FetchedRecords(req, None, req.offset, None, None, exc)
+        except (pa.ArrowException, OSError, ValueError, KeyError) as exc:
             error = ApiError("CORRUPT_MESSAGE", f"unreadable fetch answer for {tp}: {exc}")
-            return FetchedRecords(req, [], req.offset, None, None, error)
+            return FetchedRecords(req, None, req.offset, None, None, error)
 
     async def close(self) -> None:
-        for task in self._inflight.values():
+        for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._inflight.values(), return_exceptions=True)
-        self._inflight.clear()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()

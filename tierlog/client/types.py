@@ -1,4 +1,5 @@
-"""The small value types the client hands out and takes (Kafka's names, Python tuples)."""
+"""The small value types the client hands out and takes (Kafka's names, Python tuples);
+ConsumerRecord, a view of fetched Arrow rows, is in consumer_records."""
 
 from __future__ import annotations
 
@@ -19,16 +20,6 @@ class RecordMetadata(NamedTuple):
     partition: int
     offset: int
     timestamp: int  # ms since the epoch, as sent (CreateTime)
-
-
-class ConsumerRecord(NamedTuple):
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int  # ms since the epoch
-    key: bytes | None
-    value: bytes | None  # None is a tombstone
-    headers: list[Header]
 
 
 class OffsetAndMetadata(NamedTuple):

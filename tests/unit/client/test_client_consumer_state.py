@@ -9,21 +9,39 @@ from typing import Any
 
 import httpx
 import orjson
+import pyarrow as pa
 import pytest
 
+from logformat.schema import CONSUMER_SCHEMA
 from tierlog.client.buffer import Chunk, RecordBuffer
 from tierlog.client.config import ConsumerConfig
+from tierlog.client.consumer_records import ConsumerRecord, RecordRows
 from tierlog.client.errors import CommitFailedError
 from tierlog.client.group import GroupMember
 from tierlog.client.http import AsyncHttp, Endpoints
 from tierlog.client.subscription import SubscriptionState
-from tierlog.client.types import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from tierlog.client.types import OffsetAndMetadata, TopicPartition
 
 A0, A1 = TopicPartition("a", 0), TopicPartition("a", 1)
 
 
-def records(tp: TopicPartition, offsets: range) -> list[ConsumerRecord]:
-    return [ConsumerRecord(tp.topic, tp.partition, o, 0, None, b"%d" % o, []) for o in offsets]
+def records(tp: TopicPartition, offsets: range) -> RecordRows:
+    n = len(offsets)
+    table = pa.table(
+        {
+            "offset": pa.array(offsets, pa.int64()),
+            "timestamp": pa.array([0] * n, pa.int64()).cast(CONSUMER_SCHEMA.field(1).type),
+            "key": pa.nulls(n, pa.binary()),
+            "value": pa.array([b"%d" % o for o in offsets], pa.binary()),
+            "headers": pa.nulls(n, CONSUMER_SCHEMA.field(4).type),
+        },
+        schema=CONSUMER_SCHEMA,
+    )
+    return RecordRows(tp.topic, tp.partition, table)
+
+
+def drain(buf: RecordBuffer, sub: SubscriptionState, limit: int) -> list[ConsumerRecord]:
+    return [r for s in buf.take(sub, limit) for r in s.rows.records(s.start, s.end)]
 
 
 def test_buffer_hands_out_in_order_and_advances_positions() -> None:
@@ -34,9 +52,9 @@ def test_buffer_hands_out_in_order_and_advances_positions() -> None:
     buf = RecordBuffer()
     buf.add(A0, Chunk(sub.state(A0).epoch, records(A0, range(0, 5)), next_offset=7))
     buf.add(A1, Chunk(sub.state(A1).epoch, records(A1, range(10, 12)), next_offset=12))
-    first = buf.drain(sub, limit=3)
+    first = drain(buf, sub, limit=3)
     assert len(first) == 3
-    rest = buf.drain(sub, limit=100)
+    rest = drain(buf, sub, limit=100)
     got = first + rest
     assert [r.offset for r in got if r.partition == 0] == [0, 1, 2, 3, 4]
     assert [r.offset for r in got if r.partition == 1] == [10, 11]
@@ -51,7 +69,7 @@ def test_a_seek_makes_buffered_records_stale() -> None:
     buf = RecordBuffer()
     buf.add(A0, Chunk(sub.state(A0).epoch, records(A0, range(0, 5)), next_offset=5))
     sub.seek(A0, 100)
-    assert buf.drain(sub, limit=10) == []
+    assert drain(buf, sub, limit=10) == []
     assert sub.positions() == {A0: 100}
 
 
@@ -62,9 +80,9 @@ def test_paused_partitions_keep_their_records_for_later() -> None:
     buf = RecordBuffer()
     buf.add(A0, Chunk(sub.state(A0).epoch, records(A0, range(0, 2)), next_offset=2))
     sub.state(A0).paused = True
-    assert buf.drain(sub, limit=10) == [] and sub.fetchable() == []
+    assert drain(buf, sub, limit=10) == [] and sub.fetchable() == []
     sub.state(A0).paused = False
-    assert [r.offset for r in buf.drain(sub, limit=10)] == [0, 1]
+    assert [r.offset for r in drain(buf, sub, limit=10)] == [0, 1]
 
 
 def test_subscribe_and_assign_do_not_mix() -> None:
