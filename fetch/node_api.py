@@ -17,6 +17,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from cluster.http import auth
+from cluster.http.api_docs import docs_routes
 from cluster.http.auth import AuthMiddleware
 from cluster.http.cross_site import CrossSiteGuard, own_origins
 from cluster.http.fetch_response import fetch_params, fetch_response
@@ -183,6 +184,7 @@ routes: list[BaseRoute] = [
     Route("/readyz", readyz, methods=["GET"]),
     Route("/metrics", metrics, methods=["GET"]),
     Route("/openapi.json", openapi, methods=["GET"]),
+    *docs_routes(),  # /docs, as on brokers
 ]
 
 

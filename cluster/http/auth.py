@@ -5,7 +5,7 @@ middleware, which reads it) runs:
 - ``scope["tierlog.principal"]``: ``"User:<name>"`` for a valid API key
   (``Authorization: Bearer tlk_…``), ``"cluster"`` for the cluster credential
   (``x-tierlog-cluster-token``: forwarded and proxied calls, fetch nodes), and
-  ``"User:ANONYMOUS"`` when auth is off or on the open paths;
+  ``"User:ANONYMOUS"`` when auth is off or on the open paths (and /docs, the API docs page);
 - ``scope["tierlog.authorizer"]``: the node's Authorizer, for the routes' checks.
 
 Missing, unknown or revoked keys get 401 SASL_AUTHENTICATION_FAILED with
@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from cluster.authorizer import ANONYMOUS, CLUSTER, Authorizer
+from cluster.http.api_docs import is_docs_path
 from cluster.http.responses import error_response
 from cluster.internal_http import CLUSTER_TOKEN_HEADER
 from logformat.errors import ErrorCode, TierlogError
@@ -59,7 +60,7 @@ class AuthMiddleware:
         path: str = scope["path"]
         if token is not None and auth.is_cluster(token):
             principal: str | None = CLUSTER
-        elif not auth.enabled or path in OPEN_PATHS or path.startswith("/internal/"):
+        elif not auth.enabled or _keyless(path):
             principal = ANONYMOUS
         else:
             try:
@@ -86,6 +87,12 @@ class AuthMiddleware:
         if scheme.lower() != "bearer" or not key.strip():
             return None
         return await self.authorizer.authenticate(key.strip())  # also refreshes the ACLs
+
+
+def _keyless(path: str) -> bool:
+    """Paths answered without an API key: the open ones, the docs page and its assets (like
+    /openapi.json), and /internal/... (its routes check the cluster credential)."""
+    return path in OPEN_PATHS or is_docs_path(path) or path.startswith("/internal/")
 
 
 def principal(request: Request) -> str:

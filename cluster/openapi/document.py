@@ -4,19 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from cluster.openapi.groups import GROUP_PATHS
+from cluster.openapi.groups import GROUP_PATHS, GROUP_SCHEMAS
 from cluster.openapi.schemas import (
-    CONFIGS,
-    FRAMES_OUT,
     PARTITION,
-    RECORD_IN,
-    RECORD_OUT,
+    SCHEMAS,
     TOPIC,
-    TOPIC_DESC,
     error_responses,
     json_body,
     json_response,
+    ref,
 )
+
+TOPIC_DESC = ref("TopicDescription")
 
 OPENAPI: dict[str, Any] = {
     "openapi": "3.1.0",
@@ -33,18 +32,7 @@ OPENAPI: dict[str, Any] = {
             },
             "post": {
                 "summary": "Create a topic",
-                "requestBody": json_body(
-                    {
-                        "type": "object",
-                        "required": ["name"],
-                        "properties": {
-                            "name": {"type": "string"},
-                            "partitions": {"type": "integer"},
-                            "replication_factor": {"type": "integer"},
-                            "configs": CONFIGS,
-                        },
-                    }
-                ),
+                "requestBody": json_body(ref("TopicCreate")),
                 "responses": {
                     "201": json_response(TOPIC_DESC, "Created"),
                     **error_responses(400, 409, 413),
@@ -66,7 +54,9 @@ OPENAPI: dict[str, Any] = {
             "parameters": [TOPIC],
             "patch": {
                 "summary": "Alter configs: a value sets a config, null restores its default",
-                "requestBody": json_body({"type": "object", "properties": {"configs": CONFIGS}}),
+                "requestBody": json_body(
+                    {"type": "object", "properties": {"configs": ref("Configs")}}
+                ),
                 "responses": {"200": json_response(TOPIC_DESC), **error_responses(400, 404)},
             },
         },
@@ -112,13 +102,7 @@ OPENAPI: dict[str, Any] = {
                 "requestBody": {
                     "required": True,
                     "content": {
-                        "application/json": {
-                            "schema": {
-                                "type": "object",
-                                "required": ["records"],
-                                "properties": {"records": {"type": "array", "items": RECORD_IN}},
-                            }
-                        },
+                        "application/json": {"schema": ref("ProduceRequest")},
                         "application/vnd.apache.arrow.stream": {
                             "schema": {"type": "string", "format": "binary"}
                         },
@@ -161,18 +145,7 @@ OPENAPI: dict[str, Any] = {
                     "200": {
                         "description": "Records",
                         "content": {
-                            "application/json": {
-                                "schema": {
-                                    "type": "object",
-                                    "properties": {
-                                        "records": {"type": "array", "items": RECORD_OUT},
-                                        "next_offset": {"type": "integer"},
-                                        "high_watermark": {"type": "integer"},
-                                        "log_start_offset": {"type": "integer"},
-                                        "frames": FRAMES_OUT,
-                                    },
-                                }
-                            },
+                            "application/json": {"schema": ref("FetchResponse")},
                             "application/vnd.apache.arrow.stream": {
                                 "schema": {"type": "string", "format": "binary"}
                             },
@@ -244,10 +217,12 @@ OPENAPI["components"] = {
             "scheme": "bearer",
             "description": "tlk_<id>_<secret>, made by `tierlog users create`",
         }
-    }
+    },
+    "schemas": {**SCHEMAS, **GROUP_SCHEMAS},
 }
 OPENAPI["security"] = [{"apiKey": []}]
-_OPEN_PATHS = ("/healthz", "/readyz", "/metrics", "/openapi.json")
+_OPEN_PATHS = ("/healthz", "/readyz", "/metrics", "/openapi.json")  # auth.OPEN_PATHS
+_WRITES = ("post", "put", "patch", "delete")
 for _path, _item in OPENAPI["paths"].items():
     for _method, _op in _item.items():
         if _method == "parameters":
@@ -255,31 +230,31 @@ for _path, _item in OPENAPI["paths"].items():
         if _path in _OPEN_PATHS:
             _op["security"] = []
         else:  # no key or a bad one (401); a key whose principal the ACLs refuse (403)
-            _op["responses"].setdefault("401", error_responses(401)["401"])
-            _op["responses"].setdefault("403", error_responses(403)["403"])
-# Every write may be refused as cross-site (403), and any body of an undocumented media type
-# with 415 (cluster/http/cross_site.py).
-for _item in OPENAPI["paths"].values():
-    for _method, _op in _item.items():
-        if _method in ("post", "put", "patch", "delete"):
-            _op["responses"].setdefault("403", error_responses(403)["403"])
-            _op["responses"].setdefault("415", error_responses(415)["415"])
+            _op["responses"].update(error_responses(401, 403))
+        # Every write may be refused as cross-site (403), and any body of an undocumented
+        # media type with 415 (cluster/http/cross_site.py).
+        if _method in _WRITES:
+            _op["responses"].update(error_responses(403, 415))
 
 
 def for_auth(doc: dict[str, Any], auth_enabled: bool) -> dict[str, Any]:
     """`doc` as a node serves it: with auth off (--insecure) nothing needs a key, and a
     document that still said so would misdescribe the API (clients, fuzzers and docs pages
-    would expect 401 where the node answers 200)."""
+    would expect 401 where the node answers 200). The component schemas stay: the paths
+    reference them."""
     if auth_enabled:
         return doc
     paths = {
-        path: {k: _without_auth(op) if k != "parameters" else op for k, op in item.items()}
+        path: {k: op if k == "parameters" else _without_auth(k, op) for k, op in item.items()}
         for path, item in doc["paths"].items()
     }
-    open_doc = {k: v for k, v in doc.items() if k not in ("security", "components")}
-    return {**open_doc, "paths": paths}
+    open_doc = {k: v for k, v in doc.items() if k != "security"}
+    components = {"schemas": doc["components"]["schemas"]}
+    return {**open_doc, "paths": paths, "components": components}
 
 
-def _without_auth(op: dict[str, Any]) -> dict[str, Any]:
-    responses = {code: r for code, r in op["responses"].items() if code != "401"}
+def _without_auth(method: str, op: dict[str, Any]) -> dict[str, Any]:
+    # Without ACLs only a cross-site write is refused (403); nothing answers 401.
+    gone = ("401",) if method in _WRITES else ("401", "403")
+    responses = {code: r for code, r in op["responses"].items() if code not in gone}
     return {**{k: v for k, v in op.items() if k != "security"}, "responses": responses}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cluster.openapi.schemas import error_responses, json_body, json_response
+from cluster.openapi.schemas import error_responses, json_body, json_response, ref
 
 _GROUP = {"name": "group", "in": "path", "required": True, "schema": {"type": "string"}}
 _MEMBER = {"name": "member", "in": "path", "required": True, "schema": {"type": "string"}}
@@ -20,7 +20,7 @@ _ASSIGNED = {
         "member_id": {"type": "string"},
         "member_epoch": {"type": "integer"},
         "heartbeat_interval_ms": {"type": "integer"},
-        "assignment": _ASSIGNMENT,
+        "assignment": ref("Assignment"),
     },
 }
 _TOPIC_PARTITION = {
@@ -54,9 +54,18 @@ _OFFSET_OUT = {
 _OFFSETS_OUT = {
     "type": "object",
     "required": ["offsets"],
-    "properties": {"offsets": {"type": "array", "items": _OFFSET_OUT}},
+    "properties": {"offsets": {"type": "array", "items": ref("CommittedOffset")}},
 }
 _ASSIGNORS = ["range", "roundrobin", "sticky", "cooperative-sticky"]
+# components/schemas of the group documents (document.py merges them with schemas.SCHEMAS).
+GROUP_SCHEMAS: dict[str, dict[str, Any]] = {
+    "Assignment": _ASSIGNMENT,
+    "Assigned": _ASSIGNED,
+    "TopicPartition": _TOPIC_PARTITION,
+    "OffsetCommit": _OFFSET_IN,
+    "CommittedOffset": _OFFSET_OUT,
+    "CommittedOffsets": _OFFSETS_OUT,
+}
 
 
 GROUP_PATHS: dict[str, Any] = {
@@ -95,7 +104,10 @@ GROUP_PATHS: dict[str, Any] = {
                     },
                 }
             ),
-            "responses": {"200": json_response(_ASSIGNED), **error_responses(400, 409, 413, 503)},
+            "responses": {
+                "200": json_response(ref("Assigned")),
+                **error_responses(400, 409, 413, 503),
+            },
         },
     },
     "/groups/{group}/members/{member}/heartbeat": {
@@ -108,12 +120,15 @@ GROUP_PATHS: dict[str, Any] = {
                     "required": ["member_epoch"],
                     "properties": {
                         "member_epoch": {"type": "integer", "minimum": 0},
-                        "owned": _ASSIGNMENT,
+                        "owned": ref("Assignment"),
                         "topics": {"type": "array", "items": {"type": "string"}},
                     },
                 }
             ),
-            "responses": {"200": json_response(_ASSIGNED), **error_responses(400, 409, 413, 503)},
+            "responses": {
+                "200": json_response(ref("Assigned")),
+                **error_responses(400, 409, 413, 503),
+            },
         },
     },
     "/groups/{group}/members/{member}": {
@@ -140,7 +155,10 @@ GROUP_PATHS: dict[str, Any] = {
                     "explode": True,
                 }
             ],
-            "responses": {"200": json_response(_OFFSETS_OUT), **error_responses(400, 503)},
+            "responses": {
+                "200": json_response(ref("CommittedOffsets")),
+                **error_responses(400, 503),
+            },
         },
         "post": {
             "summary": "Commit offsets, fenced by the member epoch",
@@ -151,7 +169,7 @@ GROUP_PATHS: dict[str, Any] = {
                     "properties": {
                         "member_id": {"type": ["string", "null"]},
                         "member_epoch": {"type": "integer"},
-                        "offsets": {"type": "array", "items": _OFFSET_IN},
+                        "offsets": {"type": "array", "items": ref("OffsetCommit")},
                     },
                 }
             ),
@@ -175,9 +193,9 @@ GROUP_PATHS: dict[str, Any] = {
                                 {"type": "integer", "minimum": 0},
                             ]
                         },
-                        "offsets": {"type": "array", "items": _OFFSET_IN},
+                        "offsets": {"type": "array", "items": ref("OffsetCommit")},
                         "topics": {"type": "array", "items": {"type": "string"}},
-                        "partitions": {"type": "array", "items": _TOPIC_PARTITION},
+                        "partitions": {"type": "array", "items": ref("TopicPartition")},
                         "dry_run": {"type": "boolean"},
                     },
                 }

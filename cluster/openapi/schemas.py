@@ -1,23 +1,34 @@
-"""Pieces of the OpenAPI document that several path groups share."""
+"""Pieces of the OpenAPI document that several path groups share: the named schemas of
+``components/schemas`` (the error body and the common request and response bodies) and the
+helpers that reference them with ``$ref``."""
 
 from __future__ import annotations
 
 from typing import Any
 
-ERROR = {
-    "type": "object",
-    "required": ["error_code", "message"],
-    "properties": {"error_code": {"type": "string"}, "message": {"type": "string"}},
-}
+
+def ref(name: str) -> dict[str, Any]:
+    """A reference to the component schema `name` (one of SCHEMAS or groups.GROUP_SCHEMAS)."""
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
 TOPIC = {"name": "topic", "in": "path", "required": True, "schema": {"type": "string"}}
 PARTITION = {"name": "partition", "in": "path", "required": True, "schema": {"type": "integer"}}
+# Why a status is answered, for the codes every authenticated or writing operation shares.
+_WHY = {
+    401: "SASL_AUTHENTICATION_FAILED: no API key, or an invalid, unknown or revoked one "
+    "(with WWW-Authenticate: Bearer)",
+    403: "TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED: the ACLs refuse the key's principal; "
+    "or a write refused as cross-site",
+    415: "UNSUPPORTED_MEDIA_TYPE: a body of a media type the operation does not take",
+}
 
 
 def error_responses(*codes: int) -> dict[str, Any]:
     return {
         str(c): {
-            "description": "Kafka-style error",
-            "content": {"application/json": {"schema": ERROR}},
+            "description": _WHY.get(c, "Kafka-style error"),
+            "content": {"application/json": {"schema": ref("Error")}},
         }
         for c in codes
     }
@@ -27,11 +38,11 @@ def json_response(schema: dict[str, Any], description: str = "OK") -> dict[str, 
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-CONFIGS = {
-    "type": "object",
-    "additionalProperties": {"type": ["string", "integer", "boolean", "null"]},
-}
-PARTITION_DESC = {
+def json_body(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"required": True, "content": {"application/json": {"schema": schema}}}
+
+
+_PARTITION_DESC = {
     "type": "object",
     "properties": {
         "partition": {"type": "integer"},
@@ -47,18 +58,7 @@ PARTITION_DESC = {
         "tiering_lag": {"type": ["integer", "null"]},
     },
 }
-TOPIC_DESC = {
-    "type": "object",
-    "required": ["name", "configs", "partitions"],
-    "properties": {
-        "name": {"type": "string"},
-        "id": {"type": "string"},
-        "replication_factor": {"type": "integer"},
-        "configs": {"type": "object"},
-        "partitions": {"type": "array", "items": PARTITION_DESC},
-    },
-}
-RECORD_IN = {
+_RECORD_IN = {
     "type": "object",
     "properties": {
         "key": {},
@@ -70,7 +70,7 @@ RECORD_IN = {
         "timestamp": {"type": "integer", "minimum": 0},
     },
 }
-RECORD_OUT = {
+_RECORD_OUT = {
     "type": "object",
     "required": ["offset", "timestamp"],
     "properties": {
@@ -87,7 +87,7 @@ RECORD_OUT = {
 # served (a frame that fails is never served: 503 KAFKA_STORAGE_ERROR). Arrow answers carry
 # the same list as JSON in the stream's schema metadata, key `tierlog.frames`. Cold reads
 # (from Parquet) list none.
-FRAMES_OUT = {
+_FRAMES = {
     "type": "array",
     "description": "Frames read, with the CRC-32C each was verified against (hot reads only; "
     "Arrow: schema metadata `tierlog.frames`). Equal on every replica of the same offsets.",
@@ -102,8 +102,56 @@ FRAMES_OUT = {
     },
 }
 
-# -- consumer groups (groups/routes.py, mounted by the composition root) -------------
-
-
-def json_body(schema: dict[str, Any]) -> dict[str, Any]:
-    return {"required": True, "content": {"application/json": {"schema": schema}}}
+# components/schemas of the topic, record and error documents (groups.py adds the groups').
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "Error": {
+        "type": "object",
+        "description": "Every error answer: a Kafka error code name and what went wrong.",
+        "required": ["error_code", "message"],
+        "properties": {"error_code": {"type": "string"}, "message": {"type": "string"}},
+    },
+    "Configs": {
+        "type": "object",
+        "additionalProperties": {"type": ["string", "integer", "boolean", "null"]},
+    },
+    "PartitionDescription": _PARTITION_DESC,
+    "TopicDescription": {
+        "type": "object",
+        "required": ["name", "configs", "partitions"],
+        "properties": {
+            "name": {"type": "string"},
+            "id": {"type": "string"},
+            "replication_factor": {"type": "integer"},
+            "configs": {"type": "object"},
+            "partitions": {"type": "array", "items": ref("PartitionDescription")},
+        },
+    },
+    "TopicCreate": {
+        "type": "object",
+        "required": ["name"],
+        "properties": {
+            "name": {"type": "string"},
+            "partitions": {"type": "integer"},
+            "replication_factor": {"type": "integer"},
+            "configs": ref("Configs"),
+        },
+    },
+    "RecordIn": _RECORD_IN,
+    "ProduceRequest": {
+        "type": "object",
+        "required": ["records"],
+        "properties": {"records": {"type": "array", "items": ref("RecordIn")}},
+    },
+    "RecordOut": _RECORD_OUT,
+    "Frames": _FRAMES,
+    "FetchResponse": {
+        "type": "object",
+        "properties": {
+            "records": {"type": "array", "items": ref("RecordOut")},
+            "next_offset": {"type": "integer"},
+            "high_watermark": {"type": "integer"},
+            "log_start_offset": {"type": "integer"},
+            "frames": ref("Frames"),
+        },
+    },
+}

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
+from cluster.http.api_docs import docs_routes
 from cluster.http.auth import AuthMiddleware
 from cluster.http.cross_site import CrossSiteGuard, own_origins
 from cluster.http.limits import limits_middleware
@@ -36,6 +37,7 @@ def build_app(
             *producers.routes,
             *ops.routes,
             *internal.routes,
+            *docs_routes(),  # /docs: Swagger UI over /openapi.json, no key needed
             *extra_routes,
         ],
         exception_handlers=exception_handlers(log),
