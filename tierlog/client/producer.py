@@ -13,28 +13,29 @@ the same producer id and sequence (idempotence, on by default) so retries never 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import CancelledError, Future
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 
 from tierlog.client.accumulator import RecordAccumulator
-from tierlog.client.batch import record_size
+from tierlog.client.batch import RECORD_OVERHEAD, record_size, rejected
 from tierlog.client.config import ProducerConfig
+from tierlog.client.delivery import Callback, RecordFuture, run_callback
 from tierlog.client.errors import ApiError, ClientClosedError, ClientTimeoutError
 from tierlog.client.lifecycle import ClientBase
 from tierlog.client.metadata import ClusterMetadata
 from tierlog.client.partitioner import Partitioner
 from tierlog.client.sender import Sender
-from tierlog.client.types import Header, RecordMetadata, TopicPartition
+from tierlog.client.types import Header, TopicPartition
 
 log = logging.getLogger("tierlog.client.producer")
+ROUTE_RECHECK_S = 1.0
 
 Serializer = Callable[[Any], bytes | None]
-Callback = Callable[[RecordMetadata | None, BaseException | None], object]
 HeadersArg = Mapping[str, bytes | str | None] | Iterable[tuple[str, bytes | str | None]] | None
 
 
@@ -80,6 +81,7 @@ class Producer(ClientBase):
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
         self._closed = False
+        self._max_block_s = self.config.max_block_ms / 1000
         timeout_s = self.config.request_timeout_ms / 1000
         self._open_io(
             "tierlog-producer-io",
@@ -93,6 +95,7 @@ class Producer(ClientBase):
             self._http, max_age_ms=self.config.metadata_max_age_ms, timeout_s=timeout_s
         )
         self._partitioner = Partitioner()
+        self._routes: dict[str, TopicRoute] = {}
         self._accumulator = RecordAccumulator(
             batch_size=self.config.batch_size,
             linger_ms=self.config.linger_ms,
@@ -117,33 +120,43 @@ class Producer(ClientBase):
         partition: int | None = None,
         timestamp_ms: int | None = None,
         callback: Callback | None = None,
-    ) -> Future[RecordMetadata]:
+    ) -> RecordFuture:
         """Queue a record; the future resolves to its RecordMetadata once acknowledged (or
         to the error). `callback(metadata, error)` runs on the producer's I/O thread: keep
         it short and do not call flush() or close() from it."""
         if self._closed:
             raise ClientClosedError("producer")
-        k = self._key_serializer(key) if self._key_serializer else to_bytes(key, "key")
-        v = self._value_serializer(value) if self._value_serializer else to_bytes(value, "value")
-        hs = to_headers(headers)
-        ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
-        size = record_size(k, v, hs)
+        # The common case (bytes or None, no serializer) costs no call.
+        ks, vs = self._key_serializer, self._value_serializer
+        k = ks(key) if ks else key if key is None or type(key) is bytes else to_bytes(key, "key")
+        v = (
+            vs(value)
+            if vs
+            else value
+            if value is None or type(value) is bytes
+            else to_bytes(value, "value")
+        )
+        hs = to_headers(headers) if headers else None
+        ts = time.time_ns() // 1_000_000 if timestamp_ms is None else int(timestamp_ms)
+        if hs is None:
+            size = RECORD_OVERHEAD + (len(k) if k else 0) + (len(v) if v else 0)
+        else:
+            size = record_size(k, v, hs)
         if size > self.config.max_request_size:
-            future: Future[RecordMetadata] = Future()
-            future.set_exception(
+            future = rejected(
+                TopicPartition(topic, -1 if partition is None else partition),
+                ts,
                 ApiError(
                     "MESSAGE_TOO_LARGE",
                     f"a record of ~{size} bytes exceeds max_request_size "
                     f"({self.config.max_request_size})",
-                )
+                ),
             )
         else:
-            p = self._partition(topic, k, partition)
-            future = self._accumulator.append(
-                TopicPartition(topic, p), k, v, hs, ts, self.config.max_block_ms / 1000, size
-            )
+            tp = self._partition(topic, k, partition)
+            future = self._accumulator.append(tp, k, v, hs, ts, self._max_block_s, size)
         if callback is not None:
-            future.add_done_callback(lambda f: _run_callback(callback, f))
+            future.add_done_callback(functools.partial(run_callback, callback))
         return future
 
     def flush(self, timeout: float | None = None) -> None:
@@ -192,19 +205,34 @@ class Producer(ClientBase):
             refresh_future.add_done_callback(lambda f: f.exception())
         return count
 
-    def _partition(self, topic: str, key: bytes | None, explicit: int | None) -> int:
-        count = self._partition_count(topic)
-        if explicit is not None and explicit >= count:
-            count = self._partition_count(topic, refresh=True)  # maybe partitions were added
-        return self._partitioner.partition(topic, key, count, explicit)
+    def _route(self, topic: str, refresh: bool = False) -> TopicRoute:
+        """The topic's partitions, rechecked against metadata at most every ROUTE_RECHECK_S
+        (the metadata, not each send(), decides when to refresh)."""
+        route = self._routes.get(topic)
+        if route is not None and not refresh and time.monotonic() < route.recheck_at:
+            return route
+        count = self._partition_count(topic, refresh)
+        route = TopicRoute(
+            tuple(TopicPartition(topic, p) for p in range(count)),
+            time.monotonic() + ROUTE_RECHECK_S,
+        )
+        self._routes[topic] = route
+        return route
+
+    def _partition(self, topic: str, key: bytes | None, explicit: int | None) -> TopicPartition:
+        route = self._routes.get(topic)
+        if route is None or time.monotonic() >= route.recheck_at:
+            route = self._route(topic)
+        tps = route.partitions
+        if explicit is None:
+            if key is None:
+                return tps[self._partitioner.sticky(topic, len(tps))]
+            return tps[self._partitioner.for_key(key, len(tps))]
+        if explicit >= len(tps):
+            tps = self._route(topic, refresh=True).partitions  # maybe partitions were added
+        return tps[self._partitioner.partition(topic, key, len(tps), explicit)]
 
 
-def _run_callback(callback: Callback, future: Future[RecordMetadata]) -> None:
-    try:
-        if future.cancelled():
-            callback(None, CancelledError())
-            return
-        error = future.exception()
-        callback(None if error else future.result(), error)
-    except Exception:
-        log.exception("producer callback raised")
+class TopicRoute(NamedTuple):
+    partitions: tuple[TopicPartition, ...]
+    recheck_at: float  # time.monotonic()
