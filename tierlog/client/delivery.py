@@ -8,10 +8,15 @@ librdkafka's delivery reports do. It offers concurrent.futures.Future's reading 
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from tierlog.client.types import RecordMetadata
 
@@ -77,3 +82,71 @@ def run_callback(callback: Callback, future: RecordFuture) -> None:
         callback(None if error else future.result(), error)
     except Exception:
         log.exception("producer callback raised")
+
+
+class BulkDelivery:
+    """The delivery reports of one send_batch / send_table call, in the records' order.
+
+    `wait()` for all, `result()` for every RecordMetadata (raising the first error), or
+    `exceptions()` for the records that failed and why; `[i]` is record i's RecordFuture.
+    """
+
+    def __init__(self, batches: list[ProducerBatch], starts: list[int], perm: pa.Array) -> None:
+        self._batches = batches
+        self._starts = starts  # sorted position of each batch's first record
+        self._perm = perm  # input index of each sorted position
+        self._inverse: list[int] | None = None
+
+    def __len__(self) -> int:
+        return len(self._perm)
+
+    def __getitem__(self, index: int) -> RecordFuture:
+        if self._inverse is None:
+            self._inverse = pc.sort_indices(self._perm).to_pylist()
+        pos = self._inverse[index]
+        k = bisect.bisect_right(self._starts, pos) - 1
+        return RecordFuture(self._batches[k], pos - self._starts[k])
+
+    def __iter__(self) -> Iterator[RecordFuture]:
+        return (self[i] for i in range(len(self)))
+
+    def done(self) -> bool:
+        return all(b.done.is_set() for b in self._batches)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until every record is answered; False if `timeout` passed first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for batch in self._batches:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not batch.done.wait(left):
+                return False
+        return True
+
+    def exceptions(self, timeout: float | None = None) -> dict[int, BaseException]:
+        """The failed records' errors by their index in the input."""
+        self._wait_or_raise(timeout)
+        out: dict[int, BaseException] = {}
+        ends = [*self._starts[1:], len(self._perm)]
+        for batch, start, end in zip(self._batches, self._starts, ends, strict=True):
+            if batch.error is not None:
+                for i in self._perm.slice(start, end - start).to_pylist():
+                    out[i] = batch.error
+        return out
+
+    def result(self, timeout: float | None = None) -> list[RecordMetadata]:
+        """Every record's RecordMetadata in input order; raises the first failure."""
+        self._wait_or_raise(timeout)
+        for batch in self._batches:
+            if batch.error is not None:
+                raise batch.error
+        out: list[RecordMetadata | None] = [None] * len(self._perm)
+        ends = [*self._starts[1:], len(self._perm)]
+        for batch, start, end in zip(self._batches, self._starts, ends, strict=True):
+            indexes = self._perm.slice(start, end - start).to_pylist()
+            for j, i in enumerate(indexes):
+                out[i] = batch.metadata(j)
+        return [m for m in out if m is not None]
+
+    def _wait_or_raise(self, timeout: float | None) -> None:
+        if not self.wait(timeout):
+            raise TimeoutError(f"the records were not all acknowledged within {timeout}s")

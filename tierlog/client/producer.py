@@ -20,11 +20,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import httpx
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from logformat.schema import HEADERS
 from tierlog.client.accumulator import RecordAccumulator
 from tierlog.client.batch import RECORD_OVERHEAD, record_size, rejected
+from tierlog.client.bulk import assign_partitions, plan_batches, produce_table
 from tierlog.client.config import ProducerConfig
-from tierlog.client.delivery import Callback, RecordFuture, run_callback
+from tierlog.client.delivery import BulkDelivery, Callback, RecordFuture, run_callback
 from tierlog.client.errors import ApiError, ClientClosedError, ClientTimeoutError
 from tierlog.client.lifecycle import ClientBase
 from tierlog.client.metadata import ClusterMetadata
@@ -47,6 +51,10 @@ def to_bytes(value: object, what: str) -> bytes | None:
     if isinstance(value, bytearray | memoryview):
         return bytes(value)
     raise TypeError(f"{what} must be bytes, str or None (or give a {what}_serializer)")
+
+
+def _header_rows(headers: list[Header] | None) -> list[dict[str, object]] | None:
+    return None if headers is None else [{"key": k, "value": v} for k, v in headers]
 
 
 def to_headers(headers: HeadersArg) -> list[Header] | None:
@@ -158,6 +166,57 @@ class Producer(ClientBase):
         if callback is not None:
             future.add_done_callback(functools.partial(run_callback, callback))
         return future
+
+    def send_batch(
+        self,
+        topic: str,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None = None,
+        headers: Sequence[HeadersArg] | None = None,
+        timestamp_ms: int | None = None,
+    ) -> BulkDelivery:
+        """Queue many records at once (partitioned and framed column-wise): as send() for
+        each, with the same idempotence and retries, at a fraction of the cost."""
+        if keys is not None and len(keys) != len(values):
+            raise ValueError(f"{len(keys)} keys for {len(values)} values")
+        if headers is not None and len(headers) != len(values):
+            raise ValueError(f"{len(headers)} headers for {len(values)} values")
+        vs, ks = self._value_serializer, self._key_serializer
+        columns: dict[str, pa.Array] = {
+            "value": pa.array([vs(v) for v in values] if vs else values, pa.binary())
+        }
+        if keys is not None:
+            columns["key"] = pa.array([ks(k) for k in keys] if ks else keys, pa.binary())
+        if headers is not None:
+            rows = [_header_rows(to_headers(h)) for h in headers]
+            columns["headers"] = pa.array(rows, HEADERS)
+        if timestamp_ms is not None:
+            columns["timestamp"] = pa.repeat(pa.scalar(int(timestamp_ms), pa.int64()), len(values))
+        return self.send_table(topic, pa.table(columns))
+
+    def send_table(self, topic: str, table: pa.Table | pa.RecordBatch) -> BulkDelivery:
+        """Queue a table's rows as records: a `value` column (binary or string) and
+        optionally `key`, `headers`, `timestamp` (ms) and `partition`."""
+        if self._closed:
+            raise ClientClosedError("producer")
+        if isinstance(table, pa.RecordBatch):
+            table = pa.Table.from_batches([table])
+        table = produce_table(table)
+        tps = self._route(topic).partitions
+        if "partition" in table.column_names:
+            highest = pc.max(table.column("partition")).as_py()
+            if highest is not None and highest >= len(tps):
+                tps = self._route(topic, refresh=True).partitions  # maybe partitions were added
+        target = max(self.config.batch_size, self.config.max_request_size // 2)
+        avg = max(1, table.nbytes // max(1, table.num_rows))
+        parts = assign_partitions(table, topic, len(tps), self._partitioner, max(1, target // avg))
+        batches, starts, perm = plan_batches(
+            table, parts, topic, target, self.config.max_request_size
+        )
+        for batch in batches:
+            if not batch.done.is_set():  # records refused up front are answered already
+                self._accumulator.append_framed(batch, self._max_block_s)
+        return BulkDelivery(batches, starts, perm)
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now (ignoring linger_ms) and wait until it is answered."""
