@@ -4,6 +4,10 @@ answers are lost, and errors that fail only their own records."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 
@@ -11,6 +15,8 @@ from logformat.partitioner import partition_for_key
 from tests.integration.brokers import BrokerProcess
 from tests.integration.test_client_faults import LosingTransport
 from tierlog import ApiError, Producer
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -121,3 +127,18 @@ def test_bulk_errors_fail_only_their_own_records(broker: BrokerProcess) -> None:
     assert stored(broker, "bulk-errors", 0) == ["ok0"] + (
         ["ok3"] if delivery[3].result(0).partition == 0 else []
     )
+
+
+def test_client_bench_smoke() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.client", "--smoke"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    for setup in ("1 broker", "3 brokers RF=3"):
+        for case in ("raw Arrow HTTP (baseline)", "send() defaults", "send_batch", "send_table"):
+            assert any(line.startswith(f"{setup:<16} {case}") for line in done.stdout.splitlines())
+    assert "every case checked that all its records arrived" in done.stdout

@@ -113,6 +113,24 @@ class BulkDelivery:
     def done(self) -> bool:
         return all(b.done.is_set() for b in self._batches)
 
+    def add_done_callback(self, fn: Callable[[BulkDelivery], object]) -> None:
+        """`fn(delivery)` once every record is answered (on the producer's I/O thread, or at
+        once if they are)."""
+        left = [len(self._batches)]
+        lock = threading.Lock()
+
+        def one_done() -> None:
+            with lock:
+                left[0] -= 1
+                last = left[0] == 0
+            if last:
+                fn(self)
+
+        if not self._batches:
+            fn(self)
+        for batch in self._batches:
+            batch.on_done(one_done)
+
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until every record is answered; False if `timeout` passed first."""
         deadline = None if timeout is None else time.monotonic() + timeout
