@@ -207,7 +207,8 @@ class Producer(ClientBase):
             highest = pc.max(table.column("partition")).as_py()
             if highest is not None and highest >= len(tps):
                 tps = self._route(topic, refresh=True).partitions  # maybe partitions were added
-        target = max(self.config.batch_size, self.config.max_request_size // 2)
+        # The records are all here: no reason to wait for batch_size, fill whole requests.
+        target = max(self.config.batch_size, self.config.max_request_size)
         avg = max(1, table.nbytes // max(1, table.num_rows))
         parts = assign_partitions(table, topic, len(tps), self._partitioner, max(1, target // avg))
         batches, starts, perm = plan_batches(
