@@ -12,16 +12,13 @@ import bisect
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Sequence
+from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tierlog.client.types import RecordMetadata
-
-if TYPE_CHECKING:
-    from tierlog.client.batch import ProducerBatch
+from tierlog.client.types import RecordMetadata, TopicPartition
 
 log = logging.getLogger("tierlog.client.producer")
 # Guards batches' callback lists between user threads adding and the I/O thread resolving.
@@ -30,12 +27,24 @@ CALLBACKS_LOCK = threading.Lock()
 Callback = Callable[[RecordMetadata | None, BaseException | None], object]
 
 
+class Answered(Protocol):
+    """What delivery reports read: a producer batch (batch.py), once answered."""
+
+    tp: TopicPartition
+    done: threading.Event
+    error: BaseException | None
+
+    def metadata(self, index: int) -> RecordMetadata: ...
+
+    def on_done(self, fn: Callable[[], object]) -> None: ...
+
+
 class RecordFuture:
     """One record's delivery: its RecordMetadata once acknowledged, or the error."""
 
     __slots__ = ("_batch", "_index")
 
-    def __init__(self, batch: ProducerBatch, index: int) -> None:
+    def __init__(self, batch: Answered, index: int) -> None:
         self._batch = batch
         self._index = index
 
@@ -91,7 +100,7 @@ class BulkDelivery:
     `exceptions()` for the records that failed and why; `[i]` is record i's RecordFuture.
     """
 
-    def __init__(self, batches: list[ProducerBatch], starts: list[int], perm: pa.Array) -> None:
+    def __init__(self, batches: Sequence[Answered], starts: list[int], perm: pa.Array) -> None:
         self._batches = batches
         self._starts = starts  # sorted position of each batch's first record
         self._perm = perm  # input index of each sorted position
