@@ -11,11 +11,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future
 
 from tierlog.client.batch import ProducerBatch, record_size
+from tierlog.client.delivery import RecordFuture
 from tierlog.client.errors import ClientClosedError, ClientTimeoutError
-from tierlog.client.types import Header, RecordMetadata, TopicPartition
+from tierlog.client.types import Header, TopicPartition
 
 
 class RecordAccumulator:
@@ -52,38 +52,31 @@ class RecordAccumulator:
         timestamp: int,
         max_block_s: float,
         size: int | None = None,
-    ) -> Future[RecordMetadata]:
+    ) -> RecordFuture:
         """Add a record to its partition's open batch (a new one if it is full or closed);
         `size`: its record_size(), if the caller has it already."""
         if size is None:
             size = record_size(key, value, headers)
         closed_tp = wake = False
         with self._lock:
-            deadline = time.monotonic() + max_block_s
-            while self._used and self._used + size > self.buffer_memory and not self.closed:
-                left = deadline - time.monotonic()
-                if left <= 0 or not self._space.wait(left):
-                    raise ClientTimeoutError(
-                        f"no room in buffer_memory ({self.buffer_memory} B) "
-                        f"within max_block_ms ({max_block_s * 1000:.0f} ms)"
-                    )
+            if self._used + size > self.buffer_memory and self._used:
+                self._wait_for_room(size, max_block_s)
             if self.closed:
                 raise ClientClosedError("producer")
-            queue = self._queues.setdefault(tp, deque())
+            queue = self._queues.get(tp)
+            if queue is None:
+                queue = self._queues[tp] = deque()
             batch = queue[-1] if queue else None
-            future = (
+            index = (
                 batch.try_append(key, value, headers, timestamp, size, self.batch_size)
                 if batch is not None
-                else None
+                else -1
             )
-            if batch is None or future is None:
+            if batch is None or index < 0:
                 if batch is not None and not batch.closed:
                     batch.closed = closed_tp = True
-                batch = ProducerBatch(tp, deadline=time.monotonic() + self.delivery_timeout_s)
-                future = batch.try_append(key, value, headers, timestamp, size, self.batch_size)
-                assert future is not None  # an empty batch takes any record
-                queue.append(batch)
-                self._incomplete.add(batch)
+                batch = self._new_batch(tp, queue)
+                index = batch.try_append(key, value, headers, timestamp, size, self.batch_size)
                 wake = True  # a new batch starts its linger timer
             self._used += size
             if batch.size >= self.batch_size:
@@ -92,7 +85,44 @@ class RecordAccumulator:
             self._on_batch_closed(tp)
         if wake:
             self._wake()
-        return future
+        return RecordFuture(batch, index)
+
+    def append_framed(self, batch: ProducerBatch, max_block_s: float) -> None:
+        """Queue a bulk batch, framed already and closed, behind its partition's records."""
+        closed_tp = False
+        with self._lock:
+            if self._used + batch.size > self.buffer_memory and self._used:
+                self._wait_for_room(batch.size, max_block_s)
+            if self.closed:
+                raise ClientClosedError("producer")
+            queue = self._queues.setdefault(batch.tp, deque())
+            if queue and not queue[-1].closed:
+                queue[-1].closed = closed_tp = True  # send() records before it go first
+            batch.closed = True
+            batch.deadline = time.monotonic() + self.delivery_timeout_s
+            queue.append(batch)
+            self._incomplete.add(batch)
+            self._used += batch.size
+        if closed_tp:
+            self._on_batch_closed(batch.tp)
+        self._wake()
+
+    def _new_batch(self, tp: TopicPartition, queue: deque[ProducerBatch]) -> ProducerBatch:
+        batch = ProducerBatch(tp, deadline=time.monotonic() + self.delivery_timeout_s)
+        queue.append(batch)
+        self._incomplete.add(batch)
+        return batch
+
+    def _wait_for_room(self, size: int, max_block_s: float) -> None:
+        """Block (holding the condition's lock) until `size` bytes fit in buffer_memory."""
+        deadline = time.monotonic() + max_block_s
+        while self._used and self._used + size > self.buffer_memory and not self.closed:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._space.wait(left):
+                raise ClientTimeoutError(
+                    f"no room in buffer_memory ({self.buffer_memory} B) "
+                    f"within max_block_ms ({max_block_s * 1000:.0f} ms)"
+                )
 
     def ready(self, now: float, admit: Callable[[ProducerBatch], bool]) -> list[ProducerBatch]:
         """Take the batches to send now, oldest first per partition. `admit(batch)` is asked

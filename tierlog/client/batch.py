@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import Future
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
 from logformat.schema import HEADERS
+from tierlog.client.delivery import CALLBACKS_LOCK, RecordFuture, log
 from tierlog.client.types import Header, RecordMetadata, TopicPartition
 
 # Per-record overhead of the Arrow encoding (offsets, validity, timestamp), for sizing.
@@ -51,7 +52,11 @@ def encode_records(
     if headers.count(None) != n:
         rows = [None if hs is None else [{"key": k, "value": v} for k, v in hs] for hs in headers]
         columns["headers"] = pa.array(rows, type=HEADERS)
-    batch = pa.RecordBatch.from_pydict(columns)
+    return encode_batch(pa.RecordBatch.from_pydict(columns), compression)
+
+
+def encode_batch(batch: pa.RecordBatch, compression: str | None) -> bytes:
+    """`batch` (produce columns, framed already) as one Arrow IPC stream body."""
     sink = pa.BufferOutputStream()
     options = _WRITE_OPTIONS.get(compression) if compression else None
     with pa.ipc.new_stream(sink, batch.schema, options=options) as writer:
@@ -69,7 +74,8 @@ class ProducerBatch:
     values: list[bytes | None] = field(default_factory=list)
     headers: list[list[Header] | None] = field(default_factory=list)
     timestamps: list[int] = field(default_factory=list)
-    futures: list[Future[RecordMetadata]] = field(default_factory=list)
+    # A bulk batch (send_batch / send_table) arrives framed: its records are this instead.
+    arrow: pa.RecordBatch | None = None
     size: int = 0
     closed: bool = False  # takes no more records
     # Set when first sent, kept for every retry (idempotence).
@@ -84,11 +90,15 @@ class ProducerBatch:
     behind: frozenset[int] = frozenset()
     attempts: int = 0
     retry_at: float = 0.0
+    # The one answer for all its records, read by their RecordFutures.
     done: threading.Event = field(default_factory=threading.Event)
+    base_offset: int = -1
+    error: BaseException | None = None
+    callbacks: list[Callable[[], object]] | None = None
 
     @property
     def record_count(self) -> int:
-        return len(self.keys)
+        return len(self.arrow) if self.arrow is not None else len(self.values)
 
     @property
     def last_sequence(self) -> int:
@@ -102,52 +112,81 @@ class ProducerBatch:
         timestamp: int,
         size: int,
         limit: int,
-    ) -> Future[RecordMetadata] | None:
+    ) -> int:
         """Add a record unless the batch is closed or would pass `limit` bytes (a batch
-        always takes its first record, however large)."""
-        if self.closed or (self.keys and self.size + size > limit):
-            return None
-        future: Future[RecordMetadata] = Future()
+        always takes its first record, however large): its index, or -1 if not taken."""
+        values = self.values
+        if self.closed or (values and self.size + size > limit):
+            return -1
         self.keys.append(key)
-        self.values.append(value)
+        values.append(value)
         self.headers.append(headers)
         self.timestamps.append(timestamp)
-        self.futures.append(future)
         self.size += size
-        return future
+        return len(values) - 1
 
     def encode(self, compression: str | None) -> bytes:
         if self.body is None:
-            self.body = encode_records(
-                self.keys,
-                self.values,
-                self.headers,
-                self.timestamps,
-                self.tp.partition,
-                compression,
-            )
+            if self.arrow is not None:
+                self.body = encode_batch(self.arrow, compression)
+            else:
+                self.body = encode_records(
+                    self.keys,
+                    self.values,
+                    self.headers,
+                    self.timestamps,
+                    self.tp.partition,
+                    compression,
+                )
         return self.body
 
+    def metadata(self, index: int) -> RecordMetadata:
+        """Record `index`'s RecordMetadata, once acknowledged: offsets are consecutive from
+        the base offset (-1 when it is unknown, as with acks=0)."""
+        base = self.base_offset
+        if self.arrow is not None:
+            ts = self.arrow.column("timestamp")[index].as_py()
+        else:
+            ts = self.timestamps[index]
+        offset = base + index if base >= 0 else -1
+        return RecordMetadata(self.tp.topic, self.tp.partition, offset, ts)
+
     def complete(self, base_offset: int) -> None:
-        """Resolve every record's future: offsets are consecutive from `base_offset`
-        (-1 for all when the offset is unknown, as with acks=0)."""
-        if self.done.is_set():
-            return
-        topic, p = self.tp
-        for i, (future, ts) in enumerate(zip(self.futures, self.timestamps, strict=True)):
-            offset = base_offset + i if base_offset >= 0 else -1
-            if future.set_running_or_notify_cancel():
-                future.set_result(RecordMetadata(topic, p, offset, ts))
-        self._finish()
+        """Acknowledged at `base_offset` (-1: written, offset unknown)."""
+        if not self.done.is_set():
+            self.base_offset = base_offset
+            self._finish()
 
     def fail(self, exc: BaseException) -> None:
-        if self.done.is_set():
-            return
-        for future in self.futures:
-            if future.set_running_or_notify_cancel():
-                future.set_exception(exc)
-        self._finish()
+        if not self.done.is_set():
+            self.error = exc
+            self._finish()
+
+    def on_done(self, fn: Callable[[], object]) -> None:
+        """Call `fn()` once the batch is answered (at once if it is)."""
+        with CALLBACKS_LOCK:
+            if not self.done.is_set():
+                if self.callbacks is None:
+                    self.callbacks = []
+                self.callbacks.append(fn)
+                return
+        fn()
 
     def _finish(self) -> None:
         self.body = None  # the request body is the big part; nothing resends it now
-        self.done.set()
+        with CALLBACKS_LOCK:
+            self.done.set()
+            callbacks, self.callbacks = self.callbacks, None
+        for fn in callbacks or ():
+            try:
+                fn()
+            except Exception:
+                log.exception("producer callback raised")
+
+
+def rejected(tp: TopicPartition, timestamp: int, error: BaseException) -> RecordFuture:
+    """The delivery report of a record refused before queueing (e.g. too large)."""
+    batch = ProducerBatch(tp, deadline=0.0, timestamps=[timestamp], values=[None], keys=[None])
+    batch.headers.append(None)
+    batch.fail(error)
+    return RecordFuture(batch, 0)

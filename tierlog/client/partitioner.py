@@ -10,10 +10,12 @@ from __future__ import annotations
 import random
 import threading
 
-from logformat.partitioner import StickyPartitioner, partition_for_key
+from logformat.partitioner import StickyPartitioner, murmur2, partition_for_key, to_positive
 
 # The switch is driven by batch completion, not by a record count.
 _NEVER = 2**62
+# Keys repeat (users, devices, orders): their hashes are remembered, up to this many.
+HASH_CACHE_SIZE = 1 << 16
 
 
 class Partitioner:
@@ -21,6 +23,7 @@ class Partitioner:
         self._rng = rng or random.Random()
         self._sticky: dict[str, StickyPartitioner] = {}
         self._lock = threading.Lock()
+        self._hashes: dict[bytes, int] = {}
 
     def _for(self, topic: str) -> StickyPartitioner:
         sticky = self._sticky.get(topic)
@@ -42,6 +45,20 @@ class Partitioner:
             return explicit
         if key is not None:
             return partition_for_key(key, num_partitions)
+        return self._for(topic).partition(num_partitions)
+
+    def for_key(self, key: bytes, num_partitions: int) -> int:
+        """`partition_for_key`, with recent keys' hashes remembered."""
+        h = self._hashes.get(key)
+        if h is None:
+            h = to_positive(murmur2(key))
+            if len(self._hashes) >= HASH_CACHE_SIZE:
+                self._hashes.clear()
+            self._hashes[key] = h
+        return h % num_partitions
+
+    def sticky(self, topic: str, num_partitions: int) -> int:
+        """The partition for a null-key record (KIP-480)."""
         return self._for(topic).partition(num_partitions)
 
     def batch_closed(self, topic: str, partition: int) -> None:

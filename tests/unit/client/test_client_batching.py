@@ -12,6 +12,7 @@ import pytest
 from logformat.records import normalize_arrow, read_arrow_stream
 from tierlog.client.accumulator import RecordAccumulator
 from tierlog.client.batch import ProducerBatch, encode_records, record_size
+from tierlog.client.delivery import RecordFuture
 from tierlog.client.errors import ClientClosedError, ClientTimeoutError
 from tierlog.client.types import TopicPartition
 
@@ -118,14 +119,32 @@ def test_expired_batches_are_taken_out_and_close_refuses_appends() -> None:
 
 def test_batch_futures_get_consecutive_offsets() -> None:
     batch = ProducerBatch(TP, deadline=time.monotonic() + 10)
-    futures = [batch.try_append(None, b"v", None, 100 + i, 10, 1000) for i in range(3)]
+    indexes = [batch.try_append(None, b"v", None, 100 + i, 10, 1000) for i in range(3)]
+    futures = [RecordFuture(batch, i) for i in indexes]
+    seen: list[object] = []
+    futures[0].add_done_callback(lambda f: seen.append(f.result().offset))
+    assert not futures[1].done() and seen == []
     batch.complete(40)
-    assert [f.result() for f in futures if f] == [
+    assert [f.result() for f in futures] == [
         (TP.topic, 0, 40, 100),
         (TP.topic, 0, 41, 101),
         (TP.topic, 0, 42, 102),
     ]
-    assert batch.done.is_set()
+    assert batch.done.is_set() and seen == [40]
+    futures[2].add_done_callback(lambda f: seen.append(f.result().offset))  # done: at once
+    assert seen == [40, 42]
+
+
+def test_a_failed_batch_fails_each_record_with_its_error() -> None:
+    batch = ProducerBatch(TP, deadline=time.monotonic() + 10)
+    futures = [RecordFuture(batch, batch.try_append(None, b"v", None, 1, 10, 1000)) for _ in "ab"]
+    with pytest.raises(TimeoutError):
+        futures[0].result(timeout=0.01)
+    batch.fail(ClientClosedError("producer"))
+    assert all(isinstance(f.exception(), ClientClosedError) for f in futures)
+    with pytest.raises(ClientClosedError):
+        futures[1].result()
+    assert not futures[0].cancel() and not futures[0].cancelled()
 
 
 @pytest.mark.parametrize("compression", [None, "zstd", "lz4"])

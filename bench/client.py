@@ -1,0 +1,127 @@
+"""The Python client at broker speed (issue 15): Producer and Consumer against raw HTTP.
+
+    .venv/bin/python -m bench.client [--records 200000] [--bulk-records 1000000]
+    .venv/bin/python -m bench.client --smoke      # tiny sizes (the test suite runs this)
+
+Starts its own Postgres, then one broker, then a 3-broker cluster (RF=3,
+min.insync.replicas=2). On each: the baseline, raw Arrow HTTP produce to the partitions'
+leaders, then `send()` in a loop (defaults, and tuned), `send_batch` and `send_table`
+(bench/client_produce.py), and, when bench/client_consume.py is there, the consumer cases
+over the topic send_table wrote. Prints records/s, p50/p99 delivery latency, the ratio to
+the baseline of the same setup and the settings each case used; every case checks that
+what it sent arrived.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from bench.client_produce import PARTITIONS, Row, produce_cases
+from bench.databases import new_database
+from tests.integration.brokers import BrokerProcess
+from tests.integration.cluster import Cluster
+from tierlog.devstack.localpg import LocalPostgres
+
+ConsumeCases = Callable[[str, str, int, bool], list[Row]]
+
+
+def consume_cases() -> ConsumeCases | None:
+    """bench.client_consume's cases, if that module exists."""
+    try:
+        module = importlib.import_module("bench.client_consume")
+    except ModuleNotFoundError as exc:
+        if exc.name != "bench.client_consume":
+            raise
+        return None
+    cases: ConsumeCases = module.consume_cases
+    return cases
+
+
+def run_setup(
+    setup: str,
+    url: str,
+    create: Callable[[str], object],
+    args: argparse.Namespace,
+    consume: ConsumeCases | None,
+) -> list[tuple[str, Row]]:
+    rows, table_topic = produce_cases(url, "bench", create, args.records, args.bulk_records)
+    if consume is not None:
+        rows += consume(url, table_topic, args.bulk_records + 1, args.smoke)
+    return [(setup, row) for row in rows]
+
+
+def print_table(rows: list[tuple[str, Row]]) -> None:
+    baselines = {s: r for s, r in rows if str(r["case"]).startswith("raw Arrow")}
+    print(
+        f"\n{'setup':<16} {'case':<28} {'records/s':>11} {'p50 ms':>8} {'p99 ms':>8} "
+        f"{'vs raw':>7}  settings"
+    )
+    for setup, row in rows:
+        base = baselines.get(setup)
+        rate = float(str(row["records_per_s"]))
+        is_produce = not str(row["case"]).startswith(("poll", "Consumer", "fetch"))
+        ratio = (
+            f"{rate / float(str(base['records_per_s'])):>7.0%}"
+            if base is not None and is_produce and row is not base
+            else f"{'-':>7}"
+        )
+        print(
+            f"{setup:<16} {row['case']!s:<28} {rate:>11,.0f} {float(str(row['p50_ms'])):>8.1f} "
+            f"{float(str(row['p99_ms'])):>8.1f} {ratio}  {row['settings']}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--records", type=int, default=200_000, help="per send() case")
+    parser.add_argument("--bulk-records", type=int, default=1_000_000, help="per bulk case")
+    parser.add_argument("--smoke", action="store_true", help="2,000 / 20,000 records")
+    parser.add_argument("--no-cluster", action="store_true", help="one broker only")
+    args = parser.parse_args()
+    if args.smoke:
+        args.records, args.bulk_records = 2_000, 20_000
+    consume = consume_cases()
+    rows: list[tuple[str, Row]] = []
+    with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp:
+        os.chmod(tmp, 0o755)
+        pg = LocalPostgres(Path(tmp) / "pg")
+        db = pg.start()
+        try:
+            broker = BrokerProcess(db, Path(tmp) / "single", 99).start()
+            try:
+                create = lambda t: broker.create_topic(t, partitions=PARTITIONS)  # noqa: E731
+                rows += run_setup("1 broker", broker.url, create, args, consume)
+            finally:
+                broker.stop()
+            if not args.no_cluster:
+                (Path(tmp) / "cluster").mkdir()
+                c = Cluster(new_database(db, "cluster"), Path(tmp) / "cluster", 3).start()
+                try:
+                    create = lambda t: c.create_topic(  # noqa: E731
+                        t, partitions=PARTITIONS, min_insync_replicas=2
+                    )
+                    rows += run_setup("3 brokers RF=3", c.any().url, create, args, consume)
+                finally:
+                    c.stop()
+        finally:
+            pg.stop()
+    print(
+        f"tierlog client benchmark: {PARTITIONS}-partition topics, ~100 B JSON values with "
+        f"keys, acks=all, idempotence on; {args.records:,} records per send() case, "
+        f"{args.bulk_records:,} per bulk case; {os.cpu_count()} cores shared by brokers and "
+        "client; every case checked that all its records arrived"
+    )
+    if consume is None:
+        print("(bench/client_consume.py is not there: producer cases only)")
+    print_table(rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""Bulk produce: many records at once, partitioned and framed column-wise into batches.
+
+`send_batch` and `send_table` hand their records here as one Arrow table (value, and
+optionally key, headers, timestamp, partition). Each record's partition is Kafka's choice
+(explicit, else murmur2 of the key, else sticky runs per batch for null keys); the table is
+then sorted by partition (a stable sort: records keep their order within a partition) and cut
+into batches of at most `target_bytes`, each sent as it is through the producer's sender, with
+the same idempotent sequences and retries as send()'s batches. Records that cannot go
+(larger than max_request_size, a partition the topic lacks) fail on their own.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from logformat.partitioner import murmur2_array
+from logformat.schema import HEADERS
+from tierlog.client.batch import RECORD_OVERHEAD, ProducerBatch
+from tierlog.client.errors import ApiError
+from tierlog.client.partitioner import Partitioner
+from tierlog.client.types import TopicPartition
+
+COLUMNS = ("key", "value", "headers", "timestamp", "partition")
+TOO_LARGE, NO_PARTITION = -1, -2  # partition marks of records that fail on their own
+
+
+def produce_table(table: pa.Table) -> pa.Table:
+    """`table` with the produce columns' types, or a clear error for anything else."""
+    unknown = [c for c in table.column_names if c not in COLUMNS]
+    if unknown or "value" not in table.column_names:
+        raise ValueError(
+            "send_table wants a 'value' column and optionally key, headers, timestamp and "
+            f"partition; got {table.column_names}"
+        )
+    n = table.num_rows
+    cols = {
+        "key": _binary(table, "key", n),
+        "value": _binary(table, "value", n),
+        "timestamp": _column(table, "timestamp", pa.int64(), n)
+        or pa.repeat(pa.scalar(time.time_ns() // 1_000_000, pa.int64()), n),
+    }
+    headers = _column(table, "headers", HEADERS, n)
+    if headers is not None:
+        cols["headers"] = headers
+    partition = _column(table, "partition", pa.int32(), n)
+    if partition is not None:
+        cols["partition"] = partition
+    return pa.table(cols)
+
+
+def _binary(table: pa.Table, name: str, n: int) -> pa.ChunkedArray:
+    if name not in table.column_names:
+        return pa.chunked_array([pa.nulls(n, pa.binary())])
+    col = table.column(name)
+    if col.type == pa.binary():
+        return col
+    if col.type in (pa.string(), pa.large_binary(), pa.large_string(), pa.null()):
+        return col.cast(pa.binary())
+    raise TypeError(f"column {name!r} must be binary or string, not {col.type}")
+
+
+def _column(table: pa.Table, name: str, typ: pa.DataType, n: int) -> pa.ChunkedArray | None:
+    if name not in table.column_names:
+        return None
+    col = table.column(name)
+    try:
+        return col if col.type == typ else col.cast(typ)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise TypeError(f"column {name!r} must be {typ}, not {col.type}") from exc
+
+
+def record_sizes(table: pa.Table) -> pa.Array:
+    """Each record's size as the accumulator counts it (key + value + overhead)."""
+    sizes = pc.add(
+        pc.fill_null(pc.binary_length(table.column("value")), 0),
+        pc.fill_null(pc.binary_length(table.column("key")), 0),
+    )
+    return pc.add(sizes, RECORD_OVERHEAD).combine_chunks().cast(pa.int64())
+
+
+def assign_partitions(
+    table: pa.Table,
+    topic: str,
+    partitions: int,
+    partitioner: Partitioner,
+    rows_per_batch: int,
+) -> pa.Array:
+    """Kafka's partition of each record (NO_PARTITION for an explicit one out of range),
+    column-wise: murmur2 in Arrow kernels, no Python per record."""
+    n = table.num_rows
+    keys = table.column("key").combine_chunks()
+    if keys.null_count < n:
+        hashes = pc.bit_wise_and(murmur2_array(keys), pa.scalar(0x7FFFFFFF, pa.uint32()))
+        quotient = pc.divide(hashes, pa.scalar(partitions, pa.uint32()))
+        chosen = pc.subtract(hashes, pc.multiply(quotient, partitions)).cast(pa.int32())
+    else:
+        chosen = pa.repeat(pa.scalar(0, pa.int32()), n)
+    unplaced = keys.is_null()
+    if "partition" in table.column_names:
+        explicit = table.column("partition").combine_chunks()
+        given = explicit.is_valid()
+        in_range = pc.and_(pc.greater_equal(explicit, 0), pc.less(explicit, partitions))
+        explicit = pc.if_else(in_range, explicit, pa.scalar(NO_PARTITION, pa.int32()))
+        chosen = pc.if_else(given, explicit, chosen)
+        unplaced = pc.and_(unplaced, pc.invert(given))
+    count = pc.sum(unplaced.cast(pa.int64())).as_py() or 0
+    if count:
+        chosen = pc.replace_with_mask(
+            chosen, unplaced, _sticky_runs(count, topic, partitions, partitioner, rows_per_batch)
+        )
+    return chosen
+
+
+def _sticky_runs(
+    count: int, topic: str, partitions: int, partitioner: Partitioner, rows_per_batch: int
+) -> pa.Array:
+    """Null keys: one sticky partition per batch's worth of records, as send() would."""
+    runs: list[pa.Array] = []
+    for start in range(0, count, rows_per_batch):
+        p = partitioner.sticky(topic, partitions)
+        runs.append(pa.repeat(pa.scalar(p, pa.int32()), min(rows_per_batch, count - start)))
+        partitioner.batch_closed(topic, p)
+    return pa.concat_arrays(runs)
+
+
+def plan_batches(
+    table: pa.Table,
+    parts: pa.Array,
+    topic: str,
+    target_bytes: int,
+    max_record_bytes: int,
+) -> tuple[list[ProducerBatch], list[int], pa.Array]:
+    """The batches, the sorted position each starts at, and the permutation (input index of
+    each sorted position). Rejected records come last, in batches failed already."""
+    sizes = record_sizes(table)
+    part_array = parts
+    too_large = pc.greater(sizes, max_record_bytes)
+    part_array = pc.if_else(too_large, pa.scalar(TOO_LARGE, pa.int32()), part_array)
+    # Real partitions first, in order; the rejected (negative) marks after them.
+    order_key = pc.if_else(pc.less(part_array, 0), pc.subtract(2**30, part_array), part_array)
+    perm = pc.sort_indices(order_key)
+    sorted_table = table.take(perm)
+    sorted_parts = part_array.take(perm)
+    sorted_sizes = sizes.take(perm)
+    runs = pc.run_end_encode(sorted_parts)
+    batches: list[ProducerBatch] = []
+    starts: list[int] = []
+    begin = 0
+    for end, p in zip(runs.run_ends.to_pylist(), runs.values.to_pylist(), strict=True):
+        rows = sorted_table.slice(begin, end - begin)
+        if p < 0:
+            batches.append(_rejected(topic, p, rows, max_record_bytes))
+            starts.append(begin)
+        else:
+            run_sizes = sorted_sizes.slice(begin, end - begin)
+            for offset, length, size in _chunks(run_sizes, target_bytes):
+                batch = ProducerBatch(TopicPartition(topic, p), deadline=0.0)
+                batch.arrow = _framed(rows.slice(offset, length), p)
+                batch.size = size
+                batch.closed = True
+                batches.append(batch)
+                starts.append(begin + offset)
+        begin = end
+    return batches, starts, perm
+
+
+def _chunks(sizes: pa.Array, target: int) -> list[tuple[int, int, int]]:
+    """(offset, length, bytes) runs of at most `target` bytes (or one larger record)."""
+    cum = pc.cumulative_sum(sizes)
+    chunk_of = pc.divide(pc.subtract(cum, 1), target)  # by where each record ends
+    out: list[tuple[int, int, int]] = []
+    begin = 0
+    for end in pc.run_end_encode(chunk_of).run_ends.to_pylist():
+        before = cum[begin - 1].as_py() if begin else 0
+        out.append((begin, end - begin, cum[end - 1].as_py() - before))
+        begin = end
+    return out
+
+
+def _framed(rows: pa.Table, partition: int) -> pa.RecordBatch:
+    n = rows.num_rows
+    cols: dict[str, pa.Array] = {
+        "key": rows.column("key").combine_chunks(),
+        "value": rows.column("value").combine_chunks(),
+        "timestamp": rows.column("timestamp").combine_chunks(),
+        "partition": pa.repeat(pa.scalar(partition, pa.int32()), n),
+    }
+    if "headers" in rows.column_names:
+        cols["headers"] = rows.column("headers").combine_chunks()
+    return pa.RecordBatch.from_pydict(cols)
+
+
+def _rejected(topic: str, mark: int, rows: pa.Table, max_record_bytes: int) -> ProducerBatch:
+    batch = ProducerBatch(TopicPartition(topic, -1), deadline=0.0)
+    batch.arrow = _framed(rows, -1)
+    if mark == TOO_LARGE:
+        error = ApiError(
+            "MESSAGE_TOO_LARGE", f"the record exceeds max_request_size ({max_record_bytes} B)"
+        )
+    else:
+        error = ApiError("UNKNOWN_TOPIC_OR_PARTITION", f"{topic!r} has no such partition")
+    batch.fail(error)
+    return batch
