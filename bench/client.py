@@ -6,40 +6,26 @@
 Starts its own Postgres, then one broker, then a 3-broker cluster (RF=3,
 min.insync.replicas=2). On each: the baseline, raw Arrow HTTP produce to the partitions'
 leaders, then `send()` in a loop (defaults, and tuned), `send_batch` and `send_table`
-(bench/client_produce.py), and, when bench/client_consume.py is there, the consumer cases
-over the topic send_table wrote. Prints records/s, p50/p99 delivery latency, the ratio to
-the baseline of the same setup and the settings each case used; every case checks that
-what it sent arrived.
+(bench/client_produce.py), then the consumer cases over the topic send_table wrote
+(bench/client_consume.py: the raw Arrow fetch as their baseline, poll(), poll_arrow()).
+Prints records/s, p50/p99 latency, the ratio to the baseline of the same setup and kind, and
+the settings each case used; every case checks that what it sent arrived, or read it once.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.client_consume import consume_cases
 from bench.client_produce import PARTITIONS, Row, produce_cases
 from bench.databases import new_database
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import Cluster
 from tierlog.devstack.localpg import LocalPostgres
-
-ConsumeCases = Callable[[str, str, int, bool], list[Row]]
-
-
-def consume_cases() -> ConsumeCases | None:
-    """bench.client_consume's cases, if that module exists."""
-    try:
-        module = importlib.import_module("bench.client_consume")
-    except ModuleNotFoundError as exc:
-        if exc.name != "bench.client_consume":
-            raise
-        return None
-    cases: ConsumeCases = module.consume_cases
-    return cases
 
 
 def run_setup(
@@ -47,27 +33,38 @@ def run_setup(
     url: str,
     create: Callable[[str], object],
     args: argparse.Namespace,
-    consume: ConsumeCases | None,
 ) -> list[tuple[str, Row]]:
     rows, table_topic = produce_cases(url, "bench", create, args.records, args.bulk_records)
-    if consume is not None:
-        rows += consume(url, table_topic, args.bulk_records + 1, args.smoke)
+    rows += consume_cases(url, table_topic, args.bulk_records + 1, args.smoke)
     return [(setup, row) for row in rows]
 
 
+def _baseline_of(case: str) -> str:
+    """The case a row is compared with: producers with raw Arrow produce, consumer cases with
+    the raw Arrow fetch of the same tier."""
+    if case.startswith("consume "):  # a tier with no data: nothing to compare
+        return ""
+    if case.startswith("Consumer."):
+        return "baseline: raw Arrow fetch " + case[case.rindex("(") :]
+    return "raw Arrow"
+
+
 def print_table(rows: list[tuple[str, Row]]) -> None:
-    baselines = {s: r for s, r in rows if str(r["case"]).startswith("raw Arrow")}
+    baselines = {(s, str(r["case"])): r for s, r in rows}
+    baselines.update(
+        {(s, "raw Arrow"): r for s, r in rows if str(r["case"]).startswith("raw Arrow")}
+    )
     print(
         f"\n{'setup':<16} {'case':<28} {'records/s':>11} {'p50 ms':>8} {'p99 ms':>8} "
         f"{'vs raw':>7}  settings"
     )
     for setup, row in rows:
-        base = baselines.get(setup)
+        case = str(row["case"])
+        base = None if "baseline" in case else baselines.get((setup, _baseline_of(case)))
         rate = float(str(row["records_per_s"]))
-        is_produce = not str(row["case"]).startswith(("poll", "Consumer", "fetch"))
         ratio = (
             f"{rate / float(str(base['records_per_s'])):>7.0%}"
-            if base is not None and is_produce and row is not base
+            if base is not None and row is not base and float(str(base["records_per_s"]))
             else f"{'-':>7}"
         )
         print(
@@ -87,7 +84,6 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         args.records, args.bulk_records = 2_000, 20_000
-    consume = consume_cases()
     rows: list[tuple[str, Row]] = []
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp:
         os.chmod(tmp, 0o755)
@@ -97,7 +93,7 @@ def main() -> None:
             broker = BrokerProcess(db, Path(tmp) / "single", 99).start()
             try:
                 create = lambda t: broker.create_topic(t, partitions=PARTITIONS)  # noqa: E731
-                rows += run_setup("1 broker", broker.url, create, args, consume)
+                rows += run_setup("1 broker", broker.url, create, args)
             finally:
                 broker.stop()
             if not args.no_cluster:
@@ -107,7 +103,7 @@ def main() -> None:
                     create = lambda t: c.create_topic(  # noqa: E731
                         t, partitions=PARTITIONS, min_insync_replicas=2
                     )
-                    rows += run_setup("3 brokers RF=3", c.any().url, create, args, consume)
+                    rows += run_setup("3 brokers RF=3", c.any().url, create, args)
                 finally:
                     c.stop()
         finally:
@@ -118,8 +114,6 @@ def main() -> None:
         f"{args.bulk_records:,} per bulk case; {os.cpu_count()} cores shared by brokers and "
         "client; every case checked that all its records arrived"
     )
-    if consume is None:
-        print("(bench/client_consume.py is not there: producer cases only)")
     print_table(rows)
 
 
