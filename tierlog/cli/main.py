@@ -173,17 +173,35 @@ def _run_fetch(args: argparse.Namespace) -> int:
 
 def _add_dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("dev", help="run the whole system locally on embedded defaults")
-    p.add_argument("--brokers", type=int, default=1)
-    p.add_argument("--port", type=int, default=8080)
-    p.add_argument("--data-dir", default=".tierlog")
-    p.add_argument("--log-level", default="INFO")
+    p.add_argument(
+        "--brokers", type=int, default=1, help="brokers to run (new topics get RF min(3, N))"
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        default=8080,
+        help="first broker's port (the others follow; the fetch node is on PORT+10)",
+    )
+    p.add_argument(
+        "--data-dir",
+        default=".tierlog",
+        help="where Postgres, S3, the brokers' logs and dev.env live (default .tierlog)",
+    )
+    p.add_argument(
+        "--auth",
+        action="store_true",
+        help="require API keys and ACLs, as outside dev; prints an admin key (User:admin)",
+    )
+    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     p.set_defaults(func=_run_dev)
 
 
 def _run_dev(args: argparse.Namespace) -> int:
     from tierlog.devstack.dev import run_dev
 
-    return run_dev(Path(args.data_dir).resolve(), args.brokers, args.port, args.log_level)
+    return run_dev(
+        Path(args.data_dir).resolve(), args.brokers, args.port, args.log_level, auth=args.auth
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
