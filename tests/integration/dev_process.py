@@ -90,3 +90,18 @@ class DevInstance:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGINT)
         assert self.proc.wait(60) == 0
+
+
+def child_pid(parent: int, role: str) -> int:
+    """The pid of `parent`'s child running `tierlog <role>` (from /proc)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        if ppid == parent and b"tierlog" in argv and role.encode() in argv:
+            return int(entry.name)
+    raise AssertionError(f"no `tierlog {role}` child of {parent}")

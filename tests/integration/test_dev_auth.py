@@ -1,12 +1,15 @@
 """`tierlog dev --auth`: the nodes require API keys and ACLs, the banner prints an admin key,
 dev.env holds what the user's shell needs, and the README's Security section, run as
-written, works against it. The tests share one dev instance."""
+written, works against it. The tests share one dev instance, which also holds the ports that
+a second dev finds taken; the last test ends it (a child that keeps failing)."""
 
 from __future__ import annotations
 
 import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,7 +19,8 @@ import httpx
 import pytest
 
 from tests.integration.cluster import wait_for
-from tests.integration.dev_process import DevInstance, dev_root
+from tests.integration.dev_process import DevInstance, child_pid, dev_argv, dev_env, dev_root
+from tierlog.devstack.dev import fetch_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,3 +102,49 @@ def test_readme_security_section_runs_as_written(dev: DevInstance) -> None:
         return httpx.get(records, params={"offset": 0}, headers=app).status_code == 401
 
     wait_for("the revoked key is refused", refused, timeout=15)
+
+
+def test_a_second_dev_on_taken_ports_fails_at_once_naming_the_port(dev: DevInstance) -> None:
+    other = dev.root / "other-data"
+    out = subprocess.run(
+        dev_argv(other, dev.port),
+        env=dev_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1
+    assert out.stderr.splitlines() == [
+        f"tierlog dev: port {dev.port} (broker-1) is already in use on 127.0.0.1, by another "
+        "tierlog dev or server: stop it, or give --port"
+    ]
+    assert not (other / "postgres").exists()  # it started nothing
+
+
+def test_dev_gives_up_on_a_child_that_keeps_failing(dev: DevInstance) -> None:
+    """Last in the module: it ends the dev instance. The fetch node is killed and its port
+    taken, so each restart fails at once; dev says so and stops everything."""
+    assert dev.proc is not None
+    port = fetch_port(dev.port, 1)
+    os.kill(child_pid(dev.proc.pid, "fetch"), signal.SIGKILL)
+    with socket.socket() as squatter:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        wait_for("the fetch port is free", lambda: _bind(squatter, port), timeout=10)
+        squatter.listen()
+        assert dev.proc.wait(120) == 1
+    log = dev.log.read_text()
+    gave_up = (
+        r"^tierlog dev: fetch exited 3 times in a row within 10s of starting \(last exit code "
+        rf"\d+; port {port} is in use by another process\); giving up$"
+    )
+    assert re.search(gave_up, log, re.M), log[-3000:]
+    with pytest.raises(httpx.TransportError):  # the brokers were stopped too
+        httpx.get(f"{dev.base}/readyz", timeout=2)
+
+
+def _bind(sock: socket.socket, port: int) -> bool:
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError:
+        return False
+    return True

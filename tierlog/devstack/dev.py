@@ -22,8 +22,9 @@ from pathlib import Path
 from tierlog import logs
 from tierlog.devstack.dev_env import ADMIN, admin_key, env_file, own_environment, write_env_file
 from tierlog.devstack.local_s3 import LocalS3
+from tierlog.devstack.local_server import port_free
 from tierlog.devstack.localpg import LocalPostgres
-from tierlog.devstack.supervisor import Child, Supervisor
+from tierlog.devstack.supervisor import GIVE_UP_AFTER, RESTART_WITHIN_S, Child, Supervisor
 
 log = logging.getLogger("tierlog.devstack.dev")
 
@@ -43,6 +44,17 @@ def _security_argv(auth: bool) -> list[str]:
 def fetch_port(port: int, brokers: int) -> int:
     """The fetch node's port: 8090 beside brokers on 8080.., past them in bigger clusters."""
     return port + max(10, brokers)
+
+
+def _taken_port(ports: dict[str, int]) -> str | None:
+    """Why dev cannot start, when one of its nodes' ports is taken (another `tierlog dev`)."""
+    for name, port in ports.items():
+        if not port_free(port):
+            return (
+                f"port {port} ({name}) is already in use on 127.0.0.1, by another tierlog dev "
+                "or server: stop it, or give --port"
+            )
+    return None
 
 
 def _start_s3(env: dict[str, str], data_dir: Path) -> tuple[LocalS3 | None, dict[str, str]]:
@@ -107,7 +119,8 @@ def _banner(env: dict[str, str], brokers: list[str], fetch_url: str, data_dir: P
         f"tierlog dev is up: brokers at {', '.join(brokers)} ({security}); "
         f"fetch node at {fetch_url}; "
         f"S3 at {env['TIERLOG_S3_ENDPOINT']} bucket {env['TIERLOG_S3_BUCKET']}; "
-        f"workers: {', '.join(_WORKER_ROLES)}. "
+        f"workers: {', '.join(_WORKER_ROLES)} (a child that dies is restarted within "
+        f"{RESTART_WITHIN_S} s; dev gives up after {GIVE_UP_AFTER} fast failures in a row). "
         f"Variables for your shell (database URL, S3, URLs"
         f"{', TIERLOG_API_KEY' if key else ''}): set -a; . {env_file(data_dir)}; set +a. "
         f"Data in {data_dir}. Ctrl-C stops everything."
@@ -117,6 +130,11 @@ def _banner(env: dict[str, str], brokers: list[str], fetch_url: str, data_dir: P
 def run_dev(
     data_dir: Path, brokers: int, port: int, log_level: str = "INFO", auth: bool = False
 ) -> int:
+    broker_ports = {f"broker-{i}": port + i - 1 for i in range(1, brokers + 1)}
+    taken = _taken_port({**broker_ports, "fetch": fetch_port(port, brokers)})
+    if taken:  # before Postgres and S3 start: fail at once, in one line
+        print(f"tierlog dev: {taken}", file=sys.stderr)
+        return 1
     logs.setup("dev", log_level)
     data_dir.mkdir(parents=True, exist_ok=True)
     pg: LocalPostgres | None = None
@@ -129,7 +147,7 @@ def run_dev(
         pg, env["TIERLOG_DATABASE_URL"] = _start_postgres(env, data_dir)
         s3, s3_env = _start_s3(env, data_dir)
         env.update(s3_env)
-        broker_urls = [f"http://127.0.0.1:{port + i - 1}" for i in range(1, brokers + 1)]
+        broker_urls = [f"http://127.0.0.1:{p}" for p in broker_ports.values()]
         fetch_url = f"http://127.0.0.1:{fetch_port(port, brokers)}"
         shown = {
             "TIERLOG_DATABASE_URL": env["TIERLOG_DATABASE_URL"],
@@ -144,19 +162,24 @@ def run_dev(
         node_args = (log_level, auth)
         supervisor.start_ready(
             [
-                (Child(f"broker-{i}", _broker(i, brokers, port, data_dir, node_args), env), url)
-                for i, url in enumerate(broker_urls, 1)
+                (
+                    Child(name, _broker(i, brokers, port, data_dir, node_args), env, p),
+                    f"http://127.0.0.1:{p}",
+                )
+                for i, (name, p) in enumerate(broker_ports.items(), 1)
             ]
         )
         fetch_argv = _role_argv(
             "fetch", log_level, "--listen", fetch_url.removeprefix("http://"), *_security_argv(auth)
         )
-        supervisor.start_ready([(Child("fetch", fetch_argv, env), fetch_url)])
+        fetch = Child("fetch", fetch_argv, env, fetch_port(port, brokers))
+        supervisor.start_ready([(fetch, fetch_url)])
         for role in _WORKER_ROLES:
             supervisor.start(Child(role, _role_argv(role, log_level), env))
         print(_banner(shown, broker_urls, fetch_url, data_dir), file=sys.stderr, flush=True)
         supervisor.watch()
     except RuntimeError as exc:  # LocalPostgresError, LocalS3Error, a child that won't start
+        # or that keeps failing (supervisor.GaveUp)
         print(f"tierlog dev: {exc}", file=sys.stderr)
         return 1
     finally:
