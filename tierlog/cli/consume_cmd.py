@@ -74,6 +74,9 @@ def run_consume(args: argparse.Namespace) -> int:
     consumer = Consumer(args.url, group_id=args.group, auto_offset_reset=reset, **creds(args))
     try:
         if args.group:
+            # A group's subscription to a missing topic would wait for it for ever: fail
+            # as the direct read does (UNKNOWN_TOPIC_OR_PARTITION).
+            consumer.partitions_for(args.topic)
             consumer.subscribe([args.topic])
         else:
             partitions = args.partition or sorted(consumer.partitions_for(args.topic))

@@ -204,6 +204,19 @@ def _run_dev(args: argparse.Namespace) -> int:
     )
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a timeout, systemd, docker stop): a client command stops as on Ctrl-C, so
+    `finally` blocks run (a group consumer leaves its group, produce prints its summary).
+    Server roles and `tierlog dev` handle SIGTERM their own way."""
+
+
+_SERVERS = frozenset({"dev", "broker", "fetch", "tiering", "compaction"})
+
+
+def _terminate(_signum: int, _frame: object) -> None:
+    raise Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from tierlog.cli import commands
 
@@ -220,10 +233,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     die_with_parent()  # started by `tierlog dev` or a test harness: go when it goes
     # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see where a hang is.
     faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
+    if args.command not in _SERVERS:  # servers stop on SIGTERM their own way (uvicorn's)
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         return int(args.func(args) or 0)
     except TierlogError as exc:
         print(f"tierlog: {exc.code.value}: {exc.message}", file=sys.stderr)
         return 1
+    except Terminated:
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
-        return 130
+        return 128 + signal.SIGINT
