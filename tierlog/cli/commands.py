@@ -37,6 +37,7 @@ def add_client_commands(
     c.add_argument("--partitions", type=int, default=None)
     c.add_argument("--replication-factor", type=int, default=None)
     c.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
+    c.add_argument("--if-not-exists", action="store_true", help="an existing topic is no error")
     c.set_defaults(func=_topics_create)
     ls = tsub.add_parser("list", parents=[common])
     ls.set_defaults(func=_topics_list)
@@ -95,9 +96,16 @@ def _admin(args: argparse.Namespace) -> Iterator[Admin]:
 
 def _topics_create(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
-        topic = admin.create_topic(
-            args.name, args.partitions, args.replication_factor, _configs(args.config)
-        )
+        try:
+            topic = admin.create_topic(
+                args.name, args.partitions, args.replication_factor, _configs(args.config)
+            )
+        except TierlogError as exc:
+            if not (args.if_not_exists and exc.code is ErrorCode.TOPIC_ALREADY_EXISTS):
+                raise
+            topic = admin.describe_topic(args.name)
+            print(f"topic {topic.name} exists with {len(topic.partitions)} partition(s)")
+            return 0
     print(f"created topic {topic.name} with {len(topic.partitions)} partition(s)")
     return 0
 
