@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import importlib.metadata
 import os
 import signal
 import sys
@@ -204,6 +205,13 @@ def _run_dev(args: argparse.Namespace) -> int:
     )
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("tierlog")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "unknown"
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM (a timeout, systemd, docker stop): a client command stops as on Ctrl-C, so
     `finally` blocks run (a group consumer leaves its group, produce prints its summary).
@@ -221,6 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from tierlog.cli import commands
 
     parser = argparse.ArgumentParser(prog="tierlog", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"tierlog {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_dev(sub)
     _add_broker(sub)
