@@ -1,5 +1,9 @@
 """`tierlog produce`: stdin's lines as records, like kafka-console-producer (and kcat -P):
-an optional key per line (--key-sep), headers on every record (-H NAME=VALUE)."""
+an optional key per line (--key-sep), headers on every record (-H NAME=VALUE).
+
+On a terminal it shows its progress; it prints a summary when done and when interrupted
+(Ctrl-C, SIGTERM), saying what was acknowledged.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,11 @@ import base64
 import sys
 from typing import Any
 
+from rich.console import Console
+from rich.progress import Progress, TaskID
+
 from logformat.errors import ErrorCode, TierlogError
+from tierlog.cli.progress import Tally, progress
 from tierlog.cli.topics_cmd import admin_for
 from tierlog.client import Admin
 
@@ -32,6 +40,7 @@ def add_produce(
     p.add_argument("--partition", type=int, default=None)
     p.add_argument("--acks", default="all", choices=["all", "1", "0"])
     p.add_argument("--batch-size", type=int, default=500, help="records per request")
+    p.add_argument("--no-progress", action="store_true", help="no progress display")
     p.set_defaults(func=run_produce)
 
 
@@ -48,10 +57,33 @@ def _headers(pairs: list[str]) -> list[list[str]]:
 
 def run_produce(args: argparse.Namespace) -> int:
     headers = _headers(args.header)
-    with admin_for(args) as admin:
-        sent = _produce_lines(admin, args, headers)
-    print(f"produced {sent} record(s) to {args.topic}", file=sys.stderr)
+    console = Console(stderr=True, soft_wrap=True)  # summaries stay one line in logs
+    sent = Tally()
+    try:
+        with admin_for(args) as admin, progress(console, None, args.no_progress) as shown:
+            task = shown.add_task(f"produce → {args.topic}", total=None, rate="-")
+            _produce_lines(admin, args, headers, _Reporter(sent, shown, task))
+    except KeyboardInterrupt:
+        console.print(
+            f"interrupted: {sent.records:,} record(s) acknowledged by {args.topic} "
+            f"({sent.summary()}); the batch in flight may or may not be written",
+            highlight=False,
+        )
+        raise
+    console.print(f"produced {sent.summary()} to {args.topic}", highlight=False)
     return 0
+
+
+class _Reporter:
+    """Counts acknowledged batches and shows them."""
+
+    def __init__(self, tally: Tally, shown: Progress, task: TaskID) -> None:
+        self.tally, self.shown, self.task = tally, shown, task
+
+    def acknowledged(self, records: int, nbytes: int) -> None:
+        self.tally.add(records, nbytes)
+        rate = f"{self.tally.rate():,.0f}"
+        self.shown.update(self.task, completed=self.tally.records, rate=rate)
 
 
 def _record(line: bytes, number: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -70,24 +102,22 @@ def _record(line: bytes, number: int, args: argparse.Namespace) -> dict[str, Any
     return record
 
 
-def _produce_lines(admin: Admin, args: argparse.Namespace, headers: list[list[str]]) -> int:
-    """Post stdin's lines, --batch-size records per request; the number of records sent."""
+def _produce_lines(
+    admin: Admin, args: argparse.Namespace, headers: list[list[str]], report: _Reporter
+) -> None:
+    """Post stdin's lines, --batch-size records per request."""
     batch: list[dict[str, Any]] = []
-    sent = 0
-
-    def flush() -> None:
-        nonlocal sent
-        if batch:
-            admin.produce_json(args.topic, batch, acks=args.acks)
-            sent += len(batch)
-            batch.clear()
-
-    for raw in sys.stdin.buffer:
-        record = _record(raw.rstrip(b"\r\n"), sent + len(batch) + 1, args)
+    nbytes = 0
+    for number, raw in enumerate(sys.stdin.buffer, 1):
+        record = _record(raw.rstrip(b"\r\n"), number, args)
         if headers:
             record["headers"] = headers
         batch.append(record)
+        nbytes += len(raw)
         if len(batch) >= args.batch_size:
-            flush()
-    flush()
-    return sent
+            admin.produce_json(args.topic, batch, acks=args.acks)
+            report.acknowledged(len(batch), nbytes)
+            batch, nbytes = [], 0
+    if batch:
+        admin.produce_json(args.topic, batch, acks=args.acks)
+        report.acknowledged(len(batch), nbytes)
