@@ -5,7 +5,7 @@ With `./scripts/dev` running in another terminal (and a topic with some records)
     .venv/bin/python examples/spark_query.py greetings
     .venv/bin/python examples/spark_query.py greetings --cold-only   # the Delta table alone
 
-S3 settings come from `tierlog dev`'s `.tierlog/s3.env` (endpoint, bucket, credentials), or
+S3 settings come from `tierlog dev`'s `.tierlog/dev.env` (endpoint, bucket, credentials), or
 from TIERLOG_S3_* / AWS_* when that file is absent.
 """
 
@@ -21,8 +21,8 @@ from spark_tables import store_options, tierlog_session
 
 
 def dev_s3_env(data_dir: Path) -> dict[str, str]:
-    """The variables `tierlog dev` writes to {data_dir}/s3.env (KEY=shell-quoted value)."""
-    path = data_dir / "s3.env"
+    """The variables `tierlog dev` writes to {data_dir}/dev.env (KEY=shell-quoted value)."""
+    path = data_dir / "dev.env"
     if not path.exists():
         return {}
     pairs = (shlex.split(line)[0].split("=", 1) for line in path.read_text().splitlines() if line)

@@ -34,7 +34,8 @@ def test_topics_produce_consume(broker: BrokerProcess) -> None:
     )
     assert b"created topic clicks" in out.stdout
     assert b"clicks\tpartitions=3" in tierlog("topics", "list", *url).stdout
-    assert b'"retention.ms": "3600000"' in tierlog("topics", "describe", "clicks", *url).stdout
+    described = tierlog("topics", "describe", "clicks", "--output", "json", *url).stdout
+    assert b'"retention.ms": "3600000"' in described
 
     lines = b"".join(b"user%d:click %d\n" % (i % 4, i) for i in range(30))
     tierlog("produce", "clicks", "--key-sep", ":", *url, stdin=lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,8 @@ import pytest
 
 from logformat.partitioner import partition_for_key
 from tests.integration.brokers import BrokerProcess
-from tierlog import Producer
+from tests.integration.cluster import wait_for
+from tierlog import Admin, Producer
 
 
 @pytest.fixture(scope="module")
@@ -162,3 +164,36 @@ def test_replay_reads_everything_and_reports_the_rate(
     )
     rows = jsonl.read_text().splitlines()
     assert len(rows) == 3 and '"partition":1' in rows[0] and '"offset":5' in rows[0]
+
+
+def test_consume_with_a_group_fails_on_an_unknown_topic(broker: BrokerProcess) -> None:
+    """As without --group: UNKNOWN_TOPIC_OR_PARTITION, not a silent wait."""
+    for group in ([], ["--group", "g1"]):
+        out = tierlog("consume", "nosuchtopic", *group, "--url", broker.url, check=False)
+        assert out.returncode == 1
+        assert out.stderr.decode().startswith("tierlog: UNKNOWN_TOPIC_OR_PARTITION: "), out.stderr
+
+
+def test_sigterm_makes_a_group_consumer_leave_its_group(broker: BrokerProcess) -> None:
+    broker.create_topic("terms", partitions=1)
+    url = ["--url", broker.url]
+    consumer = subprocess.Popen(
+        [sys.executable, "-m", "tierlog", "consume", "terms", "--group", "termed", *url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        with Admin(broker.url) as admin:
+
+            def joined() -> bool:
+                groups = {g.name: g.members for g in admin.list_groups()}
+                return groups.get("termed", 0) > 0
+
+            wait_for("the consumer joined", joined, timeout=30)
+        consumer.send_signal(signal.SIGTERM)
+        assert consumer.wait(30) == 128 + signal.SIGTERM
+    finally:
+        consumer.kill()
+        consumer.communicate()
+    # It left at once: the group is empty and can go (no session timeout to wait for).
+    assert tierlog("groups", "delete", "termed", *url).stdout == b"deleted group termed\n"

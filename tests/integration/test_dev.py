@@ -4,14 +4,9 @@ SeaweedFS, takes seconds); the last one stops and restarts it."""
 
 from __future__ import annotations
 
-import os
-import shlex
 import shutil
-import signal
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,94 +17,15 @@ import pytest
 from coldstore.layout import table_uri
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from tests.integration.cluster import wait_for
-from tests.integration.ports import free_port
+from tests.integration.dev_process import DevInstance, dev_root
 from tierlog.devstack.dev import fetch_port
-from tierlog.devstack.parent_watch import child_env
 
 ROOT = Path(__file__).resolve().parents[2]
-
-_EXTERNAL = {
-    "TIERLOG_DATABASE_URL",
-    "TIERLOG_S3_ENDPOINT",
-    "TIERLOG_S3_BUCKET",
-    "TIERLOG_S3_PREFIX",
-}
-_BANNER = "tierlog dev is up"
-
-
-def _s3_env(data_dir: Path) -> dict[str, str]:
-    """data_dir/s3.env, the S3 variables `tierlog dev` gives its children (KEY=shell-quoted)."""
-    env = {}
-    for line in (data_dir / "s3.env").read_text().splitlines():
-        key, _, value = line.partition("=")
-        env[key] = shlex.split(value)[0] if value else ""
-    return env
-
-
-def _start(data_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
-    # dev's own Postgres and S3, not the caller's
-    env = child_env({k: v for k, v in os.environ.items() if k not in _EXTERNAL})
-    banners = log.read_text().count(_BANNER) if log.exists() else 0
-    with open(log, "ab") as f:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tierlog",
-                "dev",
-                "--port",
-                str(port),
-                "--data-dir",
-                str(data_dir),
-            ],
-            env=env,
-            stdout=f,
-            stderr=subprocess.STDOUT,
-        )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()
-        # The banner comes once every part is up: brokers ready, S3, workers.
-        if log.read_text().count(_BANNER) > banners:
-            assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200
-            return proc
-        time.sleep(0.25)
-    proc.kill()
-    raise AssertionError(f"tierlog dev did not come up:\n{log.read_text()}")
-
-
-def _ctrl_c(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGINT)
-    assert proc.wait(60) == 0
-
-
-class DevInstance:
-    """`tierlog dev` on one data dir and port, for the module's tests; its log accumulates."""
-
-    def __init__(self, root: Path) -> None:
-        self.data_dir = root / "dev-data"
-        self.log = root / "dev.log"
-        self.port = free_port(span=11)  # dev: the broker on port, the fetch node on port + 10
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def start(self) -> None:
-        self.proc = _start(self.data_dir, self.port, self.log)
-
-    def ctrl_c(self) -> None:
-        assert self.proc is not None
-        _ctrl_c(self.proc)
 
 
 @pytest.fixture(scope="module")
 def _dev_instance() -> Iterator[DevInstance]:
-    # Not pytest's tmp_path: as root, dev runs Postgres as the postgres user, which cannot
-    # traverse /tmp/pytest-of-root (mode 700).
-    path = Path(tempfile.mkdtemp(prefix="tierlog-dev-test-"))
-    path.chmod(0o755)
+    path = dev_root()
     dev = DevInstance(path)
     try:
         yield dev
@@ -131,7 +47,7 @@ def dev(_dev_instance: DevInstance) -> DevInstance:
 def test_dev_tiers_records_into_a_delta_table_in_its_s3(dev: DevInstance) -> None:
     """`tierlog dev` end to end: produce to small segments, and the tiering worker it runs
     puts every record in the topic's Delta table in its S3 endpoint; describe shows the
-    cold range, and the table opens with deltalake using the credentials in s3.env."""
+    cold range, and the table opens with deltalake using the credentials in dev.env."""
     port, base, dev_data = dev.port, dev.base, dev.data_dir
     r = httpx.post(
         f"{base}/topics",
@@ -167,7 +83,7 @@ def test_dev_tiers_records_into_a_delta_table_in_its_s3(dev: DevInstance) -> Non
         )
 
     wait_for("every record in the cold tier", all_cold, timeout=60, every=0.5)
-    config = ObjectStoreConfig.from_env(_s3_env(dev_data))
+    config = ObjectStoreConfig.from_env(dev.env_file())
     table = deltalake.DeltaTable(
         table_uri(config, "events"), storage_options=config.storage_options()
     ).to_pyarrow_table()
@@ -229,9 +145,9 @@ def test_dev_runs_the_quickstart_and_keeps_data(dev: DevInstance) -> None:
         )
         assert r.status_code == 200, r.text
         placed = r.json()["offsets"]
-        # The S3 endpoint dev started (SeaweedFS): named in the banner and in data_dir/s3.env,
+        # The S3 endpoint dev started (SeaweedFS): named in the banner and in data_dir/dev.env,
         # on loopback, with the bucket created and the credentials working.
-        s3_env = _s3_env(data_dir)
+        s3_env = dev.env_file()
         endpoint = s3_env["TIERLOG_S3_ENDPOINT"]
         assert endpoint.startswith("http://127.0.0.1:")
         assert f"S3 at {endpoint} bucket tierlog" in log.read_text()
@@ -245,7 +161,10 @@ def test_dev_runs_the_quickstart_and_keeps_data(dev: DevInstance) -> None:
         httpx.get(f"{endpoint}/healthz", timeout=2)
     dev.start()
     try:
-        assert _s3_env(data_dir) == s3_env
+        again = dev.env_file()
+        assert {k: again[k] for k in s3_env if k.startswith(("TIERLOG_S3", "AWS_"))} == {
+            k: v for k, v in s3_env.items() if k.startswith(("TIERLOG_S3", "AWS_"))
+        }  # the same endpoint and credentials (Postgres may take another port)
         assert store.get("dev-test/marker") == b"kept"
         for o, value in zip(placed, [{"hello": "world"}, "hi"], strict=True):
             doc = httpx.get(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import importlib.metadata
 import os
 import signal
 import sys
@@ -173,23 +174,62 @@ def _run_fetch(args: argparse.Namespace) -> int:
 
 def _add_dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("dev", help="run the whole system locally on embedded defaults")
-    p.add_argument("--brokers", type=int, default=1)
-    p.add_argument("--port", type=int, default=8080)
-    p.add_argument("--data-dir", default=".tierlog")
-    p.add_argument("--log-level", default="INFO")
+    p.add_argument(
+        "--brokers", type=int, default=1, help="brokers to run (new topics get RF min(3, N))"
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        default=8080,
+        help="first broker's port (the others follow; the fetch node is on PORT+10)",
+    )
+    p.add_argument(
+        "--data-dir",
+        default=".tierlog",
+        help="where Postgres, S3, the brokers' logs and dev.env live (default .tierlog)",
+    )
+    p.add_argument(
+        "--auth",
+        action="store_true",
+        help="require API keys and ACLs, as outside dev; prints an admin key (User:admin)",
+    )
+    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     p.set_defaults(func=_run_dev)
 
 
 def _run_dev(args: argparse.Namespace) -> int:
     from tierlog.devstack.dev import run_dev
 
-    return run_dev(Path(args.data_dir).resolve(), args.brokers, args.port, args.log_level)
+    return run_dev(
+        Path(args.data_dir).resolve(), args.brokers, args.port, args.log_level, auth=args.auth
+    )
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("tierlog")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "unknown"
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a timeout, systemd, docker stop): a client command stops as on Ctrl-C, so
+    `finally` blocks run (a group consumer leaves its group, produce prints its summary).
+    Server roles and `tierlog dev` handle SIGTERM their own way."""
+
+
+_SERVERS = frozenset({"dev", "broker", "fetch", "tiering", "compaction"})
+
+
+def _terminate(_signum: int, _frame: object) -> None:
+    raise Terminated
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from tierlog.cli import commands
 
     parser = argparse.ArgumentParser(prog="tierlog", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"tierlog {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_dev(sub)
     _add_broker(sub)
@@ -202,10 +242,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     die_with_parent()  # started by `tierlog dev` or a test harness: go when it goes
     # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see where a hang is.
     faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
+    if args.command not in _SERVERS:  # servers stop on SIGTERM their own way (uvicorn's)
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         return int(args.func(args) or 0)
     except TierlogError as exc:
         print(f"tierlog: {exc.code.value}: {exc.message}", file=sys.stderr)
         return 1
+    except Terminated:
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
-        return 130
+        return 128 + signal.SIGINT

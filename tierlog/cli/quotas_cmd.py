@@ -12,12 +12,10 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-import orjson
-
 from logformat.errors import ErrorCode, TierlogError
 
 if TYPE_CHECKING:
-    from metadata.quotas import QuotaRepo
+    from metadata.quotas import QuotaEntry, QuotaRepo
 
 DEFAULT_ENTITY = "<default>"  # metadata.quotas.DEFAULT_ENTITY (imported lazily there)
 
@@ -61,8 +59,17 @@ def _repo(args: argparse.Namespace) -> QuotaRepo:
     return QuotaRepo(make_engine(args.database_url))
 
 
-def _print(doc: object) -> None:
-    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+def _line(entry: QuotaEntry) -> str:
+    """ENTITY<tab>rate=value… (the rates it sets), as `tierlog acls list` prints bindings."""
+    rates = [
+        f"{name}={value}"
+        for name, value in (
+            ("producer_byte_rate", entry.producer_byte_rate),
+            ("consumer_byte_rate", entry.consumer_byte_rate),
+        )
+        if value is not None
+    ]
+    return "\t".join([entry.entity, *rates])
 
 
 def _set(args: argparse.Namespace) -> int:
@@ -78,12 +85,13 @@ def _set(args: argparse.Namespace) -> int:
         raise TierlogError(
             ErrorCode.INVALID_REQUEST, "give --producer-byte-rate and/or --consumer-byte-rate"
         )
-    _print(_repo(args).set(_entity(args), rates)._asdict())
+    print("set     " + _line(_repo(args).set(_entity(args), rates)))
     return 0
 
 
 def _list(args: argparse.Namespace) -> int:
-    _print({"quotas": [e._asdict() for e in _repo(args).entries()]})
+    for entry in _repo(args).entries():
+        print(_line(entry))
     return 0
 
 
@@ -99,4 +107,5 @@ def _remove(args: argparse.Namespace) -> int:
     if not _repo(args).remove(_entity(args), keys):
         print(f"tierlog: no such quota for {_entity(args)}", file=sys.stderr)
         return 1
+    print(f"removed {_entity(args)}\t{','.join(keys)}")
     return 0

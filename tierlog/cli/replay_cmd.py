@@ -4,7 +4,9 @@ Every partition is read concurrently with large Arrow fetches, from --from-offse
 the log start, cold tier included) up to --to-offset (exclusive; default: the high
 watermark when the replay starts). With --out, the records go to a file: Parquet
 (.parquet), an Arrow IPC stream (.arrow, .arrows) or JSON lines (anything else), each row
-with its partition.
+with its partition. Without --out nothing is kept: a dry run, which says so (a measure of
+the read rate). On a terminal it shows its progress; it prints a summary when done and when
+interrupted (Ctrl-C, SIGTERM).
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 import argparse
 import queue
 import threading
-import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -20,18 +21,11 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 from logformat.render import render_json_records
 from logformat.schema import CONSUMER_SCHEMA
 from tierlog.cli.credentials import creds
+from tierlog.cli.progress import Tally, progress
 from tierlog.client.reader import Span, TopicReader
 from tierlog.client.types import TopicPartition
 
@@ -97,24 +91,33 @@ def _format(args: argparse.Namespace) -> str:
 
 def run_replay(args: argparse.Namespace) -> int:
     reader = TopicReader(args.url, **creds(args))
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # summaries stay one line in logs
+    tally = Tally()
     try:
         spans = reader.spans(args.topic, args.partition, args.from_offset, args.to_offset)
         total = sum(s.end - s.start for s in spans)
+        if args.out is None:
+            console.print(
+                f"dry run: no --out, so the {total:,} records of {args.topic} are read and "
+                "discarded (to measure the read rate); give --out FILE to keep them",
+                highlight=False,
+            )
         writer = _Writer(args.out, _format(args)) if args.out else None
         try:
-            stats = _replay(reader, spans, total, writer, console, args.no_progress)
+            _replay(reader, spans, total, writer, console, args.no_progress, tally)
         finally:
             if writer is not None:
                 writer.close()
+    except KeyboardInterrupt:
+        kept = f"; {args.out} holds them" if args.out else ""
+        console.print(f"interrupted: replayed {tally.summary()} of {args.topic}{kept}")
+        raise
     finally:
         reader.close()
-    records, nbytes, seconds = stats
-    rate = records / seconds if seconds > 0 else 0.0
     console.print(
-        f"replayed {records:,} records ({nbytes / 1e6:,.1f} MB) of {args.topic} from "
-        f"{len(spans)} partition(s) in {seconds:.2f}s: {rate:,.0f} records/s, "
-        f"{nbytes / 1e6 / max(seconds, 1e-9):,.1f} MB/s" + (f" → {args.out}" if args.out else "")
+        f"replayed {tally.summary()} of {args.topic} from {len(spans)} partition(s)"
+        + (f" → {args.out}" if args.out else " (dry run: nothing kept)"),
+        highlight=False,
     )
     return 0
 
@@ -126,43 +129,43 @@ def _replay(
     writer: _Writer | None,
     console: Console,
     quiet: bool,
-) -> tuple[int, int, float]:
+    tally: Tally,
+) -> None:
     # Fetches land on the reader's I/O thread; this thread writes and draws, so a slow disk
     # slows the reads (the queue is bounded) but never blocks them mid-request.
     tables: queue.Queue[Any] = queue.Queue(maxsize=64)
     failure: list[BaseException] = []
+    stopped = threading.Event()  # interrupted: drop what comes, never block the I/O thread
+
+    def deliver(item: object) -> None:
+        while not stopped.is_set():
+            try:
+                tables.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
 
     def read() -> None:
         try:
-            reader.read(spans, lambda tp, table: tables.put((tp, table)))
+            reader.read(spans, lambda tp, table: deliver((tp, table)))
         except BaseException as exc:
             failure.append(exc)
         finally:
-            tables.put(_DONE)
+            deliver(_DONE)
 
-    columns = (
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]:>12} rec/s"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-    records = nbytes = 0
-    started = time.monotonic()
     thread = threading.Thread(target=read, name="tierlog-replay", daemon=True)
-    with Progress(*columns, console=console, disable=quiet, transient=False) as progress:
-        task = progress.add_task("replay", total=total, rate="-")
+    with progress(console, total, quiet) as shown:
+        task = shown.add_task("replay", total=total, rate="-")
         thread.start()
-        while (item := tables.get()) is not _DONE:
-            tp, table = item
-            if writer is not None:
-                writer.write(tp, table)
-            records += table.num_rows
-            nbytes += table.nbytes
-            elapsed = time.monotonic() - started
-            progress.update(task, completed=records, rate=f"{records / max(elapsed, 1e-9):,.0f}")
+        try:
+            while (item := tables.get()) is not _DONE:
+                tp, table = item
+                if writer is not None:
+                    writer.write(tp, table)
+                tally.add(table.num_rows, table.nbytes)
+                shown.update(task, completed=tally.records, rate=f"{tally.rate():,.0f}")
+        finally:
+            stopped.set()
     thread.join()
     if failure:
         raise failure[0]
-    return records, nbytes, time.monotonic() - started

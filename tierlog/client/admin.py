@@ -14,6 +14,8 @@ from typing import Any, NamedTuple
 
 import httpx
 
+from logformat.errors import ErrorCode
+from tierlog.client.errors import ApiError
 from tierlog.client.group import group_path
 from tierlog.client.lifecycle import ClientBase
 from tierlog.client.metadata import topic_path
@@ -190,13 +192,22 @@ class Admin(ClientBase):
         partitions: int | None = None,
         replication_factor: int | None = None,
         configs: Mapping[str, Any] | None = None,
+        exist_ok: bool = False,
     ) -> TopicDescription:
+        """The new topic; TOPIC_ALREADY_EXISTS if the name is taken, unless `exist_ok`:
+        then the existing topic, whatever its partitions and configs (as `kafka-topics
+        --create --if-not-exists`)."""
         body: dict[str, Any] = {"name": name, "configs": dict(configs or {})}
         if partitions is not None:
             body["partitions"] = partitions
         if replication_factor is not None:
             body["replication_factor"] = replication_factor
-        return TopicDescription.from_json(self.call("POST", "/topics", body))
+        try:
+            return TopicDescription.from_json(self.call("POST", "/topics", body))
+        except ApiError as exc:
+            if not exist_ok or exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+        return self.describe_topic(name)
 
     def list_topics(self) -> list[TopicListing]:
         return [

@@ -1,107 +1,32 @@
 """`tierlog dev`: Postgres, an S3 endpoint, N brokers, a fetch node, and the tiering and
 compaction workers on one machine.
 
-Each broker and worker runs as its own process, as in production; this supervisor starts them,
-restarts one that dies, and stops everything on Ctrl-C in order: brokers, workers, S3, Postgres.
-All state lives under --data-dir, so a second `tierlog dev` finds its topics and records again
-(the S3 endpoint is SeaweedFS, which keeps objects on disk: see tierlog/devstack/local_s3.py).
-TIERLOG_DATABASE_URL / TIERLOG_S3_ENDPOINT, when set, replace the embedded servers.
+Each broker and worker runs as its own process, as in production; the supervisor
+(supervisor.py) starts them, restarts one that dies, and stops everything on Ctrl-C in order:
+brokers, workers, S3, Postgres. All state lives under --data-dir, so a second `tierlog dev`
+finds its topics and records again (the S3 endpoint is SeaweedFS, which keeps objects on disk:
+see tierlog/devstack/local_s3.py). TIERLOG_DATABASE_URL / TIERLOG_S3_ENDPOINT, when set,
+replace the embedded servers. The variables the user's tools need go to data_dir/dev.env
+(dev_env.py). With --auth the nodes require API keys and ACLs, as outside dev, and User:admin
+(a super user) gets a key that the banner prints.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shlex
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
-
 from tierlog import logs
+from tierlog.devstack.dev_env import ADMIN, admin_key, env_file, own_environment, write_env_file
 from tierlog.devstack.local_s3 import LocalS3
-from tierlog.devstack.local_server import Readiness, stop_process, wait_ready
+from tierlog.devstack.local_server import port_free
 from tierlog.devstack.localpg import LocalPostgres
-from tierlog.devstack.parent_watch import child_env
+from tierlog.devstack.supervisor import GIVE_UP_AFTER, RESTART_WITHIN_S, Child, Supervisor
 
 log = logging.getLogger("tierlog.devstack.dev")
-
-
-class Child:
-    def __init__(self, name: str, argv: list[str], env: dict[str, str]) -> None:
-        self.name, self.argv, self.env = name, argv, env
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.restarts = 0
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(self.argv, env=child_env(self.env))
-
-    def stop(self, timeout: float = 10) -> None:
-        stop_process(self.proc, ((signal.SIGTERM, timeout), (signal.SIGKILL, None)))
-
-    def wait_ready(self, url: str, timeout: float = 60) -> None:
-        def answers() -> bool:
-            try:
-                return httpx.get(f"{url}/readyz", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        assert self.proc is not None
-        outcome = wait_ready(self.proc, answers, time.monotonic() + timeout, 0.2)
-        if outcome is Readiness.EXITED:
-            raise RuntimeError(
-                f"{self.name} exited with code {self.proc.returncode} while starting"
-            )
-        if outcome is Readiness.TIMED_OUT:
-            raise RuntimeError(f"{self.name} was not ready at {url} within {timeout:.0f}s")
-
-
-class Supervisor:
-    """Starts the children, restarts one that dies until told to stop, then stops them all
-    in start order (brokers first, then the fetch node and the workers)."""
-
-    def __init__(self) -> None:
-        self.children: list[Child] = []
-        self.stopping = False
-
-    def on_signal(self, signum: int, _frame: object) -> None:
-        self.stopping = True
-
-    def start_ready(self, children: list[tuple[Child, str]]) -> None:
-        """Start every child, then wait until each is ready at its URL (/readyz)."""
-        for child, _url in children:
-            self.start(child)
-        for child, url in children:
-            child.wait_ready(url)
-
-    def start(self, child: Child) -> None:
-        self.children.append(child)
-        child.start()
-
-    def watch(self) -> None:
-        while not self.stopping:
-            time.sleep(0.5)
-            for child in self.children:
-                if not self.stopping and child.proc is not None and child.proc.poll() is not None:
-                    self._restart(child)
-
-    def _restart(self, child: Child) -> None:
-        assert child.proc is not None
-        child.restarts += 1
-        log.warning(
-            "child exited; restarting",
-            extra={"child": child.name, "code": child.proc.returncode, "restarts": child.restarts},
-        )
-        time.sleep(min(5.0, 0.5 * child.restarts))
-        child.start()
-
-    def stop_all(self) -> None:
-        for child in self.children:
-            child.stop()
-
 
 # Worker roles started beside the brokers; each default worker id is unique.
 _WORKER_ROLES = ("tiering", "compaction")
@@ -111,16 +36,30 @@ def _role_argv(role: str, log_level: str, *extra: str) -> list[str]:
     return [sys.executable, "-m", "tierlog", role, "--log-level", log_level, *extra]
 
 
+def _security_argv(auth: bool) -> list[str]:
+    # Open on loopback by default (the banner says so); --auth as outside dev.
+    return ["--auth", "apikey", "--super-users", ADMIN] if auth else ["--insecure"]
+
+
 def fetch_port(port: int, brokers: int) -> int:
     """The fetch node's port: 8090 beside brokers on 8080.., past them in bigger clusters."""
     return port + max(10, brokers)
 
 
-def _start_s3(data_dir: Path, env: dict[str, str]) -> tuple[LocalS3 | None, dict[str, str]]:
-    """The S3 environment for children: TIERLOG_S3_ENDPOINT's, or a local SeaweedFS's.
+def _taken_port(ports: dict[str, int]) -> str | None:
+    """Why dev cannot start, when one of its nodes' ports is taken (another `tierlog dev`)."""
+    for name, port in ports.items():
+        if not port_free(port):
+            return (
+                f"port {port} ({name}) is already in use on 127.0.0.1, by another tierlog dev "
+                "or server: stop it, or give --port"
+            )
+    return None
 
-    Creates the bucket, and writes the S3 variables to data_dir/s3.env for the user's tools.
-    """
+
+def _start_s3(env: dict[str, str], data_dir: Path) -> tuple[LocalS3 | None, dict[str, str]]:
+    """The S3 variables for children and tools: TIERLOG_S3_ENDPOINT's, or a local
+    SeaweedFS's; creates the bucket."""
     s3 = None if env.get("TIERLOG_S3_ENDPOINT") else LocalS3(data_dir / "s3")
     try:
         s3_env = s3.start() if s3 is not None else {}
@@ -136,11 +75,7 @@ def _start_s3(data_dir: Path, env: dict[str, str]) -> tuple[LocalS3 | None, dict
             raise RuntimeError(f"cannot create bucket {config.bucket!r} at {where}: {exc}") from exc
         finally:
             store.close()
-        # `set -a; . .tierlog/s3.env; set +a` then aws-cli / boto3 reach the same bucket.
-        fd = os.open(data_dir / "s3.env", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            shown = {"TIERLOG_S3_ENDPOINT": config.endpoint_url or "", **s3_env}
-            f.writelines(f"{k}={shlex.quote(v)}\n" for k, v in shown.items())
+        s3_env.setdefault("TIERLOG_S3_ENDPOINT", config.endpoint_url or "")
     except BaseException:
         if s3 is not None:
             s3.stop()
@@ -150,9 +85,9 @@ def _start_s3(data_dir: Path, env: dict[str, str]) -> tuple[LocalS3 | None, dict
     return s3, s3_env
 
 
-def _start_postgres(data_dir: Path) -> tuple[LocalPostgres | None, str]:
+def _start_postgres(env: dict[str, str], data_dir: Path) -> tuple[LocalPostgres | None, str]:
     """TIERLOG_DATABASE_URL's database, or a local Postgres's."""
-    database_url = os.environ.get("TIERLOG_DATABASE_URL")
+    database_url = env.get("TIERLOG_DATABASE_URL")
     if database_url:
         return None, database_url
     pg = LocalPostgres(data_dir / "postgres")
@@ -161,18 +96,45 @@ def _start_postgres(data_dir: Path) -> tuple[LocalPostgres | None, str]:
     return pg, database_url
 
 
-def _broker(i: int, brokers: int, port: int, data_dir: Path, log_level: str) -> list[str]:
+def _broker(i: int, brokers: int, port: int, data_dir: Path, args: tuple[str, bool]) -> list[str]:
+    log_level, auth = args
     return _role_argv(
         "broker",
         log_level,
         *("--broker-id", str(i), "--listen", f"127.0.0.1:{port + i - 1}"),
         *("--data-dir", str(data_dir / f"broker-{i}")),
         *("--default-replication-factor", str(min(3, brokers))),
-        "--insecure",  # dev is open on loopback (and says so when it is up)
+        *_security_argv(auth),
     )
 
 
-def run_dev(data_dir: Path, brokers: int, port: int, log_level: str = "INFO") -> int:
+def _banner(env: dict[str, str], brokers: list[str], fetch_url: str, data_dir: Path) -> str:
+    key = env.get("TIERLOG_API_KEY")
+    security = (
+        f"API keys and ACLs on; admin key ({ADMIN}, a super user): {key}"
+        if key
+        else "open, no auth: loopback only"
+    )
+    return (
+        f"tierlog dev is up: brokers at {', '.join(brokers)} ({security}); "
+        f"fetch node at {fetch_url}; "
+        f"S3 at {env['TIERLOG_S3_ENDPOINT']} bucket {env['TIERLOG_S3_BUCKET']}; "
+        f"workers: {', '.join(_WORKER_ROLES)} (a child that dies is restarted within "
+        f"{RESTART_WITHIN_S} s; dev gives up after {GIVE_UP_AFTER} fast failures in a row). "
+        f"Variables for your shell (database URL, S3, URLs"
+        f"{', TIERLOG_API_KEY' if key else ''}): set -a; . {env_file(data_dir)}; set +a. "
+        f"Data in {data_dir}. Ctrl-C stops everything."
+    )
+
+
+def run_dev(
+    data_dir: Path, brokers: int, port: int, log_level: str = "INFO", auth: bool = False
+) -> int:
+    broker_ports = {f"broker-{i}": port + i - 1 for i in range(1, brokers + 1)}
+    taken = _taken_port({**broker_ports, "fetch": fetch_port(port, brokers)})
+    if taken:  # before Postgres and S3 start: fail at once, in one line
+        print(f"tierlog dev: {taken}", file=sys.stderr)
+        return 1
     logs.setup("dev", log_level)
     data_dir.mkdir(parents=True, exist_ok=True)
     pg: LocalPostgres | None = None
@@ -180,36 +142,44 @@ def run_dev(data_dir: Path, brokers: int, port: int, log_level: str = "INFO") ->
     supervisor = Supervisor()
     signal.signal(signal.SIGINT, supervisor.on_signal)
     signal.signal(signal.SIGTERM, supervisor.on_signal)
+    env = own_environment(os.environ, env_file(data_dir))
     try:
-        pg, database_url = _start_postgres(data_dir)
-        env = dict(os.environ, TIERLOG_DATABASE_URL=database_url)
-        s3, s3_env = _start_s3(data_dir, env)
+        pg, env["TIERLOG_DATABASE_URL"] = _start_postgres(env, data_dir)
+        s3, s3_env = _start_s3(env, data_dir)
         env.update(s3_env)
-        broker_urls = [f"http://127.0.0.1:{port + i - 1}" for i in range(1, brokers + 1)]
+        broker_urls = [f"http://127.0.0.1:{p}" for p in broker_ports.values()]
+        fetch_url = f"http://127.0.0.1:{fetch_port(port, brokers)}"
+        shown = {
+            "TIERLOG_DATABASE_URL": env["TIERLOG_DATABASE_URL"],
+            **s3_env,
+            "TIERLOG_URL": broker_urls[0],  # the client commands' default node
+            "TIERLOG_BROKER_URLS": ",".join(broker_urls),
+            "TIERLOG_FETCH_URL": fetch_url,
+        }
+        if auth:
+            shown["TIERLOG_API_KEY"] = admin_key(data_dir, env["TIERLOG_DATABASE_URL"])
+        write_env_file(env_file(data_dir), shown)
+        node_args = (log_level, auth)
         supervisor.start_ready(
             [
-                (Child(f"broker-{i}", _broker(i, brokers, port, data_dir, log_level), env), url)
-                for i, url in enumerate(broker_urls, 1)
+                (
+                    Child(name, _broker(i, brokers, port, data_dir, node_args), env, p),
+                    f"http://127.0.0.1:{p}",
+                )
+                for i, (name, p) in enumerate(broker_ports.items(), 1)
             ]
         )
-        fetch_listen = f"127.0.0.1:{fetch_port(port, brokers)}"
-        fetch_argv = _role_argv("fetch", log_level, "--listen", fetch_listen, "--insecure")
-        supervisor.start_ready([(Child("fetch", fetch_argv, env), f"http://{fetch_listen}")])
+        fetch_argv = _role_argv(
+            "fetch", log_level, "--listen", fetch_url.removeprefix("http://"), *_security_argv(auth)
+        )
+        fetch = Child("fetch", fetch_argv, env, fetch_port(port, brokers))
+        supervisor.start_ready([(fetch, fetch_url)])
         for role in _WORKER_ROLES:
             supervisor.start(Child(role, _role_argv(role, log_level), env))
-        where = s3.endpoint if s3 else env["TIERLOG_S3_ENDPOINT"]
-        print(
-            f"tierlog dev is up: brokers at {', '.join(broker_urls)} (open, no auth: loopback "
-            f"only); fetch node at http://{fetch_listen}; "
-            f"S3 at {where} bucket {env['TIERLOG_S3_BUCKET']} "
-            f"(credentials in {data_dir / 's3.env'}); "
-            f"workers: {', '.join(_WORKER_ROLES)}. "
-            f"Data in {data_dir}. Ctrl-C stops everything.",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(_banner(shown, broker_urls, fetch_url, data_dir), file=sys.stderr, flush=True)
         supervisor.watch()
     except RuntimeError as exc:  # LocalPostgresError, LocalS3Error, a child that won't start
+        # or that keeps failing (supervisor.GaveUp)
         print(f"tierlog dev: {exc}", file=sys.stderr)
         return 1
     finally:

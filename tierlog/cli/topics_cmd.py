@@ -1,0 +1,162 @@
+"""`tierlog topics create|list|describe|alter|delete`, like kafka-topics.
+
+`describe` prints kafka-topics --describe's layout (a topic line, then a line per partition,
+with tierlog's offsets and tiers beside Kafka's fields); `--output json` prints the API's
+document instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import orjson
+
+from logformat.errors import ErrorCode, TierlogError
+from tierlog.cli.credentials import creds
+from tierlog.client import Admin, NetworkError
+
+
+def add_topics(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    topics = sub.add_parser(
+        "topics",
+        help="create, list, describe, alter, delete topics",
+        description="Topics: create, list, describe, alter (configs), delete.",
+    )
+    tsub = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
+    c = tsub.add_parser("create", parents=[common], help="create a topic")
+    c.add_argument("name")
+    c.add_argument("--partitions", type=int, default=None, help="default: num.partitions")
+    c.add_argument(
+        "--replication-factor", type=int, default=None, help="default: the brokers' default"
+    )
+    c.add_argument("--config", action="append", default=[], metavar="NAME=VALUE", help="repeatable")
+    c.add_argument("--if-not-exists", action="store_true", help="an existing topic is no error")
+    c.set_defaults(func=_create)
+    ls = tsub.add_parser("list", parents=[common], help="every topic with its partition count")
+    ls.set_defaults(func=_list)
+    d = tsub.add_parser(
+        "describe", parents=[common], help="partitions: leader, replicas, ISR, offsets, tiers"
+    )
+    d.add_argument("name")
+    d.add_argument(
+        "--output", choices=["text", "json"], default="text", help="json: the API's document"
+    )
+    d.set_defaults(func=_describe)
+    a = tsub.add_parser("alter", parents=[common], help="set (NAME=VALUE) or reset (NAME=) configs")
+    a.add_argument("name")
+    a.add_argument("--config", action="append", default=[], metavar="NAME=VALUE", help="repeatable")
+    a.set_defaults(func=_alter)
+    rm = tsub.add_parser("delete", parents=[common], help="delete a topic and its records")
+    rm.add_argument("name")
+    rm.set_defaults(func=_delete)
+
+
+def _configs(pairs: list[str]) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise TierlogError(ErrorCode.INVALID_CONFIG, f"--config wants NAME=VALUE, got {pair!r}")
+        out[name.strip()] = value if value != "" else None
+    return out
+
+
+def print_json(doc: Any) -> None:
+    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+@contextmanager
+def admin_for(args: argparse.Namespace) -> Iterator[Admin]:
+    """An Admin making one attempt per call: a command reports an unreachable node at once."""
+    with Admin(args.url, retry=False, **creds(args)) as admin:
+        try:
+            yield admin
+        except NetworkError as exc:
+            cause = exc.__cause__ or exc
+            raise TierlogError(
+                ErrorCode.REQUEST_TIMED_OUT, f"cannot reach {args.url}: {cause}"
+            ) from exc
+
+
+def _create(args: argparse.Namespace) -> int:
+    with admin_for(args) as admin:
+        try:
+            topic = admin.create_topic(
+                args.name, args.partitions, args.replication_factor, _configs(args.config)
+            )
+        except TierlogError as exc:
+            if not (args.if_not_exists and exc.code is ErrorCode.TOPIC_ALREADY_EXISTS):
+                raise
+            topic = admin.describe_topic(args.name)
+            print(f"topic {topic.name} exists with {len(topic.partitions)} partition(s)")
+            return 0
+    print(f"created topic {topic.name} with {len(topic.partitions)} partition(s)")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    with admin_for(args) as admin:
+        topics = admin.list_topics()
+    for t in topics:
+        print(f"{t.name}\tpartitions={t.partitions}\treplication_factor={t.replication_factor}")
+    return 0
+
+
+def _ids(values: list[int] | None) -> str:
+    return ",".join(str(v) for v in values or [])
+
+
+def _range(tier: dict[str, int] | None) -> str:
+    return f"{tier['start']}-{tier['end']}" if tier else "-"
+
+
+def _show(value: object) -> str:
+    return "none" if value is None else str(value)
+
+
+def describe_lines(doc: dict[str, Any]) -> list[str]:
+    """kafka-topics --describe's lines for the API's topic document."""
+    configs = ",".join(f"{k}={v}" for k, v in sorted(doc["configs"].items()) if v is not None)
+    lines = [
+        f"Topic: {doc['name']}\tTopicId: {doc['id']}\tPartitionCount: {len(doc['partitions'])}"
+        f"\tReplicationFactor: {doc['replication_factor']}\tConfigs: {configs}"
+    ]
+    for p in doc["partitions"]:
+        lines.append(
+            f"\tTopic: {doc['name']}\tPartition: {p['partition']}\tLeader: {_show(p['leader'])}"
+            f"\tReplicas: {_ids(p['replicas'])}\tIsr: {_ids(p['isr'])}"
+            f"\tLogStartOffset: {_show(p['log_start_offset'])}"
+            f"\tHighWatermark: {_show(p['high_watermark'])}"
+            f"\tHot: {_range(p['hot'])}\tCold: {_range(p['cold'])}"
+            f"\tTieringLag: {_show(p['tiering_lag'])}"
+        )
+    return lines
+
+
+def _describe(args: argparse.Namespace) -> int:
+    with admin_for(args) as admin:
+        doc = admin.describe_topic_json(args.name)
+    if args.output == "json":
+        print_json(doc)
+    else:
+        print("\n".join(describe_lines(doc)))
+    return 0
+
+
+def _alter(args: argparse.Namespace) -> int:
+    with admin_for(args) as admin:
+        print_json(admin.alter_configs_json(args.name, _configs(args.config)))
+    return 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    with admin_for(args) as admin:
+        admin.delete_topic(args.name)
+    print(f"deleted topic {args.name}")
+    return 0

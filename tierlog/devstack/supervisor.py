@@ -1,0 +1,139 @@
+"""The supervisor of `tierlog dev`: starts its children (brokers, the fetch node, the
+workers), each its own process as in production, restarts one that dies, and stops them all
+in start order.
+
+A child that dies is started again after 1 s, then 2 s and 4 s while it keeps failing fast
+(exiting within FAST_EXIT_S of its start): within RESTART_WITHIN_S in all. After
+GIVE_UP_AFTER fast failures in a row something is wrong that restarting will not fix (a port
+taken by another process, a broken data dir): the supervisor says which child and why it
+thinks so, and gives up rather than loop for ever.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import subprocess
+import time
+
+import httpx
+
+from tierlog.devstack.local_server import Readiness, port_free, stop_process, wait_ready
+from tierlog.devstack.parent_watch import child_env
+
+log = logging.getLogger("tierlog.devstack.dev")
+
+FAST_EXIT_S = 10.0
+GIVE_UP_AFTER = 3
+RESTART_WITHIN_S = 5
+
+
+class GaveUp(RuntimeError):
+    """A child kept failing as soon as it started."""
+
+
+class Child:
+    """One process of dev: its command, environment and, for a server, its port."""
+
+    def __init__(
+        self, name: str, argv: list[str], env: dict[str, str], port: int | None = None
+    ) -> None:
+        self.name, self.argv, self.env, self.port = name, argv, env, port
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started_at = 0.0
+        self.restarts = 0
+        self.fast_failures = 0  # in a row
+
+    def start(self) -> None:
+        self.started_at = time.monotonic()
+        self.proc = subprocess.Popen(self.argv, env=child_env(self.env))
+
+    def exited(self) -> None:
+        """Count this exit: fast if it came soon after the start."""
+        quick = time.monotonic() - self.started_at < FAST_EXIT_S
+        self.fast_failures = self.fast_failures + 1 if quick else 0
+        self.restarts += 1
+
+    def why(self) -> str:
+        """Why it keeps failing, as far as the supervisor can tell."""
+        assert self.proc is not None
+        code = self.proc.returncode
+        cause = f"last exit code {code}"
+        if self.port is not None and not port_free(self.port):
+            cause += f"; port {self.port} is in use by another process"
+        return (
+            f"{self.name} exited {self.fast_failures} times in a row within "
+            f"{FAST_EXIT_S:.0f}s of starting ({cause}); giving up"
+        )
+
+    def stop(self, timeout: float = 10) -> None:
+        stop_process(self.proc, ((signal.SIGTERM, timeout), (signal.SIGKILL, None)))
+
+    def wait_ready(self, url: str, timeout: float = 60) -> None:
+        def answers() -> bool:
+            try:
+                return httpx.get(f"{url}/readyz", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        assert self.proc is not None
+        outcome = wait_ready(self.proc, answers, time.monotonic() + timeout, 0.2)
+        if outcome is Readiness.EXITED:
+            raise RuntimeError(
+                f"{self.name} exited with code {self.proc.returncode} while starting"
+            )
+        if outcome is Readiness.TIMED_OUT:
+            raise RuntimeError(f"{self.name} was not ready at {url} within {timeout:.0f}s")
+
+
+class Supervisor:
+    """Starts the children, restarts one that dies until told to stop, then stops them all
+    in start order (brokers first, then the fetch node and the workers)."""
+
+    def __init__(self) -> None:
+        self.children: list[Child] = []
+        self.stopping = False
+
+    def on_signal(self, signum: int, _frame: object) -> None:
+        self.stopping = True
+
+    def start_ready(self, children: list[tuple[Child, str]]) -> None:
+        """Start every child, then wait until each is ready at its URL (/readyz)."""
+        for child, _url in children:
+            self.start(child)
+        for child, url in children:
+            child.wait_ready(url)
+
+    def start(self, child: Child) -> None:
+        self.children.append(child)
+        child.start()
+
+    def watch(self) -> None:
+        while not self.stopping:
+            time.sleep(0.5)
+            for child in self.children:
+                if not self.stopping and child.proc is not None and child.proc.poll() is not None:
+                    self._restart(child)
+
+    def _restart(self, child: Child) -> None:
+        assert child.proc is not None
+        child.exited()
+        if child.fast_failures >= GIVE_UP_AFTER:
+            raise GaveUp(child.why())
+        delay = min(float(RESTART_WITHIN_S), 2.0**child.fast_failures)
+        log.warning(
+            "child exited; restarting",
+            extra={
+                "child": child.name,
+                "code": child.proc.returncode,
+                "restarts": child.restarts,
+                "delay_s": delay,
+            },
+        )
+        time.sleep(delay)
+        if not self.stopping:
+            child.start()
+
+    def stop_all(self) -> None:
+        for child in self.children:
+            child.stop()
