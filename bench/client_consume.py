@@ -34,7 +34,7 @@ FETCH_RECORDS = 5000  # the Consumer's records per fetch, so the baseline asks t
 Row = dict[str, object]
 
 
-class Span(NamedTuple):
+class PartitionSpan(NamedTuple):
     partition: int
     start: int
     end: int  # exclusive
@@ -46,7 +46,7 @@ class Reading(NamedTuple):
     latencies_ms: list[float]  # per fetch (baseline) or per poll call that returned records
 
 
-def tier_spans(url: str, topic: str, records: int) -> dict[str, list[Span]]:
+def tier_spans(url: str, topic: str, records: int) -> dict[str, list[PartitionSpan]]:
     """Per tier, what to read: the first `records` records (split over the partitions) of the
     hot log, and of the cold range below the hot log's start (empty when nothing is cold)."""
     doc = httpx.get(f"{url}/topics/{topic}", timeout=30).raise_for_status().json()
@@ -57,17 +57,17 @@ def tier_spans(url: str, topic: str, records: int) -> dict[str, list[Span]]:
         h, c, n = p.get("hot"), p.get("cold"), int(p["partition"])
         if h is not None and p["high_watermark"] is not None:
             start = max(int(h["start"]), int(p["log_start_offset"] or 0))
-            hot.append(Span(n, start, min(int(p["high_watermark"]), start + quota)))
+            hot.append(PartitionSpan(n, start, min(int(p["high_watermark"]), start + quota)))
         if c is not None and h is not None and int(c["start"]) < int(h["start"]):
             end = min(int(c["end"]), int(h["start"]))
-            cold.append(Span(n, int(c["start"]), min(end, int(c["start"]) + quota)))
+            cold.append(PartitionSpan(n, int(c["start"]), min(end, int(c["start"]) + quota)))
     return {
         "hot": [s for s in hot if s.end > s.start],
         "cold": [s for s in cold if s.end > s.start],
     }
 
 
-def _check(span: Span, offsets: Sequence[int]) -> None:
+def _check(span: PartitionSpan, offsets: Sequence[int]) -> None:
     want = list(range(span.start, span.end))
     if list(offsets) != want:
         got = f"{len(offsets)} records ({offsets[:3]}...{offsets[-3:]})"
@@ -75,7 +75,7 @@ def _check(span: Span, offsets: Sequence[int]) -> None:
 
 
 async def _raw_span(
-    http: httpx.AsyncClient, base: str, topic: str, span: Span, lat: list[float]
+    http: httpx.AsyncClient, base: str, topic: str, span: PartitionSpan, lat: list[float]
 ) -> list[pa.Table]:
     tables: list[pa.Table] = []
     at = span.start
@@ -100,7 +100,7 @@ async def _raw_span(
     return tables
 
 
-def raw_fetch(url: str, topic: str, spans: list[Span]) -> Reading:
+def raw_fetch(url: str, topic: str, spans: list[PartitionSpan]) -> Reading:
     """The fetch API's rate: each partition's span read from its leader by its own loop."""
     brokers = httpx.get(f"{url}/brokers", timeout=30).raise_for_status().json()
     urls = {int(b["id"]): b["url"].rstrip("/") for b in brokers["brokers"]}
@@ -125,7 +125,9 @@ def raw_fetch(url: str, topic: str, spans: list[Span]) -> Reading:
     return Reading(count, seconds, lat)
 
 
-def _consume(url: str, topic: str, spans: list[Span], take: Callable[[Consumer], Got]) -> Reading:
+def _consume(
+    url: str, topic: str, spans: list[PartitionSpan], take: Callable[[Consumer], Got]
+) -> Reading:
     """Read `spans` with a Consumer; `take` polls once. Checked once the clock has stopped."""
     seen: dict[int, list[int]] = {s.partition: [] for s in spans}
     end = {s.partition: s.end for s in spans}

@@ -15,7 +15,7 @@ from metadata.types import PartitionRecord
 from tests.unit.ingest.conftest import FrameFactory, LogEnv
 
 
-class ColdTier:
+class StubColdTier:
     """The cold tier's range as the manifest states it: [0, `end`). Reads are not made."""
 
     def __init__(self, end: int) -> None:
@@ -73,7 +73,7 @@ def _tiered_leader(env: LogEnv, frame: FrameFactory) -> Partition:
 def test_past_the_end_quotes_the_log_across_tiers(env: LogEnv, frame: FrameFactory) -> None:
     state = _tiered_leader(env, frame)
     with pytest.raises(TierlogError) as caught:
-        asyncio.run(fetch_tiered(state, ColdTier(12), 999_999, 10, 1 << 20, 0))
+        asyncio.run(fetch_tiered(state, StubColdTier(12), 999_999, 10, 1 << 20, 0))
     exc = caught.value
     assert exc.code is ErrorCode.OFFSET_OUT_OF_RANGE
     assert "outside orders-0's log [0, 20]" in str(exc), str(exc)
