@@ -7,11 +7,13 @@ at the bottom): this lets the tests control which replica has what.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from deltalake import DeltaTable
 
 from coldstore.layout import table_uri
@@ -234,3 +236,19 @@ def test_end_to_end_with_real_brokers(
     finally:
         cluster.stop()
         engine.dispose()
+
+
+def test_each_segment_tiered_logs_one_info_line(env: Env, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 18: four INFO lines per tiered segment drowned the log; its steps are DEBUG now,
+    and the one INFO line carries the segment's fields."""
+    env.topic("quiet", 1)
+    end = env.add_segment("quiet", 0, 0, [rec(i) for i in range(5)])
+    env.add_segment("quiet", 0, end, [rec(i) for i in range(end, end + 5)])
+    w = env.worker("w-quiet")
+    with caplog.at_level(logging.INFO):
+        assert w.run_once() == 2
+    w.close()
+    ours = ("tiering", "coldstore", "metadata")
+    info = [r for r in caplog.records if r.name.startswith(ours) and r.levelno == logging.INFO]
+    assert [r.getMessage() for r in info] == ["segment tiered", "segment tiered"]
+    assert [getattr(r, "records", None) for r in info] == [5, 5]
