@@ -131,24 +131,27 @@ def _consume(
     """Read `spans` with a Consumer; `take` polls once. Checked once the clock has stopped."""
     seen: dict[int, list[int]] = {s.partition: [] for s in spans}
     end = {s.partition: s.end for s in spans}
-    want = sum(s.end - s.start for s in spans)
+    # Each partition's next offset still wanted: a span may stop short of its log end (the
+    # budget), and what the consumer reads past it must not count towards being done.
+    reached = {s.partition: s.start for s in spans}
     lat: list[float] = []
     polled: list[Got] = []
     with Consumer(url, max_partition_fetch_bytes=FETCH_BYTES) as consumer:
         consumer.assign([TopicPartition(topic, s.partition) for s in spans])
         for s in spans:
             consumer.seek(TopicPartition(topic, s.partition), s.start)
-        got = 0
         started = time.perf_counter()
         deadline = time.monotonic() + 300
-        while got < want and time.monotonic() < deadline:
+        while any(reached[p] < end[p] for p in end) and time.monotonic() < deadline:
             t0 = time.perf_counter()
             got_now = take(consumer)
             if got_now.n:
                 lat.append((time.perf_counter() - t0) * 1000)
                 polled.append(got_now)
-                got += got_now.n
+                for partition, last in got_now.last_offsets().items():
+                    reached[partition] = max(reached[partition], min(end[partition], last + 1))
         seconds = time.perf_counter() - started
+        got = sum(reached[s.partition] - s.start for s in spans)
     for one in polled:
         for partition, offset in one.pairs():
             if offset < end[partition]:
@@ -161,6 +164,18 @@ def _consume(
 class Got(NamedTuple):
     n: int
     records: list[tuple[int, int]] | pa.Table  # (partition, offset) pairs, or poll_arrow's
+
+    def last_offsets(self) -> dict[int, int]:
+        """The highest offset read per partition (column-wise for a table: no per-row work)."""
+        if isinstance(self.records, pa.Table):
+            agg = self.records.group_by("partition").aggregate([("offset", "max")])
+            return dict(
+                zip(agg["partition"].to_pylist(), agg["offset_max"].to_pylist(), strict=True)
+            )
+        out: dict[int, int] = {}
+        for partition, offset in self.records:
+            out[partition] = max(out.get(partition, offset), offset)
+        return out
 
     def pairs(self) -> Iterator[tuple[int, int]]:
         """(partition, offset) of every record, for the check."""
