@@ -141,7 +141,7 @@ def main() -> None:
             n_records = args.files * args.records
 
             # 1. small-file merge: every file is far below the target
-            env.topic("merge", **{"retention.ms": "-1", "file.delete.delay.ms": "0"})
+            env.topic("merge", 1, **{"retention.ms": "-1", "file.delete.delay.ms": "0"})
             size = _tier(env, "merge", args.files, args.records, args.records * args.files)
             target = size // 4 + 1
             s, dt = _one_pass(env, target_file_bytes=target, merge_min_files=2)
@@ -157,7 +157,7 @@ def main() -> None:
             )
 
             # 2. key compaction: `keys` keys updated over and over
-            env.topic("table", **{"cleanup.policy": "compact", "min.compaction.lag.ms": "0"})
+            env.topic("table", 1, **{"cleanup.policy": "compact", "min.compaction.lag.ms": "0"})
             size = _tier(env, "table", args.files, args.records, args.keys)
             s, dt = _one_pass(env, target_file_bytes=64 << 20)
             kept = env.manifest.files(TopicIdPartition(env.ids["table"], 0))
@@ -173,7 +173,7 @@ def main() -> None:
             )
 
             # 3. retention by time + the sweep after the grace period
-            env.topic("old", **{"retention.ms": "1000", "file.delete.delay.ms": "0"})
+            env.topic("old", 1, **{"retention.ms": "1000", "file.delete.delay.ms": "0"})
             size = _tier(env, "old", args.files, args.records, args.keys)
             s, dt = _one_pass(env)
             _check("retention", s.expired_files == args.files, s)

@@ -53,7 +53,7 @@ def arrow_body(vals: list[bytes]) -> bytes:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as w:
         w.write_table(table)
-    return sink.getvalue().to_pybytes()
+    return bytes(sink.getvalue().to_pybytes())
 
 
 def json_body(vals: list[bytes]) -> bytes:

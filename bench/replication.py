@@ -55,7 +55,7 @@ def _log_end(broker: BrokerProcess) -> int:
 def _flag(broker: BrokerProcess, name: str) -> str:
     """The value the broker process was started with for `--name`."""
     args = broker.extra_args
-    return args[args.index(name) + 1]
+    return str(args[args.index(name) + 1])
 
 
 def _failover_trial(c: Cluster, topic: str) -> float:
