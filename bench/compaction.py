@@ -1,6 +1,7 @@
 """Compaction throughput: small-file merge, key compaction, retention + sweep.
 
     .venv/bin/python -m bench.compaction [--files 64] [--records 2000] [--keys 1000]
+    .venv/bin/python -m bench.compaction --smoke   # 8 files of 200 records (the test suite)
 
 Starts its own Postgres and moto's S3 server (in memory, loopback: the figures are the
 worker's CPU and protocol cost, not a network's). Tiers the data through the tiering
@@ -8,6 +9,8 @@ protocol (tests/integration/test_compaction_support.py), then times one compacti
 job. Prints a table: files/s and MB/s of input for the merge, records/s for key compaction,
 bytes reclaimed for each. The last row is the brokers' log cleaner (hot-tier key compaction
 of sealed segments on local disk, ingest/cleaner/log_cleaner.py) over the same workload.
+Each job is checked: the merge leaves fewer files, key compaction keeps one record per key,
+retention expires every file.
 """
 
 from __future__ import annotations
@@ -97,7 +100,8 @@ def _hot_clean(tmp: str, n_records: int, keys: int) -> tuple[str, str, str, str]
     dt = time.monotonic() - started
     plog.close()
     index.close()
-    assert r is not None
+    if r is None or r.records_out != keys:
+        raise SystemExit(f"hot log cleaner kept {r and r.records_out} records of {keys} keys")
     return (
         "hot log cleaner",
         f"{r.records_in:,} → {r.records_out:,} records, {r.segments_in} → {r.segments_out} "
@@ -107,6 +111,11 @@ def _hot_clean(tmp: str, n_records: int, keys: int) -> tuple[str, str, str, str]
     )
 
 
+def _check(job: str, ok: bool, summary: PassSummary) -> None:
+    if not ok:
+        raise SystemExit(f"{job} did not do its work: {summary}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -114,7 +123,10 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=64)
     parser.add_argument("--records", type=int, default=2000)
     parser.add_argument("--keys", type=int, default=1000)
+    parser.add_argument("--smoke", action="store_true", help="8 files of 200 records, 50 keys")
     args = parser.parse_args()
+    if args.smoke:
+        args.files, args.records, args.keys = 8, 200, 50
     rows: list[tuple[str, str, str, str]] = []
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp, MotoServer() as moto:
         os.chmod(tmp, 0o755)
@@ -129,26 +141,28 @@ def main() -> None:
             n_records = args.files * args.records
 
             # 1. small-file merge: every file is far below the target
-            env.topic("merge", **{"retention.ms": "-1", "file.delete.delay.ms": "0"})
+            env.topic("merge", 1, **{"retention.ms": "-1", "file.delete.delay.ms": "0"})
             size = _tier(env, "merge", args.files, args.records, args.records * args.files)
             target = size // 4 + 1
             s, dt = _one_pass(env, target_file_bytes=target, merge_min_files=2)
             after = env.manifest.files(TopicIdPartition(env.ids["merge"], 0))
+            _check("merge", s.merged_files > 0 and len(after) < args.files, s)
             rows.append(
                 (
                     "merge",
-                    f"{s.merged_files} files → {len(after)} in {dt:.2f}s",
+                    f"{s.merged_files} of {args.files} files merged, {len(after)} left, {dt:.2f}s",
                     f"{s.merged_files / dt:,.0f} files/s, {size / MB / dt:,.1f} MB/s",
                     f"{len(after)} files of ~{target / MB:.1f} MB (dataChange=false)",
                 )
             )
 
             # 2. key compaction: `keys` keys updated over and over
-            env.topic("table", **{"cleanup.policy": "compact", "min.compaction.lag.ms": "0"})
+            env.topic("table", 1, **{"cleanup.policy": "compact", "min.compaction.lag.ms": "0"})
             size = _tier(env, "table", args.files, args.records, args.keys)
             s, dt = _one_pass(env, target_file_bytes=64 << 20)
             kept = env.manifest.files(TopicIdPartition(env.ids["table"], 0))
             left = sum(f.size_bytes for f in kept)
+            _check("key compaction", sum(f.records for f in kept) == args.keys, s)
             rows.append(
                 (
                     "key compaction",
@@ -159,9 +173,10 @@ def main() -> None:
             )
 
             # 3. retention by time + the sweep after the grace period
-            env.topic("old", **{"retention.ms": "1000", "file.delete.delay.ms": "0"})
+            env.topic("old", 1, **{"retention.ms": "1000", "file.delete.delay.ms": "0"})
             size = _tier(env, "old", args.files, args.records, args.keys)
             s, dt = _one_pass(env)
+            _check("retention", s.expired_files == args.files, s)
             rows.append(
                 (
                     "retention + sweep",
@@ -175,6 +190,10 @@ def main() -> None:
             rows.append(_hot_clean(tmp, n_records, args.keys))
         finally:
             pg.stop()
+    print(
+        f"tierlog compaction benchmark: {args.files} files of {args.records:,} ~200-byte records "
+        f"per topic, {args.keys:,} keys; moto S3 in memory; {os.cpu_count()} cores shared\n"
+    )
     head = ("job", "work", "throughput", "bytes reclaimed / output")
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
     for r in [head, tuple("-" * w for w in widths), *rows]:

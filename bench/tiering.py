@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.tiering [--segments 24] [--segment-mb 8] [--value-bytes 1024]
                                       [--seconds 20] [--clients 3] [--lag-segment-mb 8]
+    .venv/bin/python -m bench.tiering --smoke      # 1 MiB segments, 2 s at 2,000 records/s
 
 Starts its own Postgres, moto's S3 server (in memory, on loopback: the figures are the
 worker's CPU and protocol cost, not a network's) and one real broker; records are ~1 KB JSON
@@ -15,6 +16,9 @@ events (distinct, of realistic compressibility) keyed by user id. In one run:
    tiering_lag, which includes the active segment) is sampled twice a second; then how long
    the worker takes to drain it once produce stops;
 3. cold size: Parquet bytes against raw record bytes and against the hot segment bytes.
+
+Both topics are checked after their phase: the cold files tile the offsets from 0 without gap
+or overlap, and the Delta table holds the same files and records (exactly once).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import httpx
 
 from bench.events import arrow_body, make_records
 from bench.load import LoadResult, run_load
+from bench.tiering_report import BATCH, Lag, Sample, Throughput, check_tiered, report
 from coldstore.delta_table import DeltaTopicTable
 from coldstore.layout import table_uri
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
@@ -50,8 +55,6 @@ from tierlog.devstack.localpg import LocalPostgres
 
 ARROW = "application/vnd.apache.arrow.stream"
 MiB = 1 << 20
-MB = 1e6
-BATCH = 500  # records per produce request (~0.5 MB bodies)
 
 
 class BenchEnv(NamedTuple):
@@ -72,20 +75,6 @@ def _sealed(engine: Any, tid: str) -> int:
 
 
 # -- 1. throughput ---------------------------------------------------------------------------
-
-
-class Throughput(NamedTuple):
-    segments: int
-    records: int
-    raw_bytes: int
-    hot_bytes: int
-    parquet_bytes: int
-    seconds: float
-    steps: dict[str, float]
-
-    @property
-    def records_per_s(self) -> float:
-        return self.records / self.seconds
 
 
 def _timed(steps: dict[str, float], name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -135,6 +124,7 @@ def throughput(
     worker.close()
     steps["claims, leases, manifest rows"] = seconds - sum(steps.values())
 
+    check_tiered(engine, env.config, "bulk", tid)
     files = ColdManifest(engine).files(TopicIdPartition(tid, 0))
     segs = [
         s for s in SegmentRegistry(engine).segments(TopicIdPartition(tid, 0)) if s.state == "tiered"
@@ -152,22 +142,6 @@ def throughput(
 
 
 # -- 2. lag under steady produce -------------------------------------------------------------
-
-
-class Sample(NamedTuple):
-    t: float
-    sealed_segments: int  # sealed, not yet tiered
-    sealed_records: int
-    describe_lag: int  # high watermark - tiered end: includes the active segment
-
-
-class Lag(NamedTuple):
-    load: LoadResult
-    samples: list[Sample]  # during produce
-    tiered_during: int  # records that reached the cold tier while producing
-    drain_s: float | None  # produce stopped → nothing sealed left untiered
-    left_after_drain: int  # sealed records still untiered when the drain wait ended
-    segment_mb: int
 
 
 def _sample(engine: Any, http: httpx.Client, t0: float) -> Sample:
@@ -257,86 +231,11 @@ def lag(
         worker.terminate()
         worker.wait(30)
         log.close()
+    check_tiered(engine, env.config, "steady", tid)
     return Lag(result[0], samples, tiered_during, drain_s, last.sealed_records, segment_mb)
 
 
 # -- the run ---------------------------------------------------------------------------------
-
-
-def _pct(xs: list[int], q: float) -> int:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else 0
-
-
-def _row(name: str, xs: list[int], last: int) -> str:
-    return f"{name:<36} {_pct(xs, 0.5):>10,} {max(xs, default=0):>10,} {last:>10,}"
-
-
-def report(tp: Throughput, lg: Lag, args: argparse.Namespace) -> None:
-    print(
-        f"tierlog tiering benchmark: 1 broker, moto S3 (in memory), ~{args.value_bytes} B JSON "
-        f"values with user-id keys, {os.cpu_count()} cores shared by broker, worker, S3, "
-        f"Postgres and clients"
-    )
-    print(f"\n1. one worker tiering {tp.segments} sealed segments of {args.segment_mb} MiB")
-    print(
-        f"{'records':>10} {'seconds':>8} {'records/s':>11} {'raw MB/s':>9} "
-        f"{'Parquet MB/s':>13} {'s/segment':>10}"
-    )
-    print(
-        f"{tp.records:>10,} {tp.seconds:>8.2f} {tp.records_per_s:>11,.0f} "
-        f"{tp.raw_bytes / MB / tp.seconds:>9.1f} {tp.parquet_bytes / MB / tp.seconds:>13.1f} "
-        f"{tp.seconds / tp.segments:>10.3f}"
-    )
-    steps = sorted(tp.steps.items(), key=lambda kv: -kv[1])
-    print("   time per step: " + ", ".join(f"{n} {100 * s / tp.seconds:.0f}%" for n, s in steps))
-
-    load, samples = lg.load, lg.samples
-    produce_rate = load.records / load.seconds
-    final = samples[-1] if samples else Sample(0, 0, 0, 0)
-    kept_up = final.sealed_segments <= 2 and tp.records_per_s >= produce_rate
-    how = (
-        f"{args.clients} clients produce at full speed"
-        if not args.rate
-        else (f"1 client produces {args.rate:,.0f} records/s")
-    )
-    print(
-        f"\n2. lag while {how} (acks=1, {BATCH}-record Arrow bodies) for {load.seconds:.0f}s; "
-        f"segments of {lg.segment_mb} MiB; one `tierlog tiering` process; {len(samples)} samples"
-    )
-    print(f"{'lag':<36} {'p50':>10} {'max':>10} {'at end':>10}")
-    print(_row("sealed segments not tiered", [s.sealed_segments for s in samples], final[1]))
-    print(_row("records in them", [s.sealed_records for s in samples], final[2]))
-    print(_row("describe tiering_lag (+ active seg)", [s.describe_lag for s in samples], final[3]))
-    quarters = (
-        [samples[int(q * (len(samples) - 1))] for q in (0.25, 0.5, 0.75, 1)] if samples else []
-    )
-    print(
-        "   sealed segments behind: "
-        + ", ".join(f"{s.sealed_segments} at {s.t:.0f}s" for s in quarters)
-    )
-    print(
-        f"   produce {produce_rate:,.0f} records/s ({load.mb_per_s:.1f} MB/s, {load.errors} "
-        f"errors); tiered meanwhile {lg.tiered_during / load.seconds:,.0f} records/s; "
-        f"capacity of one worker (1.) {tp.records_per_s / produce_rate:.2f}x produce"
-    )
-    if lg.drain_s is not None:
-        drain = f"drained {lg.drain_s:.1f}s after produce stopped"
-    else:
-        drain = (
-            f"{lg.left_after_drain:,} sealed records left {args.drain_s:.0f}s after produce stopped"
-        )
-    print(
-        f"   kept up: {'yes' if kept_up else 'NO'} (= at most 2 sealed segments behind at the "
-        f"end and capacity >= produce rate); {drain}"
-    )
-
-    raw, hot, cold = tp.raw_bytes, tp.hot_bytes, tp.parquet_bytes
-    print("\n3. cold size (the segments of 1.)")
-    print(f"{'raw record bytes (key+value)':<30} {raw / MB:>8.1f} MB")
-    print(f"{'hot segment bytes':<30} {hot / MB:>8.1f} MB  {hot / raw:.3f}x raw")
-    ratio = f"{cold / raw:.3f}x raw ({raw / cold:.1f}:1)"
-    print(f"{'Parquet (zstd) bytes':<30} {cold / MB:>8.1f} MB  {ratio}")
 
 
 def main() -> None:
@@ -353,7 +252,11 @@ def main() -> None:
     parser.add_argument(
         "--rate", type=float, default=0, help="produce records/s in 2. (default: full speed)"
     )
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes; 2. must drain")
     args = parser.parse_args()
+    if args.smoke:
+        args.segments, args.segment_mb, args.lag_segment_mb = 2, 1, 1
+        args.seconds, args.rate, args.drain_s = 2, 2000, 30
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp, MotoServer() as moto:
         os.chmod(tmp, 0o755)  # as root, Postgres runs as the postgres user
         pg = LocalPostgres(Path(tmp) / "pg", fast=True)
@@ -384,6 +287,8 @@ def main() -> None:
                 args.drain_s,
                 args.rate,
             )
+            if args.smoke and lg.drain_s is None:
+                raise SystemExit(f"2. did not drain in {args.drain_s:g} s: {lg.left_after_drain}")
         finally:
             broker.stop()
             engine.dispose()

@@ -171,6 +171,7 @@ _SLOWEST_FIRST = (
     "test_spark_source_archive.py",
     "test_spark_source.py",
     "test_spark_streaming.py",
+    "test_bench_smoke.py",
     "test_tiering_faults.py",
     "test_dev.py",
     "test_durability.py",

@@ -1,0 +1,107 @@
+"""Every benchmark in bench/ runs (issue 16: nothing ran them, so they rotted): each one's
+--smoke mode, as a user runs it (`python -m bench.X --smoke`), exits 0 after checking what it
+measured, and prints its table. bench/long_polls.py and the bench/client*.py ones run in their
+own test files (test_long_polls.py, test_client_bulk.py, test_client_poll_arrow.py).
+
+spark_scan's JVM spends most of its start waiting, so it runs beside the others (started by a
+module fixture, collected by the last test): the module takes ~60 s instead of ~90 s."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT_S = 240  # far above a smoke run's seconds: a hang fails instead of stalling the suite
+
+# bench module → lines its output must hold: the header that states the settings, the table's
+# header, and a line that only a finished run prints.
+EXPECTED = {
+    "produce": [
+        "tierlog produce benchmark: 1 broker, acks=1",
+        "case                      records/s     MB/s   p50 ms   p99 ms requests errors vs base",
+        "tierlog arrow ",
+        "broker log end offset after the run:",
+    ],
+    "replication": [
+        "tierlog replication benchmark:",
+        "3 brokers RF=3, acks=all",
+        "controller lease 3 s: p50",
+    ],
+    "tiering": [
+        "tierlog tiering benchmark: 1 broker",
+        "   records  seconds   records/s  raw MB/s  Parquet MB/s  s/segment",
+        "drained ",
+        "3. cold size",
+    ],
+    "replay": [
+        "tierlog replay benchmark: 20,000 records",
+        "case                                 records/s     MB/s  GETs/GB  vs raw",
+        "replay via fetch node",
+        "during a full-speed replay via broker (others niced)",
+    ],
+    "compaction": [
+        "tierlog compaction benchmark: 8 files",
+        "job               | work",
+        "hot log cleaner",
+    ],
+}
+SPARK_EXPECTED = [
+    "| query | rows | seconds | rows/s |",
+    "| full scan (all columns), tierlog (S3) | 4,000 |",
+    "1% window bytes read:",
+]
+
+
+def _start(bench: str, out: Path) -> subprocess.Popen[bytes]:
+    with out.open("wb") as sink:  # a file, not a pipe: nobody reads while it runs
+        return subprocess.Popen(
+            [sys.executable, "-m", f"bench.{bench}", "--smoke"],
+            cwd=ROOT,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _finished(proc: subprocess.Popen[bytes], out: Path, expected: list[str]) -> None:
+    try:
+        proc.wait(TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    text = out.read_text(errors="replace")
+    assert proc.returncode == 0, text
+    missing = [line for line in expected if line not in text]
+    assert not missing, f"missing {missing} in:\n{text}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def spark_scan(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[subprocess.Popen[bytes], Path] | None]:
+    if shutil.which("java") is None:
+        yield None
+        return
+    out = tmp_path_factory.mktemp("spark-smoke") / "out.txt"
+    proc = _start("spark_scan", out)
+    yield proc, out
+    if proc.poll() is None:  # its test did not run (deselected)
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize("bench", EXPECTED)
+def test_bench_smoke(bench: str, tmp_path: Path) -> None:
+    out = tmp_path / "out.txt"
+    _finished(_start(bench, out), out, EXPECTED[bench])
+
+
+def test_spark_scan_bench_smoke(spark_scan: tuple[subprocess.Popen[bytes], Path] | None) -> None:
+    if spark_scan is None:
+        pytest.skip("bench.spark_scan needs a JVM: no `java` on PATH")
+    _finished(*spark_scan, SPARK_EXPECTED)
