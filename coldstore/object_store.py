@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import boto3
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 MiB = 1 << 20
 _DELETE_BATCH = 1000  # the DeleteObjects API limit
@@ -39,6 +39,15 @@ class IncompleteUpload(NamedTuple):
 
 class ObjectNotFoundError(KeyError):
     """No object at that key."""
+
+
+class S3UnavailableError(RuntimeError):
+    """S3 answered a server error (5xx) even after botocore's retries: try again later."""
+
+
+# What a caller that can wait (a node starting up) retries: the endpoint unreachable or
+# timing out (botocore's own errors) and server errors; never a refusal such as AccessDenied.
+S3_TRANSIENT_ERRORS: tuple[type[Exception], ...] = (BotoCoreError, S3UnavailableError)
 
 
 class ObjectStoreConfig(NamedTuple):
@@ -127,6 +136,10 @@ class ObjectStoreConfig(NamedTuple):
 
 def _error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _http_status(exc: ClientError) -> int:
+    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
 
 
 class ObjectStore:
@@ -259,6 +272,8 @@ class ObjectStore:
             self.client.head_bucket(Bucket=self.bucket)
             return
         except ClientError as exc:
+            if _http_status(exc) >= 500:
+                raise S3UnavailableError(f"S3 server error on bucket {self.bucket}: {exc}") from exc
             if _error_code(exc) not in _NOT_FOUND:
                 raise
         kwargs: dict[str, Any] = {"Bucket": self.bucket}

@@ -9,7 +9,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from sqlalchemy.exc import OperationalError
+
 from cluster.authorizer import Authorizer
+from cluster.dependency_wait import wait_for
 from cluster.metadata_cache import MetadataCache
 from cluster.metadata_follower import MetadataFollower
 from cluster.read_contract import ColdReader
@@ -92,7 +95,10 @@ class Broker:
     async def start(self) -> None:
         cfg = self.config
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
-        await asyncio.to_thread(migrate, self.engine)
+        # Postgres may be restarting or frozen as we start: wait for it (bounded) rather than die.
+        await asyncio.to_thread(
+            wait_for, "Postgres", lambda: migrate(self.engine), retry_on=(OperationalError,)
+        )
         self.cluster_secret = await asyncio.to_thread(self.partition_repo.cluster_secret)
         await self.authorizer.start()
         await self._register()

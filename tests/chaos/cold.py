@@ -8,6 +8,7 @@ from collections import Counter
 
 import pyarrow as pa
 from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
 
 from coldstore.layout import table_uri
 from coldstore.object_store import ObjectStoreConfig
@@ -22,7 +23,7 @@ def _text(b: bytes | None) -> str | None:
     return None if b is None else b.decode(errors="replace")
 
 
-def _read_table(config: ObjectStoreConfig) -> pa.Table:
+def _read_table(config: ObjectStoreConfig) -> pa.Table | None:
     """The table's current snapshot. The compaction worker runs with no grace period here, so a
     file of the snapshot just loaded can be deleted before it is read: load a newer one, as a
     reader outliving the grace period must."""
@@ -32,6 +33,8 @@ def _read_table(config: ObjectStoreConfig) -> pa.Table:
             return DeltaTable(uri, storage_options=config.storage_options()).to_pyarrow_table(
                 columns=["partition", "offset", "key", "value"]
             )
+        except TableNotFoundError:  # nothing tiered yet: reported as such
+            return None
         except FileNotFoundError:
             if attempt == SNAPSHOT_ATTEMPTS - 1:
                 raise
@@ -43,6 +46,8 @@ def cold_agrees(config: ObjectStoreConfig, final: dict[int, list[Row]]) -> list[
     """Violations: a tiered offset held twice, or holding other than the hot log's record
     (partitions missing from `final`, which could not be read, are left out)."""
     table = _read_table(config)
+    if table is None:
+        return ["cold tier: no Delta table, nothing was tiered (is the tiering worker running?)"]
     hot = {(p, r.offset): (r.key, r.value) for p, rows in final.items() for r in rows}
     problems: list[str] = []
     seen = Counter(zip(table["partition"].to_pylist(), table["offset"].to_pylist(), strict=True))

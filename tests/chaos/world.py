@@ -5,6 +5,7 @@ fault-injecting proxy, three brokers, and a tiering and a compaction worker."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -17,7 +18,7 @@ from types import TracebackType
 
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from metadata.db import make_engine, migrate
-from tests.integration.cluster import Cluster
+from tests.integration.cluster import Cluster, wait_for
 from tests.integration.s3 import MotoServer, config_for
 from tests.integration.s3_faults import FaultyS3Proxy
 from tierlog.devstack.localpg import LocalPostgres
@@ -94,7 +95,14 @@ class World:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                 )
+        # Up before the nemesis starts: a fault then meets a running worker, as it would in
+        # production, not one still importing its libraries.
+        for role in self.workers:
+            wait_for(f"the {role} worker", functools.partial(self._worker_started, role), 60)
         return self
+
+    def _worker_started(self, role: str) -> bool | None:
+        return f"{role} worker started" in (self.root / f"{role}.log").read_text() or None
 
     def log_tails(self, lines: int = 12) -> str:
         parts = []

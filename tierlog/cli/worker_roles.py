@@ -119,9 +119,12 @@ def _run_worker(
     make: Callable[[Engine, ObjectStoreConfig, str], Worker],
     stale_s: float,
 ) -> int:
+    from sqlalchemy.exc import OperationalError
+
+    from cluster.dependency_wait import DependencyUnavailableError, wait_for
     from cluster.http.server import parse_listen
     from cluster.worker_health import Health, serve_metrics
-    from coldstore.object_store import ObjectStore, ObjectStoreConfig
+    from coldstore.object_store import S3_TRANSIENT_ERRORS, ObjectStore, ObjectStoreConfig
     from metadata.db import make_engine, migrate
     from tierlog import logs
 
@@ -136,9 +139,13 @@ def _run_worker(
     worker_id = args.worker_id or f"{role}-{socket.gethostname()}-{os.getpid()}"
     logs.name_node(worker_id)
     engine = make_engine(args.database_url)
-    migrate(engine)
     config = ObjectStoreConfig.from_env()
-    ObjectStore(config).ensure_bucket()
+    try:  # Postgres or S3 briefly away at start-up: wait for them, bounded
+        wait_for("Postgres", lambda: migrate(engine), retry_on=(OperationalError,))
+        wait_for("S3", ObjectStore(config).ensure_bucket, retry_on=S3_TRANSIENT_ERRORS)
+    except (DependencyUnavailableError, ValueError) as exc:  # ValueError: a bad wait setting
+        print(f"tierlog {role}: {exc}", file=sys.stderr)
+        return 1
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
