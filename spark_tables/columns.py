@@ -19,8 +19,10 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
+import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pajson
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
 from pyspark.sql.types import (
@@ -40,7 +42,12 @@ from spark_tables.options import OptionError, SourceOptions
 HEADERS_TYPE = ArrayType(
     StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 )
-_BASE_DDL = "topic STRING NOT NULL, partition INT NOT NULL, offset BIGINT NOT NULL, timestamp TIMESTAMP NOT NULL"  # noqa: E501
+_BASE_DDL = [
+    ("topic", "topic STRING NOT NULL"),
+    ("partition", "partition INT NOT NULL"),
+    ("offset", "offset BIGINT NOT NULL"),
+    ("timestamp", "timestamp TIMESTAMP NOT NULL"),
+]
 
 
 def spark_schema(opts: SourceOptions, value_type: DataType | None = None) -> StructType:
@@ -52,17 +59,16 @@ def spark_schema(opts: SourceOptions, value_type: DataType | None = None) -> Str
         value: DataType = value_type
     else:
         value = text if opts.value_format == "string" else BinaryType()
-    return StructType(
-        [
-            StructField("topic", StringType(), False),
-            StructField("partition", IntegerType(), False),
-            StructField("offset", LongType(), False),
-            StructField("timestamp", TimestampType(), False),
-            StructField("key", text if opts.key_format == "string" else BinaryType()),
-            StructField("value", value),
-            StructField("headers", HEADERS_TYPE),
-        ]
-    )
+    fields = [
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("offset", LongType(), False),
+        StructField("timestamp", TimestampType(), False),
+        StructField("key", text if opts.key_format == "string" else BinaryType()),
+        StructField("value", value),
+        StructField("headers", HEADERS_TYPE),
+    ]
+    return StructType([f for f in fields if opts.columns is None or f.name in opts.columns])
 
 
 def ddl_schema(opts: SourceOptions) -> str:
@@ -73,10 +79,13 @@ def ddl_schema(opts: SourceOptions) -> str:
     if inner.lower().startswith("struct<") and inner.endswith(">"):
         inner = inner[len("struct<") : -1]
     key = "STRING" if opts.key_format == "string" else "BINARY"
-    return (
-        f"{_BASE_DDL}, key {key}, value STRUCT<{inner}>, "
-        "headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
-    )
+    columns = [
+        *_BASE_DDL,
+        ("key", f"key {key}"),
+        ("value", f"value STRUCT<{inner}>"),
+        ("headers", "headers ARRAY<STRUCT<key: STRING, value: BINARY>>"),
+    ]
+    return ", ".join(ddl for name, ddl in columns if opts.columns is None or name in opts.columns)
 
 
 def infer_value_type(values: Sequence[bytes]) -> StructType:
@@ -118,18 +127,19 @@ class OutputConverter:
         self.target = to_arrow_schema(schema, timezone="UTC")
 
     def convert(self, batch: pa.RecordBatch, partition: int) -> pa.RecordBatch:
-        n = batch.num_rows
-        t = self.target
-        arrays = [
-            pa.repeat(pa.scalar(self.topic, pa.string()), n),
-            pa.repeat(pa.scalar(partition, pa.int32()), n),
-            batch.column(0),
-            batch.column(1).cast(t.field("timestamp").type),
-            _bytes_as(batch.column(2), t.field("key").type),
-            _bytes_as(batch.column(3), t.field("value").type),
-            batch.column(4).cast(t.field("headers").type),
-        ]
-        return pa.RecordBatch.from_arrays(arrays, schema=t)
+        """`batch` holds (at least) the record columns the target has, by name."""
+        arrays = [self._column(f, batch, partition) for f in self.target]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.target)
+
+    def _column(self, f: pa.Field, batch: pa.RecordBatch, partition: int) -> pa.Array:
+        if f.name == "topic":
+            return pa.repeat(pa.scalar(self.topic, pa.string()), batch.num_rows)
+        if f.name == "partition":
+            return pa.repeat(pa.scalar(partition, pa.int32()), batch.num_rows)
+        col = batch.column(f.name)
+        if f.name in ("key", "value"):
+            return _bytes_as(col, f.type)
+        return col if col.type == f.type else col.cast(f.type)
 
 
 def _bytes_as(arr: pa.Array, target: pa.DataType) -> pa.Array:
@@ -156,10 +166,10 @@ def utf8(arr: pa.Array) -> pa.Array:
 def parse_json(arr: pa.Array, target: pa.StructType) -> pa.Array:
     """JSON object bytes → a struct array of `target`; null for anything else. Dates and
     timestamps are read from ISO-8601 text."""
-    values = arr.to_pylist()
-    fast = _parse_lines(values, target)
+    fast = _parse_lines(arr, target)
     if fast is not None:
         return fast
+    values = arr.to_pylist()  # some value is not a one-line JSON object: row by row
     rows = []
     for v in values:
         try:
@@ -205,27 +215,51 @@ def _as_text(t: pa.DataType, *, timestamps: bool) -> pa.DataType:
     return t
 
 
-def _parse_lines(values: list[bytes | None], target: pa.StructType) -> pa.Array | None:
-    """All values well-formed one-line JSON objects: pyarrow's C++ reader in one call."""
-    if not values:
+def _parse_lines(arr: pa.Array, target: pa.StructType) -> pa.Array | None:
+    """All values well-formed one-line JSON objects (or null): pyarrow's C++ reader over the
+    values joined by newlines, built with Arrow kernels (no per-value Python). None when a
+    value is not: the caller parses row by row."""
+    if len(arr) == 0:
         return pa.array([], type=target)
-    lines = [b"{}" if v is None else v for v in values]
-    if any(b"\n" in v or b"\r" in v or v.lstrip()[:1] != b"{" for v in lines):
+    lines = _as_lines(arr)
+    if lines is None:
         return None
     read_type = _as_text(target, timestamps=False)
     schema = pa.schema(list(read_type))
     try:
         table = pajson.read_json(
-            io.BytesIO(b"\n".join(lines)),
+            pa.BufferReader(lines),
             parse_options=pajson.ParseOptions(
                 explicit_schema=schema, unexpected_field_behavior="ignore"
             ),
         )
-        if table.num_rows != len(values):
+        # With no line break inside a value, each value is one line, so as many rows as
+        # values means each line gave one object (a blank line gives none; a non-object fails).
+        if table.num_rows != len(arr):
             return None
         table = table.select(schema.names).combine_chunks()
-        mask = pa.array([v is None for v in values], pa.bool_())
         cols = [c.chunk(0) if c.num_chunks else pa.array([], c.type) for c in table.columns]
+        mask = arr.is_null()
         return pa.StructArray.from_arrays(cols, fields=list(read_type), mask=mask).cast(target)
     except _BAD_VALUE:
         return None
+
+
+def _as_lines(arr: pa.Array) -> pa.Buffer | None:
+    """The values, nulls as {}, each followed by a newline; None if a value holds a line break."""
+    filled = pc.fill_null(arr, b"{}") if arr.null_count else arr
+    data = np.frombuffer(_value_bytes(filled), dtype=np.uint8)
+    if (data == ord("\n")).any() or (data == ord("\r")).any():
+        return None
+    joined = pc.binary_join_element_wise(filled, pa.scalar(b""), pa.scalar(b"\n"))
+    return _value_bytes(joined)
+
+
+def _value_bytes(arr: pa.Array) -> pa.Buffer:
+    """The bytes of a (non-large) binary array's values, end to end."""
+    if pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type):
+        arr = arr.cast(pa.binary())
+    _, offsets, data = arr.buffers()
+    ends = np.frombuffer(offsets, dtype=np.int32)
+    lo, hi = int(ends[arr.offset]), int(ends[arr.offset + len(arr)])
+    return data.slice(lo, hi - lo) if data is not None else pa.py_buffer(b"")

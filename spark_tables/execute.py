@@ -57,6 +57,7 @@ def _read_slice(opts: SourceOptions, s: ColdSlice) -> Iterator[pa.RecordBatch]:
             byte_range=s.byte_range,
             metadata=s.metadata,
             result=result,
+            columns=opts.columns,
         ):
             rows_out += batch.num_rows
             yield batch
@@ -102,7 +103,7 @@ def read_cold_range(
     for f in listing.by_partition().get(partition, ()):
         if b.overlaps(f.min_offset, f.max_offset, f.min_timestamp, f.max_timestamp):
             try:
-                yield from read_file(opts.store, f, b)
+                yield from read_file(opts.store, f, b, columns=opts.columns)
             except FileNotFoundError:
                 if not retry:
                     raise

@@ -172,10 +172,17 @@ def read_file(
     byte_range: tuple[int, int] | None = None,
     metadata: pq.FileMetaData | None = None,
     result: ReadResult | None = None,
+    columns: Sequence[str] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """CONSUMER_SCHEMA batches of the file's rows within `bounds`, in offset order."""
+    """Batches of the file's rows within `bounds`, in offset order: CONSUMER_SCHEMA, or with
+    `columns` only those of its columns (and what the bounds need: offset, timestamp)."""
     result = result if result is not None else ReadResult()
-    whole = row_groups is None and byte_range is None and f.size <= WHOLE_FILE_MAX
+    wanted = parquet_columns(columns, bounds)
+    # A whole file in one GET, unless a projection leaves column chunks out: then the footer
+    # and only the chunks wanted (pyarrow's pre-buffering coalesces adjacent ones).
+    whole = (
+        wanted is None and row_groups is None and byte_range is None and f.size <= WHOLE_FILE_MAX
+    )
     with open_file(store, f) as src:
         try:
             if whole:  # every row group is wanted: one GET, not footer + row groups
@@ -186,7 +193,7 @@ def read_file(
                 row_groups = select_row_groups(row_group_stats(pf.metadata), bounds, byte_range)
             result.row_groups = list(row_groups)
             for i in row_groups:
-                table = pf.read_row_group(i)
+                table = pf.read_row_group(i, columns=wanted)
                 for batch in table.to_batches():
                     batch = filter_rows(batch, bounds)
                     if batch.num_rows:
@@ -196,18 +203,34 @@ def read_file(
             result.bytes_read = src.bytes_read
 
 
+def parquet_columns(columns: Sequence[str] | None, bounds: Bounds) -> list[str] | None:
+    """The Parquet columns to decode for the source's `columns` (None: all of them): those
+    of the record's own, plus offset (always: offset bounds and order) and timestamp when the
+    bounds filter on time. In CONSUMER_SCHEMA's order."""
+    if columns is None:
+        return None
+    need = set(columns) | {"offset"}
+    if bounds.ts_lo is not None or bounds.ts_hi is not None:
+        need.add("timestamp")
+    return [name for name in CONSUMER_SCHEMA.names if name in need]
+
+
 def filter_rows(batch: pa.RecordBatch, bounds: Bounds) -> pa.RecordBatch:
-    """The rows within the offset and timestamp bounds (the batch's schema is kept)."""
+    """The rows within the offset and timestamp bounds. The batch holds CONSUMER_SCHEMA's
+    columns, or some of them (offset always, timestamp when the bounds filter on time); its
+    columns are cast to CONSUMER_SCHEMA's types."""
     if batch.schema != CONSUMER_SCHEMA:
-        batch = batch.cast(CONSUMER_SCHEMA)
+        schema = pa.schema([CONSUMER_SCHEMA.field(n) for n in batch.schema.names])
+        if batch.schema != schema:
+            batch = batch.cast(schema)
     masks = []
-    offsets = batch.column(0)
+    offsets = batch.column("offset")
     if bounds.offset_lo > 0:
         masks.append(pc.greater_equal(offsets, bounds.offset_lo))
     if bounds.offset_hi is not None:
         masks.append(pc.less(offsets, bounds.offset_hi))
     if bounds.ts_lo is not None or bounds.ts_hi is not None:
-        ts = batch.column(1).view(pa.int64())  # ms since the epoch
+        ts = batch.column("timestamp").view(pa.int64())  # ms since the epoch
         if bounds.ts_lo is not None:
             masks.append(pc.greater_equal(ts, bounds.ts_lo))
         if bounds.ts_hi is not None:

@@ -4,11 +4,13 @@ Input: per partition the offset range [lo, hi) to read, where the hot tier start
 cold only), the cold file list, and the filter bounds. Output: Spark input partitions in
 (partition, offset) order —
 
-- `ColdSlice`: one data file, or part of one. A file the bounds cover entirely is read
-  whole (split into byte ranges above maxPartitionBytes, row groups assigned by midpoint, as
-  Spark splits Parquet). A file the bounds cut (an offset or time window's edge) gets its
-  footer read here, and only the row groups whose statistics overlap the bounds are planned;
-  the footer travels with the slice, so the executor does not fetch it again.
+- `ColdSlice`: one data file, or part of one. A file the bounds cover entirely and no
+  bigger than maxPartitionBytes is read whole (one GET, no footer read here). Any other file
+  (bigger, or cut by the bounds at an offset or time window's edge) gets its footer read
+  here: only the row groups whose statistics overlap the bounds are planned, in runs of
+  consecutive row groups of up to maxPartitionBytes compressed bytes (so each task gets a
+  real share of the rows, never an empty byte range); the footer travels with the slice, so
+  the executor does not fetch it again.
 - `HotRange`: [start, end) of one partition from the brokers, in chunks.
 
 Files whose Delta stats / partition value fall outside the bounds are never opened. The
@@ -27,7 +29,12 @@ from pyspark.sql.datasource import InputPartition
 from spark_tables.bounds import Bounds
 from spark_tables.cold_files import ColdFileInfo
 from spark_tables.options import SourceOptions
-from spark_tables.parquet_read import read_metadata, row_group_stats, select_row_groups
+from spark_tables.parquet_read import (
+    RowGroupStats,
+    read_metadata,
+    row_group_stats,
+    select_row_groups,
+)
 
 
 @dataclass
@@ -127,26 +134,33 @@ def plan_pieces(
 
 def _plan_file(opts: SourceOptions, f: ColdFileInfo, b: Bounds, plan: ScanPlan) -> None:
     limit = max(1, opts.max_partition_bytes)
-    if b.covers(f.min_offset, f.max_offset, f.min_timestamp, f.max_timestamp):
-        if f.size <= limit:
-            plan.pieces.append(ColdSlice(f, b, planned_bytes=f.size))
-            return
-        for start in range(0, f.size, limit):
-            end = min(f.size, start + limit)
-            plan.pieces.append(ColdSlice(f, b, byte_range=(start, end), planned_bytes=end - start))
+    if f.size <= limit and b.covers(f.min_offset, f.max_offset, f.min_timestamp, f.max_timestamp):
+        plan.pieces.append(ColdSlice(f, b, planned_bytes=f.size))
         return
-    # The bounds cut this file: read its footer and keep only the row groups they overlap.
+    # Cut by the bounds, or to be split: the footer's row-group statistics choose the row
+    # groups and size the splits.
     md, footer_bytes = read_metadata(opts.store, f)
     plan.footers_read += 1
     plan.footer_bytes += footer_bytes
     stats = row_group_stats(md)
+    for run, run_bytes in row_group_runs(stats, select_row_groups(stats, b), limit):
+        plan.pieces.append(ColdSlice(f, b, run, metadata=md, planned_bytes=run_bytes))
+
+
+def row_group_runs(
+    stats: Sequence[RowGroupStats], chosen: Sequence[int], limit: int
+) -> list[tuple[tuple[int, ...], int]]:
+    """The chosen row groups in runs of consecutive ones of up to `limit` compressed bytes
+    (a bigger row group is a run of its own), with each run's bytes."""
+    out: list[tuple[tuple[int, ...], int]] = []
     run: list[int] = []
     run_bytes = 0
-    for i in select_row_groups(stats, b):
+    for i in chosen:
         if run and (run_bytes + stats[i].size > limit or i != run[-1] + 1):
-            plan.pieces.append(ColdSlice(f, b, tuple(run), metadata=md, planned_bytes=run_bytes))
+            out.append((tuple(run), run_bytes))
             run, run_bytes = [], 0
         run.append(i)
         run_bytes += stats[i].size
     if run:
-        plan.pieces.append(ColdSlice(f, b, tuple(run), metadata=md, planned_bytes=run_bytes))
+        out.append((tuple(run), run_bytes))
+    return out

@@ -47,6 +47,8 @@ class TierlogDataSource(DataSource):
         opts = self.source_options
         if opts.value_format != "json":
             return spark_schema(opts)
+        if opts.columns is not None and "value" not in opts.columns:
+            return spark_schema(opts.with_(value_format="binary"))  # nothing to parse
         if opts.value_schema:
             return ddl_schema(opts)
         return spark_schema(opts, infer_value_type(sample_values(opts, opts.json_sample_size)))

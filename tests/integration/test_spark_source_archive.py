@@ -277,6 +277,26 @@ def test_big_files_split_into_row_group_ranges_without_duplicates(
         assert sorted(groups) == list(range(_row_groups(archive, key)))  # each exactly once
 
 
+def test_a_projection_fetches_and_returns_only_its_columns(
+    spark: SparkSession, archive: Archive, tmp_path: Path
+) -> None:
+    """columns=offset,key: the rows are the full scan's, projected (what it saves in bytes
+    shows on files bigger than these: bench/spark_scan.py)."""
+    report.clear(tmp_path)
+    opts = archive.options(reportDir=str(tmp_path), columns="key,offset")
+    df = spark.read.format("tierlog").options(**opts).load(TOPIC)
+    assert df.columns == ["offset", "key"]
+    got = sorted(
+        (r.offset, _bytes(r.key)) for r in df.where("offset >= 390 AND offset < 410").collect()
+    )
+    want = sorted((o, k) for p, o, _ts, k, _v, _h in archive.want() if 390 <= o < 410)
+    assert got == want and len(got) == PARTITIONS * 20
+    # a new DataFrame: Spark 4.2 reuses the filtered query's plan for an unfiltered query on
+    # the same DataFrame (its pushdown result is cached), whatever the source does
+    df = spark.read.format("tierlog").options(**opts).load(TOPIC)
+    assert df.count() == PARTITIONS * SEGMENTS * PER_SEGMENT
+
+
 def test_the_manifest_plans_the_same_scan_as_the_delta_log(
     spark: SparkSession, archive: Archive, tmp_path: Path
 ) -> None:
@@ -326,3 +346,7 @@ def _row_groups(archive: Archive, key: str) -> int:
     info = ColdFileInfo(key, f.partition, f.size_bytes, None, None, None, None, None)
     md, _ = read_metadata(archive.store, info)
     return int(md.num_row_groups)
+
+
+def _bytes(v: bytes | bytearray | None) -> bytes | None:
+    return None if v is None else bytes(v)  # Spark gives BINARY as bytearray

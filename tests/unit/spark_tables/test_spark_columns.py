@@ -115,3 +115,34 @@ def test_dates_and_timestamps_parse_from_iso_text_on_both_paths() -> None:
         )
     bad_date = parse_json(pa.array([good, b'{"d": "someday"}'], pa.binary()), t)
     assert bad_date.to_pylist()[1] is None
+
+
+def test_the_columns_option_narrows_the_schema_and_the_output() -> None:
+    o = opts(columns="value, key", keyFormat="string", valueFormat="json", valueSchema="n BIGINT")
+    assert o.columns == ("key", "value")  # in the source's column order
+    assert ddl_schema(o) == "key STRING, value STRUCT<n BIGINT>"
+    schema = spark_schema(opts(columns="partition,timestamp"))
+    assert schema.names == ["partition", "timestamp"]
+    # the reader decoded only the columns asked for (and offset, which it always reads)
+    out = OutputConverter(schema, "orders").convert(
+        consumer_batch().select(["offset", "timestamp"]), 3
+    )
+    assert out.schema.equals(to_arrow_schema(schema, timezone="UTC"))
+    assert [r["partition"] for r in out.to_pylist()] == [3, 3]
+    for bad in ("key,nope", "key,key", " , "):
+        if bad.strip(" ,"):
+            with pytest.raises(OptionError, match="columns must name distinct columns"):
+                opts(columns=bad)
+
+
+def test_json_of_a_sliced_array_and_of_values_that_are_not_one_line() -> None:
+    values = pa.array([b'{"n": 0}', b'{"n": 1}', None, b'{"n": 3}', b"", b'{"n": 5}'])
+    assert parse_json(values.slice(1, 3), T).to_pylist() == [
+        {"n": 1, "s": None},
+        None,
+        {"n": 3, "s": None},
+    ]
+    # an empty value is no line of its own: the row-by-row path keeps rows aligned
+    assert parse_json(values, T).to_pylist()[3:] == [{"n": 3, "s": None}, None, {"n": 5, "s": None}]
+    crlf = pa.array([b'{"n": 1}\r', b'{"n": 2}'])
+    assert parse_json(crlf, T).to_pylist() == [{"n": 1, "s": None}, {"n": 2, "s": None}]

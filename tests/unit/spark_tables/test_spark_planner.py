@@ -5,7 +5,8 @@ from __future__ import annotations
 from spark_tables.bounds import Bounds
 from spark_tables.cold_files import ColdFileInfo, cold_end
 from spark_tables.options import parse_options
-from spark_tables.planner import ColdSlice, HotRange, plan_pieces
+from spark_tables.parquet_read import RowGroupStats
+from spark_tables.planner import ColdSlice, HotRange, plan_pieces, row_group_runs
 from spark_tables.scan import resolve
 from spark_tables.stream import cap
 
@@ -19,20 +20,25 @@ def f(p: int, lo: int, hi: int, size: int = 1000) -> ColdFileInfo:
 FILES = {0: [f(0, 0, 99), f(0, 100, 199)], 1: [f(1, 0, 49, size=5000)]}
 
 
-def test_whole_files_and_byte_range_splits() -> None:
-    plan = plan_pieces(
-        OPTS.with_(max_partition_bytes=2000), FILES, {0: (0, None), 1: (0, None)}, {}, Bounds()
-    )
+def test_whole_files_need_no_footer() -> None:
+    plan = plan_pieces(OPTS, FILES, {0: (0, None), 1: (0, None)}, {}, Bounds())
     slices = [p for p in plan.pieces if isinstance(p, ColdSlice)]
-    assert [(s.file.key, s.byte_range) for s in slices] == [
-        ("k/0/0", None),
-        ("k/0/100", None),
-        ("k/1/0", (0, 2000)),
-        ("k/1/0", (2000, 4000)),
-        ("k/1/0", (4000, 5000)),
+    assert [(s.file.key, s.row_groups, s.byte_range) for s in slices] == [
+        ("k/0/0", None, None),
+        ("k/0/100", None, None),
+        ("k/1/0", None, None),
     ]
     assert plan.footers_read == 0 and (plan.files_listed, plan.bytes_listed) == (3, 7000)
     assert sum(s.planned_bytes for s in slices) == 7000
+
+
+def test_splits_are_runs_of_row_groups_sized_by_their_statistics() -> None:
+    sizes = [900, 900, 900, 3000, 100, 100, 100]
+    stats = [RowGroupStats(0, s, None, None, None, None) for s in sizes]
+    runs = row_group_runs(stats, range(len(sizes)), 2000)
+    assert runs == [((0, 1), 1800), ((2,), 900), ((3,), 3000), ((4, 5, 6), 300)]
+    # row groups the bounds left out break a run: each run is one contiguous read
+    assert row_group_runs(stats, [0, 2, 4, 5], 2000) == [((0,), 900), ((2,), 900), ((4, 5), 200)]
 
 
 def test_ranges_partitions_and_time_bounds_drop_whole_files() -> None:
