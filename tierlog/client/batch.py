@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -83,7 +84,9 @@ class ProducerBatch:
     producer_epoch: int = -1
     base_sequence: int = -1
     body: bytes | None = None
+    encoding: Future[bytes] | None = None  # the body being built (encoder.py)
     send_order: int = -1  # per partition, set when first sent (the sequencer's ordering)
+    leader: str = ""  # the URL its current attempt went to (holding one of its slots)
     unwritten: bool = False  # the last answer proved the leader did not append it
     # Base sequences of older batches still unanswered when this attempt went out: if the
     # leader then wants one of those, this attempt overtook it and only needs resending.
@@ -173,7 +176,8 @@ class ProducerBatch:
         fn()
 
     def _finish(self) -> None:
-        self.body = None  # the request body is the big part; nothing resends it now
+        # The request body is the big part; nothing resends it now.
+        self.body = self.encoding = None
         with CALLBACKS_LOCK:
             self.done.set()
             callbacks, self.callbacks = self.callbacks, None

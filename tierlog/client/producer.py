@@ -8,6 +8,13 @@
 batch and returns at once; a background sender posts batches as Arrow IPC streams straight to
 partition leaders, honouring linger_ms, batch_size, acks and max_in_flight, and retrying with
 the same producer id and sequence (idempotence, on by default) so retries never duplicate.
+
+linger_ms and batch_size trade latency for throughput. A batch goes when it is full
+(batch_size bytes), linger_ms after its first record, or on flush(); while its leader already
+has max_in_flight requests out it keeps filling. Raise both (say linger_ms=20,
+batch_size=1 MiB) for fewer, larger requests when producing fast; lower them (linger_ms=0)
+when records are few and each should go at once. send_batch / send_table fill whole
+requests (max_request_size) regardless.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from tierlog.client.batch import RECORD_OVERHEAD, record_size, rejected
 from tierlog.client.bulk import assign_partitions, plan_batches, produce_table
 from tierlog.client.config import ProducerConfig
 from tierlog.client.delivery import BulkDelivery, Callback, RecordFuture, run_callback
+from tierlog.client.encoder import BatchEncoder
 from tierlog.client.errors import ApiError, ClientClosedError, ClientTimeoutError
 from tierlog.client.lifecycle import ClientBase
 from tierlog.client.metadata import ClusterMetadata
@@ -104,6 +112,7 @@ class Producer(ClientBase):
         )
         self._partitioner = Partitioner()
         self._routes: dict[str, TopicRoute] = {}
+        encoder = BatchEncoder(self.config.compression)
         self._accumulator = RecordAccumulator(
             batch_size=self.config.batch_size,
             linger_ms=self.config.linger_ms,
@@ -111,8 +120,9 @@ class Producer(ClientBase):
             delivery_timeout_ms=self.config.delivery_timeout_ms,
             on_batch_closed=lambda tp: self._partitioner.batch_closed(tp.topic, tp.partition),
             wake_sender=self._wake_sender,
+            on_sealed=encoder.start,
         )
-        self._sender = Sender(self.config, self._accumulator, self._metadata, self._http)
+        self._sender = Sender(self.config, self._accumulator, self._metadata, self._http, encoder)
         self._running = self._io.submit(self._sender.run())
 
     def _wake_sender(self) -> None:
