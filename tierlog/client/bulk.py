@@ -134,15 +134,17 @@ def plan_batches(
     max_record_bytes: int,
 ) -> tuple[list[ProducerBatch], list[int], pa.Array]:
     """The batches, the sorted position each starts at, and the permutation (input index of
-    each sorted position). Rejected records come last, in batches failed already."""
+    each sorted position). Rejected records come last, in batches failed already.
+
+    One gather (the sort by partition) copies the records; every batch is then a zero-copy
+    slice of it, with the sorted partition marks as its partition column."""
     sizes = record_sizes(table)
-    part_array = parts
     too_large = pc.greater(sizes, max_record_bytes)
-    part_array = pc.if_else(too_large, pa.scalar(TOO_LARGE, pa.int32()), part_array)
+    part_array = pc.if_else(too_large, pa.scalar(TOO_LARGE, pa.int32()), parts)
     # Real partitions first, in order; the rejected (negative) marks after them.
     order_key = pc.if_else(pc.less(part_array, 0), pc.subtract(2**30, part_array), part_array)
     perm = pc.sort_indices(order_key)
-    sorted_table = table.take(perm)
+    sorted_rows = _one_batch(table.select(_framed_columns(table)).take(perm))
     sorted_parts = part_array.take(perm)
     sorted_sizes = sizes.take(perm)
     runs = pc.run_end_encode(sorted_parts)
@@ -150,21 +152,36 @@ def plan_batches(
     starts: list[int] = []
     begin = 0
     for end, p in zip(runs.run_ends.to_pylist(), runs.values.to_pylist(), strict=True):
-        rows = sorted_table.slice(begin, end - begin)
         if p < 0:
-            batches.append(_rejected(topic, p, rows, max_record_bytes))
+            batches.append(
+                _rejected(topic, p, sorted_rows.slice(begin, end - begin), max_record_bytes)
+            )
             starts.append(begin)
         else:
             run_sizes = sorted_sizes.slice(begin, end - begin)
             for offset, length, size in _chunks(run_sizes, target_bytes):
+                at = begin + offset
                 batch = ProducerBatch(TopicPartition(topic, p), deadline=0.0)
-                batch.arrow = _framed(rows.slice(offset, length), p)
+                batch.arrow = _framed(sorted_rows.slice(at, length), sorted_parts.slice(at, length))
                 batch.size = size
                 batch.closed = True
                 batches.append(batch)
-                starts.append(begin + offset)
+                starts.append(at)
         begin = end
     return batches, starts, perm
+
+
+def _framed_columns(table: pa.Table) -> list[str]:
+    names = ["key", "value", "timestamp"]
+    return [*names, "headers"] if "headers" in table.column_names else names
+
+
+def _one_batch(table: pa.Table) -> pa.RecordBatch:
+    """`table`'s rows as one record batch (no copy when it is one chunk, as take gives)."""
+    if table.num_rows == 0:
+        return pa.RecordBatch.from_pylist([], schema=table.schema)
+    batches = table.to_batches()
+    return batches[0] if len(batches) == 1 else table.combine_chunks().to_batches()[0]
 
 
 def _chunks(sizes: pa.Array, target: int) -> list[tuple[int, int, int]]:
@@ -180,22 +197,19 @@ def _chunks(sizes: pa.Array, target: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def _framed(rows: pa.Table, partition: int) -> pa.RecordBatch:
-    n = rows.num_rows
-    cols: dict[str, pa.Array] = {
-        "key": rows.column("key").combine_chunks(),
-        "value": rows.column("value").combine_chunks(),
-        "timestamp": rows.column("timestamp").combine_chunks(),
-        "partition": pa.repeat(pa.scalar(partition, pa.int32()), n),
-    }
-    if "headers" in rows.column_names:
-        cols["headers"] = rows.column("headers").combine_chunks()
-    return pa.RecordBatch.from_pydict(cols)
+def _framed(rows: pa.RecordBatch, partitions: pa.Array) -> pa.RecordBatch:
+    """The produce request's columns: key, value, timestamp, partition and maybe headers."""
+    names = ["key", "value", "timestamp", "partition"]
+    arrays = [rows.column(0), rows.column(1), rows.column(2), partitions]
+    if rows.num_columns > 3:
+        names.append("headers")
+        arrays.append(rows.column(3))
+    return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
-def _rejected(topic: str, mark: int, rows: pa.Table, max_record_bytes: int) -> ProducerBatch:
+def _rejected(topic: str, mark: int, rows: pa.RecordBatch, max_record_bytes: int) -> ProducerBatch:
     batch = ProducerBatch(TopicPartition(topic, -1), deadline=0.0)
-    batch.arrow = _framed(rows, -1)
+    batch.arrow = _framed(rows, pa.repeat(pa.scalar(-1, pa.int32()), rows.num_rows))
     if mark == TOO_LARGE:
         error = ApiError(
             "MESSAGE_TOO_LARGE", f"the record exceeds max_request_size ({max_record_bytes} B)"
