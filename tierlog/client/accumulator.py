@@ -96,24 +96,32 @@ class RecordAccumulator:
             self._wake()
         return RecordFuture(batch, index)
 
-    def append_framed(self, batch: ProducerBatch, max_block_s: float) -> None:
-        """Queue a bulk batch, framed already and closed, behind its partition's records."""
+    def append_framed(self, batch: ProducerBatch, max_block_s: float, carry_up_to: int = 0) -> None:
+        """Queue a bulk batch, framed already and closed, behind its partition's records. If
+        the partition's last queued batch is a bulk batch still waiting, `batch` rides in its
+        request when both fit in `carry_up_to` bytes: one large request, not several small."""
         closed_tp = False
-        sealed = [batch]
+        sealed: list[ProducerBatch] = []
         with self._lock:
             if self._used + batch.size > self.buffer_memory and self._used:
                 self._wait_for_room(batch.size, max_block_s)
             if self.closed:
                 raise ClientClosedError("producer")
             queue = self._queues.setdefault(batch.tp, deque())
-            if queue and not queue[-1].closed:
-                queue[-1].closed = closed_tp = True  # send() records before it go first
-                sealed.insert(0, queue[-1])
+            tail = queue[-1] if queue else None
+            if tail is not None and not tail.closed:
+                tail.closed = closed_tp = True  # send() records before it go first
+                sealed.append(tail)
             batch.closed = True
             batch.deadline = time.monotonic() + self.delivery_timeout_s
-            queue.append(batch)
             self._incomplete.add(batch)
             self._used += batch.size
+            if tail is not None and tail.can_carry(batch, carry_up_to):
+                tail.riders.append(batch)
+            else:
+                if tail is not None and tail.arrow is not None:
+                    sealed.append(tail)  # takes no more riders: its body can be built now
+                queue.append(batch)  # its body is built once it is sent or followed
         if closed_tp:
             self._on_batch_closed(batch.tp)
         self._seal(sealed)
@@ -204,12 +212,14 @@ class RecordAccumulator:
         return out
 
     def release(self, batch: ProducerBatch) -> None:
-        """`batch` is finished (acknowledged or failed): its bytes are free again."""
+        """`batch` is finished (acknowledged or failed): its bytes (and its riders') are
+        free again."""
         with self._lock:
-            if batch in self._incomplete:
-                self._incomplete.discard(batch)
-                self._used -= batch.size
-                self._space.notify_all()
+            for one in (batch, *batch.riders):
+                if one in self._incomplete:
+                    self._incomplete.discard(one)
+                    self._used -= one.size
+            self._space.notify_all()
 
     def incomplete(self) -> list[ProducerBatch]:
         with self._lock:

@@ -226,7 +226,7 @@ class Producer(ClientBase):
         )
         for batch in batches:
             if not batch.done.is_set():  # records refused up front are answered already
-                self._accumulator.append_framed(batch, self._max_block_s)
+                self._accumulator.append_framed(batch, self._max_block_s, target)
         return BulkDelivery(batches, starts, perm)
 
     def flush(self, timeout: float | None = None) -> None:
