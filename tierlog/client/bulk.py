@@ -11,7 +11,12 @@ the same idempotent sequences and retries as send()'s batches. Records that cann
 
 from __future__ import annotations
 
+import array
+import itertools
+import sys
 import time
+from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -70,6 +75,23 @@ def _column(table: pa.Table, name: str, typ: pa.DataType, n: int) -> pa.ChunkedA
         return col if col.type == typ else col.cast(typ)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise TypeError(f"column {name!r} must be {typ}, not {col.type}") from exc
+
+
+def binary_column(items: Sequence[Any]) -> pa.Array:
+    """`items` (bytes, or None / str / other buffers) as an Arrow binary array. All bytes,
+    the common case, go in two C-speed passes (one join, one running sum of lengths), about
+    half what pa.array() costs; anything else takes pa.array()'s general path."""
+    try:
+        offsets = array.array("i", [0])
+        offsets.extend(itertools.accumulate(map(len, items)))
+        data = b"".join(items)
+    except (TypeError, OverflowError):  # None, str, objects without len, over 2 GiB
+        return pa.array(items, pa.binary())
+    # A buffer whose len() is not its size in bytes; or int32 offsets not in Arrow's layout.
+    if offsets[-1] != len(data) or offsets.itemsize != 4 or sys.byteorder != "little":
+        return pa.array(items, pa.binary())
+    buffers = [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    return pa.Array.from_buffers(pa.binary(), len(items), buffers)
 
 
 def record_sizes(table: pa.Table) -> pa.Array:

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from logformat.schema import HEADERS
 from tierlog.client.accumulator import RecordAccumulator
 from tierlog.client.batch import RECORD_OVERHEAD, record_size, rejected
-from tierlog.client.bulk import assign_partitions, plan_batches, produce_table
+from tierlog.client.bulk import assign_partitions, binary_column, plan_batches, produce_table
 from tierlog.client.config import ProducerConfig
 from tierlog.client.delivery import BulkDelivery, Callback, RecordFuture, run_callback
 from tierlog.client.encoder import BatchEncoder
@@ -193,10 +193,10 @@ class Producer(ClientBase):
             raise ValueError(f"{len(headers)} headers for {len(values)} values")
         vs, ks = self._value_serializer, self._key_serializer
         columns: dict[str, pa.Array] = {
-            "value": pa.array([vs(v) for v in values] if vs else values, pa.binary())
+            "value": binary_column([vs(v) for v in values] if vs else values)
         }
         if keys is not None:
-            columns["key"] = pa.array([ks(k) for k in keys] if ks else keys, pa.binary())
+            columns["key"] = binary_column([ks(k) for k in keys] if ks else keys)
         if headers is not None:
             rows = [_header_rows(to_headers(h)) for h in headers]
             columns["headers"] = pa.array(rows, HEADERS)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import array
+
 import pyarrow as pa
 
 from logformat.schema import HEADERS
-from tierlog.client.bulk import assign_partitions, plan_batches, produce_table
+from tierlog.client.bulk import assign_partitions, binary_column, plan_batches, produce_table
 from tierlog.client.partitioner import Partitioner
 
 
@@ -44,3 +46,23 @@ def test_an_empty_table_plans_no_batches() -> None:
     parts = assign_partitions(table, "t", 3, Partitioner(), 100)
     batches, starts, _perm = plan_batches(table, parts, "t", 200, 100)
     assert batches == [] and starts == []
+
+
+def test_binary_column_matches_pa_array_for_every_kind_of_item() -> None:
+    cases: list[list[object]] = [
+        [b"a", b"", b"ccc" * 100],
+        [],
+        [b"a", None, b"c"],  # tombstones
+        ["text", b"bytes"],  # str is taken as UTF-8, as pa.array does
+        [bytearray(b"xy"), b"z"],
+        [memoryview(array.array("h", [1, 2, 3])), b"z"],  # len() counts items, not bytes
+    ]
+    for items in cases:
+        got = binary_column(items)
+        assert got.type == pa.binary()
+        assert got.equals(
+            pa.array(
+                [bytes(i) if isinstance(i, bytearray | memoryview) else i for i in items],
+                pa.binary(),
+            )
+        ), items
