@@ -201,6 +201,9 @@ def test_small_send_table_calls_ride_together_through_faults(seed: int) -> None:
         "http://fake",
         transport=httpx.MockTransport(counted),
         max_in_flight=1,
+        # Requests of a few calls' records: enough of them that faults surely strike.
+        batch_size=1000,
+        max_request_size=1000,
         retry_backoff_ms=1,
         retry_backoff_max_ms=5,
     )
