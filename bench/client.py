@@ -8,6 +8,8 @@ min.insync.replicas=2). On each: the baseline, raw Arrow HTTP produce to the par
 leaders, then `send()` in a loop (defaults, and tuned), `send_batch` and `send_table`
 (bench/client_produce.py), then the consumer cases over the topic send_table wrote
 (bench/client_consume.py: the raw Arrow fetch as their baseline, poll(), poll_arrow()).
+Last, the consumer cases over cold data (bench/client_cold.py): a topic tiered to S3 and
+deleted from the hot tier as bench/replay.py sets it up, read through the broker's cold path.
 Prints records/s, p50/p99 latency, the ratio to the baseline of the same setup and kind, and
 the settings each case used; every case checks that what it sent arrived, or read it once.
 """
@@ -20,6 +22,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.client_cold import cold_cases
 from bench.client_consume import consume_cases
 from bench.client_produce import PARTITIONS, Row, produce_cases
 from bench.databases import new_database
@@ -35,7 +38,7 @@ def run_setup(
     args: argparse.Namespace,
 ) -> list[tuple[str, Row]]:
     rows, table_topic = produce_cases(url, "bench", create, args.records, args.bulk_records)
-    rows += consume_cases(url, table_topic, args.bulk_records + 1, args.smoke)
+    rows += consume_cases(url, table_topic, args.bulk_records + 1, args.smoke, tiers=("hot",))
     return [(setup, row) for row in rows]
 
 
@@ -80,10 +83,12 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=200_000, help="per send() case")
     parser.add_argument("--bulk-records", type=int, default=1_000_000, help="per bulk case")
     parser.add_argument("--smoke", action="store_true", help="2,000 / 20,000 records")
+    parser.add_argument("--cold-records", type=int, default=500_000, help="tiered to S3")
     parser.add_argument("--no-cluster", action="store_true", help="one broker only")
+    parser.add_argument("--no-cold", action="store_true", help="no cold-data cases")
     args = parser.parse_args()
     if args.smoke:
-        args.records, args.bulk_records = 2_000, 20_000
+        args.records, args.bulk_records, args.cold_records = 2_000, 20_000, 20_000
     rows: list[tuple[str, Row]] = []
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp:
         os.chmod(tmp, 0o755)
@@ -108,11 +113,14 @@ def main() -> None:
                     c.stop()
         finally:
             pg.stop()
+    if not args.no_cold:
+        rows += [("1 broker, cold", row) for row in cold_cases(args.cold_records, args.smoke)]
     print(
         f"tierlog client benchmark: {PARTITIONS}-partition topics, ~100 B JSON values with "
         f"keys, acks=all, idempotence on; {args.records:,} records per send() case, "
-        f"{args.bulk_records:,} per bulk case; {os.cpu_count()} cores shared by brokers and "
-        "client; every case checked that all its records arrived"
+        f"{args.bulk_records:,} per bulk case; cold: {args.cold_records:,} records of 100 B "
+        f"random values tiered to S3; {os.cpu_count()} cores shared by brokers and client; "
+        "every case checked that all its records arrived, or were read once"
     )
     print_table(rows)
 

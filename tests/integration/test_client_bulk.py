@@ -141,4 +141,13 @@ def test_client_bench_smoke() -> None:
     for setup in ("1 broker", "3 brokers RF=3"):
         for case in ("raw Arrow HTTP (baseline)", "send() defaults", "send_batch", "send_table"):
             assert any(line.startswith(f"{setup:<16} {case}") for line in done.stdout.splitlines())
+    # Cold data (tiered to S3, gone from the hot tier) read through the broker's cold path.
+    for case in (
+        "baseline: raw Arrow fetch (cold)",
+        "Consumer.poll() (cold)",
+        "poll_arrow() (cold)",
+    ):
+        assert any(
+            line.startswith("1 broker, cold") and case in line for line in done.stdout.splitlines()
+        ), done.stdout
     assert "every case checked that all its records arrived" in done.stdout

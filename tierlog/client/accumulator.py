@@ -3,6 +3,8 @@
 User threads append; the sender (on the I/O loop) takes batches that are ready: full
 (batch_size bytes), older than linger_ms, or wanted now by flush() / close(). Unacknowledged
 records may use at most buffer_memory bytes; send() blocks up to max_block_ms for room.
+Each batch that closes is handed to `on_sealed` (the encoder starts building its body while
+earlier batches are in flight).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class RecordAccumulator:
         delivery_timeout_ms: int,
         on_batch_closed: Callable[[TopicPartition], None],
         wake_sender: Callable[[], None],
+        on_sealed: Callable[[ProducerBatch], None] | None = None,
     ) -> None:
         self.batch_size = batch_size
         self.linger_s = linger_ms / 1000
@@ -35,12 +38,14 @@ class RecordAccumulator:
         self.delivery_timeout_s = delivery_timeout_ms / 1000
         self._on_batch_closed = on_batch_closed
         self._wake = wake_sender
+        self._on_sealed = on_sealed
         self._lock = threading.Lock()
         self._space = threading.Condition(self._lock)
         self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._incomplete: set[ProducerBatch] = set()
         self._used = 0
         self._flushing = 0
+        self._turn = 0  # which partition goes first in ready()'s rounds
         self.closed = False
 
     def append(
@@ -58,6 +63,7 @@ class RecordAccumulator:
         if size is None:
             size = record_size(key, value, headers)
         closed_tp = wake = False
+        sealed: list[ProducerBatch] = []
         with self._lock:
             if self._used + size > self.buffer_memory and self._used:
                 self._wait_for_room(size, max_block_s)
@@ -75,37 +81,56 @@ class RecordAccumulator:
             if batch is None or index < 0:
                 if batch is not None and not batch.closed:
                     batch.closed = closed_tp = True
+                    sealed.append(batch)
                 batch = self._new_batch(tp, queue)
                 index = batch.try_append(key, value, headers, timestamp, size, self.batch_size)
                 wake = True  # a new batch starts its linger timer
             self._used += size
             if batch.size >= self.batch_size:
                 batch.closed = closed_tp = wake = True
+                sealed.append(batch)
         if closed_tp:
             self._on_batch_closed(tp)
+            self._seal(sealed)
         if wake:
             self._wake()
         return RecordFuture(batch, index)
 
-    def append_framed(self, batch: ProducerBatch, max_block_s: float) -> None:
-        """Queue a bulk batch, framed already and closed, behind its partition's records."""
+    def append_framed(self, batch: ProducerBatch, max_block_s: float, carry_up_to: int = 0) -> None:
+        """Queue a bulk batch, framed already and closed, behind its partition's records. If
+        the partition's last queued batch is a bulk batch still waiting, `batch` rides in its
+        request when both fit in `carry_up_to` bytes: one large request, not several small."""
         closed_tp = False
+        sealed: list[ProducerBatch] = []
         with self._lock:
             if self._used + batch.size > self.buffer_memory and self._used:
                 self._wait_for_room(batch.size, max_block_s)
             if self.closed:
                 raise ClientClosedError("producer")
             queue = self._queues.setdefault(batch.tp, deque())
-            if queue and not queue[-1].closed:
-                queue[-1].closed = closed_tp = True  # send() records before it go first
+            tail = queue[-1] if queue else None
+            if tail is not None and not tail.closed:
+                tail.closed = closed_tp = True  # send() records before it go first
+                sealed.append(tail)
             batch.closed = True
             batch.deadline = time.monotonic() + self.delivery_timeout_s
-            queue.append(batch)
             self._incomplete.add(batch)
             self._used += batch.size
+            if tail is not None and tail.can_carry(batch, carry_up_to):
+                tail.riders.append(batch)
+            else:
+                if tail is not None and tail.arrow is not None:
+                    sealed.append(tail)  # takes no more riders: its body can be built now
+                queue.append(batch)  # its body is built once it is sent or followed
         if closed_tp:
             self._on_batch_closed(batch.tp)
+        self._seal(sealed)
         self._wake()
+
+    def _seal(self, batches: list[ProducerBatch]) -> None:
+        if self._on_sealed is not None:
+            for batch in batches:
+                self._on_sealed(batch)
 
     def _new_batch(self, tp: TopicPartition, queue: deque[ProducerBatch]) -> ProducerBatch:
         batch = ProducerBatch(tp, deadline=time.monotonic() + self.delivery_timeout_s)
@@ -126,22 +151,33 @@ class RecordAccumulator:
 
     def ready(self, now: float, admit: Callable[[ProducerBatch], bool]) -> list[ProducerBatch]:
         """Take the batches to send now, oldest first per partition. `admit(batch)` is asked
-        for each ready head in turn and takes it (True) or leaves its partition (False)."""
+        for each ready head in turn and takes it (True) or leaves its partition (False).
+        Partitions take turns, one batch each per round, starting one further on each call:
+        partitions sharing a leader's in-flight requests all keep their pipelines going."""
         out: list[ProducerBatch] = []
         lingered: list[TopicPartition] = []
         with self._lock:
             hurry = self._flushing > 0 or self.closed
-            for tp, queue in self._queues.items():
-                while queue:
+            active = [(tp, q) for tp, q in self._queues.items() if q]
+            if active:
+                first = self._turn % len(active)
+                self._turn += 1
+                active = active[first:] + active[:first]
+            while active:
+                taken = []
+                for tp, queue in active:
                     head = queue[0]
                     if not (head.closed or hurry or now - head.created >= self.linger_s):
-                        break
+                        continue
                     if not admit(head):
-                        break
+                        continue
                     if not head.closed:
                         head.closed = True
                         lingered.append(tp)
                     out.append(queue.popleft())
+                    if queue:
+                        taken.append((tp, queue))
+                active = taken
         for tp in lingered:
             self._on_batch_closed(tp)
         return out
@@ -176,12 +212,14 @@ class RecordAccumulator:
         return out
 
     def release(self, batch: ProducerBatch) -> None:
-        """`batch` is finished (acknowledged or failed): its bytes are free again."""
+        """`batch` is finished (acknowledged or failed): its bytes (and its riders') are
+        free again."""
         with self._lock:
-            if batch in self._incomplete:
-                self._incomplete.discard(batch)
-                self._used -= batch.size
-                self._space.notify_all()
+            for one in (batch, *batch.riders):
+                if one in self._incomplete:
+                    self._incomplete.discard(one)
+                    self._used -= one.size
+            self._space.notify_all()
 
     def incomplete(self) -> list[ProducerBatch]:
         with self._lock:

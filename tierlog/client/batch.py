@@ -3,6 +3,10 @@
 The body is encoded once, when the batch is first sent, and reused for every retry, so a
 retried batch is byte-identical and keeps its producer id, epoch and base sequence: the
 leader recognises it and answers with the original offsets instead of writing it twice.
+
+A bulk batch waiting for its turn may carry later bulk batches of its partition ("riders"):
+they go in its request, after its records, and share its sequence range and its answer, so
+small send_table calls still make requests of max_request_size.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -76,6 +81,7 @@ class ProducerBatch:
     timestamps: list[int] = field(default_factory=list)
     # A bulk batch (send_batch / send_table) arrives framed: its records are this instead.
     arrow: pa.RecordBatch | None = None
+    riders: list[ProducerBatch] = field(default_factory=list)  # bulk batches it carries
     size: int = 0
     closed: bool = False  # takes no more records
     # Set when first sent, kept for every retry (idempotence).
@@ -83,7 +89,9 @@ class ProducerBatch:
     producer_epoch: int = -1
     base_sequence: int = -1
     body: bytes | None = None
+    encoding: Future[bytes] | None = None  # the body being built (encoder.py)
     send_order: int = -1  # per partition, set when first sent (the sequencer's ordering)
+    leader: str = ""  # the URL its current attempt went to (holding one of its slots)
     unwritten: bool = False  # the last answer proved the leader did not append it
     # Base sequences of older batches still unanswered when this attempt went out: if the
     # leader then wants one of those, this attempt overtook it and only needs resending.
@@ -98,7 +106,23 @@ class ProducerBatch:
 
     @property
     def record_count(self) -> int:
-        return len(self.arrow) if self.arrow is not None else len(self.values)
+        """Records in its request (its riders' too)."""
+        if self.arrow is None:
+            return len(self.values)
+        own: int = self.arrow.num_rows
+        return own + sum(r.record_count for r in self.riders)
+
+    def can_carry(self, other: ProducerBatch, limit: int) -> bool:
+        """May bulk batch `other` ride in this waiting bulk batch's request?"""
+        return (
+            self.arrow is not None
+            and other.arrow is not None
+            and self.base_sequence < 0  # never sent: its sequence range may still grow
+            and self.body is None
+            and self.encoding is None
+            and self.size + sum(r.size for r in self.riders) + other.size <= limit
+            and self.arrow.schema.equals(other.arrow.schema)
+        )
 
     @property
     def last_sequence(self) -> int:
@@ -128,7 +152,10 @@ class ProducerBatch:
     def encode(self, compression: str | None) -> bytes:
         if self.body is None:
             if self.arrow is not None:
-                self.body = encode_batch(self.arrow, compression)
+                arrow = self.arrow
+                if self.riders:
+                    arrow = pa.concat_batches([arrow, *(r.arrow for r in self.riders if r.arrow)])
+                self.body = encode_batch(arrow, compression)
             else:
                 self.body = encode_records(
                     self.keys,
@@ -155,11 +182,18 @@ class ProducerBatch:
         """Acknowledged at `base_offset` (-1: written, offset unknown)."""
         if not self.done.is_set():
             self.base_offset = base_offset
+            # Riders are answered first: whoever saw this batch done finds them done too.
+            at = base_offset + (self.arrow.num_rows if self.arrow is not None else 0)
+            for rider in self.riders:
+                rider.complete(at if base_offset >= 0 else -1)
+                at += rider.record_count
             self._finish()
 
     def fail(self, exc: BaseException) -> None:
         if not self.done.is_set():
             self.error = exc
+            for rider in self.riders:
+                rider.fail(exc)
             self._finish()
 
     def on_done(self, fn: Callable[[], object]) -> None:
@@ -173,7 +207,8 @@ class ProducerBatch:
         fn()
 
     def _finish(self) -> None:
-        self.body = None  # the request body is the big part; nothing resends it now
+        # The request body is the big part; nothing resends it now.
+        self.body = self.encoding = None
         with CALLBACKS_LOCK:
             self.done.set()
             callbacks, self.callbacks = self.callbacks, None

@@ -11,7 +11,12 @@ the same idempotent sequences and retries as send()'s batches. Records that cann
 
 from __future__ import annotations
 
+import array
+import itertools
+import sys
 import time
+from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -70,6 +75,23 @@ def _column(table: pa.Table, name: str, typ: pa.DataType, n: int) -> pa.ChunkedA
         return col if col.type == typ else col.cast(typ)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise TypeError(f"column {name!r} must be {typ}, not {col.type}") from exc
+
+
+def binary_column(items: Sequence[Any]) -> pa.Array:
+    """`items` (bytes, or None / str / other buffers) as an Arrow binary array. All bytes,
+    the common case, go in two C-speed passes (one join, one running sum of lengths), about
+    half what pa.array() costs; anything else takes pa.array()'s general path."""
+    try:
+        offsets = array.array("i", [0])
+        offsets.extend(itertools.accumulate(map(len, items)))
+        data = b"".join(items)
+    except (TypeError, OverflowError):  # None, str, objects without len, over 2 GiB
+        return pa.array(items, pa.binary())
+    # A buffer whose len() is not its size in bytes; or int32 offsets not in Arrow's layout.
+    if offsets[-1] != len(data) or offsets.itemsize != 4 or sys.byteorder != "little":
+        return pa.array(items, pa.binary())
+    buffers = [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    return pa.Array.from_buffers(pa.binary(), len(items), buffers)
 
 
 def record_sizes(table: pa.Table) -> pa.Array:
@@ -134,15 +156,17 @@ def plan_batches(
     max_record_bytes: int,
 ) -> tuple[list[ProducerBatch], list[int], pa.Array]:
     """The batches, the sorted position each starts at, and the permutation (input index of
-    each sorted position). Rejected records come last, in batches failed already."""
+    each sorted position). Rejected records come last, in batches failed already.
+
+    One gather (the sort by partition) copies the records; every batch is then a zero-copy
+    slice of it, with the sorted partition marks as its partition column."""
     sizes = record_sizes(table)
-    part_array = parts
     too_large = pc.greater(sizes, max_record_bytes)
-    part_array = pc.if_else(too_large, pa.scalar(TOO_LARGE, pa.int32()), part_array)
+    part_array = pc.if_else(too_large, pa.scalar(TOO_LARGE, pa.int32()), parts)
     # Real partitions first, in order; the rejected (negative) marks after them.
     order_key = pc.if_else(pc.less(part_array, 0), pc.subtract(2**30, part_array), part_array)
     perm = pc.sort_indices(order_key)
-    sorted_table = table.take(perm)
+    sorted_rows = _one_batch(table.select(_framed_columns(table)).take(perm))
     sorted_parts = part_array.take(perm)
     sorted_sizes = sizes.take(perm)
     runs = pc.run_end_encode(sorted_parts)
@@ -150,21 +174,36 @@ def plan_batches(
     starts: list[int] = []
     begin = 0
     for end, p in zip(runs.run_ends.to_pylist(), runs.values.to_pylist(), strict=True):
-        rows = sorted_table.slice(begin, end - begin)
         if p < 0:
-            batches.append(_rejected(topic, p, rows, max_record_bytes))
+            batches.append(
+                _rejected(topic, p, sorted_rows.slice(begin, end - begin), max_record_bytes)
+            )
             starts.append(begin)
         else:
             run_sizes = sorted_sizes.slice(begin, end - begin)
             for offset, length, size in _chunks(run_sizes, target_bytes):
+                at = begin + offset
                 batch = ProducerBatch(TopicPartition(topic, p), deadline=0.0)
-                batch.arrow = _framed(rows.slice(offset, length), p)
+                batch.arrow = _framed(sorted_rows.slice(at, length), sorted_parts.slice(at, length))
                 batch.size = size
                 batch.closed = True
                 batches.append(batch)
-                starts.append(begin + offset)
+                starts.append(at)
         begin = end
     return batches, starts, perm
+
+
+def _framed_columns(table: pa.Table) -> list[str]:
+    names = ["key", "value", "timestamp"]
+    return [*names, "headers"] if "headers" in table.column_names else names
+
+
+def _one_batch(table: pa.Table) -> pa.RecordBatch:
+    """`table`'s rows as one record batch (no copy when it is one chunk, as take gives)."""
+    if table.num_rows == 0:
+        return pa.RecordBatch.from_pylist([], schema=table.schema)
+    batches = table.to_batches()
+    return batches[0] if len(batches) == 1 else table.combine_chunks().to_batches()[0]
 
 
 def _chunks(sizes: pa.Array, target: int) -> list[tuple[int, int, int]]:
@@ -180,22 +219,19 @@ def _chunks(sizes: pa.Array, target: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def _framed(rows: pa.Table, partition: int) -> pa.RecordBatch:
-    n = rows.num_rows
-    cols: dict[str, pa.Array] = {
-        "key": rows.column("key").combine_chunks(),
-        "value": rows.column("value").combine_chunks(),
-        "timestamp": rows.column("timestamp").combine_chunks(),
-        "partition": pa.repeat(pa.scalar(partition, pa.int32()), n),
-    }
-    if "headers" in rows.column_names:
-        cols["headers"] = rows.column("headers").combine_chunks()
-    return pa.RecordBatch.from_pydict(cols)
+def _framed(rows: pa.RecordBatch, partitions: pa.Array) -> pa.RecordBatch:
+    """The produce request's columns: key, value, timestamp, partition and maybe headers."""
+    names = ["key", "value", "timestamp", "partition"]
+    arrays = [rows.column(0), rows.column(1), rows.column(2), partitions]
+    if rows.num_columns > 3:
+        names.append("headers")
+        arrays.append(rows.column(3))
+    return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
-def _rejected(topic: str, mark: int, rows: pa.Table, max_record_bytes: int) -> ProducerBatch:
+def _rejected(topic: str, mark: int, rows: pa.RecordBatch, max_record_bytes: int) -> ProducerBatch:
     batch = ProducerBatch(TopicPartition(topic, -1), deadline=0.0)
-    batch.arrow = _framed(rows, -1)
+    batch.arrow = _framed(rows, pa.repeat(pa.scalar(-1, pa.int32()), rows.num_rows))
     if mark == TOO_LARGE:
         error = ApiError(
             "MESSAGE_TOO_LARGE", f"the record exceeds max_request_size ({max_record_bytes} B)"

@@ -18,16 +18,20 @@ def _positive(name: str, value: float, allow_zero: bool = False) -> None:
 @dataclass(frozen=True)
 class ProducerConfig:
     acks: str | int = "all"
-    # Kafka's linger.ms; batch_size is not Kafka's 16 KiB: one HTTP produce request costs the
-    # broker ~2 ms whatever its size, so a partition's batch may grow to 256 KiB (~2,000
-    # records of 100 B) while its earlier requests are in flight. Lower it for latency when
-    # records are few; larger batches never wait longer than linger_ms to start.
+    # The linger_ms / batch_size trade-off: a batch is sent when it holds batch_size bytes,
+    # or linger_ms after its first record, or at once on flush(); while its leader has
+    # max_in_flight requests out it keeps filling. Larger values mean fewer, bigger requests
+    # (throughput: one HTTP produce request costs the broker ~2 ms whatever its size) and
+    # more delay for a lone record; smaller values the reverse. linger_ms is Kafka's 5;
+    # batch_size is 256 KiB (~2,000 records of 100 B), not Kafka's 16 KiB, for that cost.
     linger_ms: float = 5
     batch_size: int = 256 * 1024
     max_request_size: int = 1048576
     compression_type: str | None = None
     # None: on unless acks or retries rule it out, as in Kafka 3+.
     enable_idempotence: bool | None = None
+    # Requests in flight per leader (Kafka's max.in.flight.requests.per.connection): at
+    # most 5 with idempotence, the batches a leader remembers per producer and partition.
     max_in_flight: int = 5
     retries: int = 2**31 - 1
     retry_backoff_ms: int = 100

@@ -8,6 +8,13 @@
 batch and returns at once; a background sender posts batches as Arrow IPC streams straight to
 partition leaders, honouring linger_ms, batch_size, acks and max_in_flight, and retrying with
 the same producer id and sequence (idempotence, on by default) so retries never duplicate.
+
+linger_ms and batch_size trade latency for throughput. A batch goes when it is full
+(batch_size bytes), linger_ms after its first record, or on flush(); while its leader already
+has max_in_flight requests out it keeps filling. Raise both (say linger_ms=20,
+batch_size=1 MiB) for fewer, larger requests when producing fast; lower them (linger_ms=0)
+when records are few and each should go at once. send_batch / send_table fill whole
+requests (max_request_size) regardless.
 """
 
 from __future__ import annotations
@@ -26,9 +33,10 @@ import pyarrow.compute as pc
 from logformat.schema import HEADERS
 from tierlog.client.accumulator import RecordAccumulator
 from tierlog.client.batch import RECORD_OVERHEAD, record_size, rejected
-from tierlog.client.bulk import assign_partitions, plan_batches, produce_table
+from tierlog.client.bulk import assign_partitions, binary_column, plan_batches, produce_table
 from tierlog.client.config import ProducerConfig
 from tierlog.client.delivery import BulkDelivery, Callback, RecordFuture, run_callback
+from tierlog.client.encoder import BatchEncoder
 from tierlog.client.errors import ApiError, ClientClosedError, ClientTimeoutError
 from tierlog.client.lifecycle import ClientBase
 from tierlog.client.metadata import ClusterMetadata
@@ -104,6 +112,7 @@ class Producer(ClientBase):
         )
         self._partitioner = Partitioner()
         self._routes: dict[str, TopicRoute] = {}
+        encoder = BatchEncoder(self.config.compression)
         self._accumulator = RecordAccumulator(
             batch_size=self.config.batch_size,
             linger_ms=self.config.linger_ms,
@@ -111,8 +120,9 @@ class Producer(ClientBase):
             delivery_timeout_ms=self.config.delivery_timeout_ms,
             on_batch_closed=lambda tp: self._partitioner.batch_closed(tp.topic, tp.partition),
             wake_sender=self._wake_sender,
+            on_sealed=encoder.start,
         )
-        self._sender = Sender(self.config, self._accumulator, self._metadata, self._http)
+        self._sender = Sender(self.config, self._accumulator, self._metadata, self._http, encoder)
         self._running = self._io.submit(self._sender.run())
 
     def _wake_sender(self) -> None:
@@ -183,10 +193,10 @@ class Producer(ClientBase):
             raise ValueError(f"{len(headers)} headers for {len(values)} values")
         vs, ks = self._value_serializer, self._key_serializer
         columns: dict[str, pa.Array] = {
-            "value": pa.array([vs(v) for v in values] if vs else values, pa.binary())
+            "value": binary_column([vs(v) for v in values] if vs else values)
         }
         if keys is not None:
-            columns["key"] = pa.array([ks(k) for k in keys] if ks else keys, pa.binary())
+            columns["key"] = binary_column([ks(k) for k in keys] if ks else keys)
         if headers is not None:
             rows = [_header_rows(to_headers(h)) for h in headers]
             columns["headers"] = pa.array(rows, HEADERS)
@@ -216,7 +226,7 @@ class Producer(ClientBase):
         )
         for batch in batches:
             if not batch.done.is_set():  # records refused up front are answered already
-                self._accumulator.append_framed(batch, self._max_block_s)
+                self._accumulator.append_framed(batch, self._max_block_s, target)
         return BulkDelivery(batches, starts, perm)
 
     def flush(self, timeout: float | None = None) -> None:

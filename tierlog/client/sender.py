@@ -3,6 +3,10 @@
 Runs on the producer's I/O loop. Each batch is one POST of an Arrow IPC stream to its
 partition's leader, with the idempotence headers when enabled; answers resolve the records'
 futures, and failures are retried with exponential backoff as the PartitionSequencer decides.
+
+At most `max_in_flight` requests are in flight per leader (Kafka's per-connection limit);
+its partitions take turns for them (the accumulator's rounds), retries first. Bodies are
+built by the BatchEncoder's thread, never on this loop, and no lock is held across I/O.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import orjson
 from tierlog.client.accumulator import RecordAccumulator
 from tierlog.client.batch import ProducerBatch
 from tierlog.client.config import ProducerConfig
+from tierlog.client.encoder import BatchEncoder
 from tierlog.client.errors import (
     ApiError,
     ClientClosedError,
@@ -40,14 +45,17 @@ class Sender:
         accumulator: RecordAccumulator,
         metadata: ClusterMetadata,
         http: AsyncHttp,
+        encoder: BatchEncoder | None = None,
     ) -> None:
         self.config = config
+        self.encoder = encoder or BatchEncoder(config.compression)
         self.acc = accumulator
         self.metadata = metadata
         self.http = http
         self.idempotent = bool(config.enable_idempotence)
         self.identity = NO_IDENTITY
         self._sequencers: dict[TopicPartition, PartitionSequencer] = {}
+        self._leader_inflight: dict[str, int] = {}  # requests in flight per leader URL
         self._tasks: set[asyncio.Task[Any]] = set()
         self._identity_task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
@@ -75,6 +83,7 @@ class Sender:
                     await asyncio.wait_for(self._wake.wait(), timeout)
                 self._wake.clear()
         finally:
+            self.encoder.close()
             self._stopped.set()
 
     async def close(self, timeout_s: float | None) -> None:
@@ -120,16 +129,41 @@ class Sender:
             return False  # no producer id yet
         if seq.allowed_new() <= 0:
             return False
+        url = self.metadata.leader_url(batch.tp)
+        if not self._slot_free(url):
+            return False
         seq.send(batch)
+        self._take_slot(batch, url)
         return True
+
+    def _slot_free(self, url: str) -> bool:
+        return self._leader_inflight.get(url, 0) < self.config.max_in_flight
+
+    def _take_slot(self, batch: ProducerBatch, url: str) -> None:
+        batch.leader = url
+        self._leader_inflight[url] = self._leader_inflight.get(url, 0) + 1
+
+    def _free_slot(self, batch: ProducerBatch) -> None:
+        left = self._leader_inflight.get(batch.leader, 0) - 1
+        if left > 0:
+            self._leader_inflight[batch.leader] = left
+        else:
+            self._leader_inflight.pop(batch.leader, None)
 
     def _send_ready(self, now: float) -> None:
         if self.idempotent and self.identity == NO_IDENTITY:
             self._ensure_identity()
             return
-        for seq in self._sequencers.values():
+        for tp, seq in self._sequencers.items():
+            due = seq.next_retry_time()
+            if due is None or due > now:
+                continue
+            url = self.metadata.leader_url(tp)
+            if not self._slot_free(url):
+                continue  # a slot frees when an answer comes, and wakes this loop
             batch = seq.next_retry(now)
             if batch is not None:
+                self._take_slot(batch, url)
                 self._start(batch)
         for batch in self.acc.ready(now, self._admit):
             self._start(batch)
@@ -221,13 +255,13 @@ class Sender:
         batch.attempts += 1
         tp = batch.tp
         try:
-            body = batch.encode(self.config.compression)
+            body = await self.encoder.body(batch)
             headers = {"content-type": ARROW_STREAM}
             if batch.base_sequence >= 0:
                 headers["x-tierlog-producer-id"] = str(batch.producer_id)
                 headers["x-tierlog-producer-epoch"] = str(batch.producer_epoch)
                 headers["x-tierlog-sequence"] = str(batch.base_sequence)
-            url = self.metadata.leader_url(tp) + topic_path(tp.topic) + "/records"
+            url = batch.leader + topic_path(tp.topic) + "/records"
             response = await self.http.request(
                 "POST",
                 url,
@@ -259,6 +293,7 @@ class Sender:
             batch.complete(base)
             self.acc.release(batch)
         finally:
+            self._free_slot(batch)
             self.wake()
 
     def _base_offset(self, content: bytes, partition: int) -> int:

@@ -5,7 +5,8 @@ recognises a retried batch (same producer id, epoch and base sequence) among the
 answering with its original offsets (DESIGN §1). The client side of that contract:
 
 - a batch gets its sequence when first sent and keeps it for every retry;
-- at most `max_in_flight` (1..5) batches are in flight per partition; the first batch under
+- at most `max_in_flight` (1..5) batches are in flight per partition (the sender also caps
+  each leader at that many requests, shared by its partitions); the first batch under
   a producer id goes alone (a leader accepts an unknown producer at any sequence, so a later
   batch overtaking the first would be taken first);
 - a batch to retry goes before any new batch, alone, oldest first, so the leader sees the

@@ -154,3 +154,76 @@ def test_unknown_topic_is_reported_by_send() -> None:
         pytest.raises(ApiError, match="UNKNOWN_TOPIC_OR_PARTITION"),
     ):
         producer.send("missing", b"x")
+
+
+def test_a_leader_has_at_most_max_in_flight_requests_shared_by_its_partitions() -> None:
+    leader = FakeLeader(0, faults=False)
+    in_flight: list[int] = [0]
+    peak: list[int] = [0]
+    started: list[int] = []  # the partition of each request, in the order they went out
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        if request.url.path != "/topics/t/records":
+            return await leader.handle(request)
+        in_flight[0] += 1
+        peak[0] = max(peak[0], in_flight[0])
+        table = pa.ipc.open_stream(request.content).read_all()
+        started.append(table.column("partition")[0].as_py())
+        try:
+            await asyncio.sleep(0.01)  # answers come late: requests pile up if allowed
+            return await leader.handle(request)
+        finally:
+            in_flight[0] -= 1
+
+    with Producer(
+        "http://fake", transport=httpx.MockTransport(slow), batch_size=200, max_in_flight=3
+    ) as producer:
+        futures = [producer.send("t", b"v" * 50, partition=i % PARTITIONS) for i in range(300)]
+        producer.flush(60)
+    assert all(f.result(0).offset >= 0 for f in futures)
+    assert peak[0] == 3  # the pipeline is kept full, never past the leader's limit
+    # The partitions took turns for the slots: none waited for another's whole backlog.
+    first = started[: 3 * PARTITIONS]
+    assert all(first.count(p) >= 2 for p in range(PARTITIONS)), started
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_small_send_table_calls_ride_together_through_faults(seed: int) -> None:
+    leader = FakeLeader(seed, faults=True)
+    sizes: list[int] = []
+
+    async def counted(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/topics/t/records":
+            sizes.append(pa.ipc.open_stream(request.content).read_all().num_rows)
+        return await leader.handle(request)
+
+    producer = Producer(
+        "http://fake",
+        transport=httpx.MockTransport(counted),
+        max_in_flight=1,
+        # Requests of a few calls' records: enough of them that faults surely strike.
+        batch_size=1000,
+        max_request_size=1000,
+        retry_backoff_ms=1,
+        retry_backoff_max_ms=5,
+    )
+    deliveries, values = [], []
+    try:
+        for call in range(40):  # 40 calls of 30 records: 10 per partition and call
+            vals = [b"c%d-r%d" % (call, i) for i in range(30)]
+            table = pa.table({"value": vals, "partition": [i % PARTITIONS for i in range(30)]})
+            deliveries.append(producer.send_table("t", table))
+            values.append(vals)
+        producer.flush(60)
+    finally:
+        producer.close(10)
+    sent: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    for delivery, vals in zip(deliveries, values, strict=True):
+        for md, value in zip(delivery.result(0), vals, strict=True):
+            sent[md.partition].append(value)
+            if md.offset >= 0:
+                assert leader.logs[md.partition][md.offset] == value
+    assert leader.lost_answers > 0
+    for p in range(PARTITIONS):
+        assert leader.logs[p] == sent[p]  # once each, in call order
+    assert max(sizes) > 10  # calls waiting for the one slot went out together
