@@ -7,7 +7,7 @@ import os
 from typing import Any, NamedTuple
 
 from bench.load import LoadResult
-from coldstore.delta_table import DeltaTopicTable
+from coldstore.delta_table import CHECKPOINT_INTERVAL, DeltaTopicTable
 from coldstore.layout import table_uri
 from coldstore.object_store import ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
@@ -26,6 +26,7 @@ class Throughput(NamedTuple):
     parquet_bytes: int
     seconds: float
     steps: dict[str, float]
+    commits: int  # Delta commits that added the files
 
     @property
     def records_per_s(self) -> float:
@@ -48,24 +49,31 @@ class Lag(NamedTuple):
     segment_mb: int
 
 
-def check_tiered(engine: Any, config: ObjectStoreConfig, topic: str, tid: str) -> int:
-    """Every tiered record exactly once: the manifest's files tile [0, end) without gap or
-    overlap, and the Delta table holds the same files and records. Returns end."""
-    files = ColdManifest(engine).files(TopicIdPartition(tid, 0))
-    expect = 0
-    for f in files:
-        if f.base_offset != expect or f.records != f.last_offset - f.base_offset + 1:
-            raise SystemExit(f"{topic}: cold file {f.object_key} at {f.base_offset}, {expect=}")
-        expect = f.last_offset + 1
+def check_tiered(
+    engine: Any, config: ObjectStoreConfig, topic: str, tid: str, partitions: int
+) -> int:
+    """Every tiered record exactly once: per partition, the manifest's files tile [0, end)
+    without gap or overlap, and the Delta table holds the same files and records. Returns
+    the records tiered."""
     table = DeltaTopicTable(table_uri(config, topic), config.storage_options(), topic=topic)
-    delta = [f for f in table.files() if f.partition == 0]
-    in_delta = sum(f.records or 0 for f in delta)
-    if len(delta) != len(files) or in_delta != expect:
-        raise SystemExit(
-            f"{topic}: Delta holds {len(delta)} files, {in_delta:,} records; the manifest "
-            f"{len(files)} files, {expect:,} records"
-        )
-    return expect
+    in_table = table.files()
+    total = 0
+    for p in range(partitions):
+        files = ColdManifest(engine).files(TopicIdPartition(tid, p))
+        expect = 0
+        for f in files:
+            if f.base_offset != expect or f.records != f.last_offset - f.base_offset + 1:
+                raise SystemExit(f"{topic}-{p}: file {f.object_key} at {f.base_offset}, {expect=}")
+            expect = f.last_offset + 1
+        delta = [f for f in in_table if f.partition == p]
+        in_delta = sum(f.records or 0 for f in delta)
+        if len(delta) != len(files) or in_delta != expect:
+            raise SystemExit(
+                f"{topic}-{p}: Delta holds {len(delta)} files, {in_delta:,} records; the "
+                f"manifest {len(files)} files, {expect:,} records"
+            )
+        total += expect
+    return total
 
 
 def _pct(xs: list[int], q: float) -> int:
@@ -84,9 +92,14 @@ def report(tp: Throughput, lg: Lag, args: argparse.Namespace) -> None:
         f"Postgres and clients"
     )
     print(
-        f"\n1. one worker tiering {tp.segments} sealed segments (segment.bytes "
-        f"{args.segment_mb} MiB, {tp.hot_bytes / tp.segments / MiB:.2f} MiB each on average: "
-        f"a request's frame never spans two)"
+        f"\n1. one worker tiering {tp.segments} sealed segments of {args.partitions} partitions "
+        f"(segment.bytes {args.segment_mb} MiB, {tp.hot_bytes / tp.segments / MiB:.2f} MiB each "
+        f"on average: a request's frame never spans two)"
+    )
+    print(
+        f"   settings: batches of up to {args.batch_segments} segments / {args.batch_mb} MiB "
+        f"per Delta commit (one segment per partition per batch), {args.upload_threads} upload "
+        f"threads, Delta checkpoint every {CHECKPOINT_INTERVAL} commits"
     )
     print(
         f"{'records':>10} {'seconds':>8} {'records/s':>11} {'raw MB/s':>9} "
@@ -99,6 +112,12 @@ def report(tp: Throughput, lg: Lag, args: argparse.Namespace) -> None:
     )
     steps = sorted(tp.steps.items(), key=lambda kv: -kv[1])
     print("   time per step: " + ", ".join(f"{n} {100 * s / tp.seconds:.0f}%" for n, s in steps))
+    print(
+        f"   (uploads run on their own threads: only 'waiting for uploads' is on the worker's "
+        f"path); {tp.commits} Delta commits, {tp.segments / max(1, tp.commits):.1f} files per "
+        f"commit, commit share of the time "
+        f"{100 * tp.steps.get('Delta commit', 0) / tp.seconds:.0f}%"
+    )
 
     load, samples = lg.load, lg.samples
     produce_rate = load.records / load.seconds

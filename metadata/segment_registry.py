@@ -13,21 +13,23 @@ which is also the claim's fencing token: a worker whose lease expired and was ta
 no longer move the segment or its manifest rows.
 
 The cold files themselves (their states: metadata/cold_manifest.py) meet the segments in one
-place here: mark_tiered commits a segment's file in the transaction that marks the segment
-tiered, and turns the rows other attempts left (copy_started/copied: crashed, or their claim
-was lost) into delete_started, since their objects were never in the Delta table. A file
-covers its segment's offsets: `base_offset` to `last_offset` = the segment's end - 1.
+place here: mark_all_tiered commits the files of one Delta commit in the transaction that
+marks their segments tiered, and turns the rows other attempts left (copy_started/copied:
+crashed, or their claim was lost) into delete_started, since their objects were never in the
+Delta table. A file covers its segment's offsets: `base_offset` to `last_offset` = the
+segment's end - 1.
 """
 
 from __future__ import annotations
 
 import builtins
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import Table, and_, exists, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.engine import Engine, Row
+from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.sql.elements import ColumnElement
 
 from metadata.schema import cold_files, hot_segments, of_partition, topics
@@ -109,9 +111,12 @@ class SegmentRegistry:
         with self.engine.begin() as conn:
             conn.execute(stmt)
 
-    def claim(self, worker_id: str, lease_ms: int, limit: int = 1) -> list[SegmentClaim]:
+    def claim(
+        self, worker_id: str, lease_ms: int, limit: int = 1, max_bytes: int | None = None
+    ) -> list[SegmentClaim]:
         """Claim up to `limit` segments, oldest first, each the lowest untiered one of its
-        partition; an expired claim is claimable again."""
+        partition; an expired claim is claimable again. With `max_bytes`, segments stop
+        once their sizes would exceed it (the first is always claimed, however big)."""
         lease = _ms(lease_ms)
         lower = hot_segments.alias("lower")
         now = func.now()
@@ -131,6 +136,7 @@ class SegmentRegistry:
                 )
                 | ((hot_segments.c.state == "tiering") & (hot_segments.c.claim_expires_at <= now)),
             )
+            .add_columns(hot_segments.c.size_bytes)
             .order_by(hot_segments.c.sealed_at, hot_segments.c.base_offset)
             .limit(limit)
             # Concurrent workers skip each other's rows instead of queueing on them; a row
@@ -138,7 +144,7 @@ class SegmentRegistry:
             .with_for_update(skip_locked=True, of=hot_segments)
         )
         with self.engine.begin() as conn:
-            keys = conn.execute(candidates).all()
+            keys = _within_bytes(conn.execute(candidates).all(), max_bytes)
             out = []
             for k in keys:
                 row = conn.execute(
@@ -209,41 +215,29 @@ class SegmentRegistry:
         """The segment's file is in the Delta table at `delta_version`: commit it to the
         manifest and mark the segment tiered, in one transaction. Returns the superseded
         attempts' rows (now delete_started). Raises ClaimLostError if the claim was lost."""
+        orphans, lost = self.mark_all_tiered([(claim, file)], delta_version)
+        if lost:
+            raise ClaimLostError(describe_lost_claim(claim))
+        return orphans
+
+    def mark_all_tiered(
+        self, done: Sequence[tuple[SegmentClaim, FileSpec]], delta_version: int
+    ) -> tuple[builtins.list[ColdFile], builtins.list[SegmentClaim]]:
+        """mark_tiered for the segments of one Delta commit, in ONE transaction. A claim lost
+        meanwhile is skipped (its new owner records the same file from the table) and
+        returned; the others are marked. Returns (superseded rows, lost claims)."""
+        orphans: builtins.list[ColdFile] = []
+        lost: builtins.list[SegmentClaim] = []
         with self.engine.begin() as conn:
-            locked = conn.execute(
-                select(hot_segments.c.base_offset).where(claim_fence(claim)).with_for_update()
-            ).first()
-            if locked is None:
-                raise ClaimLostError(describe_lost_claim(claim))
-            values = file_values(claim, file)
-            conn.execute(
-                pg_insert(cold_files)
-                .values(**values, state="committed", delta_version=delta_version)
-                .on_conflict_do_update(
-                    index_elements=[cold_files.c.object_key],
-                    set_={
-                        "state": "committed",
-                        "delta_version": delta_version,
-                        "updated_at": func.now(),
-                    },
-                )
-            )
-            orphans = conn.execute(
-                update(cold_files)
-                .where(
-                    of_segment(cold_files, claim.tp, claim.base_offset),
-                    cold_files.c.state.in_(("copy_started", "copied")),
-                    cold_files.c.object_key != file.object_key,
-                )
-                .values(state="delete_started", delete_after=func.now(), updated_at=func.now())
-                .returning(*cold_files.columns)
-            ).all()
-            conn.execute(
-                update(hot_segments)
-                .where(claim_fence(claim))
-                .values(state="tiered", claimed_by=None, claim_expires_at=None, last_error=None)
-            )
-        return [cold_file(r) for r in orphans]
+            for claim, file in done:
+                locked = conn.execute(
+                    select(hot_segments.c.base_offset).where(claim_fence(claim)).with_for_update()
+                ).first()
+                if locked is None:
+                    lost.append(claim)
+                    continue
+                orphans += _commit_file(conn, claim, file, delta_version)
+        return orphans, lost
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -276,6 +270,49 @@ class SegmentRegistry:
             return [
                 Untiered(r[0], r[1], int(r[2]), int(r[3]), int(r[4])) for r in conn.execute(stmt)
             ]
+
+
+def _within_bytes(keys: Sequence[AnyRow], max_bytes: int | None) -> builtins.list[AnyRow]:
+    out: builtins.list[AnyRow] = []
+    total = 0
+    for k in keys:
+        if out and max_bytes is not None and total + k.size_bytes > max_bytes:
+            break
+        out.append(k)
+        total += k.size_bytes
+    return out
+
+
+def _commit_file(
+    conn: Connection, claim: SegmentClaim, file: FileSpec, delta_version: int
+) -> builtins.list[ColdFile]:
+    """Inside mark_all_tiered's transaction, for a claim whose fence is locked: the file
+    committed, the other attempts' rows delete_started (returned), the segment tiered."""
+    values = file_values(claim, file)
+    conn.execute(
+        pg_insert(cold_files)
+        .values(**values, state="committed", delta_version=delta_version)
+        .on_conflict_do_update(
+            index_elements=[cold_files.c.object_key],
+            set_={"state": "committed", "delta_version": delta_version, "updated_at": func.now()},
+        )
+    )
+    orphans = conn.execute(
+        update(cold_files)
+        .where(
+            of_segment(cold_files, claim.tp, claim.base_offset),
+            cold_files.c.state.in_(("copy_started", "copied")),
+            cold_files.c.object_key != file.object_key,
+        )
+        .values(state="delete_started", delete_after=func.now(), updated_at=func.now())
+        .returning(*cold_files.columns)
+    ).all()
+    conn.execute(
+        update(hot_segments)
+        .where(claim_fence(claim))
+        .values(state="tiered", claimed_by=None, claim_expires_at=None, last_error=None)
+    )
+    return [cold_file(r) for r in orphans]
 
 
 def describe_lost_claim(claim: SegmentClaim) -> str:
