@@ -26,7 +26,7 @@ from metadata.segment_registry import SegmentRegistry
 from metadata.types import TopicIdPartition
 from tests.integration.s3 import MotoServer, moto_s3_fixture, s3_bucket_fixture  # noqa: F401
 from tests.integration.s3_faults import FaultyS3Proxy
-from tests.integration.tiering_consistency import assert_consistent
+from tests.integration.tiering_consistency import assert_consistent, files_per_commit
 from tests.integration.tiering_env import Env, rec
 from tiering.worker import TieringWorker
 
@@ -121,6 +121,8 @@ def _tier_all(env: Env, tid: str, config: ObjectStoreConfig, proxy: FaultyS3Prox
         for w in workers:
             w.close()
     proxy.set_enabled(False)  # the checks below read S3 directly; the proxy just counts
+    # The workers committed batches: some commit carried several partitions' segments.
+    assert max(files_per_commit(env.config, "orders")) > 1
     counts = proxy.counts()
     claims = sum(
         s.attempts
