@@ -85,7 +85,13 @@ def _sealed(engine: Any, tid: str, partitions: int) -> int:
 
 
 # The worker's steps that run on its own thread, one after another (the uploads overlap them).
-SERIAL_STEPS = ("download", "parquet", "waiting for uploads", "Delta commit", "manifest commit")
+SERIAL_STEPS = (
+    "waiting for downloads",
+    "parquet",
+    "waiting for uploads",
+    "Delta commit",
+    "manifest commit",
+)
 
 
 def throughput(

@@ -113,7 +113,7 @@ def report(tp: Throughput, lg: Lag, args: argparse.Namespace) -> None:
     steps = sorted(tp.steps.items(), key=lambda kv: -kv[1])
     print("   time per step: " + ", ".join(f"{n} {100 * s / tp.seconds:.0f}%" for n, s in steps))
     print(
-        f"   (uploads run on their own threads: only 'waiting for uploads' is on the worker's "
+        f"   (downloads and uploads run on their own threads: only the waits are on the worker's "
         f"path); {tp.commits} Delta commits, {tp.segments / max(1, tp.commits):.1f} files per "
         f"commit, commit share of the time "
         f"{100 * tp.steps.get('Delta commit', 0) / tp.seconds:.0f}%"

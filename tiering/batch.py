@@ -1,12 +1,15 @@
 """One batch of the tiering worker: the claimed segments of one topic → ONE Delta commit.
 
-    for each segment, in claim order: download → Parquet   (this thread)
-                                       └─ manifest copy_started → S3 put → copied   (pool)
+    for each segment, in claim order: download                        (a download thread)
+                                       └─ Parquet                     (this thread)
+                                           └─ manifest copy_started → S3 put → copied  (pool)
     renew the leases → one Delta commit of every uploaded file (a txn per partition)
     → one Postgres transaction: files committed, segments tiered → delete superseded objects
 
-Uploads overlap the encoding of the next segment: pyarrow's encoder and boto3's sockets both
-release the GIL, so a couple of upload threads hide S3's latency behind the CPU work. A
+Downloads and uploads overlap the encoding: while one segment is turned into Parquet, the next
+one streams in from a replica and earlier files go up to S3. pyarrow's encoder and the
+sockets release the GIL, so the broker's and S3's latency hide behind the CPU work. The
+download thread may run ahead by the whole batch: the batch's byte bound is the temp disk. A
 segment that fails any step is released with its error and left out of the commit; the rest
 go on. The commit is atomic, so a crash at any point leaves each segment of the batch either
 visible once (committed: the next attempt finds its partition's txn and records the table's
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -28,6 +32,7 @@ from coldstore.layout import data_file_key, table_key
 from coldstore.parquet_writer import ParquetFile, write_parquet
 from metadata.segment_registry import ClaimLostError, ColdFile, FileSpec, SegmentClaim
 from tiering import metrics
+from tiering.segment_source import Downloaded
 
 if TYPE_CHECKING:
     from tiering.worker import TieringWorker
@@ -35,6 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 MiB = 1 << 20
 T = TypeVar("T")
+_TIMES_LOCK = threading.Lock()
 
 
 class BatchSettings(NamedTuple):
@@ -58,24 +64,40 @@ class _Failed(Exception):
     """A step failed for one segment; its claim is already released (or lost)."""
 
 
+class _StepError(Exception):
+    """A step on another thread failed: the caller releases the claim, naming the step."""
+
+    def __init__(self, step: str, error: Exception) -> None:
+        super().__init__(f"{step}: {error}")
+        self.step, self.error = step, error
+
+
 def tier_batch(worker: TieringWorker, claims: list[SegmentClaim]) -> int:
     """Tier the claimed segments of one topic in one Delta commit; returns how many are
     tiered. A failure releases the segments it concerns, never the whole worker loop."""
     started = time.monotonic()
     with (
         tempfile.TemporaryDirectory(prefix="tierlog-tiering-", dir=worker.temp_dir) as tmp,
+        ThreadPoolExecutor(1, "tiering-download") as fetcher,
         ThreadPoolExecutor(worker.batch.upload_threads, "tiering-upload") as pool,
     ):
+        downloads = [
+            (claim, fetcher.submit(_download, worker, claim, Path(tmp) / str(i)))
+            for i, claim in enumerate(claims)
+        ]
         pending: list[tuple[SegmentClaim, Future[Uploaded]]] = []
-        for i, claim in enumerate(claims):
+        for claim, fut in downloads:
+            got = _wait(worker, claim, fut, "waiting for downloads")
+            if got is None:
+                continue
             try:
-                parquet = _encode(worker, claim, Path(tmp) / str(i))
+                parquet = _encode(worker, claim, got)
             except _Failed:
                 continue
             pending.append((claim, pool.submit(_upload, worker, claim, parquet)))
-        t0 = time.perf_counter()
-        uploaded = [u for c, f in pending if (u := _result(worker, c, "upload", f)) is not None]
-        worker.step_seconds["waiting for uploads"] += time.perf_counter() - t0
+        uploaded = [
+            u for c, f in pending if (u := _wait(worker, c, f, "waiting for uploads")) is not None
+        ]
     live = [u for u in uploaded if _renewed(worker, u.claim)]
     if not live:
         return 0
@@ -99,13 +121,23 @@ def tier_batch(worker: TieringWorker, claims: list[SegmentClaim]) -> int:
 # -- the steps of one segment ----------------------------------------------------------------
 
 
-def _encode(worker: TieringWorker, claim: SegmentClaim, tmp: Path) -> ParquetFile:
-    """Download the segment and write its Parquet file (the segment copy is deleted)."""
+def _download(worker: TieringWorker, claim: SegmentClaim, tmp: Path) -> Downloaded:
+    """On the download thread: the segment, from an in-sync replica, into `tmp`."""
     log.debug("segment claimed", extra={**_ctx(claim), "size_bytes": claim.size_bytes})
+    t0 = time.perf_counter()
     tmp.mkdir()
-    got = _step(worker, claim, "download", lambda: worker.source.download(claim, str(tmp)))
+    try:
+        got = worker.source.download(claim, str(tmp))
+    except Exception as exc:
+        raise _StepError("download", exc) from exc
+    _add_time(worker, "download (on its thread)", time.perf_counter() - t0)
     metrics.DOWNLOADED_BYTES.inc(got.size)
     log.debug("segment downloaded", extra={**_ctx(claim), "broker": got.broker_id})
+    return got
+
+
+def _encode(worker: TieringWorker, claim: SegmentClaim, got: Downloaded) -> ParquetFile:
+    """The segment's Parquet file, beside its copy (which is deleted)."""
     kwargs = {} if worker.row_group_bytes is None else {"row_group_bytes": worker.row_group_bytes}
     parquet = _step(
         worker,
@@ -113,7 +145,7 @@ def _encode(worker: TieringWorker, claim: SegmentClaim, tmp: Path) -> ParquetFil
         "parquet",
         lambda: write_parquet(
             got.path,
-            tmp / "data.parquet",
+            got.path.parent / "data.parquet",
             from_offset=claim.base_offset,
             to_offset=claim.end_offset,
             **kwargs,
@@ -137,7 +169,7 @@ def _upload(worker: TieringWorker, claim: SegmentClaim, parquet: ParquetFile) ->
     worker.manifest.mark_copied(file_id)
     Path(str(parquet.output)).unlink()
     log.debug("data file uploaded", extra={**_ctx(claim), "key": key, **_stats(parquet)})
-    worker.step_seconds["S3 upload (on its threads)"] += time.perf_counter() - t0
+    _add_time(worker, "S3 upload (on its threads)", time.perf_counter() - t0)
     return Uploaded(claim, parquet, ours)
 
 
@@ -149,17 +181,22 @@ def _step(worker: TieringWorker, claim: SegmentClaim, step: str, fn: Callable[[]
         _fail(worker, claim, step, exc)
         raise _Failed(step) from exc
     finally:
-        worker.step_seconds[step] += time.perf_counter() - t0
+        _add_time(worker, step, time.perf_counter() - t0)
 
 
-def _result(
-    worker: TieringWorker, claim: SegmentClaim, step: str, fut: Future[Uploaded]
-) -> Uploaded | None:
+def _wait(worker: TieringWorker, claim: SegmentClaim, fut: Future[T], waiting: str) -> T | None:
+    """The result of a download or upload; None (the claim released) if it failed. The
+    time this thread waited for it is counted as `waiting`."""
+    t0 = time.perf_counter()
     try:
         return fut.result()
+    except _StepError as exc:
+        _fail(worker, claim, exc.step, exc.error)
     except Exception as exc:
-        _fail(worker, claim, step, exc)
-        return None
+        _fail(worker, claim, "upload", exc)
+    finally:
+        _add_time(worker, waiting, time.perf_counter() - t0)
+    return None
 
 
 def _renewed(worker: TieringWorker, claim: SegmentClaim) -> bool:
@@ -200,7 +237,12 @@ def _timed(worker: TieringWorker, step: str, fn: Callable[[], T]) -> T:
     try:
         return fn()
     finally:
-        worker.step_seconds[step] += time.perf_counter() - t0
+        _add_time(worker, step, time.perf_counter() - t0)
+
+
+def _add_time(worker: TieringWorker, step: str, seconds: float) -> None:
+    with _TIMES_LOCK:  # the download and upload threads add theirs too
+        worker.step_seconds[step] += seconds
 
 
 # -- the commit ------------------------------------------------------------------------------
