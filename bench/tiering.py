@@ -12,7 +12,9 @@ events (distinct, of realistic compressibility) keyed by user id. In one run:
 
 1. throughput: produce --segments sealed segments of --segment-mb across --partitions, then
    time one tiering worker (in this process, batches of --batch-segments / --batch-mb per
-   Delta commit, --upload-threads) tiering all of them: records/s, MB/s of raw record bytes
+   Delta commit, --upload-threads) tiering all of them, against a baseline measured first in
+   the same run (the same records on a second topic, one segment per commit, one upload
+   thread: the scheme before batches): records/s, MB/s of raw record bytes
    (key + value, summed from the tiered files) and of Parquet written, where the time goes
    per step, and the Delta commits it made (files per commit, their share of the time);
 2. lag: a `tierlog tiering` process runs while --clients processes produce at full speed
@@ -95,16 +97,16 @@ SERIAL_STEPS = (
 
 
 def throughput(
-    env: BenchEnv, engine: Any, args: argparse.Namespace, batch: BatchSettings
+    env: BenchEnv, engine: Any, args: argparse.Namespace, batch: BatchSettings, topic: str
 ) -> Throughput:
-    tid = _create(env, "bulk", args.segment_mb, args.partitions)
+    tid = _create(env, topic, args.segment_mb, args.partitions)
     rng = random.Random(1)
     produced = 0
     http = httpx.Client(base_url=env.broker.url, timeout=60)
     while _sealed(engine, tid, args.partitions) < args.segments:
         keys, values = make_records(rng, BATCH, args.value_bytes)
         r = http.post(
-            "/topics/bulk/records?acks=1",
+            f"/topics/{topic}/records?acks=1",
             content=arrow_body(keys, values),
             headers={"content-type": ARROW},
         )
@@ -114,9 +116,9 @@ def throughput(
             time.sleep(0.1)  # all produced: wait for the broker to register the seals
     http.close()
 
-    worker = TieringWorker(engine, env.config, "bench-throughput", batch=batch)
+    worker = TieringWorker(engine, env.config, f"bench-{topic}", batch=batch)
     # Creating the table is a one-off, not per-segment cost.
-    table = DeltaTopicTable(table_uri(env.config, "bulk"), env.config.storage_options())
+    table = DeltaTopicTable(table_uri(env.config, topic), env.config.storage_options())
     table.ensure_created()
     created = table.version()
     started = time.perf_counter()
@@ -127,7 +129,7 @@ def throughput(
     steps = dict(worker.step_seconds)
     steps["claims, leases, temp files"] = seconds - sum(steps.get(n, 0.0) for n in SERIAL_STEPS)
 
-    check_tiered(engine, env.config, "bulk", tid, args.partitions)
+    check_tiered(engine, env.config, topic, tid, args.partitions)
     manifest, registry = ColdManifest(engine), SegmentRegistry(engine)
     tps = [TopicIdPartition(tid, p) for p in range(args.partitions)]
     files = [f for tp in tps for f in manifest.files(tp)]
@@ -293,7 +295,10 @@ def main() -> None:
             broker.start()
             env = BenchEnv(url, config, s3_env, broker, Path(tmp))
             batch = BatchSettings(args.batch_segments, args.batch_mb * MiB, args.upload_threads)
-            tp = throughput(env, engine, args, batch)
+            # The baseline, in the same run: the same records, one segment per Delta commit
+            # and no upload overlap (the scheme before batches).
+            base = throughput(env, engine, args, BatchSettings(1, batch.max_bytes, 1), "single")
+            tp = throughput(env, engine, args, batch, "bulk")
             lg = lag(env, engine, args)
             if args.smoke and lg.drain_s is None:
                 raise SystemExit(f"2. did not drain in {args.drain_s:g} s: {lg.left_after_drain}")
@@ -301,7 +306,7 @@ def main() -> None:
             broker.stop()
             engine.dispose()
             pg.stop()
-    report(tp, lg, args)
+    report(base, tp, lg, args)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,10 @@ class Throughput(NamedTuple):
     def records_per_s(self) -> float:
         return self.records / self.seconds
 
+    @property
+    def commit_share(self) -> float:
+        return self.steps.get("Delta commit", 0.0) / self.seconds
+
 
 class Sample(NamedTuple):
     t: float
@@ -85,7 +89,7 @@ def _row(name: str, xs: list[int], last: int) -> str:
     return f"{name:<36} {_pct(xs, 0.5):>10,} {max(xs, default=0):>10,} {last:>10,}"
 
 
-def report(tp: Throughput, lg: Lag, args: argparse.Namespace) -> None:
+def report(base: Throughput, tp: Throughput, lg: Lag, args: argparse.Namespace) -> None:
     print(
         f"tierlog tiering benchmark: 1 broker, moto S3 (in memory), ~{args.value_bytes} B JSON "
         f"values with user-id keys, {os.cpu_count()} cores shared by broker, worker, S3, "
@@ -102,21 +106,25 @@ def report(tp: Throughput, lg: Lag, args: argparse.Namespace) -> None:
         f"threads, Delta checkpoint every {CHECKPOINT_INTERVAL} commits"
     )
     print(
-        f"{'records':>10} {'seconds':>8} {'records/s':>11} {'raw MB/s':>9} "
-        f"{'Parquet MB/s':>13} {'s/segment':>10}"
+        f"{'case':<22}{'records':>10} {'seconds':>8} {'records/s':>11} {'raw MB/s':>9} "
+        f"{'Parquet MB/s':>13} {'s/segment':>10} {'commits':>8} {'commit %':>9} {'vs base':>8}"
     )
+    for name, t in (("1 segment per commit", base), ("batched", tp)):
+        print(
+            f"{name:<22}{t.records:>10,} {t.seconds:>8.2f} {t.records_per_s:>11,.0f} "
+            f"{t.raw_bytes / MB / t.seconds:>9.1f} {t.parquet_bytes / MB / t.seconds:>13.1f} "
+            f"{t.seconds / t.segments:>10.3f} {t.commits:>8} {t.commit_share:>8.0%} "
+            f"{t.raw_bytes / t.seconds / (base.raw_bytes / base.seconds):>7.2f}x"
+        )
+    for name, t in (("baseline", base), ("batched", tp)):
+        steps = sorted(t.steps.items(), key=lambda kv: -kv[1])
+        print(
+            f"   {name} time per step: "
+            + ", ".join(f"{n} {100 * s / t.seconds:.0f}%" for n, s in steps)
+        )
     print(
-        f"{tp.records:>10,} {tp.seconds:>8.2f} {tp.records_per_s:>11,.0f} "
-        f"{tp.raw_bytes / MB / tp.seconds:>9.1f} {tp.parquet_bytes / MB / tp.seconds:>13.1f} "
-        f"{tp.seconds / tp.segments:>10.3f}"
-    )
-    steps = sorted(tp.steps.items(), key=lambda kv: -kv[1])
-    print("   time per step: " + ", ".join(f"{n} {100 * s / tp.seconds:.0f}%" for n, s in steps))
-    print(
-        f"   (downloads and uploads run on their own threads: only the waits are on the worker's "
-        f"path); {tp.commits} Delta commits, {tp.segments / max(1, tp.commits):.1f} files per "
-        f"commit, commit share of the time "
-        f"{100 * tp.steps.get('Delta commit', 0) / tp.seconds:.0f}%"
+        "   (downloads and uploads run on their own threads: only the waits are on the "
+        f"worker's path); batched: {tp.segments / max(1, tp.commits):.1f} files per commit"
     )
 
     load, samples = lg.load, lg.samples
