@@ -7,8 +7,9 @@ hot_segments (one row per sealed segment, registered by the partition's leader):
       ▲                 │
       └──release(error)─┘   (or the claim lease expires: another worker takes it over)
 
-Only the lowest untiered segment of a partition is claimable, so a partition's files reach
-Delta in offset order (its txn idempotence relies on that). Every claim bumps `attempts`,
+Only the lowest untiered segment of a partition is claimable (with, optionally, the run of
+segments right after it, by the same claimer), so a partition's files reach Delta in offset
+order (its txn idempotence relies on that). Every claim bumps `attempts`,
 which is also the claim's fencing token: a worker whose lease expired and was taken over can
 no longer move the segment or its manifest rows.
 
@@ -112,16 +113,31 @@ class SegmentRegistry:
             conn.execute(stmt)
 
     def claim(
-        self, worker_id: str, lease_ms: int, limit: int = 1, max_bytes: int | None = None
+        self,
+        worker_id: str,
+        lease_ms: int,
+        limit: int = 1,
+        max_bytes: int | None = None,
+        *,
+        consecutive: bool = False,
     ) -> list[SegmentClaim]:
         """Claim up to `limit` segments, oldest first, each the lowest untiered one of its
         partition; an expired claim is claimable again. With `max_bytes`, segments stop
-        once their sizes would exceed it (the first is always claimed, however big)."""
+        once their sizes would exceed it (the first is always claimed, however big). With
+        `consecutive`, room left after those is filled with the segments that directly
+        follow them in their partitions (one claimer then tiers a partition's run in order,
+        one Delta commit; nobody else can claim a segment while a lower one is untiered)."""
         lease = _ms(lease_ms)
         lower = hot_segments.alias("lower")
         now = func.now()
         candidates = (
-            select(hot_segments.c.topic_id, hot_segments.c.partition, hot_segments.c.base_offset)
+            select(
+                hot_segments.c.topic_id,
+                hot_segments.c.partition,
+                hot_segments.c.base_offset,
+                hot_segments.c.end_offset,
+                hot_segments.c.size_bytes,
+            )
             .where(
                 hot_segments.c.state != "tiered",
                 ~exists().where(
@@ -130,13 +146,8 @@ class SegmentRegistry:
                     lower.c.state != "tiered",
                     lower.c.base_offset < hot_segments.c.base_offset,
                 ),
-                (
-                    (hot_segments.c.state == "sealed")
-                    & (hot_segments.c.retry_at.is_(None) | (hot_segments.c.retry_at <= now))
-                )
-                | ((hot_segments.c.state == "tiering") & (hot_segments.c.claim_expires_at <= now)),
+                _claimable(),
             )
-            .add_columns(hot_segments.c.size_bytes)
             .order_by(hot_segments.c.sealed_at, hot_segments.c.base_offset)
             .limit(limit)
             # Concurrent workers skip each other's rows instead of queueing on them; a row
@@ -145,41 +156,9 @@ class SegmentRegistry:
         )
         with self.engine.begin() as conn:
             keys = _within_bytes(conn.execute(candidates).all(), max_bytes)
-            out = []
-            for k in keys:
-                row = conn.execute(
-                    update(hot_segments)
-                    .where(
-                        of_segment(
-                            hot_segments, TopicIdPartition(k.topic_id, k.partition), k.base_offset
-                        )
-                    )
-                    .values(
-                        state="tiering",
-                        claimed_by=worker_id,
-                        claim_expires_at=now + lease,
-                        attempts=hot_segments.c.attempts + 1,
-                        retry_at=None,
-                    )
-                    .returning(hot_segments)
-                ).one()
-                name = conn.execute(
-                    select(topics.c.name).where(topics.c.id == row.topic_id)
-                ).scalar_one()
-                out.append(
-                    SegmentClaim(
-                        str(row.topic_id),
-                        name,
-                        row.partition,
-                        row.base_offset,
-                        row.end_offset,
-                        row.size_bytes,
-                        row.attempts,
-                        worker_id,
-                        row.claim_expires_at,
-                    )
-                )
-        return out
+            if consecutive:
+                keys += _followers(conn, keys, limit, max_bytes)
+            return [_take(conn, k, worker_id, now + lease) for k in keys]
 
     def extend(self, claim: SegmentClaim, lease_ms: int) -> bool:
         """Renew the claim's lease; False if it was lost (stop working on the segment)."""
@@ -270,6 +249,86 @@ class SegmentRegistry:
             return [
                 Untiered(r[0], r[1], int(r[2]), int(r[3]), int(r[4])) for r in conn.execute(stmt)
             ]
+
+
+def _claimable() -> ColumnElement[bool]:
+    """Sealed and not backing off, or claimed under a lease that expired."""
+    now = func.now()
+    return (
+        (hot_segments.c.state == "sealed")
+        & (hot_segments.c.retry_at.is_(None) | (hot_segments.c.retry_at <= now))
+    ) | ((hot_segments.c.state == "tiering") & (hot_segments.c.claim_expires_at <= now))
+
+
+def _followers(
+    conn: Connection, leads: Sequence[AnyRow], limit: int, max_bytes: int | None
+) -> builtins.list[AnyRow]:
+    """The claimable segments right after each lead in its partition, without a gap, within
+    what `limit` and `max_bytes` leave."""
+    room = limit - len(leads)
+    left = None if max_bytes is None else max_bytes - sum(k.size_bytes for k in leads)
+    out: builtins.list[AnyRow] = []
+    for lead in leads:
+        if room <= 0:
+            break
+        rows = conn.execute(
+            select(
+                hot_segments.c.topic_id,
+                hot_segments.c.partition,
+                hot_segments.c.base_offset,
+                hot_segments.c.end_offset,
+                hot_segments.c.size_bytes,
+                _claimable().label("claimable"),
+            )
+            .where(
+                of_partition(hot_segments, TopicIdPartition(lead.topic_id, lead.partition)),
+                hot_segments.c.base_offset > lead.base_offset,
+                hot_segments.c.state != "tiered",
+            )
+            .order_by(hot_segments.c.base_offset)
+            .limit(room)
+            .with_for_update(skip_locked=True)
+        ).all()
+        end = lead.end_offset
+        for r in rows:
+            if (
+                r.base_offset != end
+                or not r.claimable
+                or (left is not None and r.size_bytes > left)
+            ):
+                break  # a gap (a row another worker holds), backing off, or too big
+            out.append(r)
+            end, room = r.end_offset, room - 1
+            left = None if left is None else left - r.size_bytes
+    return out
+
+
+def _take(conn: Connection, k: AnyRow, worker_id: str, expires: Any) -> SegmentClaim:
+    """Claim the segment `k` (locked by the caller's transaction)."""
+    row = conn.execute(
+        update(hot_segments)
+        .where(of_segment(hot_segments, TopicIdPartition(k.topic_id, k.partition), k.base_offset))
+        .values(
+            state="tiering",
+            claimed_by=worker_id,
+            claim_expires_at=expires,
+            attempts=hot_segments.c.attempts + 1,
+            retry_at=None,
+        )
+        .returning(hot_segments)
+    ).one()
+    name = conn.execute(select(topics.c.name).where(topics.c.id == row.topic_id)).scalar_one()
+    return SegmentClaim(
+        str(row.topic_id),
+        name,
+        row.partition,
+        row.base_offset,
+        row.end_offset,
+        row.size_bytes,
+        row.attempts,
+        worker_id,
+        row.claim_expires_at,
+    )
 
 
 def _within_bytes(keys: Sequence[AnyRow], max_bytes: int | None) -> builtins.list[AnyRow]:

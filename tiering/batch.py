@@ -3,7 +3,8 @@
     for each segment, in claim order: download                        (a download thread)
                                        └─ Parquet                     (this thread)
                                            └─ manifest copy_started → S3 put → copied  (pool)
-    renew the leases → one Delta commit of every uploaded file (a txn per partition)
+    renew the leases → one Delta commit of every uploaded file (a txn per partition; a
+    partition's segments after one that failed wait for the next attempt)
     → one Postgres transaction: files committed, segments tiered → delete superseded objects
 
 Downloads and uploads overlap the encoding: while one segment is turned into Parquet, the next
@@ -98,7 +99,7 @@ def tier_batch(worker: TieringWorker, claims: list[SegmentClaim]) -> int:
         uploaded = [
             u for c, f in pending if (u := _wait(worker, c, f, "waiting for uploads")) is not None
         ]
-    live = [u for u in uploaded if _renewed(worker, u.claim)]
+    live = _in_order(worker, claims, [u for u in uploaded if _renewed(worker, u.claim)])
     if not live:
         return 0
     try:
@@ -208,6 +209,32 @@ def _renewed(worker: TieringWorker, claim: SegmentClaim) -> bool:
     except Exception as exc:
         _fail(worker, claim, "delta", exc)
     return False
+
+
+def _in_order(
+    worker: TieringWorker, claims: list[SegmentClaim], ready: list[Uploaded]
+) -> list[Uploaded]:
+    """Per partition, the ready segments up to the first that is not: a later segment must
+    never enter Delta before an earlier one (the partition's txn version would pass it).
+    Those after a gap are given back, with no error of their own, for the next attempt."""
+    by_claim = {u.claim: u for u in ready}
+    broken: set[int] = set()
+    out: list[Uploaded] = []
+    for claim in claims:  # a partition's segments come in offset order
+        u = by_claim.get(claim)
+        if u is not None and claim.partition not in broken:
+            out.append(u)
+            continue
+        broken.add(claim.partition)
+        if u is not None:
+            log.info(
+                "segment left for later: an earlier one of its partition failed", extra=_ctx(claim)
+            )
+            try:
+                worker.registry.release(claim)
+            except Exception:  # the lease lapses and the segment is claimable again
+                log.exception("releasing a claim failed", extra=_ctx(claim))
+    return out
 
 
 def _fail(worker: TieringWorker, claim: SegmentClaim, step: str, exc: BaseException) -> None:

@@ -2,11 +2,12 @@
 
 Segments are tiered in batches (tiering/batch.py does one batch):
 
-    claim up to batch_segments / batch_bytes (SKIP LOCKED, leased; each the lowest untiered
-    segment of its partition) → per topic: download each from an in-sync replica (follower
-    first) → Parquet of [base, end) while the previous files upload (a small thread pool:
-    manifest row copy_started → S3 put → copied) → ONE Delta commit of every file, with a
-    txn per partition → committed + segments tiered in ONE Postgres transaction.
+    claim up to batch_segments / batch_bytes (SKIP LOCKED, leased; the lowest untiered
+    segment of each partition, then the segments right after them) → per topic: download
+    each from an in-sync replica (follower first) → Parquet of [base, end) while the next
+    downloads and earlier files upload (manifest row copy_started → S3 put → copied) → ONE
+    Delta commit of every file, with a txn per partition → committed + segments tiered in
+    ONE Postgres transaction.
 
 Crash safety: every object key is new (uuid), so an abandoned attempt never touches a file a
 reader may use; its manifest rows stay copy_started/copied and are superseded by the attempt
@@ -114,6 +115,7 @@ class TieringWorker:
                 self.lease_ms,
                 limit=min(self.batch.max_segments, self.max_segments_per_run - claimed),
                 max_bytes=self.batch.max_bytes,
+                consecutive=True,
             )
             if not claims:
                 break

@@ -193,7 +193,7 @@ def test_a_worker_killed_between_two_segments_of_a_commit_is_recovered(
 
     assert_consistent(env.engine, env.config, "t", tid, 2)
     env.assert_exact("t")  # every offset exactly once: no segment of the batch twice
-    assert max(files_per_commit(env.config, "t")) == 2  # the worker did commit batches
+    assert max(files_per_commit(env.config, "t")) >= 2  # the workers did commit batches
     rows_by_key = {r.object_key: r for r in all_rows(env.engine, tid, 2)}
     for s in crashed:
         (final,) = [r for r in env.manifest.files(s.tp) if r.base_offset == s.base_offset]

@@ -45,10 +45,12 @@ def env(db_engine: Engine, s3_bucket: ObjectStoreConfig) -> Iterator[Env]:
 
 
 @pytest.fixture
-def proxy(moto_s3: MotoServer) -> Iterator[FaultyS3Proxy]:
+def proxy(moto_s3: MotoServer, request: pytest.FixtureRequest) -> Iterator[FaultyS3Proxy]:
+    # Batched commits make few requests: a test that needs some step to fail outright (both
+    # of its attempts) asks for a higher error rate.
     with FaultyS3Proxy(
         moto_s3.endpoint,
-        error_rate=0.12,
+        error_rate=getattr(request, "param", 0.12),
         stall_rate=0.02,
         stall_s=3 * READ_TIMEOUT_S,
         lost_rate=0.02,
@@ -157,6 +159,7 @@ def test_tiering_converges_through_s3_errors_and_stalls(
     env.assert_exact("orders")
 
 
+@pytest.mark.parametrize("proxy", [0.18], indirect=True, ids=["errors-18pct"])
 def test_when_s3_client_retries_run_out_the_worker_retries_the_segment(
     env: Env, proxy: FaultyS3Proxy, s3_bucket: ObjectStoreConfig
 ) -> None:
