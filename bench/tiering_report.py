@@ -102,7 +102,7 @@ def report(base: Throughput, tp: Throughput, lg: Lag, args: argparse.Namespace) 
     )
     print(
         f"   settings: batches of up to {args.batch_segments} segments / {args.batch_mb} MiB "
-        f"per Delta commit (one segment per partition per batch), {args.upload_threads} upload "
+        f"per Delta commit (runs of segments per partition), {args.upload_threads} upload "
         f"threads, Delta checkpoint every {CHECKPOINT_INTERVAL} commits"
     )
     print(
