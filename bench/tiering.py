@@ -2,7 +2,8 @@
 
     .venv/bin/python -m bench.tiering [--segments 24] [--segment-mb 8] [--value-bytes 1024]
                                       [--partitions 8] [--batch-segments 16] [--batch-mb 1024]
-                                      [--upload-threads 2] [--seconds 20] [--clients 3]
+                                      [--upload-threads 2] [--encode-threads 1]
+                                      [--seconds 20] [--clients 3]
                                       [--lag-segment-mb 8]
     .venv/bin/python -m bench.tiering --smoke      # 1 MiB segments, 2 s at 2,000 records/s
 
@@ -12,9 +13,9 @@ events (distinct, of realistic compressibility) keyed by user id. In one run:
 
 1. throughput: produce --segments sealed segments of --segment-mb across --partitions, then
    time one tiering worker (in this process, batches of --batch-segments / --batch-mb per
-   Delta commit, --upload-threads) tiering all of them, against a baseline measured first in
-   the same run (the same records on a second topic, one segment per commit, one upload
-   thread: the scheme before batches): records/s, MB/s of raw record bytes
+   Delta commit, --upload-threads, --encode-threads) tiering all of them, against a baseline
+   measured first in the same run (the same records on a second topic, one segment per
+   commit, one upload thread: the scheme before batches): records/s, MB/s of raw record bytes
    (key + value, summed from the tiered files) and of Parquet written, where the time goes
    per step, and the Delta commits it made (files per commit, their share of the time);
 2. lag: a `tierlog tiering` process runs while --clients processes produce at full speed
@@ -88,8 +89,7 @@ def _sealed(engine: Any, tid: str, partitions: int) -> int:
 
 # The worker's steps that run on its own thread, one after another (the uploads overlap them).
 SERIAL_STEPS = (
-    "waiting for downloads",
-    "parquet",
+    "waiting for encoding",
     "waiting for uploads",
     "Delta commit",
     "manifest commit",
@@ -262,6 +262,7 @@ def main() -> None:
     parser.add_argument("--batch-segments", type=int, default=defaults.max_segments)
     parser.add_argument("--batch-mb", type=int, default=defaults.max_bytes // MiB)
     parser.add_argument("--upload-threads", type=int, default=defaults.upload_threads)
+    parser.add_argument("--encode-threads", type=int, default=defaults.encode_threads)
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--clients", type=int, default=3)
     parser.add_argument("--lag-segment-mb", type=int, default=8)
@@ -294,10 +295,12 @@ def main() -> None:
         try:
             broker.start()
             env = BenchEnv(url, config, s3_env, broker, Path(tmp))
-            batch = BatchSettings(args.batch_segments, args.batch_mb * MiB, args.upload_threads)
+            batch = BatchSettings(
+                args.batch_segments, args.batch_mb * MiB, args.upload_threads, args.encode_threads
+            )
             # The baseline, in the same run: the same records, one segment per Delta commit
             # and no upload overlap (the scheme before batches).
-            base = throughput(env, engine, args, BatchSettings(1, batch.max_bytes, 1), "single")
+            base = throughput(env, engine, args, BatchSettings(1, batch.max_bytes, 1, 1), "single")
             tp = throughput(env, engine, args, batch, "bulk")
             lg = lag(env, engine, args)
             if args.smoke and lg.drain_s is None:

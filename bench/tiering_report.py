@@ -103,7 +103,8 @@ def report(base: Throughput, tp: Throughput, lg: Lag, args: argparse.Namespace) 
     print(
         f"   settings: batches of up to {args.batch_segments} segments / {args.batch_mb} MiB "
         f"per Delta commit (runs of segments per partition), {args.upload_threads} upload "
-        f"threads, Delta checkpoint every {CHECKPOINT_INTERVAL} commits"
+        f"threads, {args.encode_threads} encoder threads, Delta checkpoint every "
+        f"{CHECKPOINT_INTERVAL} commits"
     )
     print(
         f"{'case':<22}{'records':>10} {'seconds':>8} {'records/s':>11} {'raw MB/s':>9} "

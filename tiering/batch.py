@@ -1,7 +1,7 @@
 """One batch of the tiering worker: the claimed segments of one topic → ONE Delta commit.
 
     for each segment, in claim order: download                        (a download thread)
-                                       └─ Parquet                     (this thread)
+                                       └─ Parquet                     (encoder threads)
                                            └─ manifest copy_started → S3 put → copied  (pool)
     renew the leases → one Delta commit of every uploaded file (a txn per partition; a
     partition's segments after one that failed wait for the next attempt)
@@ -48,21 +48,19 @@ class BatchSettings(NamedTuple):
     """How much one Delta commit carries. The defaults: 16 segments or 1 GiB of segments
     (a commit then costs ~1/16 of what it did per segment, and the temp disk a batch may
     hold stays bounded), 2 upload threads (one upload in flight while the next encodes,
-    one spare for S3's latency: the worker's CPU, not its threads, is the limit)."""
+    one spare for S3's latency), 1 encoder thread (encoding is CPU: more threads pay only
+    with idle cores; bench/tiering.py --encode-threads measures it)."""
 
     max_segments: int = 16
     max_bytes: int = 1024 * MiB
     upload_threads: int = 2
+    encode_threads: int = 1
 
 
 class Uploaded(NamedTuple):
     claim: SegmentClaim
     parquet: ParquetFile
     file: FileSpec  # ours: the object just uploaded
-
-
-class _Failed(Exception):
-    """A step failed for one segment; its claim is already released (or lost)."""
 
 
 class _StepError(Exception):
@@ -80,24 +78,22 @@ def tier_batch(worker: TieringWorker, claims: list[SegmentClaim]) -> int:
     with (
         tempfile.TemporaryDirectory(prefix="tierlog-tiering-", dir=worker.temp_dir) as tmp,
         ThreadPoolExecutor(1, "tiering-download") as fetcher,
+        ThreadPoolExecutor(worker.batch.encode_threads, "tiering-encode") as encoder,
         ThreadPoolExecutor(worker.batch.upload_threads, "tiering-upload") as pool,
     ):
-        downloads = [
-            (claim, fetcher.submit(_download, worker, claim, Path(tmp) / str(i)))
-            for i, claim in enumerate(claims)
-        ]
+        encoded = []
+        for i, claim in enumerate(claims):
+            got = fetcher.submit(_download, worker, claim, Path(tmp) / str(i))
+            encoded.append((claim, encoder.submit(_encode, worker, claim, got)))
         pending: list[tuple[SegmentClaim, Future[Uploaded]]] = []
-        for claim, fut in downloads:
-            got = _wait(worker, claim, fut, "waiting for downloads")
-            if got is None:
-                continue
-            try:
-                parquet = _encode(worker, claim, got)
-            except _Failed:
-                continue
-            pending.append((claim, pool.submit(_upload, worker, claim, parquet)))
+        for claim, fut in encoded:
+            parquet = _wait(worker, claim, fut, "waiting for encoding", "parquet")
+            if parquet is not None:
+                pending.append((claim, pool.submit(_upload, worker, claim, parquet)))
         uploaded = [
-            u for c, f in pending if (u := _wait(worker, c, f, "waiting for uploads")) is not None
+            u
+            for c, f in pending
+            if (u := _wait(worker, c, f, "waiting for uploads", "upload")) is not None
         ]
     live = _in_order(worker, claims, [u for u in uploaded if _renewed(worker, u.claim)])
     if not live:
@@ -137,21 +133,25 @@ def _download(worker: TieringWorker, claim: SegmentClaim, tmp: Path) -> Download
     return got
 
 
-def _encode(worker: TieringWorker, claim: SegmentClaim, got: Downloaded) -> ParquetFile:
-    """The segment's Parquet file, beside its copy (which is deleted)."""
+def _encode(
+    worker: TieringWorker, claim: SegmentClaim, download: Future[Downloaded]
+) -> ParquetFile:
+    """On an encoder thread: the segment's Parquet file, beside its copy (then deleted)."""
+    got = download.result()  # a failed download raises its _StepError
+    t0 = time.perf_counter()
     kwargs = {} if worker.row_group_bytes is None else {"row_group_bytes": worker.row_group_bytes}
-    parquet = _step(
-        worker,
-        claim,
-        "parquet",
-        lambda: write_parquet(
+    try:
+        parquet = write_parquet(
             got.path,
             got.path.parent / "data.parquet",
             from_offset=claim.base_offset,
             to_offset=claim.end_offset,
             **kwargs,
-        ),
-    )
+        )
+    except Exception as exc:
+        raise _StepError("parquet", exc) from exc
+    finally:
+        _add_time(worker, "parquet (on its threads)", time.perf_counter() - t0)
     got.path.unlink()  # free the disk before the upload
     return parquet
 
@@ -174,18 +174,9 @@ def _upload(worker: TieringWorker, claim: SegmentClaim, parquet: ParquetFile) ->
     return Uploaded(claim, parquet, ours)
 
 
-def _step(worker: TieringWorker, claim: SegmentClaim, step: str, fn: Callable[[], T]) -> T:
-    t0 = time.perf_counter()
-    try:
-        return fn()
-    except Exception as exc:
-        _fail(worker, claim, step, exc)
-        raise _Failed(step) from exc
-    finally:
-        _add_time(worker, step, time.perf_counter() - t0)
-
-
-def _wait(worker: TieringWorker, claim: SegmentClaim, fut: Future[T], waiting: str) -> T | None:
+def _wait(
+    worker: TieringWorker, claim: SegmentClaim, fut: Future[T], waiting: str, step: str
+) -> T | None:
     """The result of a download or upload; None (the claim released) if it failed. The
     time this thread waited for it is counted as `waiting`."""
     t0 = time.perf_counter()
@@ -194,7 +185,7 @@ def _wait(worker: TieringWorker, claim: SegmentClaim, fut: Future[T], waiting: s
     except _StepError as exc:
         _fail(worker, claim, exc.step, exc.error)
     except Exception as exc:
-        _fail(worker, claim, "upload", exc)
+        _fail(worker, claim, step, exc)
     finally:
         _add_time(worker, waiting, time.perf_counter() - t0)
     return None
