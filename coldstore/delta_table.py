@@ -195,7 +195,8 @@ class DeltaTopicTable:
             return self._load().transaction_version(app_id(self.topic, partition))
 
     def _load(self) -> DeltaTable:
-        # One snapshot, brought up to date incrementally: reading only the new log entries.
+        # One snapshot, brought up to date incrementally (deltalake's own commit path still
+        # replays the log since the last checkpoint: see CHECKPOINT_INTERVAL).
         if self._table is None:
             self._table = DeltaTable(self.uri, storage_options=self.storage_options)
         else:
