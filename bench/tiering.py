@@ -1,16 +1,23 @@
 """Tiering: one worker's throughput, its lag under full-speed produce, cold size vs raw.
 
     .venv/bin/python -m bench.tiering [--segments 24] [--segment-mb 8] [--value-bytes 1024]
-                                      [--seconds 20] [--clients 3] [--lag-segment-mb 8]
+                                      [--partitions 8] [--batch-segments 16] [--batch-mb 1024]
+                                      [--upload-threads 2] [--encode-threads 1]
+                                      [--seconds 20] [--clients 3]
+                                      [--lag-segment-mb 8]
     .venv/bin/python -m bench.tiering --smoke      # 1 MiB segments, 2 s at 2,000 records/s
 
 Starts its own Postgres, moto's S3 server (in memory, on loopback: the figures are the
 worker's CPU and protocol cost, not a network's) and one real broker; records are ~1 KB JSON
 events (distinct, of realistic compressibility) keyed by user id. In one run:
 
-1. throughput: produce --segments sealed segments of --segment-mb, then time one tiering
-   worker (in this process) tiering all of them: records/s, MB/s of raw record bytes (key +
-   value) and of Parquet written, and where the time goes per step;
+1. throughput: produce --segments sealed segments of --segment-mb across --partitions, then
+   time one tiering worker (in this process, batches of --batch-segments / --batch-mb per
+   Delta commit, --upload-threads, --encode-threads) tiering all of them, against a baseline
+   measured first in the same run (the same records on a second topic, one segment per
+   commit, one upload thread: the scheme before batches): records/s, MB/s of raw record bytes
+   (key + value, summed from the tiered files) and of Parquet written, where the time goes
+   per step, and the Delta commits it made (files per commit, their share of the time);
 2. lag: a `tierlog tiering` process runs while --clients processes produce at full speed
    (acks=1) for --seconds; the lag (sealed segments and records not yet tiered, and describe's
    tiering_lag, which includes the active segment) is sampled twice a second; then how long
@@ -31,12 +38,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import httpx
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from bench.events import arrow_body, make_records
 from bench.load import LoadResult, run_load
@@ -50,6 +58,7 @@ from metadata.segment_registry import SegmentRegistry
 from metadata.types import TopicIdPartition
 from tests.integration.brokers import BrokerProcess
 from tests.integration.s3 import MotoServer, config_for
+from tiering.batch import BatchSettings
 from tiering.worker import TieringWorker
 from tierlog.devstack.localpg import LocalPostgres
 
@@ -65,80 +74,88 @@ class BenchEnv(NamedTuple):
     tmp: Path
 
 
-def _create(env: BenchEnv, name: str, segment_mb: int) -> str:
-    doc = env.broker.create_topic(name, 1, segment_bytes=segment_mb * MiB)
+def _create(env: BenchEnv, name: str, segment_mb: int, partitions: int) -> str:
+    doc = env.broker.create_topic(name, partitions, segment_bytes=segment_mb * MiB)
     return str(doc["id"])
 
 
-def _sealed(engine: Any, tid: str) -> int:
-    return len(SegmentRegistry(engine).segments(TopicIdPartition(tid, 0)))
+def _sealed(engine: Any, tid: str, partitions: int) -> int:
+    reg = SegmentRegistry(engine)
+    return sum(len(reg.segments(TopicIdPartition(tid, p))) for p in range(partitions))
 
 
 # -- 1. throughput ---------------------------------------------------------------------------
 
 
-def _timed(steps: dict[str, float], name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    def wrapper(*args: Any, **kw: Any) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return fn(*args, **kw)
-        finally:
-            steps[name] += time.perf_counter() - t0
-
-    return wrapper
+# The worker's steps that run on its own thread, one after another (the uploads overlap them).
+SERIAL_STEPS = (
+    "waiting for encoding",
+    "waiting for uploads",
+    "Delta commit",
+    "manifest commit",
+)
 
 
 def throughput(
-    env: BenchEnv, engine: Any, segments: int, segment_mb: int, value_bytes: int
+    env: BenchEnv, engine: Any, args: argparse.Namespace, batch: BatchSettings, topic: str
 ) -> Throughput:
-    tid = _create(env, "bulk", segment_mb)
+    tid = _create(env, topic, args.segment_mb, args.partitions)
     rng = random.Random(1)
-    raw_by_offset: list[int] = []  # raw bytes of record i (offsets are dense from 0)
+    produced = 0
     http = httpx.Client(base_url=env.broker.url, timeout=60)
-    while _sealed(engine, tid) < segments:
-        keys, values = make_records(rng, BATCH, value_bytes)
+    while _sealed(engine, tid, args.partitions) < args.segments:
+        keys, values = make_records(rng, BATCH, args.value_bytes)
         r = http.post(
-            "/topics/bulk/records?acks=1",
+            f"/topics/{topic}/records?acks=1",
             content=arrow_body(keys, values),
             headers={"content-type": ARROW},
         )
         r.raise_for_status()
-        raw_by_offset += [len(k) + len(v) for k, v in zip(keys, values, strict=True)]
-        if len(raw_by_offset) * value_bytes > (segments + 1) * segment_mb * MiB * 1.2:
+        produced += sum(len(k) + len(v) for k, v in zip(keys, values, strict=True))
+        if produced > (args.segments + args.partitions) * args.segment_mb * MiB * 1.2:
             time.sleep(0.1)  # all produced: wait for the broker to register the seals
     http.close()
 
-    worker = TieringWorker(engine, env.config, "bench-throughput")
-    steps: dict[str, float] = defaultdict(float)
-    worker.source.download = _timed(steps, "download from broker", worker.source.download)  # type: ignore[method-assign]
-    worker._write_parquet = _timed(steps, "segment → Parquet", worker._write_parquet)  # type: ignore[method-assign]
-    worker.store.put = _timed(steps, "S3 upload", worker.store.put)  # type: ignore[method-assign]
-    worker._commit_delta = _timed(steps, "Delta commit", worker._commit_delta)  # type: ignore[method-assign]
-    worker.registry.mark_tiered = _timed(steps, "manifest commit", worker.registry.mark_tiered)  # type: ignore[method-assign]
+    worker = TieringWorker(engine, env.config, f"bench-{topic}", batch=batch)
     # Creating the table is a one-off, not per-segment cost.
-    DeltaTopicTable(table_uri(env.config, "bulk"), env.config.storage_options()).ensure_created()
+    table = DeltaTopicTable(table_uri(env.config, topic), env.config.storage_options())
+    table.ensure_created()
+    created = table.version()
     started = time.perf_counter()
     while worker.run_once():
         pass
     seconds = time.perf_counter() - started
     worker.close()
-    steps["claims, leases, manifest rows"] = seconds - sum(steps.values())
+    steps = dict(worker.step_seconds)
+    steps["claims, leases, temp files"] = seconds - sum(steps.get(n, 0.0) for n in SERIAL_STEPS)
 
-    check_tiered(engine, env.config, "bulk", tid)
-    files = ColdManifest(engine).files(TopicIdPartition(tid, 0))
-    segs = [
-        s for s in SegmentRegistry(engine).segments(TopicIdPartition(tid, 0)) if s.state == "tiered"
-    ]
-    end = max(f.last_offset for f in files) + 1
+    check_tiered(engine, env.config, topic, tid, args.partitions)
+    manifest, registry = ColdManifest(engine), SegmentRegistry(engine)
+    tps = [TopicIdPartition(tid, p) for p in range(args.partitions)]
+    files = [f for tp in tps for f in manifest.files(tp)]
+    segs = [s for tp in tps for s in registry.segments(tp) if s.state == "tiered"]
     return Throughput(
         segments=len(files),
         records=sum(f.records for f in files),
-        raw_bytes=sum(raw_by_offset[:end]),
+        raw_bytes=raw_bytes(env.config, [f.object_key for f in files]),
         hot_bytes=sum(s.size_bytes for s in segs),
         parquet_bytes=sum(f.size_bytes for f in files),
         seconds=seconds,
-        steps=dict(steps),
+        steps=steps,
+        commits=table.version() - created,
     )
+
+
+def raw_bytes(config: ObjectStoreConfig, keys: list[str]) -> int:
+    """Key + value bytes of the tiered records, read back from their files (after timing)."""
+    store = ObjectStore(config)
+    total = 0
+    for key in keys:
+        t = pq.read_table(pa.BufferReader(store.get(key)), columns=["key", "value"])
+        for col in ("key", "value"):
+            total += pc.sum(pc.binary_length(t.column(col))).as_py() or 0
+    store.close()
+    return total
 
 
 # -- 2. lag under steady produce -------------------------------------------------------------
@@ -151,7 +168,7 @@ def _sample(engine: Any, http: httpx.Client, t0: float) -> Sample:
         time.monotonic() - t0,
         sum(u.segments for u in rows),
         sum(u.records for u in rows),
-        int(doc["partitions"][0]["tiering_lag"] or 0),
+        sum(int(p["tiering_lag"] or 0) for p in doc["partitions"]),
     )
 
 
@@ -175,18 +192,10 @@ def paced_load(url: str, body: bytes, records: int, rate: float, seconds: float)
     return LoadResult(n, ok * records, ok * len(body), elapsed, lat, errors)
 
 
-def lag(
-    env: BenchEnv,
-    engine: Any,
-    seconds: float,
-    clients: int,
-    segment_mb: int,
-    value_bytes: int,
-    drain_wait_s: float,
-    rate: float,
-) -> Lag:
-    tid = _create(env, "steady", segment_mb)
-    keys, values = make_records(random.Random(2), BATCH, value_bytes)
+def lag(env: BenchEnv, engine: Any, args: argparse.Namespace) -> Lag:
+    seconds, clients, rate = args.seconds, args.clients, args.rate
+    tid = _create(env, "steady", args.lag_segment_mb, args.partitions)
+    keys, values = make_records(random.Random(2), BATCH, args.value_bytes)
     body = arrow_body(keys, values)
     log = open(env.tmp / "tiering.log", "ab")  # noqa: SIM115 (closed below)
     worker = subprocess.Popen(
@@ -215,7 +224,10 @@ def lag(
             samples.append(_sample(engine, http, t0))
             time.sleep(0.5)
         loader.join()
-        tiered_during = manifest.tiered_end_offset(TopicIdPartition(tid, 0)) or 0
+        tiered_during = sum(
+            manifest.tiered_end_offset(TopicIdPartition(tid, p)) or 0
+            for p in range(args.partitions)
+        )
         stopped = time.monotonic()
         drain_s: float | None = None
         while True:
@@ -223,7 +235,7 @@ def lag(
             if last.sealed_segments == 0:
                 drain_s = time.monotonic() - stopped
                 break
-            if time.monotonic() - stopped > drain_wait_s:
+            if time.monotonic() - stopped > args.drain_s:
                 break
             time.sleep(0.2)
     finally:
@@ -231,8 +243,8 @@ def lag(
         worker.terminate()
         worker.wait(30)
         log.close()
-    check_tiered(engine, env.config, "steady", tid)
-    return Lag(result[0], samples, tiered_during, drain_s, last.sealed_records, segment_mb)
+    check_tiered(engine, env.config, "steady", tid, args.partitions)
+    return Lag(result[0], samples, tiered_during, drain_s, last.sealed_records, args.lag_segment_mb)
 
 
 # -- the run ---------------------------------------------------------------------------------
@@ -245,6 +257,12 @@ def main() -> None:
     parser.add_argument("--segments", type=int, default=24)
     parser.add_argument("--segment-mb", type=int, default=8)
     parser.add_argument("--value-bytes", type=int, default=1024)
+    parser.add_argument("--partitions", type=int, default=8, help="of both topics")
+    defaults = BatchSettings()
+    parser.add_argument("--batch-segments", type=int, default=defaults.max_segments)
+    parser.add_argument("--batch-mb", type=int, default=defaults.max_bytes // MiB)
+    parser.add_argument("--upload-threads", type=int, default=defaults.upload_threads)
+    parser.add_argument("--encode-threads", type=int, default=defaults.encode_threads)
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--clients", type=int, default=3)
     parser.add_argument("--lag-segment-mb", type=int, default=8)
@@ -255,7 +273,8 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes; 2. must drain")
     args = parser.parse_args()
     if args.smoke:
-        args.segments, args.segment_mb, args.lag_segment_mb = 2, 1, 1
+        args.segments, args.segment_mb, args.lag_segment_mb = 4, 1, 1
+        args.partitions = 2
         args.seconds, args.rate, args.drain_s = 2, 2000, 30
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp, MotoServer() as moto:
         os.chmod(tmp, 0o755)  # as root, Postgres runs as the postgres user
@@ -276,24 +295,21 @@ def main() -> None:
         try:
             broker.start()
             env = BenchEnv(url, config, s3_env, broker, Path(tmp))
-            tp = throughput(env, engine, args.segments, args.segment_mb, args.value_bytes)
-            lg = lag(
-                env,
-                engine,
-                args.seconds,
-                args.clients,
-                args.lag_segment_mb,
-                args.value_bytes,
-                args.drain_s,
-                args.rate,
+            batch = BatchSettings(
+                args.batch_segments, args.batch_mb * MiB, args.upload_threads, args.encode_threads
             )
+            # The baseline, in the same run: the same records, one segment per Delta commit
+            # and no upload overlap (the scheme before batches).
+            base = throughput(env, engine, args, BatchSettings(1, batch.max_bytes, 1, 1), "single")
+            tp = throughput(env, engine, args, batch, "bulk")
+            lg = lag(env, engine, args)
             if args.smoke and lg.drain_s is None:
                 raise SystemExit(f"2. did not drain in {args.drain_s:g} s: {lg.left_after_drain}")
         finally:
             broker.stop()
             engine.dispose()
             pg.stop()
-    report(tp, lg, args)
+    report(base, tp, lg, args)
 
 
 if __name__ == "__main__":

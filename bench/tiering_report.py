@@ -7,7 +7,7 @@ import os
 from typing import Any, NamedTuple
 
 from bench.load import LoadResult
-from coldstore.delta_table import DeltaTopicTable
+from coldstore.delta_table import CHECKPOINT_INTERVAL, DeltaTopicTable
 from coldstore.layout import table_uri
 from coldstore.object_store import ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
@@ -26,10 +26,15 @@ class Throughput(NamedTuple):
     parquet_bytes: int
     seconds: float
     steps: dict[str, float]
+    commits: int  # Delta commits that added the files
 
     @property
     def records_per_s(self) -> float:
         return self.records / self.seconds
+
+    @property
+    def commit_share(self) -> float:
+        return self.steps.get("Delta commit", 0.0) / self.seconds
 
 
 class Sample(NamedTuple):
@@ -48,24 +53,31 @@ class Lag(NamedTuple):
     segment_mb: int
 
 
-def check_tiered(engine: Any, config: ObjectStoreConfig, topic: str, tid: str) -> int:
-    """Every tiered record exactly once: the manifest's files tile [0, end) without gap or
-    overlap, and the Delta table holds the same files and records. Returns end."""
-    files = ColdManifest(engine).files(TopicIdPartition(tid, 0))
-    expect = 0
-    for f in files:
-        if f.base_offset != expect or f.records != f.last_offset - f.base_offset + 1:
-            raise SystemExit(f"{topic}: cold file {f.object_key} at {f.base_offset}, {expect=}")
-        expect = f.last_offset + 1
+def check_tiered(
+    engine: Any, config: ObjectStoreConfig, topic: str, tid: str, partitions: int
+) -> int:
+    """Every tiered record exactly once: per partition, the manifest's files tile [0, end)
+    without gap or overlap, and the Delta table holds the same files and records. Returns
+    the records tiered."""
     table = DeltaTopicTable(table_uri(config, topic), config.storage_options(), topic=topic)
-    delta = [f for f in table.files() if f.partition == 0]
-    in_delta = sum(f.records or 0 for f in delta)
-    if len(delta) != len(files) or in_delta != expect:
-        raise SystemExit(
-            f"{topic}: Delta holds {len(delta)} files, {in_delta:,} records; the manifest "
-            f"{len(files)} files, {expect:,} records"
-        )
-    return expect
+    in_table = table.files()
+    total = 0
+    for p in range(partitions):
+        files = ColdManifest(engine).files(TopicIdPartition(tid, p))
+        expect = 0
+        for f in files:
+            if f.base_offset != expect or f.records != f.last_offset - f.base_offset + 1:
+                raise SystemExit(f"{topic}-{p}: file {f.object_key} at {f.base_offset}, {expect=}")
+            expect = f.last_offset + 1
+        delta = [f for f in in_table if f.partition == p]
+        in_delta = sum(f.records or 0 for f in delta)
+        if len(delta) != len(files) or in_delta != expect:
+            raise SystemExit(
+                f"{topic}-{p}: Delta holds {len(delta)} files, {in_delta:,} records; the "
+                f"manifest {len(files)} files, {expect:,} records"
+            )
+        total += expect
+    return total
 
 
 def _pct(xs: list[int], q: float) -> int:
@@ -77,28 +89,44 @@ def _row(name: str, xs: list[int], last: int) -> str:
     return f"{name:<36} {_pct(xs, 0.5):>10,} {max(xs, default=0):>10,} {last:>10,}"
 
 
-def report(tp: Throughput, lg: Lag, args: argparse.Namespace) -> None:
+def report(base: Throughput, tp: Throughput, lg: Lag, args: argparse.Namespace) -> None:
     print(
         f"tierlog tiering benchmark: 1 broker, moto S3 (in memory), ~{args.value_bytes} B JSON "
         f"values with user-id keys, {os.cpu_count()} cores shared by broker, worker, S3, "
         f"Postgres and clients"
     )
     print(
-        f"\n1. one worker tiering {tp.segments} sealed segments (segment.bytes "
-        f"{args.segment_mb} MiB, {tp.hot_bytes / tp.segments / MiB:.2f} MiB each on average: "
-        f"a request's frame never spans two)"
+        f"\n1. one worker tiering {tp.segments} sealed segments of {args.partitions} partitions "
+        f"(segment.bytes {args.segment_mb} MiB, {tp.hot_bytes / tp.segments / MiB:.2f} MiB each "
+        f"on average: a request's frame never spans two)"
     )
     print(
-        f"{'records':>10} {'seconds':>8} {'records/s':>11} {'raw MB/s':>9} "
-        f"{'Parquet MB/s':>13} {'s/segment':>10}"
+        f"   settings: batches of up to {args.batch_segments} segments / {args.batch_mb} MiB "
+        f"per Delta commit (runs of segments per partition), {args.upload_threads} upload "
+        f"threads, {args.encode_threads} encoder threads, Delta checkpoint every "
+        f"{CHECKPOINT_INTERVAL} commits"
     )
     print(
-        f"{tp.records:>10,} {tp.seconds:>8.2f} {tp.records_per_s:>11,.0f} "
-        f"{tp.raw_bytes / MB / tp.seconds:>9.1f} {tp.parquet_bytes / MB / tp.seconds:>13.1f} "
-        f"{tp.seconds / tp.segments:>10.3f}"
+        f"{'case':<22}{'records':>10} {'seconds':>8} {'records/s':>11} {'raw MB/s':>9} "
+        f"{'Parquet MB/s':>13} {'s/segment':>10} {'commits':>8} {'commit %':>9} {'vs base':>8}"
     )
-    steps = sorted(tp.steps.items(), key=lambda kv: -kv[1])
-    print("   time per step: " + ", ".join(f"{n} {100 * s / tp.seconds:.0f}%" for n, s in steps))
+    for name, t in (("1 segment per commit", base), ("batched", tp)):
+        print(
+            f"{name:<22}{t.records:>10,} {t.seconds:>8.2f} {t.records_per_s:>11,.0f} "
+            f"{t.raw_bytes / MB / t.seconds:>9.1f} {t.parquet_bytes / MB / t.seconds:>13.1f} "
+            f"{t.seconds / t.segments:>10.3f} {t.commits:>8} {t.commit_share:>8.0%} "
+            f"{t.raw_bytes / t.seconds / (base.raw_bytes / base.seconds):>7.2f}x"
+        )
+    for name, t in (("baseline", base), ("batched", tp)):
+        steps = sorted(t.steps.items(), key=lambda kv: -kv[1])
+        print(
+            f"   {name} time per step: "
+            + ", ".join(f"{n} {100 * s / t.seconds:.0f}%" for n, s in steps)
+        )
+    print(
+        "   (downloads and uploads run on their own threads: only the waits are on the "
+        f"worker's path); batched: {tp.segments / max(1, tp.commits):.1f} files per commit"
+    )
 
     load, samples = lg.load, lg.samples
     produce_rate = load.records / load.seconds

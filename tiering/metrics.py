@@ -35,3 +35,8 @@ SEGMENT_SECONDS = Histogram(
     "Time to tier one segment (download to manifest commit)",
     buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
 )
+BATCH_SEGMENTS = Histogram(
+    "tierlog_tiering_batch_segments",
+    "Segments tiered by one Delta commit",
+    buckets=(1, 2, 4, 8, 16, 32, 64),
+)

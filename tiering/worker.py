@@ -1,17 +1,20 @@
 """The tiering worker: sealed hot segments → Parquet → S3 → Delta → manifest (DESIGN §2, §4).
 
-One segment at a time, per claim:
+Segments are tiered in batches (tiering/batch.py does one batch):
 
-    claim (SKIP LOCKED, leased) → download from an in-sync replica (follower first) to a temp
-    file → Parquet of [base, end) → manifest row copy_started → S3 put (multipart when big) →
-    copied → Delta commit (idempotent txn per topic-partition) → committed + segment tiered in
-    one Postgres transaction.
+    claim up to batch_segments / batch_bytes (SKIP LOCKED, leased; the lowest untiered
+    segment of each partition, then the segments right after them) → per topic: download
+    each from an in-sync replica (follower first) → Parquet of [base, end) while the next
+    downloads and earlier files upload (manifest row copy_started → S3 put → copied) → ONE
+    Delta commit of every file, with a txn per partition → committed + segments tiered in
+    ONE Postgres transaction.
 
 Crash safety: every object key is new (uuid), so an abandoned attempt never touches a file a
-reader may use; its manifest row stays copy_started/copied and is superseded by the attempt
-that commits. The Delta commit is idempotent, so a worker whose lease lapsed and a worker that
-took over may both commit: Delta keeps the first file, and whichever worker reaches the
-manifest records *that* file (read back from the table), so manifest and Delta always agree.
+reader may use; its manifest rows stay copy_started/copied and are superseded by the attempt
+that commits. The Delta commit is atomic (a batch's files are all visible or none) and
+idempotent per partition (txn), so a worker whose lease lapsed and a worker that took over may
+both commit: Delta keeps the first files, and whichever worker reaches the manifest records
+*those* files (read back from the table), so manifest and Delta always agree.
 
 Failures release the claim with the error; the registry backs the segment off exponentially,
 so retries are paced by Postgres, not by a sleeping worker.
@@ -21,27 +24,19 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import threading
-import time
-from pathlib import Path
+from collections import defaultdict
 
 from sqlalchemy.engine import Engine
 
 from cluster.worker_health import Health
 from coldstore.delta_table import DeltaTopicTable
-from coldstore.layout import data_file_key, table_key, table_uri
+from coldstore.layout import table_uri
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
-from coldstore.parquet_writer import ParquetFile, write_parquet
 from metadata.cold_manifest import ColdManifest
-from metadata.segment_registry import (
-    ClaimLostError,
-    ColdFile,
-    FileSpec,
-    SegmentClaim,
-    SegmentRegistry,
-)
+from metadata.segment_registry import SegmentClaim, SegmentRegistry
 from tiering import metrics
+from tiering.batch import BatchSettings, tier_batch
 from tiering.segment_source import SegmentSource
 
 log = logging.getLogger(__name__)
@@ -61,16 +56,19 @@ class TieringWorker:
         max_segments_per_run: int = 64,
         temp_dir: str | os.PathLike[str] | None = None,
         row_group_bytes: int | None = None,
+        batch: BatchSettings | None = None,
     ) -> None:
         self.engine, self.config, self.worker_id = engine, store_config, worker_id
         self.lease_ms, self.max_segments_per_run = lease_ms, max_segments_per_run
         self.temp_dir = temp_dir
         self.row_group_bytes = row_group_bytes
+        self.batch = batch or BatchSettings()
         self.registry = SegmentRegistry(engine)
         self.manifest = ColdManifest(engine)
         self.store = ObjectStore(store_config)
         self._source: SegmentSource | None = None
         self._tables: dict[str, DeltaTopicTable] = {}
+        self.step_seconds: dict[str, float] = defaultdict(float)  # since start: bench, logs
 
     @property
     def source(self) -> SegmentSource:
@@ -107,15 +105,26 @@ class TieringWorker:
         log.info("tiering worker stopped", extra={"worker": self.worker_id})
 
     def run_once(self) -> int:
-        """Tier claimable segments until none is left (or max_segments_per_run); returns the
-        number tiered. A partition's next segment becomes claimable once this one is tiered."""
-        done = 0
-        for _ in range(self.max_segments_per_run):
-            claims = self.registry.claim(self.worker_id, self.lease_ms, limit=1)
+        """Tier claimable segments, a batch at a time, until none is left (or
+        max_segments_per_run were claimed); returns the number tiered. A partition's next
+        segment becomes claimable once the one before is tiered."""
+        done = claimed = 0
+        while claimed < self.max_segments_per_run:
+            claims = self.registry.claim(
+                self.worker_id,
+                self.lease_ms,
+                limit=min(self.batch.max_segments, self.max_segments_per_run - claimed),
+                max_bytes=self.batch.max_bytes,
+                consecutive=True,
+            )
             if not claims:
                 break
-            if self.tier(claims[0]):
-                done += 1
+            claimed += len(claims)
+            by_topic: dict[str, list[SegmentClaim]] = defaultdict(list)
+            for c in claims:
+                by_topic[c.topic_id].append(c)
+            for group in by_topic.values():
+                done += tier_batch(self, group)
         return done
 
     def update_lag_metrics(self) -> None:
@@ -127,87 +136,9 @@ class TieringWorker:
             metrics.LAG_BYTES.labels(r.topic, str(r.partition)).set(r.bytes)
             metrics.LAG_SEGMENTS.labels(r.topic, str(r.partition)).set(r.segments)
 
-    # -- one segment ----------------------------------------------------------------------
+    # -- used by tiering/batch.py ---------------------------------------------------------
 
-    def tier(self, claim: SegmentClaim) -> bool:
-        """Tier one claimed segment; on failure release the claim with the error."""
-        ctx = {
-            "worker": self.worker_id,
-            "topic": claim.topic,
-            "partition": claim.partition,
-            "base_offset": claim.base_offset,
-            "end_offset": claim.end_offset,
-            "attempt": claim.attempt,
-        }
-        log.debug("segment claimed", extra={**ctx, "size_bytes": claim.size_bytes})
-        started = time.monotonic()
-        step = "download"
-        try:
-            with tempfile.TemporaryDirectory(prefix="tierlog-tiering-", dir=self.temp_dir) as tmp:
-                got = self.source.download(claim, tmp)
-                metrics.DOWNLOADED_BYTES.inc(got.size)
-                log.debug("segment downloaded", extra={**ctx, "broker": got.broker_id})
-                step = "parquet"
-                parquet = self._write_parquet(claim, got.path, Path(tmp) / "data.parquet")
-                got.path.unlink()  # free the disk before the upload
-                step = "upload"
-                self._renew(claim)
-                key = data_file_key(self.config, claim.topic, claim.partition, claim.base_offset)
-                ours = FileSpec(
-                    key,
-                    parquet.size_bytes,
-                    parquet.records,
-                    parquet.min_timestamp,
-                    parquet.max_timestamp,
-                )
-                file_id = self.manifest.start_copy(claim, ours)
-                self.store.put(key, str(parquet.output))
-                self.manifest.mark_copied(file_id)
-                log.debug("data file uploaded", extra={**ctx, "key": key, **_stats(parquet)})
-            step = "delta"
-            self._renew(claim)
-            committed, version = self._commit_delta(claim, parquet, key)
-            step = "manifest"
-            orphans = self.registry.mark_tiered(claim, committed, version)
-        except ClaimLostError as exc:
-            # Another worker owns the segment now; it will finish (and clean up after) us.
-            metrics.FAILURES.labels("claim_lost").inc()
-            log.warning("claim lost", extra={**ctx, "step": step, "error": str(exc)})
-            return False
-        except Exception as exc:
-            metrics.FAILURES.labels(step).inc()
-            log.exception("tiering failed", extra={**ctx, "step": step})
-            self.registry.release(claim, f"{step}: {type(exc).__name__}: {exc}")
-            return False
-        self._delete_orphans(orphans)
-        metrics.SEGMENT_SECONDS.observe(time.monotonic() - started)
-        metrics.UPLOADED_FILES.labels(claim.topic).inc()
-        metrics.UPLOADED_BYTES.labels(claim.topic).inc(committed.size_bytes)
-        metrics.TIERED_RECORDS.labels(claim.topic).inc(committed.records)
-        log.info(
-            "segment tiered",
-            extra={  # the one INFO line per segment: its steps log at DEBUG
-                **ctx,
-                "key": committed.object_key,
-                "delta_version": version,
-                "records": committed.records,
-                "seconds": round(time.monotonic() - started, 3),
-                "superseded": len(orphans),
-            },
-        )
-        return True
-
-    def _write_parquet(self, claim: SegmentClaim, segment: Path, out: Path) -> ParquetFile:
-        kwargs = {} if self.row_group_bytes is None else {"row_group_bytes": self.row_group_bytes}
-        return write_parquet(
-            segment, out, from_offset=claim.base_offset, to_offset=claim.end_offset, **kwargs
-        )
-
-    def _renew(self, claim: SegmentClaim) -> None:
-        if not self.registry.extend(claim, self.lease_ms):
-            raise ClaimLostError(f"{claim.topic}-{claim.partition} {claim.base_offset}")
-
-    def _table(self, claim: SegmentClaim) -> DeltaTopicTable:
+    def table(self, claim: SegmentClaim) -> DeltaTopicTable:
         """Cached by topic id: a topic deleted and created again under the same name is a new
         table (its old one deleted by the compaction role), never the old cached snapshot."""
         table = self._tables.get(claim.topic_id)
@@ -220,61 +151,3 @@ class TieringWorker:
             table.ensure_created()
             self._tables[claim.topic_id] = table
         return table
-
-    def _commit_delta(
-        self, claim: SegmentClaim, parquet: ParquetFile, key: str
-    ) -> tuple[FileSpec, int]:
-        """Commit our file; return the file that the table holds for this segment (ours, or a
-        lapsed attempt's that got there first) and a version at which it is visible."""
-        table = self._table(claim)
-        version = table.commit_file(claim.partition, parquet, key)
-        root = table_key(self.config, claim.topic)
-        for f in table.files():
-            if (
-                f.partition == claim.partition
-                and f.min_offset is not None
-                and f.max_offset is not None
-                and f.min_offset <= parquet.base_offset <= f.max_offset
-            ):
-                if f.path == table.relpath(key):
-                    break
-                log.warning(
-                    "segment was already committed by another attempt",
-                    extra={"topic": claim.topic, "partition": claim.partition, "path": f.path},
-                )
-                return (
-                    FileSpec(
-                        f"{root}/{f.path}",
-                        f.size,
-                        f.records if f.records is not None else parquet.records,
-                        f.min_timestamp if f.min_timestamp is not None else parquet.min_timestamp,
-                        f.max_timestamp if f.max_timestamp is not None else parquet.max_timestamp,
-                    ),
-                    version,
-                )
-        else:
-            raise RuntimeError(f"{key} is not in the Delta table after its commit")
-        return (
-            FileSpec(
-                key,
-                parquet.size_bytes,
-                parquet.records,
-                parquet.min_timestamp,
-                parquet.max_timestamp,
-            ),
-            version,
-        )
-
-    def _delete_orphans(self, orphans: list[ColdFile]) -> None:
-        """Objects of superseded attempts were never in the table: no reader can hold them."""
-        if not orphans:
-            return
-        try:
-            self.store.delete(o.object_key for o in orphans)
-            self.manifest.mark_deleted([o.id for o in orphans])
-        except Exception:  # left delete_started: retention's sweep finishes the job
-            log.exception("deleting superseded data files failed")
-
-
-def _stats(p: ParquetFile) -> dict[str, int]:
-    return {"records": p.records, "bytes": p.size_bytes, "row_groups": p.row_groups}

@@ -1,14 +1,18 @@
-"""Crash safety of the tiering worker: SIGKILL at each step between the upload and the manifest.
+"""Crash safety of the tiering worker: SIGKILL at each step between the upload and the manifest,
+between two segments of one Delta commit.
 
 The worker runs in a child process whose script monkeypatches one step to kill the process
 (SIGKILL: no cleanup, no atexit, sockets cut) right after it; production code has no fault
-flags. A new worker then takes over once the dead worker's claim lease lapses, and the table,
-the manifest and the bucket must agree, with every offset in the table exactly once.
+flags. It tiers two partitions' segments in batches of two (p0 s0 + p1 s0, then p0 s1 +
+p1 s1), one Delta commit each. A new worker then takes over once the dead worker's claim
+lease lapses, and the table, the manifest and the bucket must agree, with every offset in the
+table exactly once: the batch the worker died in is visible either whole or not at all.
 
-    after_upload        the data file is in S3, its manifest row copy_started, not in Delta
-    after_delta_commit  the file is in Delta, the manifest row still copied (invisible)
-    in_manifest_tx      killed inside mark_tiered's transaction, after the committed row's
-                        upsert: Postgres rolls the transaction back (same state as above)
+    after_upload        the batch's first data file is in S3 (copy_started), the second not
+                        uploaded yet; nothing of the batch in Delta
+    after_delta_commit  both files in Delta in one commit, their manifest rows still copied
+    in_manifest_tx      killed inside mark_all_tiered's transaction, after the second file's
+                        upsert: Postgres rolls the whole transaction back (as above)
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from metadata.segment_registry import COLD_STATES
 from metadata.types import TopicIdPartition
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
-from tests.integration.tiering_consistency import all_rows, assert_consistent
+from tests.integration.tiering_consistency import all_rows, assert_consistent, files_per_commit
 from tests.integration.tiering_env import ROOT, Env, rec, tricky
 
 LEASE_MS = 1000
@@ -40,6 +44,7 @@ from sqlalchemy import event
 from metadata.db import make_engine
 from coldstore.delta_table import DeltaTopicTable
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
+from tiering.batch import BatchSettings
 from tiering.worker import TieringWorker
 
 url, bucket, prefix, endpoint, point, nth, lease_ms = sys.argv[1:8]
@@ -47,7 +52,7 @@ calls = [0]
 
 def maybe_die():
     calls[0] += 1
-    if calls[0] == int(nth):  # the segments before this one are tiered normally
+    if calls[0] == int(nth):  # the batches before this one are tiered normally
         os.kill(os.getpid(), signal.SIGKILL)
 
 engine = make_engine(url)
@@ -59,12 +64,12 @@ if point == "after_upload":
         return size
     ObjectStore.put = put
 elif point == "after_delta_commit":
-    real_commit = DeltaTopicTable.commit_file
-    def commit_file(self, *args, **kw):
-        version = real_commit(self, *args, **kw)
+    real_commit = DeltaTopicTable.commit_files
+    def commit_files(self, *args, **kw):
+        result = real_commit(self, *args, **kw)
         maybe_die()
-        return version
-    DeltaTopicTable.commit_file = commit_file
+        return result
+    DeltaTopicTable.commit_files = commit_files
 elif point == "in_manifest_tx":
     @event.listens_for(engine, "after_cursor_execute")
     def after_execute(conn, cursor, statement, *rest):
@@ -75,7 +80,10 @@ else:
     raise SystemExit(f"unknown crash point {point}")
 config = ObjectStoreConfig(bucket=bucket, prefix=prefix, endpoint_url=endpoint,
                            access_key_id="testing", secret_access_key="testing")
-TieringWorker(engine, config, "doomed", lease_ms=int(lease_ms)).run_once()
+# Batches of one segment per partition (2); one upload thread, so the first upload of a
+# batch finishes before the second starts.
+batch = BatchSettings(max_segments=2, upload_threads=1)
+TieringWorker(engine, config, "doomed", lease_ms=int(lease_ms), batch=batch).run_once()
 raise SystemExit(3)  # the crash point was never reached
 """
 
@@ -111,84 +119,100 @@ def _run_crashing_worker(env: Env, db_url: str, point: str, nth: int) -> None:
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-3000:]
 
 
-@pytest.mark.parametrize("nth", [1, 3], ids=["first-segment", "third-segment"])
+# Which call of the patched step kills the worker in batch 1 or 2: the first upload of the
+# batch, its commit, the second segment's upsert in its manifest transaction.
+NTH = {"after_upload": (1, 3), "after_delta_commit": (1, 2), "in_manifest_tx": (2, 4)}
+
+
+@pytest.mark.parametrize("batch", [1, 2], ids=["first-batch", "second-batch"])
 @pytest.mark.parametrize("point", ["after_upload", "after_delta_commit", "in_manifest_tx"])
-def test_a_worker_killed_between_upload_and_manifest_is_recovered(
-    env: Env, fresh_db: str, point: str, nth: int
+def test_a_worker_killed_between_two_segments_of_a_commit_is_recovered(
+    env: Env, fresh_db: str, point: str, batch: int
 ) -> None:
     tid = env.topic("t", 2)
-    # Two segments per partition, claimed p0 s0, p1 s0, p0 s1, p1 s1. The doomed worker dies
-    # on its first (the table does not exist yet) or on its third (p0's second segment: the
-    # partition's Delta txn already holds an earlier commit) after tiering the ones before.
+    # Two segments per partition: batch 1 is both partitions' first, batch 2 their second.
+    # The doomed worker dies in batch 1 (the table does not exist yet) or in batch 2 (the
+    # partitions' Delta txns already hold batch 1's commit) after tiering batch 1.
     ends = {
         p: env.add_segment("t", p, 0, tricky() if p == 0 else [rec(i) for i in range(5)])
         for p in (0, 1)
     }
     for p in (0, 1):
         env.add_segment("t", p, ends[p], [rec(i) for i in range(ends[p], ends[p] + 7)])
-    _run_crashing_worker(env, fresh_db, point, nth)
+    _run_crashing_worker(env, fresh_db, point, NTH[point][batch - 1])
 
-    # -- just after the crash: the attempt is abandoned mid-way and invisible ----------------
-    crashed = [
-        s
-        for p in (0, 1)
-        for s in env.registry.segments(TopicIdPartition(tid, p))
-        if s.state == "tiering" and s.claimed_by == "doomed"
+    # -- just after the crash: the batch is abandoned mid-way, wholly invisible --------------
+    segs = [s for p in (0, 1) for s in env.registry.segments(TopicIdPartition(tid, p))]
+    crashed = [s for s in segs if s.state == "tiering" and s.claimed_by == "doomed"]
+    first = 0 if batch == 1 else None
+    assert sorted((s.partition, s.base_offset) for s in crashed) == [
+        (0, ends[0] if first is None else 0),
+        (1, ends[1] if first is None else 0),
     ]
-    assert len(crashed) == 1, crashed
-    seg = crashed[0]
-    assert (seg.partition, seg.base_offset) == (0, 0 if nth == 1 else ends[0])
-    tiered = [s for p in (0, 1) for s in env.registry.segments(TopicIdPartition(tid, p))]
-    tiered = [s for s in tiered if s.state == "tiered"]
-    assert len(tiered) == nth - 1
-    attempt = [
-        r
-        for r in all_rows(env.engine, tid, 2)
-        if (r.partition, r.base_offset) == (seg.partition, seg.base_offset)
-    ]
-    assert len(attempt) == 1, attempt
-    abandoned = attempt[0]
-    assert abandoned.state == ("copy_started" if point == "after_upload" else "copied")
-    store = ObjectStore(env.config)
-    assert store.head(abandoned.object_key) == abandoned.size_bytes  # the upload completed
-    # readers (committed rows only) do not see it
-    assert all(f.base_offset != seg.base_offset for f in env.manifest.files(seg.tp))
-    assert env.manifest.tiered_end_offset(seg.tp) in (None, seg.base_offset)
+    assert len([s for s in segs if s.state == "tiered"]) == 2 * (batch - 1)
+    rows = all_rows(env.engine, tid, 2)
+    attempts = {
+        (s.partition, s.base_offset): [
+            r for r in rows if (r.partition, r.base_offset) == (s.partition, s.base_offset)
+        ]
+        for s in crashed
+    }
     table = DeltaTopicTable(table_uri(env.config, "t"), env.config.storage_options(), topic="t")
     root = table_key(env.config, "t")
     # (killed before its first commit, the worker may not even have created the table)
     in_delta = {f"{root}/{f.path}" for f in table.files()} if table.exists() else set()
-    assert (abandoned.object_key in in_delta) == (point != "after_upload")
+    store = ObjectStore(env.config)
+    abandoned = {}
+    if point == "after_upload":  # the first segment's file uploaded, the second's not yet
+        (p0,) = attempts[crashed[0].partition, crashed[0].base_offset]
+        assert p0.state == "copy_started"
+        assert store.head(p0.object_key) == p0.size_bytes
+        assert all(r.state == "copy_started" for r in attempts[1, crashed[1].base_offset])
+        assert not any(r.object_key in in_delta for a in attempts.values() for r in a)
+    else:  # both uploaded and in Delta by one commit; the manifest shows neither
+        for key, (r,) in attempts.items():
+            assert r.state == "copied"
+            assert r.object_key in in_delta
+            assert store.head(r.object_key) == r.size_bytes
+            abandoned[key] = r
+        assert files_per_commit(env.config, "t")[-1] == 2
+    for s in crashed:  # readers (committed rows only) see neither
+        assert all(f.base_offset != s.base_offset for f in env.manifest.files(s.tp))
+        assert env.manifest.tiered_end_offset(s.tp) in (None, s.base_offset)
 
-    # -- restart: a new worker takes the segment over once the dead one's lease lapses -------
+    # -- restart: a new worker takes the batch over once the dead one's lease lapses ---------
     rescuer = env.worker("rescuer", lease_ms=10_000)
     deadline = time.monotonic() + 60
     while not all(
         s.state == "tiered" for p in (0, 1) for s in env.registry.segments(TopicIdPartition(tid, p))
     ):
-        assert time.monotonic() < deadline, "the crashed segment was never taken over"
+        assert time.monotonic() < deadline, "the crashed batch was never taken over"
         if rescuer.run_once() == 0:
             time.sleep(0.2)
     rescuer.close()
 
     assert_consistent(env.engine, env.config, "t", tid, 2)
-    env.assert_exact("t")
-    rows = {r.object_key: r for r in all_rows(env.engine, tid, 2)}
-    (final,) = [r for r in env.manifest.files(seg.tp) if r.base_offset == seg.base_offset]
-    if point == "after_upload":
-        # Never in Delta: the rescuer's own upload is committed, the abandoned one deleted.
-        assert final.object_key != abandoned.object_key
-        assert rows[abandoned.object_key].state == "deleted"
-    else:
-        # Delta kept the dead worker's file: the manifest records that one, and the
-        # rescuer's redundant upload (never in Delta) is deleted.
-        assert final.object_key == abandoned.object_key
-        redundant = [
-            r
-            for r in rows.values()
-            if (r.partition, r.base_offset) == (seg.partition, seg.base_offset)
-            and r.object_key != abandoned.object_key
-        ]
-        assert [r.state for r in redundant] == ["deleted"]
-    assert all(r.state in COLD_STATES for r in rows.values())
+    env.assert_exact("t")  # every offset exactly once: no segment of the batch twice
+    assert max(files_per_commit(env.config, "t")) >= 2  # the workers did commit batches
+    rows_by_key = {r.object_key: r for r in all_rows(env.engine, tid, 2)}
+    for s in crashed:
+        (final,) = [r for r in env.manifest.files(s.tp) if r.base_offset == s.base_offset]
+        mine = attempts[s.partition, s.base_offset]
+        if point == "after_upload":
+            # Never in Delta: the rescuer's own uploads are committed, the abandoned deleted.
+            assert all(final.object_key != r.object_key for r in mine)
+            assert all(rows_by_key[r.object_key].state == "deleted" for r in mine)
+        else:
+            # Delta kept the dead worker's files: the manifest records those, and the
+            # rescuer's redundant uploads (never in Delta) are deleted.
+            old = abandoned[s.partition, s.base_offset]
+            assert final.object_key == old.object_key
+            redundant = [
+                r
+                for r in rows_by_key.values()
+                if (r.partition, r.base_offset) == (s.partition, s.base_offset)
+                and r.object_key != old.object_key
+            ]
+            assert [r.state for r in redundant] == ["deleted"]
+    assert all(r.state in COLD_STATES for r in rows_by_key.values())
     store.close()

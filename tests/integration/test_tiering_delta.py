@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from coldstore.delta_table import DeltaTopicTable, app_id
+from coldstore.delta_table import DeltaTopicTable, PendingFile, app_id
 from coldstore.layout import data_file_key, table_key, table_uri
 from coldstore.object_store import ObjectStore
 from coldstore.parquet_writer import ParquetFile, write_parquet
@@ -236,3 +236,45 @@ def test_remove_files(env):
     assert dt.version() == v
     assert sorted(dt.to_pyarrow_table()["offset"].to_pylist()) == list(range(5, 15))
     assert store.head(first_key) is not None  # logical removal only: S3 delete comes later
+
+
+def test_one_commit_carries_many_partitions_and_a_retry_adds_only_what_is_missing(env):
+    """commit_files: files of several partitions (and two of one) in ONE commit, one txn per
+    partition at its highest base offset; a retry of a batch that partly made it in adds only
+    the files the table lacks, and reports the others as already committed."""
+    config, store, table = env
+    batch = [
+        PendingFile(0, *upload(store, config, 0, 0, 10)),
+        PendingFile(1, *upload(store, config, 1, 0, 5)),
+        PendingFile(0, *upload(store, config, 0, 10, 10)),
+    ]
+    first = table.commit_files(batch)
+    assert first.already == []
+    assert table.transaction_version(0) == 10 and table.transaction_version(1) == 0
+    log = [json.loads(line) for line in table_log(store, config, first.version)]
+    assert sum("add" in a for a in log) == 3
+    assert sorted((a["txn"]["appId"], a["txn"]["version"]) for a in log if "txn" in a) == [
+        ("orders-0", 10),
+        ("orders-1", 0),
+    ]
+    # A retry by another worker: new uploads of the same segments plus one new segment.
+    again = [
+        PendingFile(p, *upload(store, config, p, f.parquet.base_offset, n))
+        for p, f, n in ((0, batch[2], 10), (1, batch[1], 5))
+    ]
+    new = PendingFile(1, *upload(store, config, 1, 5, 7))
+    other = DeltaTopicTable(table_uri(config, TOPIC), config.storage_options(), topic=TOPIC)
+    second = other.commit_files([*again, new])
+    assert [f.object_key for f in second.already] == [f.object_key for f in again]
+    assert second.version == first.version + 1
+    assert other.transaction_version(1) == 5
+    held = other.covering(0, 10)
+    assert held is not None and table.relpath(batch[2].object_key) == held.path
+    rows = read_back(config).to_pyarrow_table()
+    pairs = sorted(zip(rows["partition"].to_pylist(), rows["offset"].to_pylist(), strict=True))
+    assert pairs == [(0, i) for i in range(20)] + [(1, i) for i in range(12)]
+
+
+def table_log(store: ObjectStore, config, version: int) -> list[str]:
+    key = f"{table_key(config, TOPIC)}/_delta_log/{version:020d}.json"
+    return store.get(key).decode().splitlines()

@@ -23,6 +23,7 @@ from metadata.segment_registry import SegmentRegistry
 from metadata.topics import TopicRepo
 from metadata.types import TopicIdPartition
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
+from tests.integration.tiering_consistency import files_per_commit
 from tests.integration.tiering_env import Env, env_fixture, rec, tricky  # noqa: F401 (fixture)
 from tiering.worker import TieringWorker
 
@@ -101,6 +102,40 @@ def test_a_failure_releases_the_claim_with_the_error_and_is_retried(env: Env) ->
     time.sleep(0.3)
     assert w.run_once() == 1
     env.assert_exact("t")
+    w.close()
+
+
+def test_a_partitions_run_of_segments_is_one_commit_and_stops_at_a_failure(env: Env) -> None:
+    """One partition, three sealed segments: one claim takes the run and commits it once. If
+    the middle one fails, the first is committed alone and the third waits (a later file
+    must never enter Delta before an earlier one), then both go in the next commit."""
+    tid = env.topic("run", 1)
+    base = 0
+    for _ in range(3):
+        base = env.add_segment("run", 0, base, [rec(i) for i in range(base, base + 4)])
+    w = env.worker("w")
+    w.registry = env.registry  # short backoff
+    assert w.run_once() == 3
+    assert files_per_commit(env.config, "run") == [0, 3]
+    env.assert_exact("run")
+
+    tid = env.topic("gap", 1)
+    bases = [base := 0]
+    for _ in range(3):
+        base = env.add_segment("gap", 0, base, [rec(i) for i in range(base, base + 4)])
+        bases.append(base)
+    held = {i: r.segments.pop(("gap", 0, bases[1])) for i, r in env.replicas.items()}
+    assert w.run_once() == 1
+    segs = env.registry.segments(TopicIdPartition(tid, 0))
+    assert [s.state for s in segs] == ["tiered", "sealed", "sealed"]
+    assert segs[1].last_error is not None and segs[2].last_error is None
+    assert files_per_commit(env.config, "gap") == [0, 1]
+    for i, r in env.replicas.items():
+        r.segments[("gap", 0, bases[1])] = held[i]
+    time.sleep(0.3)  # the failed segment's backoff
+    assert w.run_once() == 2
+    assert files_per_commit(env.config, "gap") == [0, 1, 2]
+    env.assert_exact("gap")  # (the same offsets and records as "run")
     w.close()
 
 

@@ -20,6 +20,7 @@ from compaction.worker import CompactionWorker
 from metadata.topics import TopicRepo
 from metadata.types import TopicIdPartition
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
+from tests.integration.tiering_consistency import files_per_commit
 from tests.integration.tiering_env import ROOT, Env, env_fixture, rec, tricky  # noqa: F401 (fixture)
 
 
@@ -107,35 +108,43 @@ def test_a_worker_killed_mid_upload_is_taken_over(env: Env, fresh_db: str) -> No
 
 
 def test_a_lapsed_worker_that_committed_to_delta_first_wins_the_manifest(env: Env) -> None:
-    """Worker A commits its file to Delta but loses its lease before the manifest commit;
-    worker B takes over: Delta keeps A's file, and the manifest must record A's file too."""
-    tid = env.topic("t", 1)
-    env.add_segment("t", 0, 0, [rec(i) for i in range(6)])
+    """Worker A commits a batch (both partitions' segments, one Delta commit) but loses its
+    leases before the manifest commit; worker B takes the batch over: Delta keeps A's files,
+    B commits nothing to Delta, and the manifest must record A's files too."""
+    tid = env.topic("t", 2)
+    for p in (0, 1):
+        env.add_segment("t", p, 0, [rec(i) for i in range(6 + p)])
     a, b = env.worker("a", lease_ms=300), env.worker("b")
     b_done = threading.Event()
-    real = a.registry.mark_tiered
+    real = a.registry.mark_all_tiered
 
-    def late_mark_tiered(*args: Any, **kw: Any) -> Any:
+    def late_mark_all_tiered(*args: Any, **kw: Any) -> Any:
         b_done.wait(30)  # A stalls (GC pause, network) past its lease while B works
         return real(*args, **kw)
 
-    a.registry.mark_tiered = late_mark_tiered  # type: ignore[method-assign]
+    a.registry.mark_all_tiered = late_mark_all_tiered  # type: ignore[method-assign]
     result: list[int] = []
     ta = threading.Thread(target=lambda: result.append(a.run_once()))
     ta.start()
     deadline = time.monotonic() + 30
-    while not b.run_once():
+    done = 0
+    while done < 2:
         assert time.monotonic() < deadline
+        done += b.run_once()
         time.sleep(0.1)
     b_done.set()
     ta.join()
-    assert result == [0]  # A found its claim lost
-    (f,) = env.manifest.files(TopicIdPartition(tid, 0))
+    assert result == [0]  # A found its claims lost
+    assert files_per_commit(env.config, "t") == [0, 2]  # the create, then A's batch only
+    files = [f for p in (0, 1) for f in env.manifest.files(TopicIdPartition(tid, p))]
     dt_files = DeltaTable(
         table_uri(env.config, "t"), storage_options=env.config.storage_options()
     ).file_uris()
-    assert [u.split(f"{env.config.bucket}/", 1)[1] for u in dt_files] == [f.object_key]
-    assert ObjectStore(env.config).head(f.object_key) == f.size_bytes
+    assert sorted(u.split(f"{env.config.bucket}/", 1)[1] for u in dt_files) == sorted(
+        f.object_key for f in files
+    )
+    for f in files:
+        assert ObjectStore(env.config).head(f.object_key) == f.size_bytes
     env.assert_exact("t")
     a.close()
     b.close()

@@ -90,3 +90,21 @@ def assert_consistent(
         pending = {r.object_key: r.size_bytes for r in rows if r.state == "delete_started"}
         expected |= {k: size for k, size in pending.items() if k in objects}
     assert objects == expected
+
+
+def files_per_commit(config: ObjectStoreConfig, topic: str) -> list[int]:
+    """The number of data files each commit of the topic's Delta log added, in log order:
+    what the tests check to know that the worker really committed batches."""
+    store = ObjectStore(config)
+    try:
+        log = sorted(
+            k
+            for k, _ in store.list(f"{table_key(config, topic)}/_delta_log/")
+            if k.endswith(".json")
+        )
+        return [
+            sum(1 for line in store.get(k).decode().splitlines() if line.startswith('{"add"'))
+            for k in log
+        ]
+    finally:
+        store.close()
