@@ -80,3 +80,16 @@ def test_worker_gives_up_with_a_clear_message(
     assert "tierlog tiering: Postgres still unreachable after 1s" in text, text
     assert "Traceback" not in text, text
     assert time.monotonic() - started < 60
+
+
+def test_worker_refuses_a_batch_setting_below_one() -> None:
+    env = child_env({**os.environ, "TIERLOG_DATABASE_URL": "postgresql://nowhere/x"})
+    done = subprocess.run(
+        [sys.executable, "-m", "tierlog", "tiering", "--batch-segments", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "--batch-segments must be 1 or more" in done.stderr

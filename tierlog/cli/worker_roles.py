@@ -60,6 +60,30 @@ def add_worker_roles(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         default=_int_env("TIERING_LEASE_MS", 120000),
         help="claim lease: a segment whose worker is silent this long is taken over",
     )
+    p.add_argument(
+        "--batch-segments",
+        type=int,
+        default=_int_env("TIERING_BATCH_SEGMENTS", 16),
+        help="sealed segments (of one topic) per Delta commit, at most",
+    )
+    p.add_argument(
+        "--batch-mb",
+        type=int,
+        default=_int_env("TIERING_BATCH_MB", 1024),
+        help="MiB of segments per Delta commit, at most (the temp disk a batch may use)",
+    )
+    p.add_argument(
+        "--encode-threads",
+        type=int,
+        default=_int_env("TIERING_ENCODE_THREADS", 2),
+        help="threads turning segments into Parquet",
+    )
+    p.add_argument(
+        "--upload-threads",
+        type=int,
+        default=_int_env("TIERING_UPLOAD_THREADS", 2),
+        help="threads uploading Parquet files to S3",
+    )
     p.set_defaults(func=_run_tiering)
 
     p = sub.add_parser(
@@ -88,10 +112,22 @@ def add_worker_roles(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def _run_tiering(args: argparse.Namespace) -> int:
+    from tiering.batch import BatchSettings
     from tiering.worker import TieringWorker
 
+    for flag in ("batch_segments", "batch_mb", "encode_threads", "upload_threads"):
+        if getattr(args, flag) < 1:
+            print(f"tierlog tiering: --{flag.replace('_', '-')} must be 1 or more", file=sys.stderr)
+            return 2
+    batch = BatchSettings(
+        max_segments=args.batch_segments,
+        max_bytes=args.batch_mb << 20,
+        upload_threads=args.upload_threads,
+        encode_threads=args.encode_threads,
+    )
+
     def make(engine: Engine, config: ObjectStoreConfig, worker_id: str) -> Worker:
-        return TieringWorker(engine, config, worker_id, lease_ms=args.lease_ms)
+        return TieringWorker(engine, config, worker_id, lease_ms=args.lease_ms, batch=batch)
 
     # Unhealthy when the loop has not come round for a few leases (stuck on a dead peer).
     return _run_worker("tiering", args, make, stale_s=max(60.0, 3 * args.lease_ms / 1000))
