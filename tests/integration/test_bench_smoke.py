@@ -31,7 +31,8 @@ EXPECTED = {
     "replication": [
         "tierlog replication benchmark:",
         "3 brokers RF=3, acks=all",
-        "controller lease 3 s: p50",
+        "controller lease 3 s (heartbeat 0.25 s,",
+        "of which detection + election (a new leader described) p50",
     ],
     "tiering": [
         "tierlog tiering benchmark: 1 broker",
