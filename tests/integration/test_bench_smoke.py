@@ -40,6 +40,12 @@ EXPECTED = {
         "drained ",
         "3. cold size",
     ],
+    "pipeline": [
+        "tierlog pipeline benchmark: Producer (acks=all, send_batch of 500) → 3 brokers",
+        "offered rec/s  got rec/s   MB/s  p50 ms  p99 ms errors lag MB max",
+        "produce→Delta freshness p50",
+        "records in the Delta table, each acknowledged offset exactly once",
+    ],
     "replay": [
         "tierlog replay benchmark: 20,000 records",
         "case                                 records/s     MB/s  GETs/GB  vs raw",
