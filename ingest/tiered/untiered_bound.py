@@ -67,13 +67,19 @@ class UntieredBound:
             del self._untiered[gone]
         self.total = sum(self._untiered.values())
 
+    def waiting(self, tp: TopicIdPartition) -> int:
+        """The partition's untiered bytes if its produce must wait, else 0: the broker is
+        over its bound and this partition is part of why (one whose tiering keeps up, or a
+        topic without a cold tier, is not)."""
+        if self.max_bytes <= 0 or self.total <= self.max_bytes:
+            return 0
+        return self._untiered.get(tp, 0)
+
     def check(self, state: Partition) -> None:
         """Raise the retriable 503 if this partition must wait for tiering."""
-        if self.max_bytes <= 0 or self.total <= self.max_bytes:
-            return
-        mine = self._untiered.get(state.tp, 0)
+        mine = self.waiting(state.tp)
         if mine <= 0:
-            return  # this partition's tiering keeps up: its writes are not the problem
+            return
         REJECTED_REQUESTS.labels("untiered_bytes").inc()
         raise LimitError(
             ErrorCode.THROTTLING_QUOTA_EXCEEDED,
