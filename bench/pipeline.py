@@ -12,9 +12,10 @@ Starts its own Postgres, moto's S3 server (in memory, on loopback) and, in one r
    processes; client processes running `tierlog.Producer` (acks=all, send_batch of 500
    records) offer fixed rates, stepping up by --step-factor every --step-s, while the tiering
    lag (the brokers' tierlog_remote_copy_lag_bytes / _seconds) is sampled twice a second. A
-   step is sustained when the producers got within 10% of the offered rate and the lag in the
-   step's last third stayed within one segment per partition of its first third's peak. The
-   first step that is not ends the stepping;
+   step is sustained when the producers got within 10% of the offered rate without errors
+   and the lag did not grow: in the step's last third its peaks stayed within one segment per
+   partition of the first third's, and its troughs within one segment. The first step that
+   is not sustained ends the stepping;
 3. after the backlog drains, a hold of --hold-s at the highest sustained rate: produce
    latency, and freshness: from each record's acknowledgement until a Delta table version
    holds it (a watcher polls the table's files and their offset statistics 4 times a second).
@@ -100,13 +101,16 @@ def _step(c: Cluster, rate: float, seconds: float, args: argparse.Namespace, see
 
 
 def _sustained(load: Load, samples: list[LagSample], args: argparse.Namespace) -> bool:
-    """The producers kept the offered rate and the lag did not keep growing."""
+    """The producers kept the offered rate and the lag did not keep growing: over the step's
+    last third its peaks stayed within one segment per partition (partitions seal together)
+    and its troughs within one segment of the first third's (a backlog lifts the troughs)."""
     if load.errors or load.records_per_s < 0.9 * load.offered or len(samples) < 3:
         return False
-    third = len(samples) // 3
-    early = max(s.bytes for s in samples[:third] or samples[:1])
-    late = max(s.bytes for s in samples[-third:] or samples[-1:])
-    return bool(late <= early + args.partitions * args.segment_mb * MiB)
+    third = max(1, len(samples) // 3)
+    early, late = [s.bytes for s in samples[:third]], [s.bytes for s in samples[-third:]]
+    segment = args.segment_mb * MiB
+    peaks = max(late) <= max(early) + args.partitions * segment
+    return bool(peaks and min(late) <= min(early) + segment)
 
 
 def _drain(c: Cluster, watcher: DeltaWatcher, acked_ends: dict[int, int], timeout: float) -> float:
@@ -195,6 +199,7 @@ def _report(
     hold: Step | None,
     fresh: list[float],
     total: int,
+    machine: tuple[float, float],
 ) -> None:
     record_bytes = args.value_bytes + 40
     print(
@@ -226,11 +231,19 @@ def _report(
             f"{load.records_per_s / base.records_per_s:.0%} of 1 broker acks=1"
         )
         _step_row(hold)
+        if not hold.sustained:
+            print(
+                "   the hold did NOT stay bounded on this run (the rate was sustained for one "
+                f"{args.step_s:g} s step only): the sustainable rate is below this one"
+            )
         print(
             f"produce p50 {_pct(load.latencies_ms, 0.5):.1f} ms, p99 "
             f"{_pct(load.latencies_ms, 0.99):.1f} ms; produce→Delta freshness p50 "
             f"{_pct(fresh, 0.5):.2f} s, p99 {_pct(fresh, 0.99):.2f} s ({len(fresh):,} runs)"
         )
+    print(
+        f"machine load average (1 min) before / after the run: {machine[0]:.1f} / {machine[1]:.1f}"
+    )
     print(f"checked: {total:,} records in the Delta table, each acknowledged offset exactly once")
 
 
@@ -271,6 +284,7 @@ def _args() -> argparse.Namespace:
 
 def main() -> None:
     args = _args()
+    load_before = os.getloadavg()[0]
     body = arrow_body(*make_records(random.Random(7), CHUNK, args.value_bytes))
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp, MotoServer() as moto:
         os.chmod(tmp, 0o755)  # as root, Postgres runs as the postgres user
@@ -291,7 +305,7 @@ def main() -> None:
             steps, hold, fresh, total = _pipeline(url, Path(tmp), s3_env, args, uri, opts)
         finally:
             pg.stop()
-    _report(args, base, steps, hold, fresh, total)
+    _report(args, base, steps, hold, fresh, total, (load_before, os.getloadavg()[0]))
 
 
 if __name__ == "__main__":
