@@ -14,7 +14,7 @@ Starts its own Postgres, moto's S3 server (in memory, on loopback) and, in one r
    lag (the brokers' tierlog_remote_copy_lag_bytes / _seconds) is sampled twice a second. A
    step is sustained when the producers got within 10% of the offered rate without errors
    and the lag did not grow: in the step's last third its peaks stayed within one segment per
-   partition of the first third's, and its troughs within one segment. The first step that
+   partition of the middle third's, and its troughs within one segment. The first step that
    is not sustained ends the stepping;
 3. after the backlog drains, a hold of --hold-s at the highest sustained rate: produce
    latency, and freshness: from each record's acknowledgement until a Delta table version
@@ -102,15 +102,19 @@ def _step(c: Cluster, rate: float, seconds: float, args: argparse.Namespace, see
 
 def _sustained(load: Load, samples: list[LagSample], args: argparse.Namespace) -> bool:
     """The producers kept the offered rate and the lag did not keep growing: over the step's
-    last third its peaks stayed within one segment per partition (partitions seal together)
-    and its troughs within one segment of the first third's (a backlog lifts the troughs)."""
+    last third its peaks stayed within one segment per partition of the middle third's
+    (partitions seal together) and its troughs within one segment (a backlog lifts the
+    troughs). The first third is left out: the lag is still filling up from the step's start."""
     if load.errors or load.records_per_s < 0.9 * load.offered or len(samples) < 3:
         return False
-    third = max(1, len(samples) // 3)
-    early, late = [s.bytes for s in samples[:third]], [s.bytes for s in samples[-third:]]
+    third = len(samples) // 3
+    middle, late = (
+        [s.bytes for s in samples[third : 2 * third]],
+        [s.bytes for s in samples[2 * third :]],
+    )
     segment = args.segment_mb * MiB
-    peaks = max(late) <= max(early) + args.partitions * segment
-    return bool(peaks and min(late) <= min(early) + segment)
+    peaks = max(late) <= max(middle) + args.partitions * segment
+    return bool(peaks and min(late) <= min(middle) + segment)
 
 
 def _drain(c: Cluster, watcher: DeltaWatcher, acked_ends: dict[int, int], timeout: float) -> float:
