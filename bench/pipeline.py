@@ -18,7 +18,7 @@ Starts its own Postgres, moto's S3 server (in memory, on loopback) and, in one r
    is not sustained ends the stepping;
 3. after the backlog drains, a hold of --hold-s at the highest sustained rate: produce
    latency, and freshness: from each record's acknowledgement until a Delta table version
-   holds it (a watcher polls the table's files and their offset statistics 4 times a second).
+   holds it (a watcher polls the table's files and their offset statistics every --watch-ms).
 
 Checked: when everything is drained, the Delta table holds every partition's offsets from 0
 without gap or duplicate, up to and including every acknowledged offset (each acknowledged
@@ -148,7 +148,7 @@ def _pipeline(
     db = new_database(url, "cluster")
     c = Cluster(db, tmp / "cluster", 3, env=s3_env).start()
     workers = _workers(args.workers, {**s3_env, "TIERLOG_DATABASE_URL": db}, tmp / "tiering.log")
-    watcher = DeltaWatcher(uri, opts)
+    watcher = DeltaWatcher(uri, opts, args.watch_ms / 1000)
     try:
         seg = args.segment_mb * MiB
         configs = {"segment.bytes": seg, "segment.ms": args.segment_ms}
@@ -275,6 +275,9 @@ def _args() -> argparse.Namespace:
     p.add_argument("--segment-mb", type=int, default=8)
     p.add_argument("--segment-ms", type=int, default=5000)
     p.add_argument("--value-bytes", type=int, default=1024)
+    p.add_argument(
+        "--watch-ms", type=int, default=1000, help="Delta table poll interval (moto serves it too)"
+    )
     p.add_argument("--baseline-s", type=float, default=6)
     p.add_argument("--drain-s", type=float, default=300, help="longest wait for the backlog")
     p.add_argument("--smoke", action="store_true", help="tiny sizes, two short steps")

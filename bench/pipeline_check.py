@@ -54,10 +54,11 @@ def lag_of(brokers: Sequence[BrokerProcess], topic: str, t: float) -> LagSample:
 
 
 class DeltaWatcher:
-    """Polls the table 4 times a second; notes when each partition's highest readable offset
+    """Polls the table every `every_s`; notes when each partition's highest readable offset
     (the files' max offset statistics) moved."""
 
-    def __init__(self, uri: str, storage_options: dict[str, str]) -> None:
+    def __init__(self, uri: str, storage_options: dict[str, str], every_s: float = 0.25) -> None:
+        self._every_s = every_s
         self._table = DeltaTopicTable(uri, storage_options)
         self._history: dict[int, list[tuple[int, float]]] = {}  # partition → (covered, seen at)
         self._stop = threading.Event()
@@ -73,7 +74,7 @@ class DeltaWatcher:
             self._thread.join()
 
     def _run(self) -> None:
-        while not self._stop.wait(0.25):
+        while not self._stop.wait(self._every_s):
             try:
                 if not self._table.exists():
                     continue
