@@ -14,12 +14,14 @@ cluster really runs with. Each case checks that its partition holds every acknow
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import httpx
 
@@ -30,26 +32,33 @@ from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import Cluster, wait_for
 from tierlog.devstack.localpg import LocalPostgres
 
-PATH = "/topics/bench/records?acks={acks}"
 
-
-def _load(
-    broker: BrokerProcess, acks: str, body: bytes, clients: int, seconds: float
+def measured_load(
+    broker: BrokerProcess,
+    acks: str,
+    body: bytes,
+    clients: int,
+    seconds: float,
+    topic: str = "bench",
+    records_per_body: int = 1000,
 ) -> LoadResult:
-    """Warm-up, then the measured load; checks the log grew by every acknowledged record."""
-    run_load(broker.port, PATH.format(acks=acks), body, ARROW, 1000, clients, min(1.0, seconds))
-    before = _log_end(broker)
-    result = run_load(broker.port, PATH.format(acks=acks), body, ARROW, 1000, clients, seconds)
+    """Warm-up, then the measured load of `body` (`records_per_body` records) posted to
+    partition 0 of `topic` by `clients` processes; checks the log grew by every
+    acknowledged record."""
+    path = f"/topics/{topic}/records?acks={acks}"
+    run_load(broker.port, path, body, ARROW, records_per_body, clients, min(1.0, seconds))
+    before = _log_end(broker, topic)
+    result = run_load(broker.port, path, body, ARROW, records_per_body, clients, seconds)
     # acks=1: the high watermark follows once the followers have the records.
     wait_for(
         f"every record acknowledged with acks={acks} below the high watermark",
-        lambda: _log_end(broker) - before >= result.records,
+        lambda: _log_end(broker, topic) - before >= result.records,
     )
     return result
 
 
-def _log_end(broker: BrokerProcess) -> int:
-    return int(broker.fetch("bench", 0, 0, max_records=1)["high_watermark"])
+def _log_end(broker: BrokerProcess, topic: str) -> int:
+    return int(broker.fetch(topic, 0, 0, max_records=1)["high_watermark"])
 
 
 def _flag(broker: BrokerProcess, name: str) -> str:
@@ -58,45 +67,64 @@ def _flag(broker: BrokerProcess, name: str) -> str:
     return str(args[args.index(name) + 1])
 
 
-def _failover_trial(c: Cluster, topic: str) -> float:
+class Failover(NamedTuple):
+    elected_s: float  # kill → a surviving node describes a new leader (detection + election)
+    acked_s: float  # kill → first acks=all success through a surviving node
+
+
+def _new_leader(client: httpx.Client, topic: str, old: int) -> bool:
+    leader = client.get(f"/topics/{topic}").json()["partitions"][0]["leader"]
+    return leader is not None and leader != old
+
+
+def _failover_trial(c: Cluster, topic: str) -> Failover:
     leader = c.leader(topic)
     survivor = c.any(exclude=leader.broker_id)
     leader.kill(signal.SIGKILL)
     started = time.monotonic()
     client = httpx.Client(base_url=survivor.url, timeout=5)
+    elected: float | None = None
     while time.monotonic() - started < 60:
         try:
+            if elected is None and _new_leader(client, topic, leader.broker_id):
+                elected = time.monotonic() - started
             r = client.post(
                 f"/topics/{topic}/records",
                 params={"acks": "all"},
                 json={"records": [{"value": "probe", "partition": 0}]},
             )
             if r.status_code == 200 and "offset" in r.json()["offsets"][0]:
-                elapsed = time.monotonic() - started
+                acked = time.monotonic() - started
                 break
         except httpx.HTTPError:
             pass
         time.sleep(0.02)
     else:
         raise SystemExit("no acks=all produce succeeded within 60 s of the leader's kill")
+    client.close()
     leader.start()
     wait_for("full ISR again", lambda: len(c.partition(topic)["isr"]) == 3, timeout=60)
-    return elapsed
+    return Failover(acked if elected is None else elected, acked)
 
 
-def _create_replicated(c: Cluster, topic: str) -> None:
-    """An RF=3 topic with min.insync.replicas=2, once its ISR is full."""
+def create_replicated(c: Cluster, topic: str, partitions: int = 1, **configs: object) -> None:
+    """An RF=3 topic with min.insync.replicas=2 (and `configs`), once every ISR is full."""
     r = c.any().http.post(
         "/topics",
         json={
             "name": topic,
-            "partitions": 1,
+            "partitions": partitions,
             "replication_factor": 3,
-            "configs": {"min.insync.replicas": 2},
+            "configs": {"min.insync.replicas": 2, **configs},
         },
     )
     assert r.status_code == 201, r.text
-    wait_for(f"full ISR of {topic}", lambda: len(c.partition(topic)["isr"]) == 3)
+    for p in range(partitions):
+        wait_for(f"full ISR of {topic}-{p}", functools.partial(_full_isr, c, topic, p))
+
+
+def _full_isr(c: Cluster, topic: str, p: int) -> bool:
+    return len(c.partition(topic, p)["isr"]) == 3
 
 
 def main() -> None:
@@ -119,23 +147,26 @@ def main() -> None:
         try:
             single = BrokerProcess(url, Path(tmp) / "single", 99).start()
             single.create_topic("bench")
-            rows.append(("1 broker, acks=1", _load(single, "1", body, args.clients, args.seconds)))
+            rows.append(
+                ("1 broker, acks=1", measured_load(single, "1", body, args.clients, args.seconds))
+            )
             single.stop()
             single.http.close()
             # A database of its own for the cluster, so the single broker is not in the way.
             (Path(tmp) / "cluster").mkdir()
             c = Cluster(new_database(url, "cluster"), Path(tmp) / "cluster", 3).start()
-            _create_replicated(c, "bench")
+            create_replicated(c, "bench")
             leader = c.leader("bench")
             for acks in ("1", "all"):
                 rows.append(
                     (
                         f"3 brokers RF=3, acks={acks}",
-                        _load(leader, acks, body, args.clients, args.seconds),
+                        measured_load(leader, acks, body, args.clients, args.seconds),
                     )
                 )
             lease_s = int(_flag(leader, "--lease-ms")) / 1000
-            _create_replicated(c, "probe")
+            heartbeat_s = int(_flag(leader, "--heartbeat-ms")) / 1000
+            create_replicated(c, "probe")
             times = [_failover_trial(c, "probe") for _ in range(args.trials)]
             c.stop()
         finally:
@@ -155,13 +186,20 @@ def main() -> None:
             f"{name:<28} {r.records_per_s:>12,.0f} {r.mb_per_s:>8.1f} {r.pct(0.5):>8.2f} "
             f"{r.pct(0.99):>8.2f} {r.errors:>6} {r.records_per_s / base.records_per_s:>10.0%}"
         )
+    acked = [t.acked_s for t in times]
+    elected = [t.elected_s for t in times]
     print(
         f"\nfailover (kill -9 leader → first acks=all success via another node), "
-        f"{len(times)} trials, controller lease {lease_s:g} s: "
-        f"p50 {statistics.median(times):.2f} s, "
-        f"min {min(times):.2f} s, max {max(times):.2f} s"
+        f"{len(times)} trials, controller lease {lease_s:g} s (heartbeat {heartbeat_s:g} s, "
+        f"so detection alone takes about lease - heartbeat): "
+        f"p50 {statistics.median(acked):.2f} s, "
+        f"min {min(acked):.2f} s, max {max(acked):.2f} s; of which detection + election "
+        f"(a new leader described) p50 {statistics.median(elected):.2f} s"
     )
-    print("trials: " + ", ".join(f"{t:.2f}" for t in times))
+    print(
+        "trials (elected/acked s): "
+        + ", ".join(f"{t.elected_s:.2f}/{t.acked_s:.2f}" for t in times)
+    )
 
 
 if __name__ == "__main__":

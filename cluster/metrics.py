@@ -31,7 +31,8 @@ REJECTED_REQUESTS = Counter(
     "tierlog_overload_rejected_requests_total",
     "Requests refused by a broker-wide limit",
     ["reason"],  # inflight_bytes | long_polls | too_large | body_timeout | header_too_large |
-    # header_timeout | idle_connection | connections_per_address (cluster/http/guard.py)
+    # header_timeout | idle_connection | connections_per_address (cluster/http/guard.py) |
+    # untiered_bytes (produce waiting for tiering: ingest/tiered/untiered_bound.py)
 )
 INFLIGHT_BYTES = Gauge("tierlog_inflight_request_bytes", "Request body bytes being handled")
 LONG_POLLS = Gauge("tierlog_long_polls_in_flight", "Long-polling fetches waiting for data")

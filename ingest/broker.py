@@ -29,6 +29,7 @@ from ingest.tiered.local_retention import LocalRetention
 from ingest.tiered.segment_registrar import SealedSegmentRegistrar
 from ingest.tiered.tier_status import TierStatusReader
 from ingest.tiered.tiering_gauges import TieringGauges
+from ingest.tiered.untiered_bound import UntieredBound
 from logformat.partitioner import StickyPartitioner
 from metadata.brokers import BrokerRepo
 from metadata.cold_manifest import ColdManifest
@@ -62,8 +63,10 @@ class Broker:
         self.registrar = SealedSegmentRegistrar(
             lambda: self.partitions, self.cache, SegmentRegistry(self.engine)
         )
+        # Produce waits (503) while this broker holds too much the cold tier lacks.
+        self.untiered_bound = UntieredBound(config.max_untiered_bytes, config.tiering_duty_ms)
         self.retention = LocalRetention(
-            lambda: self.partitions, self.cache, manifest, TieringGauges()
+            lambda: self.partitions, self.cache, manifest, TieringGauges(self.untiered_bound)
         )
         self.tier_status = TierStatusReader(manifest)
         self.cleaner = CleanerDuty(lambda: self.partitions, self.cache, manifest)

@@ -28,6 +28,9 @@ class BrokerConfig(NamedTuple):
     default_partitions: int = 1
     default_replication_factor: int = 1
     tiering_duty_ms: int = 1000  # segment registration and local retention run this often
+    # Backpressure from tiering (ingest/tiered/untiered_bound.py): sealed bytes not yet in the
+    # cold tier above which client produce gets 503 + Retry-After; 0 turns it off.
+    max_untiered_bytes: int = 8 * 1024**3
     # The log cleaner's pass interval (hot key compaction); TIERLOG_CLEANER_INTERVAL_MS too.
     cleaner_interval_ms: int = int(os.environ.get("TIERLOG_CLEANER_INTERVAL_MS", "15000"))
     auth: AuthSettings = AuthSettings()  # API keys + ACLs unless explicitly turned off

@@ -55,6 +55,31 @@ LOCAL_RETENTION_DELETED_BYTES = Counter(
     "Bytes of tiered hot segments deleted by local retention",
     ["topic"],
 )
+# Kafka's RemoteCopyLagBytes / RemoteCopyLagSegments (KIP-963), per hosted replica, plus
+# the age of the oldest sealed segment still waiting (tiering lag in seconds).
+REMOTE_COPY_LAG_BYTES = Gauge(
+    "tierlog_remote_copy_lag_bytes",
+    "Bytes of a partition's sealed segments on this broker not yet in the cold tier",
+    ["topic", "partition"],
+)
+REMOTE_COPY_LAG_SEGMENTS = Gauge(
+    "tierlog_remote_copy_lag_segments",
+    "Sealed segments of a partition on this broker not yet in the cold tier",
+    ["topic", "partition"],
+)
+REMOTE_COPY_LAG_SECONDS = Gauge(
+    "tierlog_remote_copy_lag_seconds",
+    "Age of the oldest sealed segment of a partition on this broker not yet in the cold tier",
+    ["topic", "partition"],
+)
+UNTIERED_BYTES = Gauge(
+    "tierlog_untiered_bytes",
+    "Sealed bytes on this broker not yet in the cold tier (all hosted replicas)",
+)
+UNTIERED_BYTES_LIMIT = Gauge(
+    "tierlog_untiered_bytes_limit",
+    "Untiered bytes above which client produce gets 503 (--max-untiered-bytes; 0: none)",
+)
 LOCAL_RETENTION_BLOCKED_BYTES = Gauge(
     "tierlog_local_retention_blocked_bytes",
     "Hot bytes local retention would delete but keeps because they are not tiered yet",

@@ -60,6 +60,7 @@ async def append(request: Request) -> JSONResponse:
             ErrorCode.NOT_LEADER_OR_FOLLOWER,
             f"broker {broker.config.broker_id} does not lead {topic}-{partition}",
         )
+    broker.untiered_bound.check(state)  # a client's produce, forwarded: the same backpressure
     body = await read_body(request, MAX_INTERNAL_BODY)
     result = scan(body)
     if result.torn or not result.frames:

@@ -128,6 +128,7 @@ async def _append(
     timeout_s = broker.config.request_timeout_ms / 1000
     state = broker.leader_state(view.info.name, partition)
     if state is not None:
+        broker.untiered_bound.check(state)  # client produce only: followers fetch, never here
         return await state.append(frames, acks, view.config.min_insync_replicas, timeout_s)
     if forwarded:  # one hop only: the sender's metadata is stale, it will retry
         raise TierlogError(

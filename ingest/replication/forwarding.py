@@ -20,6 +20,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from cluster.http.limits import LimitError
 from cluster.internal_http import (
     FORWARDED_HEADER,
     internal_async_client,
@@ -38,7 +39,12 @@ _KEEP_HEADERS = (
 def _error_from(response: httpx.Response) -> TierlogError:
     try:
         doc = orjson.loads(response.content)
-        return TierlogError(ErrorCode(doc["error_code"]), str(doc["message"]))
+        code, message = ErrorCode(doc["error_code"]), str(doc["message"])
+        if "retry-after" in response.headers:  # the leader's own status and wait (backpressure)
+            wait = {"Retry-After": response.headers["retry-after"]}
+            extra = {k: v for k, v in doc.items() if k not in ("error_code", "message")}
+            return LimitError(code, message, response.status_code, wait, **extra)
+        return TierlogError(code, message)
     except (ValueError, KeyError, TypeError):
         return TierlogError(
             ErrorCode.LEADER_NOT_AVAILABLE, f"leader answered HTTP {response.status_code}"

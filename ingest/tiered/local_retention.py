@@ -77,6 +77,7 @@ class LocalRetention:
                 view = views.get(state.tp)
                 if view is not None:  # None: the manifest could not be read, decide nothing
                     deletions += self._plan_tiered(state, cfg, view, now_ms)
+        self._gauges.pass_done(hosted)
         await asyncio.to_thread(self._delete, deletions, hosted)
 
     def _plan_untiered(self, state: Partition, cfg: TopicConfig | None, now_ms: int) -> Deletions:
@@ -95,6 +96,7 @@ class LocalRetention:
             out.append((state, advance_to(start)))
         if end is None and start is not None:
             end = start  # everything below the log start was tiered (then expired)
+        self._gauges.untiered(state, end, now_ms)
         if state.role is Role.LEADER:
             tiered_to = end if end is not None else state.log.log_start_offset
             self._gauges.lag(state, max(0, state.high_watermark - tiered_to))

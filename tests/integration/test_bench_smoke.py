@@ -31,13 +31,20 @@ EXPECTED = {
     "replication": [
         "tierlog replication benchmark:",
         "3 brokers RF=3, acks=all",
-        "controller lease 3 s: p50",
+        "controller lease 3 s (heartbeat 0.25 s,",
+        "of which detection + election (a new leader described) p50",
     ],
     "tiering": [
         "tierlog tiering benchmark: 1 broker",
         "   records  seconds   records/s  raw MB/s  Parquet MB/s  s/segment",
         "drained ",
         "3. cold size",
+    ],
+    "pipeline": [
+        "tierlog pipeline benchmark: Producer (acks=all, send_batch of 500) → 3 brokers",
+        "offered rec/s  got rec/s   MB/s  p50 ms  p99 ms errors lag MB max",
+        "produce→Delta freshness p50",
+        "records in the Delta table, each acknowledged offset exactly once",
     ],
     "replay": [
         "tierlog replay benchmark: 20,000 records",

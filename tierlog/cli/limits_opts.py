@@ -35,6 +35,14 @@ def add_limit_flags(p: argparse.ArgumentParser) -> None:
         default=_env_int("REQUEST_BODY_TIMEOUT_MS", 30_000),
         help="a request body must arrive within this, else 408 and the connection is closed",
     )
+    p.add_argument(
+        "--max-untiered-bytes",
+        type=int,
+        default=_env_int("MAX_UNTIERED_BYTES", 8 * 1024**3),
+        help="sealed bytes on this broker not yet copied to the cold tier; above it, client "
+        "produce to the lagging partitions gets 503 THROTTLING_QUOTA_EXCEEDED + Retry-After "
+        "until tiering catches up (0: no bound)",
+    )
     add_expansion_flags(p)
 
 
@@ -68,6 +76,7 @@ def limit_config(args: argparse.Namespace) -> dict[str, Any]:
         "max_inflight_bytes": args.max_inflight_bytes,
         "max_long_polls": args.max_long_polls,
         "request_body_timeout_ms": args.request_body_timeout_ms,
+        "max_untiered_bytes": args.max_untiered_bytes,
         "max_request_records": args.max_request_records,
         "max_request_decoded_bytes": args.max_request_decoded_bytes,
         "max_compression_ratio": args.max_compression_ratio,
