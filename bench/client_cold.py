@@ -16,6 +16,7 @@ from pathlib import Path
 
 from bench import replay
 from bench.client_consume import Row, consume_cases
+from bench.replay_check import ProducedDigests
 from tests.integration.brokers import BrokerProcess
 
 SEGMENT_MB = 8  # sealed segments tier; several of them make a realistic cold range
@@ -37,7 +38,7 @@ def cold_cases(records: int, smoke: bool) -> list[Row]:
         try:
             broker = BrokerProcess(url, tmp / "broker").start()
             try:
-                replay.load_topic(args, broker, url)
+                replay.load_topic(args, broker, url, ProducedDigests())
                 rows = consume_cases(broker.url, "replay", records, smoke, tiers=("cold",))
             finally:
                 broker.stop()

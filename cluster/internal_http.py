@@ -14,8 +14,10 @@ import functools
 import os
 import ssl
 from collections.abc import Callable, Generator
+from urllib.parse import quote
 
 import httpx
+from starlette.requests import Request
 
 ENV = "TIERLOG_TLS_CA"
 CLUSTER_TOKEN_HEADER = "x-tierlog-cluster-token"
@@ -50,3 +52,13 @@ def internal_async_client(token: Callable[[], str], timeout: httpx.Timeout) -> h
 def internal_client(token: Callable[[], str], timeout: httpx.Timeout) -> httpx.Client:
     """The blocking flavour, for the tiering worker's threads."""
     return httpx.Client(auth=ClusterToken(token), timeout=timeout, verify=internal_verify())
+
+
+def forwarded_path(request: Request) -> str:
+    """The path of a request to pass on to another node, as the client sent it (still
+    percent-encoded): the decoded path may hold characters (controls, non-ASCII) that are not
+    valid in a URL, and httpx refuses those."""
+    raw = request.scope.get("raw_path")
+    if isinstance(raw, bytes) and raw.isascii():
+        return raw.decode("ascii")
+    return quote(request.url.path, safe="/")

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from cluster.http.fetch_response import REPLICA_READ_HEADER
-from cluster.internal_http import internal_async_client
+from cluster.internal_http import forwarded_path, internal_async_client
 from cluster.metadata_cache import MetadataCache, TopicView
 from fetch.cold import metrics
 from logformat.errors import ErrorCode, TierlogError
@@ -132,7 +132,7 @@ class ReplicaRouter:
         if internal:
             headers[REPLICA_READ_HEADER] = "1"
         response = await self._client.get(
-            f"{url}{request.url.path}",
+            f"{url}{forwarded_path(request)}",
             params=request.query_params,
             headers=headers,
             auth=None if as_caller else httpx.USE_CLIENT_DEFAULT,  # the caller's own key, not ours
@@ -165,3 +165,4 @@ class ReplicaRouter:
                 pass  # a stale answer beats none
         entry = hit[1].get(str(partition)) if hit is not None else None
         return HotOffsets({k: int(v) for k, v in entry.items()}) if entry else None
+

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 from coldstore.delta_table import BatchCommit, DeltaTopicTable, PendingFile
 from coldstore.layout import data_file_key, table_key
@@ -36,7 +36,12 @@ from tiering import metrics
 from tiering.segment_source import Downloaded
 
 if TYPE_CHECKING:
-    from tiering.worker import TieringWorker
+    import os
+
+    from coldstore.object_store import ObjectStore, ObjectStoreConfig
+    from metadata.cold_manifest import ColdManifest
+    from metadata.segment_registry import SegmentRegistry
+    from tiering.segment_source import SegmentSource
 
 log = logging.getLogger(__name__)
 MiB = 1 << 20
@@ -72,7 +77,27 @@ class _StepError(Exception):
         self.step, self.error = step, error
 
 
-def tier_batch(worker: TieringWorker, claims: list[SegmentClaim]) -> int:
+class BatchHost(Protocol):
+    """What a batch uses of the worker running it (tiering.worker.TieringWorker): named here
+    so the batch does not import the worker that imports it."""
+
+    batch: BatchSettings
+    config: ObjectStoreConfig
+    lease_ms: int
+    manifest: ColdManifest
+    registry: SegmentRegistry
+    row_group_bytes: int | None
+    step_seconds: dict[str, float]
+    store: ObjectStore
+    temp_dir: str | os.PathLike[str] | None
+
+    @property
+    def source(self) -> SegmentSource: ...
+
+    def table(self, claim: SegmentClaim) -> DeltaTopicTable: ...
+
+
+def tier_batch(worker: BatchHost, claims: list[SegmentClaim]) -> int:
     """Tier the claimed segments of one topic in one Delta commit; returns how many are
     tiered. A failure releases the segments it concerns, never the whole worker loop."""
     started = time.monotonic()
@@ -119,7 +144,7 @@ def tier_batch(worker: TieringWorker, claims: list[SegmentClaim]) -> int:
 # -- the steps of one segment ----------------------------------------------------------------
 
 
-def _download(worker: TieringWorker, claim: SegmentClaim, tmp: Path) -> Downloaded:
+def _download(worker: BatchHost, claim: SegmentClaim, tmp: Path) -> Downloaded:
     """On the download thread: the segment, from an in-sync replica, into `tmp`."""
     log.debug("segment claimed", extra={**_ctx(claim), "size_bytes": claim.size_bytes})
     t0 = time.perf_counter()
@@ -135,7 +160,7 @@ def _download(worker: TieringWorker, claim: SegmentClaim, tmp: Path) -> Download
 
 
 def _encode(
-    worker: TieringWorker, claim: SegmentClaim, download: Future[Downloaded]
+    worker: BatchHost, claim: SegmentClaim, download: Future[Downloaded]
 ) -> ParquetFile:
     """On an encoder thread: the segment's Parquet file, beside its copy (then deleted)."""
     got = download.result()  # a failed download raises its _StepError
@@ -157,7 +182,7 @@ def _encode(
     return parquet
 
 
-def _upload(worker: TieringWorker, claim: SegmentClaim, parquet: ParquetFile) -> Uploaded:
+def _upload(worker: BatchHost, claim: SegmentClaim, parquet: ParquetFile) -> Uploaded:
     """On an upload thread: manifest row copy_started → S3 put → copied."""
     t0 = time.perf_counter()
     if not worker.registry.extend(claim, worker.lease_ms):  # a long batch: keep the claim
@@ -176,7 +201,7 @@ def _upload(worker: TieringWorker, claim: SegmentClaim, parquet: ParquetFile) ->
 
 
 def _wait(
-    worker: TieringWorker, claim: SegmentClaim, fut: Future[T], waiting: str, step: str
+    worker: BatchHost, claim: SegmentClaim, fut: Future[T], waiting: str, step: str
 ) -> T | None:
     """The result of a download or upload; None (the claim released) if it failed. The
     time this thread waited for it is counted as `waiting`."""
@@ -192,7 +217,7 @@ def _wait(
     return None
 
 
-def _renewed(worker: TieringWorker, claim: SegmentClaim) -> bool:
+def _renewed(worker: BatchHost, claim: SegmentClaim) -> bool:
     """Renew the lease before the commit; a lost claim is left to its new owner."""
     try:
         if worker.registry.extend(claim, worker.lease_ms):
@@ -204,7 +229,7 @@ def _renewed(worker: TieringWorker, claim: SegmentClaim) -> bool:
 
 
 def _in_order(
-    worker: TieringWorker, claims: list[SegmentClaim], ready: list[Uploaded]
+    worker: BatchHost, claims: list[SegmentClaim], ready: list[Uploaded]
 ) -> list[Uploaded]:
     """Per partition, the ready segments up to the first that is not: a later segment must
     never enter Delta before an earlier one (the partition's txn version would pass it).
@@ -229,7 +254,7 @@ def _in_order(
     return out
 
 
-def _fail(worker: TieringWorker, claim: SegmentClaim, step: str, exc: BaseException) -> None:
+def _fail(worker: BatchHost, claim: SegmentClaim, step: str, exc: BaseException) -> None:
     ctx = {**_ctx(claim), "step": step}
     if isinstance(exc, ClaimLostError):
         # Another worker owns the segment now; it will finish (and clean up after) us.
@@ -245,13 +270,13 @@ def _fail(worker: TieringWorker, claim: SegmentClaim, step: str, exc: BaseExcept
 
 
 def _release_all(
-    worker: TieringWorker, claims: list[SegmentClaim], step: str, exc: Exception
+    worker: BatchHost, claims: list[SegmentClaim], step: str, exc: Exception
 ) -> None:
     for claim in claims:
         _fail(worker, claim, step, exc)
 
 
-def _timed(worker: TieringWorker, step: str, fn: Callable[[], T]) -> T:
+def _timed(worker: BatchHost, step: str, fn: Callable[[], T]) -> T:
     t0 = time.perf_counter()
     try:
         return fn()
@@ -259,7 +284,7 @@ def _timed(worker: TieringWorker, step: str, fn: Callable[[], T]) -> T:
         _add_time(worker, step, time.perf_counter() - t0)
 
 
-def _add_time(worker: TieringWorker, step: str, seconds: float) -> None:
+def _add_time(worker: BatchHost, step: str, seconds: float) -> None:
     with _TIMES_LOCK:  # the download and upload threads add theirs too
         worker.step_seconds[step] += seconds
 
@@ -268,7 +293,7 @@ def _add_time(worker: TieringWorker, step: str, seconds: float) -> None:
 
 
 def _commit(
-    worker: TieringWorker, live: list[Uploaded]
+    worker: BatchHost, live: list[Uploaded]
 ) -> tuple[list[tuple[SegmentClaim, FileSpec]], int]:
     """One Delta commit of every file; returns, per segment, the file that the table holds
     for it (ours, or a lapsed attempt's that got there first) and a version showing them."""
@@ -280,7 +305,7 @@ def _commit(
 
 
 def _held(
-    worker: TieringWorker, table: DeltaTopicTable, commit: BatchCommit, u: Uploaded
+    worker: BatchHost, table: DeltaTopicTable, commit: BatchCommit, u: Uploaded
 ) -> FileSpec:
     if all(p.object_key != u.file.object_key for p in commit.already):
         return u.file  # committed just now: no need to list the table's files
@@ -303,7 +328,7 @@ def _held(
     )
 
 
-def _delete_orphans(worker: TieringWorker, orphans: list[ColdFile]) -> None:
+def _delete_orphans(worker: BatchHost, orphans: list[ColdFile]) -> None:
     """Objects of superseded attempts were never in the table: no reader can hold them."""
     if not orphans:
         return
@@ -315,7 +340,7 @@ def _delete_orphans(worker: TieringWorker, orphans: list[ColdFile]) -> None:
 
 
 def _account(
-    worker: TieringWorker,
+    worker: BatchHost,
     done: list[tuple[SegmentClaim, FileSpec]],
     lost: list[SegmentClaim],
     version: int,

@@ -23,6 +23,7 @@ from starlette.responses import Response
 from cluster.http.limits import LimitError
 from cluster.internal_http import (
     FORWARDED_HEADER,
+    forwarded_path,
     internal_async_client,
 )
 from ingest.replication.partition import AppendResult
@@ -100,7 +101,9 @@ class Forwarder:
             headers["accept"] = request.headers["accept"]
         try:
             response = await self._client.get(
-                f"{leader_url}{request.url.path}", params=request.query_params, headers=headers
+                f"{leader_url}{forwarded_path(request)}",
+                params=request.query_params,
+                headers=headers,
             )
         except httpx.TimeoutException as exc:  # it was reached, but did not answer in time
             raise TierlogError(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -146,3 +147,14 @@ def test_negative_fuzz_fetch_node_auth_on(
     _, node, sec = secured_nodes
     statuses = fuzz(node.url, _keys(sec))
     assert 401 in statuses, statuses
+
+
+def test_fetch_node_passes_on_a_topic_path_with_control_characters(
+    open_nodes: tuple[BrokerProcess, FetchNodeProcess],
+) -> None:
+    """The fuzzer once found a 500 here: the node forwarded the decoded path, and a control
+    character in it is not valid in a URL. It now forwards the path as the client sent it."""
+    with httpx.Client(base_url=open_nodes[1].url, timeout=10) as client:
+        r = client.get("/topics/%C3%BE%0F%C3%BC")
+    assert r.status_code == 404, r.text
+    assert r.json()["error_code"] == "UNKNOWN_TOPIC_OR_PARTITION"
