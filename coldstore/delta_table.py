@@ -23,13 +23,12 @@ the loser re-reads the table, finds the winner's txn version and returns as for 
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import threading
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import pyarrow as pa
 from deltalake import DeltaTable
@@ -37,12 +36,19 @@ from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from deltalake.fs import DeltaStorageHandler
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
+from coldstore.delta_actions import (
+    DeltaFile,
+    app_id,
+    covers,
+    file_stats,
+    live_files,
+    remove_action,
+    table_schema,
+)
 from coldstore.layout import PARTITION_COLUMN
 from coldstore.parquet_writer import ParquetFile
 from logformat.schema import CONSUMER_SCHEMA
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_MS = dt.timedelta(milliseconds=1)
 _COMMIT_ATTEMPTS = 5  # our own retries of a same-app-id conflict (deltalake retries the rest)
 _MAX_COMMIT_RETRIES = 100  # deltalake's rebase-and-retry budget per commit under contention
 # A checkpoint every 10 commits (written by the commit that reaches a multiple of it, in
@@ -62,17 +68,6 @@ class OutOfOrderCommitError(RuntimeError):
     """A later file of the partition is committed and none covers this one's offsets."""
 
 
-class DeltaFile(NamedTuple):
-    path: str  # relative to the table root, as in the add action
-    partition: int
-    size: int
-    records: int | None
-    min_offset: int | None
-    max_offset: int | None
-    min_timestamp: int | None  # ms since the epoch
-    max_timestamp: int | None
-
-
 class PendingFile(NamedTuple):
     """An uploaded data file to add to the table."""
 
@@ -84,51 +79,6 @@ class PendingFile(NamedTuple):
 class BatchCommit(NamedTuple):
     version: int  # a table version at which every file of the batch is visible
     already: list[PendingFile]  # left out: the table held their offsets already
-
-
-def _covers(f: DeltaFile, offset: int) -> bool:
-    return (
-        f.min_offset is not None
-        and f.max_offset is not None
-        and (f.min_offset <= offset <= f.max_offset)
-    )
-
-
-def table_schema(schema: pa.Schema = CONSUMER_SCHEMA) -> pa.Schema:
-    """The Delta table's schema: the file columns plus the partition column (path-only)."""
-    return schema.append(pa.field(PARTITION_COLUMN, pa.int32(), nullable=False))
-
-
-def app_id(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
-
-
-def _iso_ms(ms: int) -> str:
-    # Delta stats hold timestamps as ISO-8601 UTC text; ours have millisecond precision.
-    return (_EPOCH + dt.timedelta(milliseconds=ms)).isoformat(timespec="milliseconds")[:-6] + "Z"
-
-
-def _to_ms(value: Any) -> int | None:
-    return None if value is None else (value - _EPOCH) // _MS
-
-
-def file_stats(parquet: ParquetFile) -> str:
-    """The add action's stats JSON: readers prune on offset and timestamp with it."""
-    return json.dumps(
-        {
-            "numRecords": parquet.records,
-            "minValues": {
-                "offset": parquet.base_offset,
-                "timestamp": _iso_ms(parquet.min_timestamp),
-            },
-            "maxValues": {
-                "offset": parquet.last_offset,
-                "timestamp": _iso_ms(parquet.max_timestamp),
-            },
-            "nullCount": {"offset": 0, "timestamp": 0},
-        },
-        separators=(",", ":"),
-    )
 
 
 class DeltaTopicTable:
@@ -274,8 +224,8 @@ class DeltaTopicTable:
         """The live file of `partition` that holds `offset` (lists the table's files: for
         the rare retry that found its segment already committed, not for every commit)."""
         with self._lock:
-            for f in self._files(self._load()):
-                if f.partition == partition and _covers(f, offset):
+            for f in live_files(self._load()):
+                if f.partition == partition and covers(f, offset):
                     return f
         return None
 
@@ -286,7 +236,7 @@ class DeltaTopicTable:
             return False
         if done == base:
             return True
-        if any(g.partition == f.partition and _covers(g, base) for g in self._files(table)):
+        if any(g.partition == f.partition and covers(g, base) for g in live_files(table)):
             return True
         raise OutOfOrderCommitError(
             f"{app}: offset {done} is committed but no file covers base offset {base}"
@@ -340,13 +290,13 @@ class DeltaTopicTable:
         data_change=False). Absent paths are skipped. Returns the table version after it."""
         with self._lock:
             table = self._load()
-            live = {f.path: f for f in self._files(table)}
+            live = {f.path: f for f in live_files(table)}
             now = int(time.time() * 1000)
             removes = []
             for p in dict.fromkeys(self.relpath(p) for p in paths):
                 f = live.get(p)
                 if f is not None:
-                    removes.append(_remove(f, data_change, now))
+                    removes.append(remove_action(f, data_change, now))
             if not removes:
                 return table.version()
             return self._commit(table, removes)
@@ -381,12 +331,12 @@ class DeltaTopicTable:
             )
         with self._lock:
             table = self._load()
-            live = {f.path: f for f in self._files(table)}
+            live = {f.path: f for f in live_files(table)}
             for p in dict.fromkeys(self.relpath(p) for p in remove_paths):
                 f = live.get(p)
                 if f is None or f.partition != partition:
                     raise ValueError(f"{p!r} is not a live file of partition {partition}")
-                actions.append(_remove(f, data_change, now))
+                actions.append(remove_action(f, data_change, now))
             return self._commit(table, actions)
 
     # -- reading --------------------------------------------------------------------------
@@ -394,37 +344,7 @@ class DeltaTopicTable:
     def files(self) -> list[DeltaFile]:
         """The table's live data files, by partition then offset."""
         with self._lock:
-            return self._files(self._load())
-
-    @staticmethod
-    def _files(table: DeltaTable) -> list[DeltaFile]:
-        rows = pa.table(table.get_add_actions(flatten=True)).to_pylist()
-        out = [
-            DeltaFile(
-                path=r["path"],
-                partition=int(r[f"partition.{PARTITION_COLUMN}"]),
-                size=int(r["size_bytes"]),
-                records=r.get("num_records"),
-                min_offset=r.get("min.offset"),
-                max_offset=r.get("max.offset"),
-                min_timestamp=_to_ms(r.get("min.timestamp")),
-                max_timestamp=_to_ms(r.get("max.timestamp")),
-            )
-            for r in rows
-        ]
-        out.sort(key=lambda f: (f.partition, -1 if f.min_offset is None else f.min_offset, f.path))
-        return out
-
-
-def _remove(f: DeltaFile, data_change: bool, now_ms: int) -> RemoveAction:
-    """The action removing a live file from the table at `now_ms`."""
-    return RemoveAction(
-        path=f.path,
-        data_change=data_change,
-        deletion_timestamp=now_ms,
-        size=f.size,
-        partition_values={PARTITION_COLUMN: str(f.partition)},
-    )
+            return live_files(self._load())
 
 
 def _key_prefix(uri: str) -> str:
