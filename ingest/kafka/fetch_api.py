@@ -160,7 +160,7 @@ async def _offset(ctx: KafkaContext, topic: str, p: Any) -> tuple[KafkaError, in
     found = await tiered_fetch.offset_for_timestamp(state, cold, p.timestamp)
     if found is None:
         return KafkaError.none, -1, -1, state.leader_epoch
-    return KafkaError.none, p.timestamp, found, state.leader_epoch
+    return KafkaError.none, -1, found, state.leader_epoch  # the record time: not looked up
 
 
 async def handle_list_offsets(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:

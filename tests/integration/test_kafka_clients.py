@@ -4,16 +4,29 @@
 from __future__ import annotations
 
 import base64
+import io
 import shutil
+import socket
+import struct
 import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
+from kio.schema.produce.v7.request import PartitionProduceData, TopicProduceData
+from kio.schema.produce.v7.request import ProduceRequest as ProduceRequestV7
+from kio.schema.produce.v7.response import ProduceResponse as ProduceResponseV7
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16, i32
 
+from ingest.kafka.record_batch import encode_batch
+from logformat.schema import CONSUMER_SCHEMA
 from tests.integration.brokers import BrokerProcess
 from tests.integration.ports import free_port
 
@@ -183,3 +196,101 @@ def test_kcat_produce_and_consume(kafka_broker: Any) -> None:
         ["kcat", "-b", bootstrap, "-L", "-t", topic], capture_output=True, check=True, timeout=30
     )
     assert "2 partitions" in meta.stdout.decode()
+
+
+# -- bad input on the wire: an answer or a closed connection, never a dead broker ------------
+
+
+def _request(api_key: int, version: int, body: bytes, correlation: int = 7) -> bytes:
+    """A request frame with header v1 (client id "t"), and v2's empty tags when flexible."""
+    flexible = (api_key, version) in {(18, 3), (0, 9), (3, 12)}
+    head = struct.pack(">hhih", api_key, version, correlation, 1) + b"t"
+    frame = head + (b"\0" if flexible else b"") + body
+    return struct.pack(">i", len(frame)) + frame
+
+
+def _call(bootstrap: str, raw: bytes) -> bytes:
+    """The response frame to `raw`, or b"" when the broker closed the connection."""
+    host, port = bootstrap.split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(raw)
+        s.shutdown(socket.SHUT_WR)  # all sent: a truncated frame is a client hanging up
+        head = b""
+        while len(head) < 4:
+            chunk = s.recv(4 - len(head))
+            if not chunk:
+                return b""
+            head += chunk
+        (size,) = struct.unpack(">i", head)
+        body = b""
+        while len(body) < size:
+            body += s.recv(size - len(body))
+        return body
+
+
+def _encode(body: Any) -> bytes:
+    out = io.BytesIO()
+    entity_writer(type(body))(out, body)
+    return out.getvalue()
+
+
+def _api_versions_ok(bootstrap: str) -> None:
+    resp = _call(bootstrap, _request(18, 0, b""))
+    assert resp[:4] == struct.pack(">i", 7) and resp[4:6] == b"\0\0"  # correlation, no error
+
+
+def test_bad_frames_close_the_connection_not_the_broker(kafka_broker: Any) -> None:
+    broker, bootstrap = kafka_broker
+    bad = [
+        struct.pack(">i", 1 << 30) + b"x",  # over the request size limit
+        struct.pack(">i", -5),
+        struct.pack(">i", 3) + b"abc",  # shorter than a header
+        _request(9999, 0, b""),  # unknown API key
+        _request(3, 99, b""),  # a Metadata version not served
+        _request(3, 1, b"\xff\xff\xff\x00\x01"),  # Metadata with a garbled body
+        struct.pack(">i", 100) + b"\0\x12",  # truncated: the client hangs up mid-frame
+    ]
+    for raw in bad:
+        assert _call(bootstrap, raw) == b"", raw
+        _api_versions_ok(bootstrap)
+    assert broker.http.get("/readyz").status_code == 200
+
+
+def test_api_versions_answers_an_unknown_version(kafka_broker: Any) -> None:
+    _, bootstrap = kafka_broker
+    resp = _call(bootstrap, _request(18, 77, b""))
+    got, _ = entity_reader(ApiVersionsResponseV0)(resp, 4)
+    assert got.error_code == 35  # UNSUPPORTED_VERSION, with the versions we do serve
+    assert {(k.api_key, k.min_version, k.max_version) for k in got.api_keys} >= {(0, 3, 9)}
+
+
+def test_a_batch_with_a_wrong_crc_writes_nothing(kafka_broker: Any) -> None:
+    broker, bootstrap = kafka_broker
+    topic = _topic(broker)
+    good = encode_batch(
+        pa.RecordBatch.from_pylist(
+            [{"offset": 0, "timestamp": 5, "key": b"k", "value": b"v", "headers": None}],
+            schema=CONSUMER_SCHEMA,
+        ),
+        0,
+        1,
+    )
+    # A flipped byte (CRC mismatch: CORRUPT_MESSAGE, nothing written), then the intact batch.
+    for records, code in ((good[:-1] + bytes([good[-1] ^ 0xFF]), 2), (good, 0)):
+        req = ProduceRequestV7(
+            transactional_id=None,
+            acks=i16(-1),
+            timeout=timedelta(seconds=5),
+            topic_data=(
+                TopicProduceData(
+                    name=topic,
+                    partition_data=(PartitionProduceData(index=i32(0), records=records),),
+                ),
+            ),
+        )
+        resp = _call(bootstrap, _request(0, 7, _encode(req)))
+        got, _ = entity_reader(ProduceResponseV7)(resp, 4)
+        assert got.responses[0].partition_responses[0].error_code == code
+        if code:
+            assert broker.fetch(topic, 0, 0)["high_watermark"] == 0
+    assert [r["value"] for r in broker.fetch(topic, 0, 0)["records"]] == ["v"]
