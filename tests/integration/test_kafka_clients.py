@@ -15,10 +15,17 @@ from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
+import google_crc32c
 import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
+from kio.schema.init_producer_id.v0.request import (
+    InitProducerIdRequest as InitProducerIdRequestV0,
+)
+from kio.schema.init_producer_id.v0.response import (
+    InitProducerIdResponse as InitProducerIdResponseV0,
+)
 from kio.schema.produce.v7.request import PartitionProduceData, TopicProduceData
 from kio.schema.produce.v7.request import ProduceRequest as ProduceRequestV7
 from kio.schema.produce.v7.response import ProduceResponse as ProduceResponseV7
@@ -234,6 +241,23 @@ def _encode(body: Any) -> bytes:
     return out.getvalue()
 
 
+def _produce_raw(bootstrap: str, topic: str, records: bytes) -> Any:
+    """One Produce v7 request (acks=all) of `records` to partition 0; its partition answer."""
+    req = ProduceRequestV7(
+        transactional_id=None,
+        acks=i16(-1),
+        timeout=timedelta(seconds=5),
+        topic_data=(
+            TopicProduceData(
+                name=topic,
+                partition_data=(PartitionProduceData(index=i32(0), records=records),),
+            ),
+        ),
+    )
+    resp, _ = entity_reader(ProduceResponseV7)(_call(bootstrap, _request(0, 7, _encode(req))), 4)
+    return resp.responses[0].partition_responses[0]
+
+
 def _api_versions_ok(bootstrap: str) -> None:
     resp = _call(bootstrap, _request(18, 0, b""))
     assert resp[:4] == struct.pack(">i", 7) and resp[4:6] == b"\0\0"  # correlation, no error
@@ -277,20 +301,62 @@ def test_a_batch_with_a_wrong_crc_writes_nothing(kafka_broker: Any) -> None:
     )
     # A flipped byte (CRC mismatch: CORRUPT_MESSAGE, nothing written), then the intact batch.
     for records, code in ((good[:-1] + bytes([good[-1] ^ 0xFF]), 2), (good, 0)):
-        req = ProduceRequestV7(
-            transactional_id=None,
-            acks=i16(-1),
-            timeout=timedelta(seconds=5),
-            topic_data=(
-                TopicProduceData(
-                    name=topic,
-                    partition_data=(PartitionProduceData(index=i32(0), records=records),),
-                ),
-            ),
-        )
-        resp = _call(bootstrap, _request(0, 7, _encode(req)))
-        got, _ = entity_reader(ProduceResponseV7)(resp, 4)
-        assert got.responses[0].partition_responses[0].error_code == code
+        assert _produce_raw(bootstrap, topic, records).error_code == code
         if code:
             assert broker.fetch(topic, 0, 0)["high_watermark"] == 0
     assert [r["value"] for r in broker.fetch(topic, 0, 0)["records"]] == ["v"]
+
+
+# kafka-python reads its bundled schemas with a deprecated importlib call: its noise, not ours
+@pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")
+def test_kafka_python_client(kafka_broker: Any) -> None:
+    """kafka-python (a pure-Python implementation of the protocol) negotiates its own
+    versions: produce with lz4 and read back by assignment."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTopicPartition
+
+    broker, bootstrap = kafka_broker
+    topic = _topic(broker)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", compression_type="gzip")
+    for i in range(10):
+        producer.send(topic, key=b"k%d" % i, value=b"v%d" % i, partition=0)
+    producer.flush(30)
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer.assign([KTopicPartition(topic, 0)])
+    consumer.seek_to_beginning()
+    got: list[Any] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 10 and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            got.extend(records)
+    consumer.close()
+    assert [(r.offset, r.key, r.value) for r in got] == [
+        (i, b"k%d" % i, b"v%d" % i) for i in range(10)
+    ]
+
+
+def _idempotent(batch: bytes, pid: int, epoch: int, seq: int) -> bytes:
+    """`batch` as an idempotent producer's: its id, epoch and base sequence, CRC redone."""
+    tail = bytearray(batch[21:])
+    struct.pack_into(">qhi", tail, 43 - 21, pid, epoch, seq)
+    return batch[:17] + struct.pack(">I", google_crc32c.value(bytes(tail))) + bytes(tail)
+
+
+def test_a_resent_idempotent_batch_is_written_once(kafka_broker: Any) -> None:
+    """The producer id from InitProducerId and the batch's sequence reach the log's producer
+    state: a retried batch (same sequence) answers its first offsets and writes nothing."""
+    broker, bootstrap = kafka_broker
+    topic = _topic(broker)
+    init = _encode(InitProducerIdRequestV0(transactional_id=None, transaction_timeout=timedelta(0)))
+    got, _ = entity_reader(InitProducerIdResponseV0)(_call(bootstrap, _request(22, 0, init)), 4)
+    assert got.error_code == 0 and got.producer_id >= 0 and got.producer_epoch == 0
+    row = {"timestamp": 5, "key": None, "value": b"x", "headers": None}
+    rows = [{"offset": i, **row} for i in range(3)]
+    plain = encode_batch(pa.RecordBatch.from_pylist(rows, schema=CONSUMER_SCHEMA), 0, 3)
+    answers = []
+    for seq in (0, 0, 3):  # the first batch, its retry, the next batch
+        part = _produce_raw(bootstrap, topic, _idempotent(plain, got.producer_id, 0, seq))
+        answers.append((part.error_code, part.base_offset))
+    assert answers == [(0, 0), (0, 0), (0, 3)]
+    assert broker.fetch(topic, 0, 0)["high_watermark"] == 6
