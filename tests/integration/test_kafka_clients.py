@@ -32,19 +32,34 @@ from kio.schema.produce.v7.response import ProduceResponse as ProduceResponseV7
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
+from coldstore.object_store import ObjectStoreConfig
 from ingest.kafka.record_batch import encode_batch
 from logformat.schema import CONSUMER_SCHEMA
+from metadata.db import make_engine
 from tests.integration.brokers import BrokerProcess
+from tests.integration.cluster import wait_for
+from tests.integration.fetch_nodes import s3_env
 from tests.integration.ports import free_port
+from tests.integration.s3 import MotoServer, moto_s3_fixture, new_bucket  # noqa: F401
+from tiering.worker import TieringWorker
+
+
+@pytest.fixture(scope="module")
+def kafka_s3(moto_s3: MotoServer) -> ObjectStoreConfig:
+    return new_bucket(moto_s3)
 
 
 @pytest.fixture(scope="module")
 def kafka_broker(
-    db_factory: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
+    db_factory: Callable[..., str],
+    tmp_path_factory: pytest.TempPathFactory,
+    kafka_s3: ObjectStoreConfig,
 ) -> Iterator[tuple[BrokerProcess, str]]:
+    """One broker for the module, with its Kafka listener and a cold tier in (moto) S3."""
     port = free_port()
     data = tmp_path_factory.mktemp("kafka-broker") / "data-1"
-    b = BrokerProcess(db_factory(), data, 1, ["--kafka-listen", f"127.0.0.1:{port}"])
+    args = ["--kafka-listen", f"127.0.0.1:{port}"]
+    b = BrokerProcess(db_factory(), data, 1, args, env=s3_env(kafka_s3))
     try:
         yield b.start(), f"127.0.0.1:{port}"
     finally:
@@ -360,3 +375,38 @@ def test_a_resent_idempotent_batch_is_written_once(kafka_broker: Any) -> None:
         answers.append((part.error_code, part.base_offset))
     assert answers == [(0, 0), (0, 0), (0, 3)]
     assert broker.fetch(topic, 0, 0)["high_watermark"] == 6
+
+
+def test_consume_history_that_is_only_in_s3(kafka_broker: Any, kafka_s3: ObjectStoreConfig) -> None:
+    """Offsets below the hot log are served from the cold tier through the broker's cold read
+    path: a consumer from offset 0 cannot tell the tiers apart."""
+    broker, bootstrap = kafka_broker
+    topic = f"cold-{uuid.uuid4().hex[:8]}"
+    old = int(time.time() * 1000) - 3600_000  # local retention may delete it at once
+    broker.create_topic(topic, 1, segment_bytes=4096, local_retention_ms=1000)
+    values = [bytes([i % 256, 0, 0xFF]) * (50 + i) for i in range(90)]
+    for i in range(0, 90, 3):
+        broker.produce(
+            topic,
+            [
+                {"value_b64": base64.b64encode(v).decode(), "timestamp": old + j}
+                for j, v in enumerate(values[i : i + 3], i)
+            ],
+        )
+    engine = make_engine(broker.database_url)
+    worker = TieringWorker(engine, kafka_s3, "kafka-cold-worker")
+    try:
+
+        def hot_start() -> int | None:
+            worker.run_once()
+            start = broker.http.get(f"/topics/{topic}").json()["partitions"][0]["hot"]["start"]
+            return int(start) if start >= 30 else None
+
+        wait_for("the first segments tiered and deleted locally", hot_start, timeout=60, every=0.3)
+    finally:
+        worker.close()
+        engine.dispose()
+    got = _consume(bootstrap, topic, 0, 90)
+    assert [(m.offset(), m.value(), m.timestamp()[1]) for m in got] == [
+        (i, v, old + i) for i, v in enumerate(values)
+    ]
