@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as KafkaError
 
-from ingest.kafka import cluster_apis, fetch_api, produce_api
+from ingest.kafka import admin_apis, cluster_apis, fetch_api, produce_api
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.protocol import (
     API_VERSIONS,
+    CREATE_TOPICS,
+    DELETE_TOPICS,
     FETCH,
     INIT_PRODUCER_ID,
     LIST_OFFSETS,
@@ -50,6 +52,8 @@ HANDLERS: dict[int, Handler] = {
     PRODUCE: produce_api.handle_produce,
     FETCH: fetch_api.handle_fetch,
     LIST_OFFSETS: fetch_api.handle_list_offsets,
+    CREATE_TOPICS: admin_apis.handle_create_topics,
+    DELETE_TOPICS: admin_apis.handle_delete_topics,
 }
 IDLE_TIMEOUT_S = 600.0  # Kafka's connections.max.idle.ms
 _SIZE = struct.Struct(">i")

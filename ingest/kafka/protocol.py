@@ -20,6 +20,7 @@ from kio.serial import entity_reader, entity_writer
 from logformat.errors import TierlogError
 
 API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID = 18, 3, 0, 1, 2, 22
+CREATE_TOPICS, DELETE_TOPICS = 19, 20
 
 # API key -> (min, max) version served: what librdkafka 2.x, kcat and kafka-python negotiate.
 # Produce 3+ and Fetch 4+ carry RecordBatch v2 only; Fetch stops before 13 (topic ids).
@@ -30,6 +31,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     METADATA: (1, 12),
     API_VERSIONS: (0, 3),
     INIT_PRODUCER_ID: (0, 4),
+    CREATE_TOPICS: (2, 7),
+    DELETE_TOPICS: (1, 5),  # 6 names topics by id too
 }
 
 _FIXED = struct.Struct(">hhi")  # api key, api version, correlation id

@@ -18,7 +18,8 @@ from typing import Any
 import google_crc32c
 import pyarrow as pa
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.init_producer_id.v0.request import (
     InitProducerIdRequest as InitProducerIdRequestV0,
@@ -410,3 +411,22 @@ def test_consume_history_that_is_only_in_s3(kafka_broker: Any, kafka_s3: ObjectS
     assert [(m.offset(), m.value(), m.timestamp()[1]) for m in got] == [
         (i, v, old + i) for i, v in enumerate(values)
     ]
+
+
+def test_admin_creates_and_deletes_topics(kafka_broker: Any) -> None:
+    broker, bootstrap = kafka_broker
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    name = f"admin-{uuid.uuid4().hex[:8]}"
+    new = NewTopic(name, num_partitions=2, replication_factor=1, config={"retention.ms": "60000"})
+    admin.create_topics([new])[name].result(30)
+    topic = broker.http.get(f"/topics/{name}").json()
+    assert len(topic["partitions"]) == 2 and topic["configs"]["retention.ms"] == "60000"
+    with pytest.raises(KafkaException) as err:  # tierlog's own message comes through
+        admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+    assert err.value.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
+    bad = NewTopic(f"{name}-x", 1, 1, config={"retention.ms": "soon"})
+    with pytest.raises(KafkaException) as err:
+        admin.create_topics([bad], validate_only=True)[f"{name}-x"].result(30)
+    assert err.value.args[0].code() == KafkaError.INVALID_CONFIG
+    admin.delete_topics([name])[name].result(30)
+    assert broker.http.get(f"/topics/{name}").status_code == 404
