@@ -65,6 +65,7 @@ class KafkaListener:
         self.host, self.port, self.advertised = host, port, advertised
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._per_address: dict[str, int] = {}
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._connected, self.host, self.port)
@@ -81,23 +82,38 @@ class KafkaListener:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5)
 
+    def _admit(self, address: str) -> bool:
+        """The HTTP listener's connection caps (--max-connections, -per-address) apply here
+        too, counted separately: one client cannot take every socket the broker has."""
+        limits = self.broker.config.http_limits
+        if len(self._connections) >= limits.max_connections:
+            return False
+        return self._per_address.get(address, 0) < limits.max_connections_per_address
+
     async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        address = str(peer[0]) if isinstance(peer, tuple) else str(peer)
         task = asyncio.current_task()
-        if task is not None:
-            self._connections.add(task)
+        if task is None or not self._admit(address):
+            log.warning("kafka connection refused: too many", extra={"peer": address})
+            writer.close()
+            return
+        self._connections.add(task)
+        self._per_address[address] = self._per_address.get(address, 0) + 1
         ctx = KafkaContext(self.broker, self.advertised)
         try:
             await self._serve(ctx, reader, writer)
         except (ProtocolError, ValueError) as exc:
-            peer = writer.get_extra_info("peername")
-            log.warning("kafka connection closed: %s", exc, extra={"peer": str(peer)})
+            log.warning("kafka connection closed: %s", exc, extra={"peer": address})
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
             pass  # the client went away or went quiet
         except Exception:
             log.exception("kafka connection failed")
         finally:
-            if task is not None:
-                self._connections.discard(task)
+            self._connections.discard(task)
+            left = self._per_address.pop(address, 1) - 1
+            if left:
+                self._per_address[address] = left
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import shutil
 import socket
@@ -59,7 +60,7 @@ def kafka_broker(
     """One broker for the module, with its Kafka listener and a cold tier in (moto) S3."""
     port = free_port()
     data = tmp_path_factory.mktemp("kafka-broker") / "data-1"
-    args = ["--kafka-listen", f"127.0.0.1:{port}"]
+    args = ["--kafka-listen", f"127.0.0.1:{port}", "--max-connections-per-address", "32"]
     b = BrokerProcess(db_factory(), data, 1, args, env=s3_env(kafka_s3))
     try:
         yield b.start(), f"127.0.0.1:{port}"
@@ -430,3 +431,33 @@ def test_admin_creates_and_deletes_topics(kafka_broker: Any) -> None:
     assert err.value.args[0].code() == KafkaError.INVALID_CONFIG
     admin.delete_topics([name])[name].result(30)
     assert broker.http.get(f"/topics/{name}").status_code == 404
+
+
+def test_connections_per_address_are_capped(kafka_broker: Any) -> None:
+    """The broker's --max-connections-per-address (32 here) holds for Kafka connections: the
+    ones past it are closed at once, the others served, and the broker stays up."""
+    _, bootstrap = kafka_broker
+    host, port = bootstrap.split(":")
+    socks = [socket.create_connection((host, int(port)), timeout=10) for _ in range(40)]
+    served = 0
+    try:
+        for s in socks:
+            with contextlib.suppress(OSError):  # a refused one may be reset mid-send
+                s.sendall(_request(18, 0, b""))
+        for s in socks:
+            with contextlib.suppress(OSError):
+                served += len(s.recv(4)) == 4
+    finally:
+        for s in socks:
+            s.close()
+    assert 1 <= served <= 32
+    time.sleep(0.2)  # the broker counts the closed ones down
+    _api_versions_ok(bootstrap)
+
+
+def test_acks_zero_gets_no_response_and_writes(kafka_broker: Any) -> None:
+    broker, bootstrap = kafka_broker
+    topic = _topic(broker)
+    _produce(bootstrap, topic, [{"value": b"%d" % i, "partition": 0} for i in range(50)], acks=0)
+    wait_for("acks=0 records written", lambda: broker.fetch(topic)["high_watermark"] == 50)
+    assert [m.value() for m in _consume(bootstrap, topic, 0, 50)] == [b"%d" % i for i in range(50)]
