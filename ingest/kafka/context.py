@@ -32,13 +32,17 @@ def host_port(url: str) -> tuple[str, int]:
 
 
 class KafkaContext:
-    """Per connection. Without SASL (not served yet) the caller is User:ANONYMOUS: with
-    auth on, it may do what ACLs grant User:ANONYMOUS (or User:*), nothing more."""
+    """Per connection. The caller is User:ANONYMOUS until SASL/PLAIN names its principal
+    (sasl_apis.py); with auth on, only ApiVersions and SASL are served before that."""
 
     def __init__(self, broker: Broker, advertised: tuple[str, int]) -> None:
         self.broker = broker
         self.advertised = advertised
         self.principal = ANONYMOUS
+        self.sasl_started = False  # a SaslHandshake chose PLAIN
+        self.raw_sasl = False  # a v0 SaslHandshake: the next frame is a bare SASL token
+        self.authenticated = False
+        self.closing = False  # close once the current answer is sent (failed auth)
         self._port_shift = advertised[1] - host_port(broker.config.advertised_url)[1]
 
     def allowed(self, resource_type: str, name: str, operation: str) -> bool:

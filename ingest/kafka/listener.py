@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as KafkaError
 
-from ingest.kafka import admin_apis, cluster_apis, fetch_api, produce_api
+from ingest.kafka import admin_apis, cluster_apis, fetch_api, produce_api, sasl_apis
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.protocol import (
     API_VERSIONS,
+    BEFORE_AUTH,
     CREATE_TOPICS,
     DELETE_TOPICS,
     FETCH,
@@ -30,6 +31,8 @@ from ingest.kafka.protocol import (
     LIST_OFFSETS,
     METADATA,
     PRODUCE,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
     ProtocolError,
     RequestHeader,
     decode_body,
@@ -54,6 +57,8 @@ HANDLERS: dict[int, Handler] = {
     LIST_OFFSETS: fetch_api.handle_list_offsets,
     CREATE_TOPICS: admin_apis.handle_create_topics,
     DELETE_TOPICS: admin_apis.handle_delete_topics,
+    SASL_HANDSHAKE: sasl_apis.handle_sasl_handshake,
+    SASL_AUTHENTICATE: sasl_apis.handle_sasl_authenticate,
 }
 IDLE_TIMEOUT_S = 600.0  # Kafka's connections.max.idle.ms
 _SIZE = struct.Struct(">i")
@@ -133,11 +138,19 @@ class KafkaListener:
     ) -> None:
         while True:
             frame = await self._read_frame(reader)
+            if ctx.raw_sasl:  # after a v0 SaslHandshake: the bare PLAIN token
+                if not await sasl_apis.raw_token(ctx, frame):
+                    raise ProtocolError("SASL/PLAIN authentication failed")
+                writer.write(_SIZE.pack(0))
+                await writer.drain()
+                continue
             header = peek_header(frame)
             response = await self._answer(ctx, header, frame)
             if response is not None:
                 writer.write(response)
                 await writer.drain()
+            if ctx.closing:
+                return
 
     async def _answer(self, ctx: KafkaContext, header: RequestHeader, frame: bytes) -> bytes | None:
         if not supported(header.api_key, header.api_version):
@@ -148,6 +161,12 @@ class KafkaListener:
             raise ProtocolError(
                 f"API key {header.api_key} version {header.api_version} is not served "
                 f"(client {header.client_id!r}); see ApiVersions"
+            )
+        locked = self.broker.authorizer.enabled and not ctx.authenticated
+        if locked and header.api_key not in BEFORE_AUTH:
+            raise ProtocolError(
+                f"API key {header.api_key} before SASL authentication (auth is on: "
+                "SASL/PLAIN with an API key first)"
             )
         request = decode_body(header, frame)
         body = await HANDLERS[header.api_key](ctx, request, response_type(header))

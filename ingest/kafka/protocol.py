@@ -20,7 +20,9 @@ from kio.serial import entity_reader, entity_writer
 from logformat.errors import TierlogError
 
 API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID = 18, 3, 0, 1, 2, 22
-CREATE_TOPICS, DELETE_TOPICS = 19, 20
+CREATE_TOPICS, DELETE_TOPICS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 19, 20, 17, 36
+# What a connection may send before it authenticated, when auth is on.
+BEFORE_AUTH = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
 # API key -> (min, max) version served: what librdkafka 2.x, kcat and kafka-python negotiate.
 # Produce 3+ and Fetch 4+ carry RecordBatch v2 only; Fetch stops before 13 (topic ids).
@@ -33,6 +35,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     INIT_PRODUCER_ID: (0, 4),
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 5),  # 6 names topics by id too
+    SASL_HANDSHAKE: (0, 1),  # 0: the SASL token follows bare, not in a Kafka request
+    SASL_AUTHENTICATE: (0, 2),
 }
 
 _FIXED = struct.Struct(">hhi")  # api key, api version, correlation id
