@@ -9,6 +9,7 @@ byte-exact between the two protocols. The varint framing has to be walked record
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from typing import NamedTuple
 
@@ -39,78 +40,93 @@ def _corrupt(why: str) -> TierlogError:
     return TierlogError(ErrorCode.CORRUPT_MESSAGE, f"record batch: {why}")
 
 
-class _Reader:
-    """Zigzag varints and length-prefixed bytes over one batch's record section."""
-
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data: bytes) -> None:
-        self.data, self.pos = data, 0
-
-    def varint(self) -> int:
-        data, pos, value, shift = self.data, self.pos, 0, 0
-        while True:
-            if pos >= len(data) or shift > 63:
-                raise _corrupt("truncated or overlong varint")
-            b = data[pos]
-            pos += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                self.pos = pos
-                return (value >> 1) ^ -(value & 1)
-            shift += 7
-
-    def take(self, n: int) -> bytes:
-        end = self.pos + n
-        if n < 0 or end > len(self.data):
-            raise _corrupt("a length runs past the end of the batch")
-        out = self.data[self.pos : end]
-        self.pos = end
-        return out
-
-    def nullable(self) -> bytes | None:
-        n = self.varint()
-        return None if n == -1 else self.take(n)
+def _read_long_varint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise _corrupt("truncated or overlong varint")
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (value >> 1) ^ -(value & 1), pos
+        shift += 7
 
 
-def _header_key(raw: bytes) -> str:
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    """(zigzag varint at pos, the position after it). One- and two-byte varints (lengths,
+    deltas) take the short path: this runs several times per record."""
     try:
-        return raw.decode()
-    except UnicodeDecodeError:
-        raise TierlogError(
-            ErrorCode.INVALID_RECORD, "a record header key is not UTF-8 text"
-        ) from None
+        b = data[pos]
+        if b < 0x80:
+            return (b >> 1) ^ -(b & 1), pos + 1
+        c = data[pos + 1]
+        if c < 0x80:
+            v = (b & 0x7F) | (c << 7)
+            return (v >> 1) ^ -(v & 1), pos + 2
+    except IndexError:
+        raise _corrupt("truncated varint") from None
+    return _read_long_varint(data, pos)
+
+
+def _read_nullable(data: bytes, pos: int) -> tuple[bytes | None, int]:
+    n, pos = _read_varint(data, pos)
+    if n == -1:
+        return None, pos
+    end = pos + n
+    if n < 0 or end > len(data):
+        raise _corrupt("a length runs past the end of the batch")
+    return data[pos:end], end
+
+
+def _header_key(raw: bytes | None) -> str:
+    if raw is not None:
+        with contextlib.suppress(UnicodeDecodeError):
+            return raw.decode()
+    raise TierlogError(ErrorCode.INVALID_RECORD, "a record header key must be UTF-8 text")
+
+
+def _headers(data: bytes, pos: int, n: int) -> tuple[list[tuple[str, bytes | None]], int]:
+    out = []
+    for _ in range(n):
+        name, pos = _read_nullable(data, pos)
+        value, pos = _read_nullable(data, pos)
+        out.append((_header_key(name), value))
+    return out, pos
 
 
 def _records(data: bytes, count: int, base_ts: int) -> pa.RecordBatch:
-    r = _Reader(data)
     timestamps: list[int] = [0] * count
     keys: list[bytes | None] = [None] * count
     values: list[bytes | None] = [None] * count
     headers: list[list[tuple[str, bytes | None]] | None] = [None] * count
+    pos = 0
     for i in range(count):
-        end = r.varint() + r.pos
-        r.take(1)  # record attributes: unused in v2
-        timestamps[i] = base_ts + r.varint()
-        if r.varint() != i:
+        length, pos = _read_varint(data, pos)
+        end = pos + length
+        ts_delta, pos = _read_varint(data, pos + 1)  # after the record attributes (unused in v2)
+        timestamps[i] = base_ts + ts_delta
+        offset_delta, pos = _read_varint(data, pos)
+        if offset_delta != i:
             raise TierlogError(ErrorCode.INVALID_RECORD, "record offset deltas must be 0..n-1")
-        keys[i] = r.nullable()
-        values[i] = r.nullable()
-        n_headers = r.varint()
+        keys[i], pos = _read_nullable(data, pos)
+        values[i], pos = _read_nullable(data, pos)
+        n_headers, pos = _read_varint(data, pos)
         if n_headers:
-            headers[i] = [(_header_key(r.take(r.varint())), r.nullable()) for _ in range(n_headers)]
-        if r.pos != end:
+            headers[i], pos = _headers(data, pos, n_headers)
+        if pos != end:
             raise _corrupt(f"record {i}'s length does not match its fields")
-    if r.pos != len(data):
+    if pos != len(data):
         raise _corrupt("bytes left over after the last record")
-    n = count
     return pa.RecordBatch.from_arrays(
         [
-            pa.array(range(n), pa.int32()),
+            pa.array(range(count), pa.int32()),
             pa.array(timestamps, TIMESTAMP),
             pa.array(keys, pa.binary()),
             pa.array(values, pa.binary()),
-            pa.nulls(n, HEADERS) if headers.count(None) == n else pa.array(headers, HEADERS),
+            pa.nulls(count, HEADERS)
+            if headers.count(None) == count
+            else pa.array(headers, HEADERS),
         ],
         schema=RECORD_SCHEMA,
     )
