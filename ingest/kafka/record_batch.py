@@ -167,20 +167,23 @@ def decode_batch(data: bytes, max_decoded_bytes: int, max_records: int) -> Kafka
 # -- tierlog -> Kafka ---------------------------------------------------------------------
 
 
-def _varint(out: bytearray, value: int) -> None:
-    v = (value << 1) ^ (value >> 63)  # zigzag
+def _zigzag(value: int) -> bytes:
+    v = (value << 1) ^ (value >> 63)
+    out = bytearray()
     while v >= 0x80:
         out.append((v & 0x7F) | 0x80)
         v >>= 7
     out.append(v)
+    return bytes(out)
 
 
-def _bytes(out: bytearray, value: bytes | None) -> None:
-    if value is None:
-        out.append(1)  # zigzag(-1)
-    else:
-        _varint(out, len(value))
-        out += value
+# Lengths and deltas are mostly small: their encodings are looked up, not computed.
+_SMALL = [_zigzag(v) for v in range(1 << 14)]
+_NULL = _zigzag(-1)
+
+
+def _vint(value: int) -> bytes:
+    return _SMALL[value] if 0 <= value < 16384 else _zigzag(value)
 
 
 def _record(
@@ -189,22 +192,18 @@ def _record(
     key: bytes | None,
     value: bytes | None,
     headers: list[dict[str, object]] | None,
-) -> bytearray:
-    body = bytearray(b"\x00")  # attributes
-    _varint(body, ts_delta)
-    _varint(body, offset_delta)
-    _bytes(body, key)
-    _bytes(body, value)
-    _varint(body, len(headers or ()))
+) -> bytes:
+    parts = [b"\x00", _vint(ts_delta), _vint(offset_delta)]  # attributes, then the deltas
+    parts += (_NULL,) if key is None else (_vint(len(key)), key)
+    parts += (_NULL,) if value is None else (_vint(len(value)), value)
+    parts.append(_vint(len(headers or ())))
     for h in headers or ():
         name = str(h["key"]).encode()
-        _varint(body, len(name))
-        body += name
         raw = h["value"]
-        _bytes(body, raw if isinstance(raw, bytes) else None)
-    out = bytearray()
-    _varint(out, len(body))
-    return out + body
+        parts += (_vint(len(name)), name)
+        parts += (_vint(len(raw)), raw) if isinstance(raw, bytes) else (_NULL,)
+    body = b"".join(parts)
+    return _vint(len(body)) + body
 
 
 def encode_batch(
@@ -223,12 +222,19 @@ def encode_batch(
     headers = batch.column(4).to_pylist()
     base = offsets[0] if n else first
     base_ts = stamps[0] if n else -1
-    body = bytearray()
-    for i in range(n):
-        body += _record(offsets[i] - base, stamps[i] - base_ts, keys[i], values[i], headers[i])
+    body = b"".join(
+        map(
+            _record,
+            [o - base for o in offsets],
+            [t - base_ts for t in stamps],
+            keys,
+            values,
+            headers,
+        )
+    )
     attrs = _LOG_APPEND_TIME if log_append_time else 0
     max_ts = max(stamps) if n else -1
     last_delta = next_offset - 1 - base
     tail = struct.pack(">hiqqqhii", attrs, last_delta, base_ts, max_ts, -1, -1, -1, n) + body
-    crc = google_crc32c.value(bytes(tail))
+    crc = google_crc32c.value(tail)
     return struct.pack(">qiibI", base, len(tail) + 9, -1, 2, crc) + tail
