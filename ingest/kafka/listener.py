@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode as KafkaError
 
 from ingest.kafka import admin_apis, cluster_apis, fetch_api, produce_api, sasl_apis
+from ingest.kafka.budget import RequestBudget
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.protocol import (
     API_VERSIONS,
@@ -61,6 +62,7 @@ HANDLERS: dict[int, Handler] = {
     SASL_AUTHENTICATE: sasl_apis.handle_sasl_authenticate,
 }
 IDLE_TIMEOUT_S = 600.0  # Kafka's connections.max.idle.ms
+INFLIGHT_WAIT_S = 1.0  # as long as an HTTP request waits for in-flight room
 _SIZE = struct.Struct(">i")
 
 
@@ -71,6 +73,7 @@ class KafkaListener:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._per_address: dict[str, int] = {}
+        self.budget = RequestBudget(broker.config.max_inflight_bytes)
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._connected, self.host, self.port)
@@ -123,34 +126,38 @@ class KafkaListener:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _read_frame(self, reader: asyncio.StreamReader) -> bytes:
+    async def _read_size(self, reader: asyncio.StreamReader) -> int:
         head = await asyncio.wait_for(reader.readexactly(4), IDLE_TIMEOUT_S)
-        (size,) = _SIZE.unpack(head)
+        size: int = _SIZE.unpack(head)[0]
         limit = self.broker.config.max_request_bytes
         if not 0 < size <= limit:
             raise ProtocolError(f"request frame of {size} bytes (limit {limit})")
-        # Once a request has begun it must arrive in time (slowloris), like an HTTP body.
-        body_timeout = self.broker.config.request_body_timeout_ms / 1000
-        return await asyncio.wait_for(reader.readexactly(size), body_timeout)
+        return size
 
     async def _serve(
         self, ctx: KafkaContext, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        while True:
-            frame = await self._read_frame(reader)
-            if ctx.raw_sasl:  # after a v0 SaslHandshake: the bare PLAIN token
-                if not await sasl_apis.raw_token(ctx, frame):
-                    raise ProtocolError("SASL/PLAIN authentication failed")
-                writer.write(_SIZE.pack(0))
-                await writer.drain()
-                continue
-            header = peek_header(frame)
-            response = await self._answer(ctx, header, frame)
-            if response is not None:
-                writer.write(response)
-                await writer.drain()
-            if ctx.closing:
-                return
+        # Once a request has begun it must arrive in time (slowloris), like an HTTP body.
+        body_timeout = self.broker.config.request_body_timeout_ms / 1000
+        while not ctx.closing:
+            size = await self._read_size(reader)
+            if not await self.budget.acquire(size, INFLIGHT_WAIT_S):
+                raise ProtocolError(f"no room for {size} request bytes in flight")
+            try:
+                frame = await asyncio.wait_for(reader.readexactly(size), body_timeout)
+                response = await self._respond(ctx, frame)
+                if response is not None:
+                    writer.write(response)
+                    await writer.drain()
+            finally:
+                await self.budget.release(size)
+
+    async def _respond(self, ctx: KafkaContext, frame: bytes) -> bytes | None:
+        if ctx.raw_sasl:  # after a v0 SaslHandshake: the bare PLAIN token
+            if not await sasl_apis.raw_token(ctx, frame):
+                raise ProtocolError("SASL/PLAIN authentication failed")
+            return _SIZE.pack(0)
+        return await self._answer(ctx, peek_header(frame), frame)
 
     async def _answer(self, ctx: KafkaContext, header: RequestHeader, frame: bytes) -> bytes | None:
         if not supported(header.api_key, header.api_version):

@@ -45,6 +45,8 @@ from tests.integration.ports import free_port
 from tests.integration.s3 import MotoServer, moto_s3_fixture, new_bucket  # noqa: F401
 from tiering.worker import TieringWorker
 
+INFLIGHT = 4_000_000  # the module broker's budget of request bytes in flight
+
 
 @pytest.fixture(scope="module")
 def kafka_s3(moto_s3: MotoServer) -> ObjectStoreConfig:
@@ -61,6 +63,7 @@ def kafka_broker(
     port = free_port()
     data = tmp_path_factory.mktemp("kafka-broker") / "data-1"
     args = ["--kafka-listen", f"127.0.0.1:{port}", "--max-connections-per-address", "32"]
+    args += ["--max-inflight-bytes", str(INFLIGHT)]
     b = BrokerProcess(db_factory(), data, 1, args, env=s3_env(kafka_s3))
     try:
         yield b.start(), f"127.0.0.1:{port}"
@@ -461,3 +464,17 @@ def test_acks_zero_gets_no_response_and_writes(kafka_broker: Any) -> None:
     _produce(bootstrap, topic, [{"value": b"%d" % i, "partition": 0} for i in range(50)], acks=0)
     wait_for("acks=0 records written", lambda: broker.fetch(topic)["high_watermark"] == 50)
     assert [m.value() for m in _consume(bootstrap, topic, 0, 50)] == [b"%d" % i for i in range(50)]
+
+
+def test_request_bytes_in_flight_are_bounded(kafka_broker: Any) -> None:
+    """A request that finds the in-flight budget full waits a second, then its connection
+    closes; once the budget frees, requests are served again."""
+    _, bootstrap = kafka_broker
+    host, port = bootstrap.split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as hog:
+        hog.sendall(struct.pack(">i", INFLIGHT - 100) + b"\0" * 10)  # begun, never finished
+        time.sleep(0.2)
+        refused = struct.pack(">i", 200_000) + b"\0" * 10
+        assert _call(bootstrap, refused) == b""
+    time.sleep(0.2)  # the broker sees the hog gone and frees its bytes
+    _api_versions_ok(bootstrap)
