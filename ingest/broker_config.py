@@ -46,6 +46,11 @@ class BrokerConfig(NamedTuple):
     max_request_decoded_bytes: int = 128 * 1024 * 1024
     max_compression_ratio: float = 100.0
     http_limits: HttpLimits = HttpLimits()  # header size/count/deadline, connection caps
+    # The Kafka wire-protocol listener (ingest/kafka/): off unless given. `kafka_advertised`
+    # is the address Metadata names for this broker (default: the listen address, with the
+    # advertised URL's host when listening on all interfaces).
+    kafka_listen: tuple[str, int] | None = None
+    kafka_advertised: tuple[str, int] | None = None
 
 
 def env(name: str, default: str | None = None) -> str | None:

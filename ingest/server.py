@@ -11,6 +11,8 @@ from cluster.read_contract import ColdReader
 from ingest.api.app import build_app
 from ingest.broker import Broker
 from ingest.broker_config import BrokerConfig
+from ingest.kafka.context import host_port
+from ingest.kafka.listener import KafkaListener
 
 BrokerExtension = Callable[[Broker], Extension]
 
@@ -30,7 +32,32 @@ def serve(
         gc.collect()
         gc.freeze()
 
+    kafka = kafka_listener(broker)
+
+    async def start() -> None:
+        await broker.start()
+        if kafka is not None:  # after start: its handlers need the hosted partitions
+            await kafka.start()
+
+    async def stop() -> None:
+        if kafka is not None:
+            await kafka.stop()
+        await broker.stop()
+
     gc.set_threshold(50_000, 20, 20)
-    lifespan = node_lifespan(broker.start, broker.stop, added, started)
+    lifespan = node_lifespan(start, stop, added, started)
     app = build_app(broker, lifespan, routes_of(added))
     run_server(app, config.host, config.port, config.tls_cert, config.tls_key, config.http_limits)
+
+
+def kafka_listener(broker: Broker) -> KafkaListener | None:
+    """The Kafka listener when --kafka-listen is set, with the address it advertises."""
+    cfg = broker.config
+    if cfg.kafka_listen is None:
+        return None
+    host, port = cfg.kafka_listen
+    advertised = cfg.kafka_advertised
+    if advertised is None:
+        wildcard = host in ("0.0.0.0", "::", "")
+        advertised = (host_port(cfg.advertised_url)[0] if wildcard else host, port)
+    return KafkaListener(broker, host, port, advertised)

@@ -69,6 +69,17 @@ def _add_broker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default=int(_env("DEFAULT_REPLICATION_FACTOR", "1") or 1),
     )
     p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
+    p.add_argument(
+        "--kafka-listen",
+        default=_env("KAFKA_LISTEN"),
+        help="HOST:PORT of the Kafka wire-protocol listener (off unless given)",
+    )
+    p.add_argument(
+        "--kafka-advertised",
+        default=_env("KAFKA_ADVERTISED"),
+        help="HOST:PORT Kafka clients are told to use for this broker (default: the listen "
+        "address); other brokers' addresses keep the same distance from their HTTP port",
+    )
     add_server_security(p)
     add_limit_flags(p)
     add_http_flags(p)
@@ -98,6 +109,7 @@ def _run_broker(args: argparse.Namespace) -> int:
     setup = _node_setup(args, "broker")
     if setup is None:
         return 2
+    from cluster.http.server import parse_listen
     from ingest.broker_config import BrokerConfig
     from ingest.server import serve
 
@@ -121,6 +133,10 @@ def _run_broker(args: argparse.Namespace) -> int:
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
             http_limits=http_limits(args),
+            kafka_listen=parse_listen(args.kafka_listen) if args.kafka_listen else None,
+            kafka_advertised=(
+                parse_listen(args.kafka_advertised) if args.kafka_advertised else None
+            ),
             **limit_config(args),
         ),
         cold_reader=cold_tier(args.database_url),

@@ -46,6 +46,12 @@ def fetch_port(port: int, brokers: int) -> int:
     return port + max(10, brokers)
 
 
+# Kafka's port beside HTTP's: 9092 for the broker on 8080, 9093 for 8081, and so on. Every
+# broker keeps this one distance, which is how each derives the others' Kafka addresses
+# (ingest/kafka/context.py).
+KAFKA_PORT_SHIFT = 9092 - 8080
+
+
 def _taken_port(ports: dict[str, int]) -> str | None:
     """Why dev cannot start, when one of its nodes' ports is taken (another `tierlog dev`)."""
     for name, port in ports.items():
@@ -102,6 +108,7 @@ def _broker(i: int, brokers: int, port: int, data_dir: Path, args: tuple[str, bo
         "broker",
         log_level,
         *("--broker-id", str(i), "--listen", f"127.0.0.1:{port + i - 1}"),
+        *("--kafka-listen", f"127.0.0.1:{port + i - 1 + KAFKA_PORT_SHIFT}"),
         *("--data-dir", str(data_dir / f"broker-{i}")),
         *("--default-replication-factor", str(min(3, brokers))),
         *_security_argv(auth),
@@ -117,6 +124,7 @@ def _banner(env: dict[str, str], brokers: list[str], fetch_url: str, data_dir: P
     )
     return (
         f"tierlog dev is up: brokers at {', '.join(brokers)} ({security}); "
+        f"Kafka clients: {','.join(_kafka_addresses(brokers))}; "
         f"fetch node at {fetch_url}; "
         f"S3 at {env['TIERLOG_S3_ENDPOINT']} bucket {env['TIERLOG_S3_BUCKET']}; "
         f"workers: {', '.join(_WORKER_ROLES)} (a child that dies is restarted within "
@@ -127,11 +135,16 @@ def _banner(env: dict[str, str], brokers: list[str], fetch_url: str, data_dir: P
     )
 
 
+def _kafka_addresses(broker_urls: list[str]) -> list[str]:
+    return [f"127.0.0.1:{int(u.rsplit(':', 1)[1]) + KAFKA_PORT_SHIFT}" for u in broker_urls]
+
+
 def run_dev(
     data_dir: Path, brokers: int, port: int, log_level: str = "INFO", auth: bool = False
 ) -> int:
     broker_ports = {f"broker-{i}": port + i - 1 for i in range(1, brokers + 1)}
-    taken = _taken_port({**broker_ports, "fetch": fetch_port(port, brokers)})
+    kafka_ports = {f"{name} kafka": p + KAFKA_PORT_SHIFT for name, p in broker_ports.items()}
+    taken = _taken_port({**broker_ports, **kafka_ports, "fetch": fetch_port(port, brokers)})
     if taken:  # before Postgres and S3 start: fail at once, in one line
         print(f"tierlog dev: {taken}", file=sys.stderr)
         return 1
@@ -154,6 +167,7 @@ def run_dev(
             **s3_env,
             "TIERLOG_URL": broker_urls[0],  # the client commands' default node
             "TIERLOG_BROKER_URLS": ",".join(broker_urls),
+            "TIERLOG_KAFKA_BOOTSTRAP": ",".join(_kafka_addresses(broker_urls)),
             "TIERLOG_FETCH_URL": fetch_url,
         }
         if auth:

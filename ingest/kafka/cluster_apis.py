@@ -1,0 +1,147 @@
+"""ApiVersions, Metadata and InitProducerId over the broker's metadata cache."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from kio.schema.errors import ErrorCode as KafkaError
+
+from cluster.metadata_cache import TopicView
+from ingest.kafka.context import KafkaContext
+from ingest.kafka.protocol import SUPPORTED, build, kafka_error, nested
+from logformat.errors import TierlogError
+
+NO_THROTTLE = timedelta(0)
+
+
+def api_versions(response_cls: Any, error: KafkaError = KafkaError.none) -> Any:
+    """The served APIs; also the answer (as v0) to an ApiVersions version we do not serve."""
+    entry = nested(response_cls, "ApiVersion")
+    keys = tuple(
+        build(entry, api_key=key, min_version=lo, max_version=hi)
+        for key, (lo, hi) in sorted(SUPPORTED.items())
+    )
+    return build(response_cls, error_code=error, api_keys=keys, throttle_time=NO_THROTTLE)
+
+
+async def handle_api_versions(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+    return api_versions(response_cls)
+
+
+def _partition(ctx: KafkaContext, response_cls: Any, view: TopicView, p: int) -> Any:
+    rec = view.partitions[p]
+    leader = -1 if rec.leader is None else rec.leader
+    return build(
+        nested(response_cls, "MetadataResponsePartition"),
+        error_code=KafkaError.none if rec.leader is not None else KafkaError.leader_not_available,
+        partition_index=p,
+        leader_id=leader,
+        leader_epoch=rec.leader_epoch,
+        replica_nodes=tuple(rec.replicas),
+        isr_nodes=tuple(rec.isr),
+        offline_replicas=tuple(r for r in rec.replicas if ctx.kafka_address(r) is None),
+    )
+
+
+def _topic(
+    response_cls: Any,
+    name: str | None,
+    error: KafkaError,
+    view: TopicView | None = None,
+    partitions: tuple[Any, ...] = (),
+) -> Any:
+    return build(
+        nested(response_cls, "MetadataResponseTopic"),
+        error_code=error,
+        name=name,
+        topic_id=uuid.UUID(view.info.id) if view is not None else uuid.UUID(int=0),
+        is_internal=False,
+        partitions=partitions,
+        topic_authorized_operations=-2147483648,
+    )
+
+
+def _named(ctx: KafkaContext, request: Any) -> list[str | None] | None:
+    """The topic names asked for; None for all of them."""
+    if request.topics is None:
+        return None
+    out: list[str | None] = []
+    for t in request.topics:
+        name = getattr(t, "name", None)
+        if name is None and getattr(t, "topic_id", None) is not None:  # v10+: by id
+            ids = {v.info.id: v.info.name for v in ctx.broker.cache.topics()}
+            name = ids.get(str(t.topic_id))
+        out.append(name)
+    return out
+
+
+async def _one_topic(ctx: KafkaContext, response_cls: Any, name: str | None) -> Any:
+    if name is None:
+        return _topic(response_cls, None, KafkaError.unknown_topic_id)
+    try:
+        ctx.require("topic", name, "describe")
+        view = await ctx.broker.cache.require_topic(name)
+    except TierlogError as exc:
+        return _topic(response_cls, name, kafka_error(exc))
+    parts = tuple(_partition(ctx, response_cls, view, p) for p in range(len(view.partitions)))
+    return _topic(response_cls, name, KafkaError.none, view, parts)
+
+
+async def handle_metadata(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+    cache = ctx.broker.cache
+    names = _named(ctx, request)
+    if names is None:  # every topic the caller may see, silently leaving out the others
+        names = [
+            v.info.name for v in cache.topics() if ctx.allowed("topic", v.info.name, "describe")
+        ]
+    topics = [await _one_topic(ctx, response_cls, n) for n in names]
+    brokers = []
+    for broker_id, reg in sorted(cache.brokers.items()):
+        address = ctx.kafka_address(broker_id)
+        if reg.alive and address is not None:
+            brokers.append(
+                build(
+                    nested(response_cls, "MetadataResponseBroker"),
+                    node_id=broker_id,
+                    host=address[0],
+                    port=address[1],
+                    rack=reg.rack,
+                )
+            )
+    return build(
+        response_cls,
+        throttle_time=NO_THROTTLE,
+        brokers=tuple(brokers),
+        cluster_id="tierlog",
+        controller_id=ctx.broker.config.broker_id,
+        topics=tuple(topics),
+        cluster_authorized_operations=-2147483648,
+    )
+
+
+async def handle_init_producer_id(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+    """An idempotent producer's id, from the same Postgres sequence as POST /producers.
+    Transactions are not served: a transactional id is refused, not ignored."""
+
+    def answer(error: KafkaError, pid: int = -1, epoch: int = -1) -> Any:
+        return build(
+            response_cls,
+            throttle_time=NO_THROTTLE,
+            error_code=error,
+            producer_id=pid,
+            producer_epoch=epoch,
+        )
+
+    if request.transactional_id is not None:
+        return answer(KafkaError.invalid_request)
+    if not ctx.may_write_somewhere():
+        return answer(KafkaError.cluster_authorization_failed)
+    repo = ctx.broker.partition_repo
+    try:
+        pid = await asyncio.to_thread(repo.allocate_producer_id)
+    except Exception:  # Postgres unreachable: retriable for the client, not a dead connection
+        return answer(KafkaError.coordinator_not_available)
+    return answer(KafkaError.none, pid, 0)

@@ -1,0 +1,72 @@
+"""What a Kafka request handler sees: the broker, the caller, and Kafka addresses.
+
+Brokers register only their HTTP URL (metadata/brokers.py). A broker's Kafka address is
+derived from it: the same host, and the port moved by the difference between this broker's
+Kafka and HTTP ports. So the brokers of one cluster keep one distance between their two
+ports (`tierlog dev`: 8080 -> 9092, 8081 -> 9093, ...); --kafka-advertised overrides this
+broker's own address (behind NAT, in a container).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from cluster.authorizer import ANONYMOUS
+from logformat.errors import ErrorCode, TierlogError
+from metadata.acl import CLUSTER_NAME
+
+if TYPE_CHECKING:
+    from ingest.broker import Broker
+
+DENIED = {
+    "topic": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    "cluster": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+}
+
+
+def host_port(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return parts.hostname or "127.0.0.1", port
+
+
+class KafkaContext:
+    """Per connection. The caller is User:ANONYMOUS until SASL/PLAIN names its principal
+    (sasl_apis.py); with auth on, only ApiVersions and SASL are served before that."""
+
+    def __init__(self, broker: Broker, advertised: tuple[str, int]) -> None:
+        self.broker = broker
+        self.advertised = advertised
+        self.principal = ANONYMOUS
+        self.sasl_started = False  # a SaslHandshake chose PLAIN
+        self.raw_sasl = False  # a v0 SaslHandshake: the next frame is a bare SASL token
+        self.authenticated = False
+        self.closing = False  # close once the current answer is sent (failed auth)
+        self._port_shift = advertised[1] - host_port(broker.config.advertised_url)[1]
+
+    def allowed(self, resource_type: str, name: str, operation: str) -> bool:
+        return self.broker.authorizer.allowed(self.principal, resource_type, name, operation)
+
+    def require(self, resource_type: str, name: str, operation: str) -> None:
+        if not self.allowed(resource_type, name, operation):
+            what = "the cluster" if resource_type == "cluster" else f"{resource_type} {name!r}"
+            raise TierlogError(
+                DENIED[resource_type], f"{self.principal} is not authorized to {operation} {what}"
+            )
+
+    def may_write_somewhere(self) -> bool:
+        """Kafka's rule for an idempotent producer's InitProducerId (KIP-679)."""
+        auth = self.broker.authorizer
+        return auth.allowed(self.principal, "cluster", CLUSTER_NAME, "write") or (
+            auth.allowed_on_any(self.principal, "topic", "write")
+        )
+
+    def kafka_address(self, broker_id: int) -> tuple[str, int] | None:
+        if broker_id == self.broker.config.broker_id:
+            return self.advertised
+        url = self.broker.cache.broker_url(broker_id)
+        if url is None:
+            return None
+        host, port = host_port(url)
+        return host, port + self._port_shift

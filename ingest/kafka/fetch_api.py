@@ -1,0 +1,188 @@
+"""Fetch and ListOffsets over the broker's tiered read path (ingest/tiered/tiered_fetch.py).
+
+Offsets below the hot log's start are read from the cold tier (S3) exactly as HTTP fetches
+are; the consumer cannot tell the tiers apart. A fetch long-polls: it answers once min_bytes
+have arrived across its partitions or max_wait has passed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, NamedTuple
+
+from kio.schema.errors import ErrorCode as KafkaError
+
+from cluster.read_contract import ColdReader
+from ingest import metrics
+from ingest.kafka.cluster_apis import NO_THROTTLE
+from ingest.kafka.context import KafkaContext
+from ingest.kafka.protocol import build, kafka_error, nested
+from ingest.kafka.record_batch import encode_batch
+from ingest.replication.partition import Partition
+from ingest.tiered import tiered_fetch
+from logformat.errors import ErrorCode, TierlogError
+
+log = logging.getLogger("tierlog.kafka")
+
+LATEST, EARLIEST = -1, -2
+_MAX_RECORDS = 100_000  # per partition and fetch; max bytes normally ends a read first
+
+
+class _Read(NamedTuple):
+    error: KafkaError
+    records: bytes = b""
+    high_watermark: int = -1
+    log_start: int = -1
+
+
+def cold_reader(ctx: KafkaContext, topic: str) -> ColdReader | None:
+    """The cold reader when the topic is tiered (as HTTP fetch decides it)."""
+    broker = ctx.broker
+    view = broker.cache.topic(topic)
+    if broker.cold_reader is None or view is None or not view.config.remote_storage_enable:
+        return None
+    return broker.cold_reader
+
+
+async def leader(ctx: KafkaContext, topic: str, partition: int, operation: str) -> Partition:
+    ctx.require("topic", topic, operation)
+    await ctx.broker.cache.require_topic(topic, partition)
+    state = ctx.broker.leader_state(topic, partition)
+    if state is None:
+        raise TierlogError(
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            f"broker {ctx.broker.config.broker_id} does not lead {topic}-{partition}",
+        )
+    return state
+
+
+async def _read(ctx: KafkaContext, topic: str, p: Any, max_bytes: int) -> _Read:
+    try:
+        state = await leader(ctx, topic, p.partition, "read")
+        cold = cold_reader(ctx, topic)
+        got = await tiered_fetch.fetch_tiered(
+            state, cold, p.fetch_offset, _MAX_RECORDS, max(1, max_bytes), 0
+        )
+    except TierlogError as exc:
+        return _Read(kafka_error(exc))
+    except Exception:
+        log.exception("kafka fetch failed", extra={"topic": topic, "partition": p.partition})
+        return _Read(KafkaError.unknown_server_error)
+    view = ctx.broker.cache.topic(topic)
+    append_time = view is not None and view.config.message_timestamp_type == "LogAppendTime"
+    metrics.FETCHED_RECORDS.labels(topic).inc(got.batch.num_rows)
+    data = encode_batch(got.batch, p.fetch_offset, got.next_offset, append_time)
+    return _Read(KafkaError.none, data, got.high_watermark, got.log_start_offset)
+
+
+async def _read_all(ctx: KafkaContext, request: Any) -> list[list[_Read]]:
+    budget = request.max_bytes  # the response's limit; each partition also has its own
+    out: list[list[_Read]] = []
+    for t in request.topics:
+        reads = []
+        for p in t.partitions:
+            r = await _read(ctx, t.topic, p, min(p.partition_max_bytes, budget))
+            budget -= len(r.records)
+            reads.append(r)
+        out.append(reads)
+    return out
+
+
+async def _wait_for_any(ctx: KafkaContext, request: Any, timeout_s: float) -> None:
+    """Until a fetched partition gets a record past its fetch offset, or the timeout."""
+    waits = []
+    for t in request.topics:
+        for p in t.partitions:
+            state = ctx.broker.leader_state(t.topic, p.partition)
+            if state is not None:
+                waits.append(asyncio.ensure_future(state.wait_for_data(p.fetch_offset, timeout_s)))
+    if not waits:
+        await asyncio.sleep(timeout_s)
+        return
+    _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for w in pending:
+        w.cancel()
+
+
+async def handle_fetch(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+    deadline = time.monotonic() + min(request.max_wait.total_seconds(), 30.0)
+    while True:
+        reads = await _read_all(ctx, request)
+        got = sum(len(r.records) for rs in reads for r in rs)
+        failed = any(r.error != KafkaError.none for rs in reads for r in rs)
+        remaining = deadline - time.monotonic()
+        if got >= max(1, request.min_bytes) or failed or remaining <= 0:
+            break
+        await _wait_for_any(ctx, request, remaining)
+    data_cls = nested(response_cls, "PartitionData")
+    topic_cls = nested(response_cls, "FetchableTopicResponse")
+    topics = []
+    for t, rs in zip(request.topics, reads, strict=True):
+        parts = tuple(
+            build(
+                data_cls,
+                partition_index=p.partition,
+                error_code=r.error,
+                high_watermark=r.high_watermark,
+                last_stable_offset=r.high_watermark,
+                log_start_offset=r.log_start,
+                aborted_transactions=None,
+                preferred_read_replica=-1,
+                records=r.records,
+            )
+            for p, r in zip(t.partitions, rs, strict=True)
+        )
+        topics.append(build(topic_cls, topic=t.topic, partitions=parts))
+    return build(
+        response_cls,
+        throttle_time=NO_THROTTLE,
+        error_code=KafkaError.none,
+        session_id=0,  # no fetch sessions (KIP-227): clients send full requests
+        responses=tuple(topics),
+    )
+
+
+async def _offset(ctx: KafkaContext, topic: str, p: Any) -> tuple[KafkaError, int, int, int]:
+    """(error, timestamp, offset, leader epoch) of one ListOffsets partition."""
+    state = await leader(ctx, topic, p.partition_index, "describe")
+    cold = cold_reader(ctx, topic)
+    if p.timestamp == LATEST:
+        return KafkaError.none, -1, state.high_watermark, state.leader_epoch
+    if p.timestamp == EARLIEST:
+        return KafkaError.none, -1, await tiered_fetch.earliest(state, cold), state.leader_epoch
+    if p.timestamp < 0:
+        raise TierlogError(
+            ErrorCode.INVALID_REQUEST,
+            f"ListOffsets timestamp {p.timestamp}: only -1 (latest), -2 (earliest) and times",
+        )
+    found = await tiered_fetch.offset_for_timestamp(state, cold, p.timestamp)
+    if found is None:
+        return KafkaError.none, -1, -1, state.leader_epoch
+    return KafkaError.none, -1, found, state.leader_epoch  # the record time: not looked up
+
+
+async def handle_list_offsets(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+    part_cls = nested(response_cls, "ListOffsetsPartitionResponse")
+    topic_cls = nested(response_cls, "ListOffsetsTopicResponse")
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            try:
+                error, ts, offset, epoch = await _offset(ctx, t.name, p)
+            except TierlogError as exc:
+                error, ts, offset, epoch = kafka_error(exc), -1, -1, -1
+            parts.append(
+                build(
+                    part_cls,
+                    partition_index=p.partition_index,
+                    error_code=error,
+                    timestamp=ts,
+                    offset=offset,
+                    leader_epoch=epoch,
+                )
+            )
+        topics.append(build(topic_cls, name=t.name, partitions=tuple(parts)))
+    return build(response_cls, throttle_time=NO_THROTTLE, topics=tuple(topics))

@@ -1,0 +1,180 @@
+"""The Kafka listener: an asyncio-streams server on the broker's event loop.
+
+One connection serves one request at a time and answers in order, as a Kafka broker does
+(it mutes a connection until its response is sent), so pipelined requests need no
+reordering. Frames are bounded by the broker's request size limit; a frame that cannot be
+parsed, an unknown API or a version outside what ApiVersions offered closes the connection
+(Kafka's own answer), except ApiVersions itself, which always answers (KIP-511). No request
+can end the broker: every failure stays inside its connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode as KafkaError
+
+from ingest.kafka import admin_apis, cluster_apis, fetch_api, produce_api, sasl_apis
+from ingest.kafka.budget import RequestBudget
+from ingest.kafka.context import KafkaContext
+from ingest.kafka.protocol import (
+    API_VERSIONS,
+    BEFORE_AUTH,
+    CREATE_TOPICS,
+    DELETE_TOPICS,
+    FETCH,
+    INIT_PRODUCER_ID,
+    LIST_OFFSETS,
+    METADATA,
+    PRODUCE,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    ProtocolError,
+    RequestHeader,
+    decode_body,
+    encode_response,
+    peek_header,
+    response_type,
+    supported,
+)
+
+if TYPE_CHECKING:
+    from ingest.broker import Broker
+
+log = logging.getLogger("tierlog.kafka")
+
+Handler = Callable[[KafkaContext, Any, Any], Awaitable[Any]]
+HANDLERS: dict[int, Handler] = {
+    API_VERSIONS: cluster_apis.handle_api_versions,
+    METADATA: cluster_apis.handle_metadata,
+    INIT_PRODUCER_ID: cluster_apis.handle_init_producer_id,
+    PRODUCE: produce_api.handle_produce,
+    FETCH: fetch_api.handle_fetch,
+    LIST_OFFSETS: fetch_api.handle_list_offsets,
+    CREATE_TOPICS: admin_apis.handle_create_topics,
+    DELETE_TOPICS: admin_apis.handle_delete_topics,
+    SASL_HANDSHAKE: sasl_apis.handle_sasl_handshake,
+    SASL_AUTHENTICATE: sasl_apis.handle_sasl_authenticate,
+}
+IDLE_TIMEOUT_S = 600.0  # Kafka's connections.max.idle.ms
+INFLIGHT_WAIT_S = 1.0  # as long as an HTTP request waits for in-flight room
+_SIZE = struct.Struct(">i")
+
+
+class KafkaListener:
+    def __init__(self, broker: Broker, host: str, port: int, advertised: tuple[str, int]) -> None:
+        self.broker = broker
+        self.host, self.port, self.advertised = host, port, advertised
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._per_address: dict[str, int] = {}
+        self.budget = RequestBudget(broker.config.max_inflight_bytes)
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._connected, self.host, self.port)
+        log.info("kafka listener started", extra={"host": self.host, "port": self.port})
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.wait(self._connections, timeout=5)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 5)
+
+    def _admit(self, address: str) -> bool:
+        """The HTTP listener's connection caps (--max-connections, -per-address) apply here
+        too, counted separately: one client cannot take every socket the broker has."""
+        limits = self.broker.config.http_limits
+        if len(self._connections) >= limits.max_connections:
+            return False
+        return self._per_address.get(address, 0) < limits.max_connections_per_address
+
+    async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        address = str(peer[0]) if isinstance(peer, tuple) else str(peer)
+        task = asyncio.current_task()
+        if task is None or not self._admit(address):
+            log.warning("kafka connection refused: too many", extra={"peer": address})
+            writer.close()
+            return
+        self._connections.add(task)
+        self._per_address[address] = self._per_address.get(address, 0) + 1
+        ctx = KafkaContext(self.broker, self.advertised)
+        try:
+            await self._serve(ctx, reader, writer)
+        except (ProtocolError, ValueError) as exc:
+            log.warning("kafka connection closed: %s", exc, extra={"peer": address})
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+            pass  # the client went away or went quiet
+        except Exception:
+            log.exception("kafka connection failed")
+        finally:
+            self._connections.discard(task)
+            left = self._per_address.pop(address, 1) - 1
+            if left:
+                self._per_address[address] = left
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _read_size(self, reader: asyncio.StreamReader) -> int:
+        head = await asyncio.wait_for(reader.readexactly(4), IDLE_TIMEOUT_S)
+        size: int = _SIZE.unpack(head)[0]
+        limit = self.broker.config.max_request_bytes
+        if not 0 < size <= limit:
+            raise ProtocolError(f"request frame of {size} bytes (limit {limit})")
+        return size
+
+    async def _serve(
+        self, ctx: KafkaContext, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        # Once a request has begun it must arrive in time (slowloris), like an HTTP body.
+        body_timeout = self.broker.config.request_body_timeout_ms / 1000
+        while not ctx.closing:
+            size = await self._read_size(reader)
+            if not await self.budget.acquire(size, INFLIGHT_WAIT_S):
+                raise ProtocolError(f"no room for {size} request bytes in flight")
+            try:
+                frame = await asyncio.wait_for(reader.readexactly(size), body_timeout)
+                response = await self._respond(ctx, frame)
+                if response is not None:
+                    writer.write(response)
+                    await writer.drain()
+            finally:
+                await self.budget.release(size)
+
+    async def _respond(self, ctx: KafkaContext, frame: bytes) -> bytes | None:
+        if ctx.raw_sasl:  # after a v0 SaslHandshake: the bare PLAIN token
+            if not await sasl_apis.raw_token(ctx, frame):
+                raise ProtocolError("SASL/PLAIN authentication failed")
+            return _SIZE.pack(0)
+        return await self._answer(ctx, peek_header(frame), frame)
+
+    async def _answer(self, ctx: KafkaContext, header: RequestHeader, frame: bytes) -> bytes | None:
+        if not supported(header.api_key, header.api_version):
+            if header.api_key == API_VERSIONS:  # KIP-511: answer v0 with what we serve
+                v0 = header._replace(api_version=0)
+                body = cluster_apis.api_versions(response_type(v0), KafkaError.unsupported_version)
+                return encode_response(v0, body)
+            raise ProtocolError(
+                f"API key {header.api_key} version {header.api_version} is not served "
+                f"(client {header.client_id!r}); see ApiVersions"
+            )
+        locked = self.broker.authorizer.enabled and not ctx.authenticated
+        if locked and header.api_key not in BEFORE_AUTH:
+            raise ProtocolError(
+                f"API key {header.api_key} before SASL authentication (auth is on: "
+                "SASL/PLAIN with an API key first)"
+            )
+        request = decode_body(header, frame)
+        body = await HANDLERS[header.api_key](ctx, request, response_type(header))
+        return None if body is None else encode_response(header, body)

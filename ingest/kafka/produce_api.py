@@ -1,0 +1,129 @@
+"""Produce: each partition's RecordBatch becomes tierlog frames, appended by its leader.
+
+The path after decoding is the HTTP produce path's: frames_for() frames the records (and
+carries an idempotent producer's id, epoch and base sequence into the frame header, where
+the log's producer state checks them) and Partition.append() group-commits them and waits
+for the ISR under acks=all. A batch that fails to decode is answered with its error and
+writes nothing; each partition succeeds or fails on its own, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from kio.schema.errors import ErrorCode as KafkaError
+
+from cluster.http.fetch_response import OFFLOAD_BYTES
+from ingest import metrics
+from ingest.kafka.cluster_apis import NO_THROTTLE
+from ingest.kafka.context import KafkaContext
+from ingest.kafka.protocol import build, kafka_error, nested
+from ingest.kafka.record_batch import KafkaBatch, decode_batch
+
+# _checked: the topic's rules for stored records (keys on compacted topics, LogAppendTime),
+# shared with HTTP produce rather than restated here.
+from ingest.produce import ProducerFields, _checked, frames_for
+from logformat.errors import ErrorCode, TierlogError
+
+log = logging.getLogger("tierlog.kafka")
+
+
+class _Outcome:
+    __slots__ = ("base_offset", "error", "log_start")
+
+    def __init__(self, error: KafkaError, base_offset: int = -1, log_start: int = -1) -> None:
+        self.error, self.base_offset, self.log_start = error, base_offset, log_start
+
+
+async def _decode(ctx: KafkaContext, data: bytes) -> KafkaBatch:
+    cfg = ctx.broker.config
+    args = (data, cfg.max_request_decoded_bytes, cfg.max_request_records)
+    if len(data) >= OFFLOAD_BYTES:
+        return await asyncio.to_thread(decode_batch, *args)
+    return decode_batch(*args)
+
+
+async def _append(
+    ctx: KafkaContext, topic: str, partition: int, data: bytes | None, acks: int, timeout_s: float
+) -> _Outcome:
+    ctx.require("topic", topic, "write")
+    broker = ctx.broker
+    view = await broker.cache.require_topic(topic, partition)
+    state = broker.leader_state(topic, partition)
+    if state is None:
+        raise TierlogError(
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            f"broker {broker.config.broker_id} does not lead {topic}-{partition}",
+        )
+    kb = await _decode(ctx, data or b"")
+    batch = _checked(kb.records, view.config, int(time.time() * 1000))
+    producer = (
+        ProducerFields(kb.producer_id, kb.producer_epoch, kb.base_sequence)
+        if kb.producer_id >= 0
+        else None
+    )
+    frames = frames_for(batch, view.config, producer)
+    results = await state.append(frames, acks, view.config.min_insync_replicas, timeout_s)
+    metrics.PRODUCED_RECORDS.labels(topic).inc(batch.num_rows)
+    metrics.PRODUCED_BYTES.labels(topic).inc(sum(len(f) for f in frames))
+    return _Outcome(KafkaError.none, results[0].base_offset, state.log.log_start_offset)
+
+
+async def _partition(
+    ctx: KafkaContext, topic: str, partition: int, data: bytes | None, acks: int, timeout_s: float
+) -> _Outcome:
+    if acks not in (-1, 0, 1):
+        return _Outcome(KafkaError.invalid_required_acks)
+    try:
+        return await _append(ctx, topic, partition, data, acks, timeout_s)
+    except TierlogError as exc:
+        return _Outcome(kafka_error(exc))
+    except Exception:  # one partition's fault must not take the connection down
+        log.exception("kafka produce failed", extra={"topic": topic, "partition": partition})
+        return _Outcome(KafkaError.unknown_server_error)
+
+
+async def handle_produce(ctx: KafkaContext, request: Any, response_cls: Any) -> Any | None:
+    """The response, or None under acks=0 (Kafka sends none)."""
+    if request.transactional_id is not None:  # transactions are not served: say so
+        refused = _Outcome(KafkaError.transactional_id_authorization_failed)
+        results = [refused for t in request.topic_data for _ in t.partition_data]
+    else:
+        timeout_s = ctx.broker.config.request_timeout_ms / 1000
+        asked = request.timeout.total_seconds()
+        if asked > 0:
+            timeout_s = min(timeout_s, asked)
+        results = await asyncio.gather(
+            *(
+                _partition(ctx, t.name, p.index, p.records, request.acks, timeout_s)
+                for t in request.topic_data
+                for p in t.partition_data
+            )
+        )
+    outcomes = iter(results)
+    if request.acks == 0:
+        return None
+    part_cls = nested(response_cls, "PartitionProduceResponse")
+    topic_cls = nested(response_cls, "TopicProduceResponse")
+    topics = []
+    for t in request.topic_data:
+        parts = []
+        for p in t.partition_data:
+            o = next(outcomes)
+            parts.append(
+                build(
+                    part_cls,
+                    index=p.index,
+                    error_code=o.error,
+                    base_offset=o.base_offset,
+                    log_append_time=None,
+                    log_start_offset=o.log_start,
+                    record_errors=(),
+                    error_message=None,
+                )
+            )
+        topics.append(build(topic_cls, name=t.name, partition_responses=tuple(parts)))
+    return build(response_cls, responses=tuple(topics), throttle_time=NO_THROTTLE)

@@ -1,0 +1,149 @@
+"""Kafka request/response framing over kio's generated message types.
+
+kio (Aiven, Apache-2.0; generated from Kafka's own JSON message schemas) decodes request
+bodies and encodes response bodies for every API version. This module adds what kio leaves
+to the caller: the request header (whose version follows the body's flexibility), the
+response header (v0 for ApiVersions always, KIP-511), and the table of what we serve.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import struct
+from typing import Any, NamedTuple
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode as KafkaError
+from kio.serial import entity_reader, entity_writer
+
+from logformat.errors import TierlogError
+
+API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID = 18, 3, 0, 1, 2, 22
+CREATE_TOPICS, DELETE_TOPICS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 19, 20, 17, 36
+# What a connection may send before it authenticated, when auth is on.
+BEFORE_AUTH = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
+
+# API key -> (min, max) version served: what librdkafka 2.x, kcat and kafka-python negotiate.
+# Produce 3+ and Fetch 4+ carry RecordBatch v2 only; Fetch stops before 13 (topic ids).
+SUPPORTED: dict[int, tuple[int, int]] = {
+    PRODUCE: (3, 9),
+    FETCH: (4, 12),
+    LIST_OFFSETS: (1, 7),
+    METADATA: (1, 12),
+    API_VERSIONS: (0, 3),
+    INIT_PRODUCER_ID: (0, 4),
+    CREATE_TOPICS: (2, 7),
+    DELETE_TOPICS: (1, 5),  # 6 names topics by id too
+    SASL_HANDSHAKE: (0, 1),  # 0: the SASL token follows bare, not in a Kafka request
+    SASL_AUTHENTICATE: (0, 2),
+}
+
+_FIXED = struct.Struct(">hhi")  # api key, api version, correlation id
+
+
+class ProtocolError(Exception):
+    """The request cannot be answered in its own terms: the connection is closed."""
+
+
+class RequestHeader(NamedTuple):
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body_start: int  # where the body (or header v2's tagged fields) begins
+
+
+def peek_header(frame: bytes) -> RequestHeader:
+    """The fields every request header version starts with (client id included: it is a
+    classic nullable string even in the flexible header v2)."""
+    if len(frame) < _FIXED.size + 2:
+        raise ProtocolError(f"a request of {len(frame)} bytes is shorter than its header")
+    key, version, correlation = _FIXED.unpack_from(frame)
+    (n,) = struct.unpack_from(">h", frame, _FIXED.size)
+    start = _FIXED.size + 2
+    if n > len(frame) - start:
+        raise ProtocolError("the client id runs past the end of the request")
+    client = None if n < 0 else frame[start : start + n].decode("utf-8", "replace")
+    return RequestHeader(key, version, correlation, client, start + max(n, 0))
+
+
+def supported(key: int, version: int) -> bool:
+    lo, hi = SUPPORTED.get(key, (0, -1))
+    return lo <= version <= hi
+
+
+def _skip_tagged(frame: bytes, pos: int) -> int:
+    def uvarint(at: int) -> tuple[int, int]:
+        value = shift = 0
+        while True:
+            if at >= len(frame) or shift > 28:
+                raise ProtocolError("truncated tagged fields in the request header")
+            b = frame[at]
+            value |= (b & 0x7F) << shift
+            at += 1
+            if not b & 0x80:
+                return value, at
+            shift += 7
+
+    count, pos = uvarint(pos)
+    for _ in range(count):
+        _, pos = uvarint(pos)
+        size, pos = uvarint(pos)
+        pos += size
+    return pos
+
+
+def decode_body(header: RequestHeader, frame: bytes) -> Any:
+    """The request body as kio's type for (api key, version); ProtocolError if malformed."""
+    schema = load_request_schema(header.api_key, header.api_version)
+    pos = header.body_start
+    if schema.__flexible__:
+        pos = _skip_tagged(frame, pos)
+    try:
+        body, _ = entity_reader(schema)(frame, pos)
+    except Exception as exc:  # kio raises several types for bad bytes; all mean the same here
+        raise ProtocolError(f"malformed {schema.__name__} v{header.api_version}: {exc}") from None
+    # Bytes after the body are ignored, as Kafka's own parser does: librdkafka 2.x sends a
+    # few after a Metadata v12 body that asks for all topics.
+    return body
+
+
+def response_type(header: RequestHeader) -> Any:
+    return load_response_schema(header.api_key, header.api_version)
+
+
+def build(cls: Any, **values: Any) -> Any:
+    """An instance of a kio type from the fields this version has (others are dropped), so
+    one handler can answer every version of its API."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def nested(response_cls: Any, name: str) -> Any:
+    """A nested kio type of the same version's response module, by its schema name."""
+    import sys
+
+    return getattr(sys.modules[response_cls.__module__], name)
+
+
+def encode_response(header: RequestHeader, body: Any) -> bytes:
+    """The whole response frame: size, header (v1 with tagged fields when flexible, except
+    ApiVersions), body."""
+    out = io.BytesIO()
+    out.write(b"\0\0\0\0")
+    out.write(struct.pack(">i", header.correlation_id))
+    if type(body).__flexible__ and header.api_key != API_VERSIONS:
+        out.write(b"\0")  # no tagged fields
+    entity_writer(type(body))(out, body)
+    raw = out.getbuffer()
+    struct.pack_into(">i", raw, 0, len(raw) - 4)
+    return bytes(raw)
+
+
+def kafka_error(exc: TierlogError) -> KafkaError:
+    """tierlog's error names are Kafka's: the numeric code of the same name."""
+    try:
+        return KafkaError[exc.code.value.lower()]
+    except KeyError:
+        return KafkaError.unknown_server_error

@@ -1,0 +1,104 @@
+"""SaslHandshake and SaslAuthenticate: SASL/PLAIN with tierlog's API keys (KIP-152 framing).
+
+The username is the key's id (the hex part after `tl_`), the password the whole API key, as
+`tierlog users create-key` prints it; the key's principal is then checked by the same ACLs as
+HTTP. With auth on, nothing but ApiVersions and these two is served before authentication
+succeeds, and a failed authentication closes the connection after its answer (as Kafka does).
+With auth off, any credentials pass and the connection stays User:ANONYMOUS, like HTTP.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from kio.schema.errors import ErrorCode as KafkaError
+
+from ingest.kafka.context import KafkaContext
+from ingest.kafka.protocol import build
+from logformat.errors import TierlogError
+from metadata.api_keys import parse_key
+
+PLAIN = "PLAIN"
+
+
+async def handle_sasl_handshake(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+    ok = request.mechanism == PLAIN
+    if ok:
+        ctx.sasl_started = True
+        # v0 (what older librdkafka, such as Debian's kcat, requires to see offered): the
+        # next frame is the bare PLAIN token, without a Kafka request header (raw_token()).
+        ctx.raw_sasl = type(request).__version__ == 0
+    error = KafkaError.none if ok else KafkaError.unsupported_sasl_mechanism
+    return build(response_cls, error_code=error, mechanisms=(PLAIN,))
+
+
+def _plain(token: bytes) -> tuple[str, str] | None:
+    """(username, password) of a PLAIN message: [authzid] NUL authcid NUL passwd (RFC 4616)."""
+    parts = token.split(b"\0")
+    if len(parts) != 3:
+        return None
+    try:
+        return parts[1].decode(), parts[2].decode()
+    except UnicodeDecodeError:
+        return None
+
+
+async def _principal(ctx: KafkaContext, token: bytes) -> str | None:
+    creds = _plain(token)
+    if creds is None:
+        return None
+    user, password = creds
+    parsed = parse_key(password)
+    if parsed is None or user not in (parsed.key_id, ""):
+        return None
+    return await ctx.broker.authorizer.authenticate(password)
+
+
+async def raw_token(ctx: KafkaContext, token: bytes) -> bool:
+    """A v0 handshake's bare PLAIN token; True when it authenticated the connection (the
+    answer is then an empty frame; on failure the connection closes without one)."""
+    ctx.raw_sasl = False
+    if not ctx.broker.authorizer.enabled:
+        ctx.authenticated = True
+        return True
+    try:
+        principal = await _principal(ctx, token)
+    except TierlogError:
+        return False
+    if principal is None:
+        return False
+    ctx.principal, ctx.authenticated = principal, True
+    return True
+
+
+async def handle_sasl_authenticate(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+    def answer(error: KafkaError, message: str | None = None) -> Any:
+        return build(
+            response_cls,
+            error_code=error,
+            error_message=message,
+            auth_bytes=b"",
+            session_lifetime=timedelta(0),
+        )
+
+    if not ctx.sasl_started:
+        ctx.closing = True
+        return answer(KafkaError.illegal_sasl_state, "SaslHandshake (PLAIN) comes first")
+    if not ctx.broker.authorizer.enabled:
+        ctx.authenticated = True
+        return answer(KafkaError.none)
+    try:
+        principal = await _principal(ctx, request.auth_bytes)
+    except TierlogError as exc:  # the key store cannot be read now: retriable, no verdict
+        ctx.closing = True
+        return answer(KafkaError.sasl_authentication_failed, exc.message)
+    if principal is None:
+        ctx.closing = True
+        return answer(
+            KafkaError.sasl_authentication_failed,
+            "authentication failed: the username must be the API key's id and the password "
+            "the API key; the key may be unknown or revoked",
+        )
+    ctx.principal, ctx.authenticated = principal, True
+    return answer(KafkaError.none)
