@@ -165,4 +165,3 @@ class ReplicaRouter:
                 pass  # a stale answer beats none
         entry = hit[1].get(str(partition)) if hit is not None else None
         return HotOffsets({k: int(v) for k, v in entry.items()}) if entry else None
-

@@ -128,7 +128,7 @@ def _single(producer: ProducerFields | None) -> ProducerFields | None:
     return None
 
 
-def _checked(batch: pa.RecordBatch, config: TopicConfig, now_ms: int) -> pa.RecordBatch:
+def checked_records(batch: pa.RecordBatch, config: TopicConfig, now_ms: int) -> pa.RecordBatch:
     """The batch as the topic stores it: keys checked, LogAppendTime stamped if configured.
 
     A compacted topic keeps the latest record per key: a record without one has no place
@@ -189,7 +189,7 @@ def plan_json(
     batch = records.build_batch(
         parsed.keys, parsed.values, parsed.headers, parsed.timestamps, now_ms
     )
-    batch = _checked(batch, config, now_ms)
+    batch = checked_records(batch, config, now_ms)
     explicit = None if parsed.partitions.count(None) == count else parsed.partitions
     if explicit is None and parsed.keys.count(None) == count:
         return _sticky(batch, config, sticky, num_partitions, producer)
@@ -226,7 +226,7 @@ def plan_arrow(
     if table.num_rows == 0:
         raise TierlogError(ErrorCode.INVALID_REQUEST, "the Arrow stream holds no records")
     norm = records.normalize_arrow(table, now_ms)
-    batch = _checked(norm.batch, config, now_ms)
+    batch = checked_records(norm.batch, config, now_ms)
     partitions = norm.partitions
     if partitions is None and batch.column(2).null_count == batch.num_rows:
         return _sticky(batch, config, sticky, num_partitions, producer)

@@ -159,9 +159,7 @@ def _download(worker: BatchHost, claim: SegmentClaim, tmp: Path) -> Downloaded:
     return got
 
 
-def _encode(
-    worker: BatchHost, claim: SegmentClaim, download: Future[Downloaded]
-) -> ParquetFile:
+def _encode(worker: BatchHost, claim: SegmentClaim, download: Future[Downloaded]) -> ParquetFile:
     """On an encoder thread: the segment's Parquet file, beside its copy (then deleted)."""
     got = download.result()  # a failed download raises its _StepError
     t0 = time.perf_counter()
@@ -269,9 +267,7 @@ def _fail(worker: BatchHost, claim: SegmentClaim, step: str, exc: BaseException)
         log.exception("releasing a claim failed", extra=ctx)
 
 
-def _release_all(
-    worker: BatchHost, claims: list[SegmentClaim], step: str, exc: Exception
-) -> None:
+def _release_all(worker: BatchHost, claims: list[SegmentClaim], step: str, exc: Exception) -> None:
     for claim in claims:
         _fail(worker, claim, step, exc)
 
@@ -304,9 +300,7 @@ def _commit(
     return [(u.claim, _held(worker, table, commit, u)) for u in live], commit.version
 
 
-def _held(
-    worker: BatchHost, table: DeltaTopicTable, commit: BatchCommit, u: Uploaded
-) -> FileSpec:
+def _held(worker: BatchHost, table: DeltaTopicTable, commit: BatchCommit, u: Uploaded) -> FileSpec:
     if all(p.object_key != u.file.object_key for p in commit.already):
         return u.file  # committed just now: no need to list the table's files
     claim = u.claim

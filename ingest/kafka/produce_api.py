@@ -23,9 +23,9 @@ from ingest.kafka.context import KafkaContext
 from ingest.kafka.protocol import build, kafka_error, nested
 from ingest.kafka.record_batch import KafkaBatch, decode_batch
 
-# _checked: the topic's rules for stored records (keys on compacted topics, LogAppendTime),
+# checked_records: the topic's rules for stored records (keys on compacted topics, LogAppendTime),
 # shared with HTTP produce rather than restated here.
-from ingest.produce import ProducerFields, _checked, frames_for
+from ingest.produce import ProducerFields, checked_records, frames_for
 from logformat.errors import ErrorCode, TierlogError
 
 log = logging.getLogger("tierlog.kafka")
@@ -59,7 +59,7 @@ async def _append(
             f"broker {broker.config.broker_id} does not lead {topic}-{partition}",
         )
     kb = await _decode(ctx, data or b"")
-    batch = _checked(kb.records, view.config, int(time.time() * 1000))
+    batch = checked_records(kb.records, view.config, int(time.time() * 1000))
     producer = (
         ProducerFields(kb.producer_id, kb.producer_epoch, kb.base_sequence)
         if kb.producer_id >= 0
