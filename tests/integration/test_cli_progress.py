@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -93,12 +94,25 @@ def test_an_interrupted_produce_says_what_was_acknowledged(
                 return admin.describe_topic(topic).partitions[0].high_watermark == 3
 
             wait_for("three records written", acknowledged, timeout=30)
+            # The broker's high watermark moves before its answer reaches the CLI: signal it
+            # once it is back to reading stdin, so the third answer has been counted.
+            wait_for("produce reading stdin again", lambda: _reads_stdin(proc.pid), timeout=30)
             proc.send_signal(sig)
             _, err = proc.communicate(timeout=30)
         finally:
             proc.kill()
     assert proc.returncode == code
     assert err.decode().startswith(f"interrupted: 3 record(s) acknowledged by {topic} ("), err
+
+
+def _reads_stdin(pid: int) -> bool:
+    """Is the process's main thread blocked in read(2) on fd 0? (x86-64 and arm64 number
+    read 0 and 63; /proc/PID/syscall starts with the number and the first argument.)"""
+    try:
+        fields = Path(f"/proc/{pid}/syscall").read_text().split()
+    except OSError:
+        return False
+    return len(fields) > 1 and fields[0] in ("0", "63") and int(fields[1], 16) == 0
 
 
 def test_replay_without_out_says_it_is_a_dry_run(broker: BrokerProcess) -> None:
