@@ -30,6 +30,7 @@ from ingest.tiered.segment_registrar import SealedSegmentRegistrar
 from ingest.tiered.tier_status import TierStatusReader
 from ingest.tiered.tiering_gauges import TieringGauges
 from ingest.tiered.untiered_bound import UntieredBound
+from logformat.errors import ErrorCode, TierlogError
 from logformat.partitioner import StickyPartitioner
 from metadata.brokers import BrokerRepo
 from metadata.cold_manifest import ColdManifest
@@ -272,6 +273,17 @@ class Broker:
         """The local state if this broker leads the partition now, else None."""
         state = self.partitions.get(TopicNamePartition(topic, partition))
         return state if state is not None and state.role is Role.LEADER else None
+
+    def require_leader(self, topic: str, partition: int) -> Partition:
+        """The local state of a partition this broker must lead (a request that is never
+        forwarded: internal calls, the Kafka listener), else NOT_LEADER_OR_FOLLOWER."""
+        state = self.leader_state(topic, partition)
+        if state is None:
+            raise TierlogError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"broker {self.config.broker_id} does not lead {topic}-{partition}",
+            )
+        return state
 
     def background(self, future: asyncio.Future[Any]) -> None:
         """Keep a fire-and-forget future referenced until it finishes (acks=0 writes)."""

@@ -54,12 +54,7 @@ async def append(request: Request) -> JSONResponse:
     partition = path_partition(request)
     acks = int(request.query_params.get("acks", "-1"))
     view = await broker.cache.require_topic(topic, partition)
-    state = broker.leader_state(topic, partition)
-    if state is None:
-        raise TierlogError(
-            ErrorCode.NOT_LEADER_OR_FOLLOWER,
-            f"broker {broker.config.broker_id} does not lead {topic}-{partition}",
-        )
+    state = broker.require_leader(topic, partition)
     broker.untiered_bound.check(state)  # a client's produce, forwarded: the same backpressure
     body = await read_body(request, MAX_INTERNAL_BODY)
     result = scan(body)

@@ -49,13 +49,7 @@ def cold_reader(ctx: KafkaContext, topic: str) -> ColdReader | None:
 async def leader(ctx: KafkaContext, topic: str, partition: int, operation: str) -> Partition:
     ctx.require("topic", topic, operation)
     await ctx.broker.cache.require_topic(topic, partition)
-    state = ctx.broker.leader_state(topic, partition)
-    if state is None:
-        raise TierlogError(
-            ErrorCode.NOT_LEADER_OR_FOLLOWER,
-            f"broker {ctx.broker.config.broker_id} does not lead {topic}-{partition}",
-        )
-    return state
+    return ctx.broker.require_leader(topic, partition)
 
 
 async def _read(ctx: KafkaContext, topic: str, p: Any, max_bytes: int) -> _Read:

@@ -26,7 +26,7 @@ from ingest.kafka.record_batch import KafkaBatch, decode_batch
 # checked_records: the topic's rules for stored records (keys on compacted topics, LogAppendTime),
 # shared with HTTP produce rather than restated here.
 from ingest.produce import ProducerFields, checked_records, frames_for
-from logformat.errors import ErrorCode, TierlogError
+from logformat.errors import TierlogError
 
 log = logging.getLogger("tierlog.kafka")
 
@@ -52,12 +52,8 @@ async def _append(
     ctx.require("topic", topic, "write")
     broker = ctx.broker
     view = await broker.cache.require_topic(topic, partition)
-    state = broker.leader_state(topic, partition)
-    if state is None:
-        raise TierlogError(
-            ErrorCode.NOT_LEADER_OR_FOLLOWER,
-            f"broker {broker.config.broker_id} does not lead {topic}-{partition}",
-        )
+    state = broker.require_leader(topic, partition)
+    broker.untiered_bound.check(state)  # the same backpressure as HTTP produce
     kb = await _decode(ctx, data or b"")
     batch = checked_records(kb.records, view.config, int(time.time() * 1000))
     producer = (
