@@ -26,8 +26,17 @@ from groups import reconcile
 from groups.assignors import ASSIGNORS
 from groups.coordinator import MAX_MEMBERS, GroupCoordinator, _Draft, _unknown_member
 from groups.deps import Blocking
-from groups.requests import MAX_SESSION_MS, MIN_SESSION_MS, CommitRequest, OffsetEntry
+from groups.requests import (
+    MAX_SESSION_MS,
+    MAX_TOPICS,
+    MIN_SESSION_MS,
+    CommitRequest,
+    OffsetEntry,
+    group_name,
+)
+from groups.requests import member_id as valid_member
 from logformat.errors import ErrorCode, TierlogError
+from metadata.configs import validate_topic_name
 from metadata.types import ConsumerGroupMember, GroupSnapshot, GroupWrite, TopicNamePartition
 
 T = TypeVar("T")
@@ -78,6 +87,11 @@ class ClassicCoordinator:
 
     def join(self, group: str, req: JoinGroup) -> Joined:
         assignor = pick_assignor(req.assignors)
+        req = req._replace(topics=tuple(sorted({validate_topic_name(t) for t in req.topics})))
+        if len(req.topics) > MAX_TOPICS:
+            raise TierlogError(
+                ErrorCode.INVALID_REQUEST, f"a subscription names at most {MAX_TOPICS} topics"
+            )
         timeout = min(max(req.session_timeout_ms, MIN_SESSION_MS), MAX_SESSION_MS)
 
         def decide(snap: GroupSnapshot | None) -> tuple[GroupWrite, Joined | Outcome]:
@@ -169,35 +183,40 @@ class ClassicCoordinator:
 
 
 class KafkaClassicGroups:
-    """``cluster.kafka_groups.ClassicGroups`` over ClassicCoordinator, off the event loop."""
+    """``cluster.kafka_groups.ClassicGroups`` over ClassicCoordinator, off the event loop.
+    Names are checked first, as HTTP's are (groups/requests.py): bad ones are the caller's
+    INVALID_GROUP_ID / UNKNOWN_MEMBER_ID, never a database error."""
 
     def __init__(self, coordinator: GroupCoordinator, run: Blocking) -> None:
         self.classic = ClassicCoordinator(coordinator)
         self.run = run
 
     async def join(self, group: str, req: JoinGroup) -> Joined:
-        joined: Joined = await self.run(self.classic.join, group, req)
+        if req.member_id:
+            valid_member(req.member_id)
+        joined: Joined = await self.run(self.classic.join, group_name(group), req)
         return joined
 
     async def sync(
-        self, group: str, member_id: str, generation: int
+        self, group: str, member: str, generation: int
     ) -> tuple[TopicNamePartition, ...]:
         got: tuple[TopicNamePartition, ...] = await self.run(
-            self.classic.sync, group, member_id, generation
+            self.classic.sync, group_name(group), valid_member(member), generation
         )
         return got
 
-    async def heartbeat(self, group: str, member_id: str, generation: int) -> None:
-        await self.run(self.classic.heartbeat, group, member_id, generation)
+    async def heartbeat(self, group: str, member: str, generation: int) -> None:
+        await self.run(self.classic.heartbeat, group_name(group), valid_member(member), generation)
 
-    async def leave(self, group: str, member_id: str) -> None:
-        await self.run(self.classic.coordinator.leave, group, member_id)
+    async def leave(self, group: str, member: str) -> None:
+        await self.run(self.classic.coordinator.leave, group_name(group), valid_member(member))
 
     async def commit(
-        self, group: str, member_id: str | None, generation: int, offsets: Sequence[CommitEntry]
+        self, group: str, member: str | None, generation: int, offsets: Sequence[CommitEntry]
     ) -> None:
-        await self.run(self.classic.commit, group, member_id, generation, offsets)
+        member = valid_member(member) if member else None
+        await self.run(self.classic.commit, group_name(group), member, generation, offsets)
 
     async def committed(self, group: str) -> tuple[CommitEntry, ...]:
-        rows: tuple[CommitEntry, ...] = await self.run(self.classic.committed, group)
+        rows: tuple[CommitEntry, ...] = await self.run(self.classic.committed, group_name(group))
         return rows
