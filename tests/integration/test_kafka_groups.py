@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import socket
 import struct
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -106,18 +108,28 @@ class Polled:
             assert time.monotonic() < deadline, [len(g) for g in self.got]
             self.poll()
 
-    def settled(self, timeout: float = 30) -> list[set[int]]:
-        """Each consumer's partitions once together they hold all, each exactly once, and
-        every consumer holds some (the last to join has had its share)."""
+    def settled_with(
+        self, done: Callable[[list[set[int]]], bool], timeout: float = 30
+    ) -> list[set[int]]:
+        """Each consumer's partitions, once `done` holds for them."""
         deadline = time.monotonic() + timeout
         while True:
             self.poll()
             owned = [{tp.partition for tp in c.assignment()} for c in self.consumers]
-            every = set().union(*owned)
-            complete = sum(len(o) for o in owned) == PARTITIONS and every == set(range(PARTITIONS))
-            if complete and all(owned):
+            if done(owned):
                 return owned
             assert time.monotonic() < deadline, owned
+
+    def settled(self, timeout: float = 30) -> list[set[int]]:
+        """Each consumer's partitions once together they hold all, each exactly once, and
+        every consumer holds some (the last to join has had its share)."""
+
+        def complete(owned: list[set[int]]) -> bool:
+            every = set().union(*owned)
+            once = sum(len(o) for o in owned) == PARTITIONS
+            return once and every == set(range(PARTITIONS)) and all(owned)
+
+        return self.settled_with(complete, timeout)
 
 
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
@@ -151,6 +163,40 @@ def test_a_group_splits_rebalances_and_resumes(kafka_broker: Any, strategy: str)
         assert sorted(m.value() for m in again.got[0]) == sorted(b"v%d" % i for i in range(40, 48))
     finally:
         c.close()
+
+
+MEMBER = """
+import sys, time
+from confluent_kafka import Consumer
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+              "session.timeout.ms": 1500, "heartbeat.interval.ms": 100,
+              "partition.assignment.strategy": "range"})
+c.subscribe([sys.argv[3]])
+while True:
+    c.poll(0.1)
+"""
+
+
+def test_a_killed_member_s_partitions_move_after_its_session(kafka_broker: Any) -> None:
+    """kill -9 leaves no LeaveGroup behind: the member's session lapses (the expiry sweep
+    or the next heartbeat removes it) and the survivor is told to rejoin for everything."""
+    broker, bootstrap = kafka_broker
+    topic, group = _topic(broker), f"kg-{uuid.uuid4().hex[:8]}"
+    member = subprocess.Popen([sys.executable, "-c", MEMBER, bootstrap, group, topic])
+    a = _consumer(bootstrap, group, topic, "range")
+    try:
+        # The member holds the rest once `a` holds only its share (the member's own join
+        # needs `a` polled: an eager member hands partitions over in its poll).
+        Polled([a]).settled_with(lambda owned: 0 < len(owned[0]) < PARTITIONS)
+        doc = broker.http.get(f"/groups/{group}").json()
+        assert len(doc["members"]) == 2, doc
+        member.kill()
+        member.wait()
+        assert Polled([a]).settled() == [set(range(PARTITIONS))]
+    finally:
+        member.kill()
+        member.wait()
+        a.close()
 
 
 # kafka-python reads its bundled schemas with a deprecated importlib call: its noise, not ours
