@@ -4,7 +4,8 @@ nothing of what is added).
 tierlog/cli/extensions.py passes factories to a node's ``serve``; each gets the node and
 returns routes to mount beside the node's own and, optionally, a context to run while the
 node runs (entered after it starts, left before it stops): background duties such as the
-consumer groups' expiry sweep.
+consumer groups' expiry sweep; and, for a broker's Kafka listener, Kafka's classic group
+protocol (cluster/kafka_groups.py).
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ from typing import NamedTuple
 
 from starlette.routing import BaseRoute
 
+from cluster.kafka_groups import ClassicGroups
+
 Lifespan = Callable[[object], AbstractAsyncContextManager[None]]
 
 
 class Extension(NamedTuple):
     routes: Sequence[BaseRoute] = ()
     running: Callable[[], AbstractAsyncContextManager[None]] | None = None
+    kafka_groups: ClassicGroups | None = None
 
 
 @contextlib.asynccontextmanager
@@ -32,6 +36,10 @@ async def running(extensions: Sequence[Extension]) -> AsyncIterator[None]:
             if ext.running is not None:
                 await stack.enter_async_context(ext.running())
         yield
+
+
+def kafka_groups_of(extensions: Sequence[Extension]) -> ClassicGroups | None:
+    return next((e.kafka_groups for e in extensions if e.kafka_groups is not None), None)
 
 
 def routes_of(extensions: Sequence[Extension]) -> list[BaseRoute]:

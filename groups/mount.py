@@ -5,8 +5,8 @@ those waits must never hold the connections or threads a broker needs for its le
 heartbeat or metadata refreshes.
 
 ``GroupsMount(database_url, cache, token, local_hw)``: mount ``.routes`` and run ``.running()``
-for the node's lifetime. The composition root (tierlog/cli/extensions.py) does so on brokers
-and fetch nodes alike.
+for the node's lifetime; ``.kafka`` serves a Kafka listener's classic group protocol. The
+composition root (tierlog/cli/extensions.py) does so on brokers and fetch nodes alike.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from cluster.metadata_cache import MetadataCache
 from groups.assignors import DEFAULT_ASSIGNOR
+from groups.classic import KafkaClassicGroups
 from groups.coordinator import GroupCoordinator
 from groups.deps import blocking
 from groups.lookups import ClusterOffsets, LocalHighWatermark
@@ -44,6 +45,10 @@ class GroupsMount:
         self.lookups = ClusterOffsets(cache, token, local_hw)
         self.routes = group_routes(
             self.engine, self.lookups.high_watermarks, self.lookups.resolve, self.executor
+        )
+        # Kafka's classic group protocol, for a broker's Kafka listener (cluster/kafka_groups.py).
+        self.kafka = KafkaClassicGroups(
+            GroupCoordinator(GroupRepo(self.engine), DEFAULT_ASSIGNOR), blocking(self.executor)
         )
         self._sweep_every_s = sweep_every_s
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Sequence
 
-from cluster.extension import Extension, node_lifespan, routes_of
+from cluster.extension import Extension, kafka_groups_of, node_lifespan, routes_of
 from cluster.http.server import run_server
+from cluster.kafka_groups import ClassicGroups
 from cluster.read_contract import ColdReader
 from ingest.api.app import build_app
 from ingest.broker import Broker
@@ -32,7 +33,7 @@ def serve(
         gc.collect()
         gc.freeze()
 
-    kafka = kafka_listener(broker)
+    kafka = kafka_listener(broker, kafka_groups_of(added))
 
     async def start() -> None:
         await broker.start()
@@ -50,8 +51,9 @@ def serve(
     run_server(app, config.host, config.port, config.tls_cert, config.tls_key, config.http_limits)
 
 
-def kafka_listener(broker: Broker) -> KafkaListener | None:
-    """The Kafka listener when --kafka-listen is set, with the address it advertises."""
+def kafka_listener(broker: Broker, groups: ClassicGroups | None = None) -> KafkaListener | None:
+    """The Kafka listener when --kafka-listen is set, with the address it advertises and the
+    consumer groups it serves (an extension's)."""
     cfg = broker.config
     if cfg.kafka_listen is None:
         return None
@@ -60,4 +62,4 @@ def kafka_listener(broker: Broker) -> KafkaListener | None:
     if advertised is None:
         wildcard = host in ("0.0.0.0", "::", "")
         advertised = (host_port(cfg.advertised_url)[0] if wildcard else host, port)
-    return KafkaListener(broker, host, port, advertised)
+    return KafkaListener(broker, host, port, advertised, groups)

@@ -17,11 +17,13 @@ from logformat.errors import ErrorCode, TierlogError
 from metadata.acl import CLUSTER_NAME
 
 if TYPE_CHECKING:
+    from cluster.kafka_groups import ClassicGroups
     from ingest.broker import Broker
 
 DENIED = {
     "topic": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
     "cluster": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+    "group": ErrorCode.GROUP_AUTHORIZATION_FAILED,
 }
 
 
@@ -35,9 +37,12 @@ class KafkaContext:
     """Per connection. The caller is User:ANONYMOUS until SASL/PLAIN names its principal
     (sasl_apis.py); with auth on, only ApiVersions and SASL are served before that."""
 
-    def __init__(self, broker: Broker, advertised: tuple[str, int]) -> None:
+    def __init__(
+        self, broker: Broker, advertised: tuple[str, int], groups: ClassicGroups | None = None
+    ) -> None:
         self.broker = broker
         self.advertised = advertised
+        self.groups = groups  # None: no groups extension mounted (COORDINATOR_NOT_AVAILABLE)
         self.principal = ANONYMOUS
         self.sasl_started = False  # a SaslHandshake chose PLAIN
         self.raw_sasl = False  # a v0 SaslHandshake: the next frame is a bare SASL token

@@ -12,6 +12,7 @@ import logging
 import time
 from typing import Any, NamedTuple
 
+import pyarrow as pa
 from kio.schema.errors import ErrorCode as KafkaError
 
 from cluster.read_contract import ColdReader
@@ -27,6 +28,7 @@ from logformat.errors import ErrorCode, TierlogError
 log = logging.getLogger("tierlog.kafka")
 
 LATEST, EARLIEST = -1, -2
+RECORD_TIME_BYTES = 1 << 20  # enough for the one record whose time ListOffsets answers
 _MAX_RECORDS = 100_000  # per partition and fetch; max bytes normally ends a read first
 
 
@@ -154,7 +156,17 @@ async def _offset(ctx: KafkaContext, topic: str, p: Any) -> tuple[KafkaError, in
     found = await tiered_fetch.offset_for_timestamp(state, cold, p.timestamp)
     if found is None:
         return KafkaError.none, -1, -1, state.leader_epoch
-    return KafkaError.none, -1, found, state.leader_epoch  # the record time: not looked up
+    return KafkaError.none, await _record_time(state, cold, found), found, state.leader_epoch
+
+
+async def _record_time(state: Partition, cold: ColdReader | None, offset: int) -> int:
+    """The timestamp of the record at `offset` (Kafka answers it beside the offset), read
+    from whichever tier holds it; -1 if the record is gone (retention raced the lookup)."""
+    got = await tiered_fetch.fetch_tiered(state, cold, offset, 1, RECORD_TIME_BYTES, 0)
+    if got.batch.num_rows == 0:
+        return -1
+    stamp = got.batch.column("timestamp").cast(pa.int64())[0].as_py()
+    return -1 if stamp is None else int(stamp)
 
 
 async def handle_list_offsets(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:

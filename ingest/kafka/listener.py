@@ -19,7 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as KafkaError
 
-from ingest.kafka import admin_apis, cluster_apis, fetch_api, produce_api, sasl_apis
+from ingest.kafka import (
+    admin_apis,
+    cluster_apis,
+    fetch_api,
+    group_apis,
+    offset_apis,
+    produce_api,
+    sasl_apis,
+)
 from ingest.kafka.budget import RequestBudget
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.protocol import (
@@ -28,12 +36,19 @@ from ingest.kafka.protocol import (
     CREATE_TOPICS,
     DELETE_TOPICS,
     FETCH,
+    FIND_COORDINATOR,
+    HEARTBEAT,
     INIT_PRODUCER_ID,
+    JOIN_GROUP,
+    LEAVE_GROUP,
     LIST_OFFSETS,
     METADATA,
+    OFFSET_COMMIT,
+    OFFSET_FETCH,
     PRODUCE,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
+    SYNC_GROUP,
     ProtocolError,
     RequestHeader,
     decode_body,
@@ -44,6 +59,7 @@ from ingest.kafka.protocol import (
 )
 
 if TYPE_CHECKING:
+    from cluster.kafka_groups import ClassicGroups
     from ingest.broker import Broker
 
 log = logging.getLogger("tierlog.kafka")
@@ -60,6 +76,13 @@ HANDLERS: dict[int, Handler] = {
     DELETE_TOPICS: admin_apis.handle_delete_topics,
     SASL_HANDSHAKE: sasl_apis.handle_sasl_handshake,
     SASL_AUTHENTICATE: sasl_apis.handle_sasl_authenticate,
+    FIND_COORDINATOR: group_apis.handle_find_coordinator,
+    JOIN_GROUP: group_apis.handle_join_group,
+    SYNC_GROUP: group_apis.handle_sync_group,
+    HEARTBEAT: group_apis.handle_heartbeat,
+    LEAVE_GROUP: group_apis.handle_leave_group,
+    OFFSET_COMMIT: offset_apis.handle_offset_commit,
+    OFFSET_FETCH: offset_apis.handle_offset_fetch,
 }
 IDLE_TIMEOUT_S = 600.0  # Kafka's connections.max.idle.ms
 INFLIGHT_WAIT_S = 1.0  # as long as an HTTP request waits for in-flight room
@@ -67,8 +90,16 @@ _SIZE = struct.Struct(">i")
 
 
 class KafkaListener:
-    def __init__(self, broker: Broker, host: str, port: int, advertised: tuple[str, int]) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        host: str,
+        port: int,
+        advertised: tuple[str, int],
+        groups: ClassicGroups | None = None,
+    ) -> None:
         self.broker = broker
+        self.groups = groups
         self.host, self.port, self.advertised = host, port, advertised
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -108,7 +139,7 @@ class KafkaListener:
             return
         self._connections.add(task)
         self._per_address[address] = self._per_address.get(address, 0) + 1
-        ctx = KafkaContext(self.broker, self.advertised)
+        ctx = KafkaContext(self.broker, self.advertised, self.groups)
         try:
             await self._serve(ctx, reader, writer)
         except (ProtocolError, ValueError) as exc:

@@ -21,6 +21,8 @@ from logformat.errors import TierlogError
 
 API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID = 18, 3, 0, 1, 2, 22
 CREATE_TOPICS, DELETE_TOPICS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 19, 20, 17, 36
+FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 10, 11, 14, 12, 13
+OFFSET_COMMIT, OFFSET_FETCH = 8, 9
 # What a connection may send before it authenticated, when auth is on.
 BEFORE_AUTH = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
@@ -37,6 +39,13 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DELETE_TOPICS: (1, 5),  # 6 names topics by id too
     SASL_HANDSHAKE: (0, 1),  # 0: the SASL token follows bare, not in a Kafka request
     SASL_AUTHENTICATE: (0, 2),
+    FIND_COORDINATOR: (0, 4),  # 4: a batch of keys
+    JOIN_GROUP: (0, 7),  # 8+ carry KIP-848's reason fields only; 7 is what clients use
+    SYNC_GROUP: (0, 5),
+    HEARTBEAT: (0, 4),
+    LEAVE_GROUP: (0, 4),  # 3+: a batch of members
+    OFFSET_COMMIT: (2, 8),  # 9+ are KIP-848's member epochs
+    OFFSET_FETCH: (1, 7),  # 8+ batch groups
 }
 
 _FIXED = struct.Struct(">hhi")  # api key, api version, correlation id

@@ -57,6 +57,13 @@ EXPECTED = {
         "job               | work",
         "hot log cleaner",
     ],
+    "kafka_protocol": [
+        "tierlog Kafka protocol benchmark: 1 broker, acks=1, 4 partitions",
+        "case                                            records/s vs HTTP",
+        "produce: Kafka, confluent-kafka Producer",
+        "consume: Kafka, confluent-kafka Consumer",
+        "each reader read each offset once, in order",
+    ],
 }
 SPARK_EXPECTED = [
     "| query | rows | seconds | rows/s |",

@@ -478,3 +478,28 @@ def test_request_bytes_in_flight_are_bounded(kafka_broker: Any) -> None:
         assert _call(bootstrap, refused) == b""
     time.sleep(0.2)  # the broker sees the hog gone and frees its bytes
     _api_versions_ok(bootstrap)
+
+
+@pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")
+def test_list_offsets_by_time_answers_the_record_time(kafka_broker: Any) -> None:
+    """ListOffsets by timestamp: the first record at or after it, with that record's own
+    time (kafka-python's offsets_for_times shows both)."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTopicPartition
+
+    broker, bootstrap = kafka_broker
+    topic = _topic(broker)
+    base = 1_700_000_000_000
+    _produce(
+        bootstrap,
+        topic,
+        [{"value": b"v", "partition": 0, "timestamp": base + i * 10} for i in range(3)],
+    )
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        tp = KTopicPartition(topic, 0)
+        found = consumer.offsets_for_times({tp: base + 5})[tp]
+        assert (found.offset, found.timestamp) == (1, base + 10)
+        assert consumer.offsets_for_times({tp: base + 100})[tp] is None  # all older
+    finally:
+        consumer.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from metadata.api_keys import parse_key
 from tests.integration.ports import free_port
@@ -34,6 +34,7 @@ def env(db_factory: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
         assert admin.post("/topics", json={"name": "paid"}).status_code == 201
         sec.allow("alice", "topic", "paid", "write", "read", "describe")
         sec.allow("bob", "topic", "paid", "describe")
+        sec.allow("alice", "group", "paid-readers", "read", "describe")
         yield sec, f"127.0.0.1:{port}"
     sec.close()
 
@@ -59,18 +60,39 @@ def _produce(bootstrap: str, conf: dict[str, Any]) -> list[Any]:
 
 
 def test_an_allowed_key_produces_and_consumes(env: Env) -> None:
+    """alice may write and read the topic and read the group: she produces, consumes as a
+    group member and commits."""
     sec, bootstrap = env
     assert _produce(bootstrap, _sasl(sec, "alice")) == [None]
-    # No auto commit: without the group APIs, close() would wait for a coordinator
-    conf = {"group.id": "unused", "enable.auto.commit": False, **_sasl(sec, "alice")}
-    c = Consumer({"bootstrap.servers": bootstrap, **conf})
-    c.assign([TopicPartition("paid", 0, 0)])
+    conf = {"group.id": "paid-readers", "auto.offset.reset": "earliest", **_sasl(sec, "alice")}
+    c = Consumer({"bootstrap.servers": bootstrap, "heartbeat.interval.ms": 100, **conf})
+    c.subscribe(["paid"])
     try:
         deadline = time.monotonic() + 20
         msg = None
         while msg is None and time.monotonic() < deadline:
             msg = c.poll(0.5)
         assert msg is not None and msg.error() is None and msg.value() == b"x"
+        (committed,) = c.commit(msg, asynchronous=False)
+        assert committed.error is None and committed.offset == msg.offset() + 1
+    finally:
+        c.close()
+
+
+def test_a_key_without_group_access_is_denied_the_group(env: Env) -> None:
+    """bob may describe the topic but has no ACL on the group: FindCoordinator answers
+    GROUP_AUTHORIZATION_FAILED, which librdkafka reports as the consumer's error."""
+    sec, bootstrap = env
+    conf = {"group.id": "paid-readers", **_sasl(sec, "bob")}
+    c = Consumer({"bootstrap.servers": bootstrap, **conf})
+    c.subscribe(["paid"])
+    try:
+        deadline = time.monotonic() + 20
+        msg = None
+        while msg is None and time.monotonic() < deadline:
+            msg = c.poll(0.5)
+        assert msg is not None and msg.error() is not None
+        assert msg.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED, msg.error()
     finally:
         c.close()
 

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 
 def groups_on_broker(broker: Broker) -> Extension:
-    """Consumer groups on a broker: partitions it leads give their high watermark in process."""
+    """Consumer groups on a broker, over HTTP and its Kafka listener: partitions it leads give
+    their high watermark in process."""
     from groups.mount import GroupsMount
 
     def local_hw(topic: str, partition: int) -> int | None:
@@ -26,7 +27,7 @@ def groups_on_broker(broker: Broker) -> Extension:
     mount = GroupsMount(
         broker.config.database_url, broker.cache, lambda: broker.cluster_secret, local_hw
     )
-    return Extension(mount.routes, mount.running)
+    return Extension(mount.routes, mount.running, kafka_groups=mount.kafka)
 
 
 def groups_on_fetch_node(node: FetchNode) -> Extension:

@@ -1,0 +1,222 @@
+"""Kafka's classic group protocol (JoinGroup / SyncGroup / Heartbeat / LeaveGroup /
+OffsetCommit / OffsetFetch) on the same group rows as HTTP groups, behind the seam in
+cluster/kafka_groups.py.
+
+The mapping onto the KIP-848 model (groups/reconcile.py):
+- a generation is the member's epoch: every JoinGroup of a member starts a new one, and
+  SyncGroup, Heartbeat and OffsetCommit must name it (else ILLEGAL_GENERATION);
+- the assignment is computed here, by the server-side assignor of the name the client's
+  protocol carries (range, roundrobin, sticky, cooperative-sticky), not by a client leader:
+  JoinGroup names no member the leader, so no client runs its assignor, and SyncGroup hands
+  each member its own share. So no per-member protocol bytes need storing;
+- the safety rule stays: a member is granted only partitions no other member holds; a member
+  whose target differs from what it holds is told REBALANCE_IN_PROGRESS at its next
+  heartbeat and rejoins (an eager member gives up everything first, a cooperative one
+  reports what it keeps), until every member holds its target.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import TypeVar
+
+from cluster.kafka_groups import ClassicGroupError, CommitEntry, Joined, JoinGroup
+from groups import reconcile
+from groups.assignors import ASSIGNORS
+from groups.coordinator import MAX_MEMBERS, GroupCoordinator, _Draft, _unknown_member
+from groups.deps import Blocking
+from groups.requests import (
+    MAX_SESSION_MS,
+    MAX_TOPICS,
+    MIN_SESSION_MS,
+    CommitRequest,
+    OffsetEntry,
+    group_name,
+)
+from groups.requests import member_id as valid_member
+from logformat.errors import ErrorCode, TierlogError
+from metadata.configs import validate_topic_name
+from metadata.types import ConsumerGroupMember, GroupSnapshot, GroupWrite, TopicNamePartition
+
+T = TypeVar("T")
+Outcome = TierlogError | ClassicGroupError
+
+
+def _raise(outcome: T | Outcome) -> T:
+    if isinstance(outcome, TierlogError | ClassicGroupError):
+        raise outcome
+    return outcome
+
+
+def _illegal_generation(member: ConsumerGroupMember, generation: int) -> ClassicGroupError:
+    return ClassicGroupError(
+        "ILLEGAL_GENERATION",
+        f"member {member.member_id!r} is at generation {member.member_epoch}, not "
+        f"{generation}: rejoin",
+    )
+
+
+def pick_assignor(assignors: Sequence[str]) -> str:
+    """The first of the client's protocols the server can run."""
+    for name in assignors:
+        if name in ASSIGNORS:
+            return name
+    raise ClassicGroupError(
+        "INCONSISTENT_GROUP_PROTOCOL",
+        f"none of the protocols {', '.join(assignors) or '(none)'} is served: use one of "
+        f"{', '.join(sorted(ASSIGNORS))}",
+    )
+
+
+def _member_of(d: _Draft, member_id: str, generation: int) -> ConsumerGroupMember | Outcome:
+    member = d.members.get(member_id)
+    if member is None:
+        return _unknown_member(member_id)
+    if generation != member.member_epoch:
+        return _illegal_generation(member, generation)
+    return member
+
+
+class ClassicCoordinator:
+    """Blocking decisions, one locked transaction each (as GroupCoordinator's)."""
+
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self.coordinator = coordinator
+        self.repo = coordinator.repo
+
+    def join(self, group: str, req: JoinGroup) -> Joined:
+        assignor = pick_assignor(req.assignors)
+        req = req._replace(topics=tuple(sorted({validate_topic_name(t) for t in req.topics})))
+        if len(req.topics) > MAX_TOPICS:
+            raise TierlogError(
+                ErrorCode.INVALID_REQUEST, f"a subscription names at most {MAX_TOPICS} topics"
+            )
+        timeout = min(max(req.session_timeout_ms, MIN_SESSION_MS), MAX_SESSION_MS)
+
+        def decide(snap: GroupSnapshot | None) -> tuple[GroupWrite, Joined | Outcome]:
+            assert snap is not None  # created if missing
+            d = _Draft(snap)
+            d.expire()
+            if req.member_id:
+                old = d.members.get(req.member_id)
+                if old is None:
+                    return d.finish(), _unknown_member(req.member_id)
+                # A new generation: the member holds only what it reports (an eager member
+                # revoked everything before rejoining).
+                owned = reconcile.credible_owned(req.owned, old)
+                member = old._replace(
+                    member_epoch=old.member_epoch + 1, assigned={}, owned=owned, topics=req.topics
+                )
+            elif len(d.members) >= MAX_MEMBERS:
+                return d.finish(), TierlogError(
+                    ErrorCode.GROUP_MAX_SIZE_REACHED, f"group {group!r} has {MAX_MEMBERS} members"
+                )
+            else:
+                now = snap.now
+                member = ConsumerGroupMember(
+                    uuid.uuid4().hex, 1, req.topics, assignor, timeout, now, now, now, {}, {}, {}
+                )
+                d.membership_changed = True
+            member = member._replace(assignor=assignor, session_timeout_ms=timeout)
+            d.put(d.renew(member))
+            d.rebalance(force=bool(req.member_id))
+            m = d.grant(member.member_id, bump=False)
+            chosen = d.group.assignor if d.group.assignor in req.assignors else assignor
+            return d.finish(), Joined(m.member_id, m.member_epoch, chosen)
+
+        return _raise(self.repo.transact(group, decide, create=assignor, topics=req.topics))
+
+    def sync(self, group: str, member_id: str, generation: int) -> tuple[TopicNamePartition, ...]:
+        def decide(
+            snap: GroupSnapshot | None,
+        ) -> tuple[GroupWrite, tuple[TopicNamePartition, ...] | Outcome]:
+            if snap is None:
+                return GroupWrite(), _unknown_member(member_id)
+            d = _Draft(snap)
+            d.expire()
+            d.rebalance()
+            member = _member_of(d, member_id, generation)
+            if not isinstance(member, ConsumerGroupMember):
+                return d.finish(), member
+            d.put(d.renew(member._replace(owned=member.assigned)))  # it takes them now
+            return d.finish(), tuple(sorted(reconcile.to_set(member.assigned)))
+
+        return _raise(self.repo.transact(group, decide))
+
+    def heartbeat(self, group: str, member_id: str, generation: int) -> None:
+        def decide(snap: GroupSnapshot | None) -> tuple[GroupWrite, Outcome | None]:
+            if snap is None:
+                return GroupWrite(), _unknown_member(member_id)
+            d = _Draft(snap)
+            d.expire()
+            member = _member_of(d, member_id, generation)
+            if not isinstance(member, ConsumerGroupMember):
+                return d.finish(), member
+            d.put(d.renew(member._replace(owned=member.assigned)))
+            d.rebalance()
+            m = d.members[member_id]
+            if m.target != m.assigned:
+                return d.finish(), ClassicGroupError(
+                    "REBALANCE_IN_PROGRESS",
+                    f"group {group!r} is rebalancing (generation {d.group.group_epoch}): rejoin",
+                )
+            return d.finish(), None
+
+        _raise(self.repo.transact(group, decide))
+
+    def commit(
+        self, group: str, member_id: str | None, generation: int, offsets: Sequence[CommitEntry]
+    ) -> None:
+        entries = tuple(OffsetEntry(o.topic, o.partition, o.offset, o.metadata) for o in offsets)
+        req = CommitRequest(member_id or None, generation if member_id else None, entries)
+        try:
+            self.coordinator.commit(group, req)
+        except TierlogError as exc:
+            if exc.code in (ErrorCode.STALE_MEMBER_EPOCH, ErrorCode.FENCED_MEMBER_EPOCH):
+                raise ClassicGroupError("ILLEGAL_GENERATION", exc.message) from None
+            raise
+
+    def committed(self, group: str) -> tuple[CommitEntry, ...]:
+        rows = self.repo.offsets(group) or []
+        return tuple(CommitEntry(r.topic, r.partition, r.offset, r.metadata) for r in rows)
+
+
+class KafkaClassicGroups:
+    """``cluster.kafka_groups.ClassicGroups`` over ClassicCoordinator, off the event loop.
+    Names are checked first, as HTTP's are (groups/requests.py): bad ones are the caller's
+    INVALID_GROUP_ID / UNKNOWN_MEMBER_ID, never a database error."""
+
+    def __init__(self, coordinator: GroupCoordinator, run: Blocking) -> None:
+        self.classic = ClassicCoordinator(coordinator)
+        self.run = run
+
+    async def join(self, group: str, req: JoinGroup) -> Joined:
+        if req.member_id:
+            valid_member(req.member_id)
+        joined: Joined = await self.run(self.classic.join, group_name(group), req)
+        return joined
+
+    async def sync(
+        self, group: str, member: str, generation: int
+    ) -> tuple[TopicNamePartition, ...]:
+        got: tuple[TopicNamePartition, ...] = await self.run(
+            self.classic.sync, group_name(group), valid_member(member), generation
+        )
+        return got
+
+    async def heartbeat(self, group: str, member: str, generation: int) -> None:
+        await self.run(self.classic.heartbeat, group_name(group), valid_member(member), generation)
+
+    async def leave(self, group: str, member: str) -> None:
+        await self.run(self.classic.coordinator.leave, group_name(group), valid_member(member))
+
+    async def commit(
+        self, group: str, member: str | None, generation: int, offsets: Sequence[CommitEntry]
+    ) -> None:
+        member = valid_member(member) if member else None
+        await self.run(self.classic.commit, group_name(group), member, generation, offsets)
+
+    async def committed(self, group: str) -> tuple[CommitEntry, ...]:
+        rows: tuple[CommitEntry, ...] = await self.run(self.classic.committed, group_name(group))
+        return rows

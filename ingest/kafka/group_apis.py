@@ -1,0 +1,172 @@
+"""FindCoordinator, JoinGroup, SyncGroup, Heartbeat and LeaveGroup: Kafka's classic group
+protocol, served by the consumer groups the composition root gives the listener
+(cluster/kafka_groups.py; groups/classic.py says how it maps onto HTTP groups).
+
+Every broker coordinates every group (group state is in Postgres), so FindCoordinator names
+the broker asked. The assignment is the server's: JoinGroup names no member the leader, and
+SyncGroup returns each member's share as consumer-protocol bytes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from kio.schema.errors import ErrorCode as KafkaError
+
+from cluster.kafka_groups import ClassicGroupError, ClassicGroups, JoinGroup
+from ingest.kafka.cluster_apis import NO_THROTTLE
+from ingest.kafka.consumer_protocol import decode_subscription, encode_assignment
+from ingest.kafka.context import KafkaContext
+from ingest.kafka.protocol import build, kafka_error, nested
+from logformat.errors import ErrorCode, TierlogError
+
+T = TypeVar("T")
+CONSUMER = "consumer"
+NO_LEADER = ""  # no member runs an assignor: the server assigns (groups/classic.py)
+KEY_GROUP = 0
+
+
+def group_error(exc: TierlogError | ClassicGroupError) -> KafkaError:
+    if isinstance(exc, ClassicGroupError):
+        return KafkaError[exc.kafka_name.lower()]
+    return kafka_error(exc)
+
+
+def groups_of(ctx: KafkaContext) -> ClassicGroups:
+    if ctx.groups is None:
+        raise TierlogError(
+            ErrorCode.COORDINATOR_NOT_AVAILABLE, "this broker serves no consumer groups"
+        )
+    return ctx.groups
+
+
+async def attempt(call: Callable[[], Awaitable[T]]) -> tuple[T | None, KafkaError, str | None]:
+    """(result, error, message) of a group call: Kafka answers errors in the body."""
+    try:
+        return await call(), KafkaError.none, None
+    except (TierlogError, ClassicGroupError) as exc:
+        return None, group_error(exc), exc.message
+
+
+def _coordinator(ctx: KafkaContext, key: str, key_type: int) -> dict[str, Any]:
+    host, port = ctx.advertised
+    fields: dict[str, Any] = {"key": key, "node_id": ctx.broker.config.broker_id}
+    fields.update(host=host, port=port, error_code=KafkaError.none, error_message=None)
+    if key_type != KEY_GROUP:
+        message = "transactions are not supported: no transaction coordinator"
+        fields.update(error_code=KafkaError.coordinator_not_available, error_message=message)
+        fields.update(node_id=-1, host="", port=-1)
+    elif ctx.groups is None:
+        message = "this broker serves no consumer groups"
+        fields.update(error_code=KafkaError.coordinator_not_available, error_message=message)
+    elif not ctx.allowed("group", key, "describe"):
+        message = f"{ctx.principal} may not describe group {key!r}"
+        fields.update(error_code=KafkaError.group_authorization_failed, error_message=message)
+    return fields
+
+
+async def handle_find_coordinator(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+    key_type = getattr(request, "key_type", KEY_GROUP)
+    if hasattr(request, "coordinator_keys"):  # v4+: a batch of keys
+        cls = nested(response_cls, "Coordinator")
+        coordinators = tuple(
+            build(cls, **_coordinator(ctx, k, key_type)) for k in request.coordinator_keys
+        )
+        return build(response_cls, throttle_time=NO_THROTTLE, coordinators=coordinators)
+    fields = _coordinator(ctx, request.key, key_type)
+    return build(response_cls, throttle_time=NO_THROTTLE, **fields)
+
+
+def _join_request(request: Any) -> JoinGroup:
+    if request.protocol_type != CONSUMER:
+        raise ClassicGroupError(
+            "INCONSISTENT_GROUP_PROTOCOL",
+            f"protocol type {request.protocol_type!r} is not served (only {CONSUMER!r})",
+        )
+    topics: set[str] = set()
+    owned: set[Any] = set()
+    for protocol in request.protocols:
+        sub = decode_subscription(protocol.metadata)
+        topics.update(sub.topics)
+        owned.update(sub.owned)
+    if not topics:
+        raise TierlogError(ErrorCode.INVALID_REQUEST, "the subscription names no topic")
+    return JoinGroup(
+        member_id=request.member_id,
+        topics=tuple(sorted(topics)),
+        owned=frozenset(owned),
+        assignors=tuple(p.name for p in request.protocols),
+        session_timeout_ms=int(request.session_timeout.total_seconds() * 1000),
+    )
+
+
+async def handle_join_group(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+    async def join() -> Any:
+        ctx.require("group", request.group_id, "read")
+        return await groups_of(ctx).join(request.group_id, _join_request(request))
+
+    joined, error, _ = await attempt(join)
+    fields: dict[str, Any] = {"throttle_time": NO_THROTTLE, "error_code": error}
+    fields.update(protocol_type=CONSUMER, leader=NO_LEADER, members=())
+    if joined is None:
+        fields.update(generation_id=-1, protocol_name=None, member_id=request.member_id)
+    else:
+        fields.update(generation_id=joined.generation, protocol_name=joined.assignor)
+        fields.update(member_id=joined.member_id)
+    if response_cls.__version__ < 7 and fields["protocol_name"] is None:
+        fields["protocol_name"] = ""  # not nullable before v7
+    return build(response_cls, **fields)
+
+
+async def handle_sync_group(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+    async def sync() -> bytes:
+        ctx.require("group", request.group_id, "read")
+        got = await groups_of(ctx).sync(request.group_id, request.member_id, request.generation_id)
+        return encode_assignment(got)
+
+    assignment, error, _ = await attempt(sync)
+    return build(
+        response_cls,
+        throttle_time=NO_THROTTLE,
+        error_code=error,
+        protocol_type=CONSUMER,
+        protocol_name=getattr(request, "protocol_name", None),
+        assignment=assignment if assignment is not None else b"",
+    )
+
+
+async def handle_heartbeat(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+    async def beat() -> None:
+        ctx.require("group", request.group_id, "read")
+        await groups_of(ctx).heartbeat(request.group_id, request.member_id, request.generation_id)
+
+    _, error, _ = await attempt(beat)
+    return build(response_cls, throttle_time=NO_THROTTLE, error_code=error)
+
+
+async def handle_leave_group(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+    group = request.group_id
+    if not hasattr(request, "members"):  # v0-2: one member
+        ids = [request.member_id]
+    else:
+        ids = [m.member_id for m in request.members]
+
+    async def leave(member_id: str) -> None:
+        ctx.require("group", group, "read")
+        await groups_of(ctx).leave(group, member_id)
+
+    answers = []
+    for member_id in ids:
+        _, error, _ = await attempt(functools.partial(leave, member_id))
+        answers.append((member_id, error))
+    if not hasattr(request, "members"):
+        return build(response_cls, throttle_time=NO_THROTTLE, error_code=answers[0][1])
+    cls = nested(response_cls, "MemberResponse")
+    members = tuple(
+        build(cls, member_id=m, group_instance_id=None, error_code=e) for m, e in answers
+    )
+    return build(
+        response_cls, throttle_time=NO_THROTTLE, error_code=KafkaError.none, members=members
+    )
