@@ -8,7 +8,10 @@ module fixture, collected by the last test): the module takes ~60 s instead of ~
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -79,15 +82,28 @@ def _start(bench: str, out: Path) -> subprocess.Popen[bytes]:
             cwd=ROOT,
             stdout=sink,
             stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own group, for the last resort below
         )
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a benchmark that is still running: Ctrl-C first, so its clean-up stops the servers
+    it started in sessions of their own (Postgres, weed), then SIGKILL for its whole group."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def _finished(proc: subprocess.Popen[bytes], out: Path, expected: list[str]) -> None:
     try:
         proc.wait(TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+        _kill_group(proc)
     text = out.read_text(errors="replace")
     assert proc.returncode == 0, text
     missing = [line for line in expected if line not in text]
@@ -105,8 +121,7 @@ def spark_scan(
     proc = _start("spark_scan", out)
     yield proc, out
     if proc.poll() is None:  # its test did not run (deselected)
-        proc.kill()
-        proc.wait()
+        _kill_group(proc)
 
 
 @pytest.mark.parametrize("bench", EXPECTED)
