@@ -29,11 +29,9 @@ timed pass (range cache, decoded row groups, the share of prefetched bytes used)
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import http.client
 import os
-import re
 import tempfile
 import threading
 import time
@@ -41,13 +39,13 @@ import urllib.parse
 from pathlib import Path
 from typing import NamedTuple
 
-import httpx
 import numpy as np
 import pyarrow as pa
 
 from bench.load import LoadResult, run_load
 from bench.replay_check import PassCheck, ProducedDigests, ReplayMismatch
-from coldstore.object_store import AsyncObjectStore, ObjectStore, ObjectStoreConfig
+from bench.replay_probes import cache_counters, cache_rates, metric, raw_limit
+from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
 from metadata.types import TopicIdPartition
@@ -60,63 +58,6 @@ from tierlog.devstack.localpg import LocalPostgres
 
 ARROW = "application/vnd.apache.arrow.stream"
 MiB = 1 << 20
-
-
-def _metric(http: httpx.Client, name: str, label: str = "") -> float:
-    """The sum of a metric's samples (those whose labels hold `label`, e.g. 'cache="range"')."""
-    text = http.get("/metrics").text
-    pattern = re.compile(rf"^{name}(?:\{{([^}}]*)\}})? (\S+)$")
-    return sum(
-        float(m.group(2))
-        for line in text.splitlines()
-        if (m := pattern.match(line)) and label in (m.group(1) or "")
-    )
-
-
-CACHE_METRICS = (
-    ("tierlog_cold_cache_hits_total", 'cache="range"'),
-    ("tierlog_cold_cache_misses_total", 'cache="range"'),
-    ("tierlog_cold_cache_hits_total", 'cache="row_group"'),
-    ("tierlog_cold_cache_misses_total", 'cache="row_group"'),
-    ("tierlog_cold_prefetch_bytes_total", ""),
-    ("tierlog_cold_prefetch_used_bytes_total", ""),
-)
-
-
-def cache_counters(http: httpx.Client) -> list[float]:
-    return [_metric(http, name, label) for name, label in CACHE_METRICS]
-
-
-def cache_rates(before: list[float], after: list[float]) -> tuple[float, float, float]:
-    """(range-cache hit rate, decoded-row-group hit rate, share of prefetched bytes used)."""
-    d = [a - b for a, b in zip(after, before, strict=True)]
-
-    def share(x: float, y: float) -> float:
-        return x / y if y else float("nan")
-
-    return share(d[0], d[0] + d[1]), share(d[2], d[2] + d[3]), share(d[5], d[4])
-
-
-def raw_limit(files: list[tuple[str, int]], concurrency: int, chunk: int) -> tuple[float, int, int]:
-    """(seconds, bytes, GETs) to GET every byte of `files`, `concurrency` ranged GETs at once."""
-
-    async def run() -> tuple[float, int, int]:
-        ranges = [(k, s, min(s + chunk, size)) for k, size in files for s in range(0, size, chunk)]
-        async with AsyncObjectStore(ObjectStoreConfig.from_env()) as store:
-            sem = asyncio.Semaphore(concurrency)
-            total = 0
-
-            async def get(key: str, start: int, end: int) -> None:
-                nonlocal total
-                async with sem:
-                    data = await store.get_range(key, start, end)
-                total += len(data)  # after the await: `total += await ...` loses updates
-
-            started = time.perf_counter()
-            await asyncio.gather(*(get(*r) for r in ranges))
-            return time.perf_counter() - started, total, len(ranges)
-
-    return asyncio.run(run())
 
 
 class Replay:
@@ -341,8 +282,8 @@ def replay_table(run: Run, files: list[tuple[str, int]]) -> None:
     )
     print(f"{raw_name:<34} {'-':>11} {raw_mb:>8.1f} {raw_n / (raw_b / 1e9):>8.0f} {'-':>7}")
     for name, target in (("replay via fetch node", node.http), ("replay via broker", broker.http)):
-        gets0 = _metric(target, "tierlog_cold_get_requests_total")
-        bytes0 = _metric(target, "tierlog_cold_read_bytes_total")
+        gets0 = metric(target, "tierlog_cold_get_requests_total")
+        bytes0 = metric(target, "tierlog_cold_read_bytes_total")
         consumer = Replay(name, str(target.base_url), cold_end, run.produced)
         consumer.value_bytes = args.value_bytes  # the first pass: also record by record
         consumer.once()
@@ -351,8 +292,8 @@ def replay_table(run: Run, files: list[tuple[str, int]]) -> None:
         secs, got, _ = consumer.once()  # caches < data: every byte comes from S3 again
         hits = cache_rates(caches0, cache_counters(target))
         _count(consumer)
-        gets = _metric(target, "tierlog_cold_get_requests_total") - gets0
-        read = _metric(target, "tierlog_cold_read_bytes_total") - bytes0
+        gets = metric(target, "tierlog_cold_get_requests_total") - gets0
+        read = metric(target, "tierlog_cold_read_bytes_total") - bytes0
         mbs = cold_bytes / secs / 1e6
         print(
             f"{name:<34} {got / secs:>11,.0f} {mbs:>8.1f} {gets / (read / 1e9):>8.0f} "
