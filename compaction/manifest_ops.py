@@ -21,8 +21,8 @@ from datetime import timedelta
 from sqlalchemy import and_, exists, func, insert, select, update
 from sqlalchemy.engine import Engine
 
+from metadata.cold_file_rows import cold_file, cold_file_values
 from metadata.schema import cold_files, hot_segments, of_partition
-from metadata.segment_registry import cold_file, cold_file_values
 from metadata.types import ColdFile, FileSpec, TopicIdPartition
 
 # Object keys of files written by compaction carry one of these in their unique part (tiering's

@@ -16,14 +16,9 @@ from datetime import timedelta
 from sqlalchemy import exists, func, insert, literal, select, update
 from sqlalchemy.engine import Engine
 
+from metadata.cold_file_rows import cold_file, file_values
 from metadata.schema import cold_files, hot_segments, of_partition
-from metadata.segment_registry import (
-    ClaimLostError,
-    claim_fence,
-    cold_file,
-    describe_lost_claim,
-    file_values,
-)
+from metadata.segment_registry import ClaimLostError, claim_fence, describe_lost_claim
 from metadata.types import ColdFile, FileSpec, SegmentClaim, TopicIdPartition
 
 

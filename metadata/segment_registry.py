@@ -33,6 +33,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.sql.elements import ColumnElement
 
+from metadata.cold_file_rows import cold_file, file_values
 from metadata.schema import cold_files, hot_segments, of_partition, topics
 from metadata.types import (
     ColdFile,
@@ -58,10 +59,6 @@ COLD_STATES = ("copy_started", "copied", "committed", "delete_started", "deleted
 
 class ClaimLostError(RuntimeError):
     """The claim expired and another worker took the segment over (or it is already tiered)."""
-
-
-def cold_file(row: AnyRow) -> ColdFile:
-    return ColdFile(*(row._mapping[c.name] for c in cold_files.columns))
 
 
 def of_segment(table: Table, tp: TopicIdPartition, base_offset: int) -> ColumnElement[bool]:
@@ -379,25 +376,3 @@ def describe_lost_claim(claim: SegmentClaim) -> str:
         f"claim of {claim.topic}-{claim.partition} segment {claim.base_offset} "
         f"(attempt {claim.attempt}, {claim.worker_id}) was lost"
     )
-
-
-def file_values(claim: SegmentClaim, file: FileSpec) -> dict[str, Any]:
-    """The cold_files columns of a claimed segment's file (it covers the whole segment)."""
-    return cold_file_values(claim.tp, claim.base_offset, claim.end_offset - 1, file)
-
-
-def cold_file_values(
-    tp: TopicIdPartition, base_offset: int, last_offset: int, file: FileSpec
-) -> dict[str, Any]:
-    """The cold_files columns of a file covering offsets [base_offset, last_offset]."""
-    return {
-        "topic_id": tp.topic_id,
-        "partition": tp.partition,
-        "base_offset": base_offset,
-        "last_offset": last_offset,
-        "min_timestamp": file.min_timestamp,
-        "max_timestamp": file.max_timestamp,
-        "object_key": file.object_key,
-        "size_bytes": file.size_bytes,
-        "records": file.records,
-    }

@@ -29,8 +29,8 @@ from sqlalchemy.engine import Engine
 from cluster.read_contract import ColdRange
 from fetch.cold import metrics
 from fetch.cold.deadlines import POSTGRES, within
+from metadata.cold_file_rows import cold_file
 from metadata.schema import cold_files, of_partition
-from metadata.segment_registry import cold_file
 from metadata.types import ColdFile, TopicIdPartition
 
 _COLS = list(cold_files.columns)
