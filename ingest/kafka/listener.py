@@ -3,9 +3,10 @@
 One connection serves one request at a time and answers in order, as a Kafka broker does
 (it mutes a connection until its response is sent), so pipelined requests need no
 reordering. Frames are bounded by the broker's request size limit; a frame that cannot be
-parsed, an unknown API or a version outside what ApiVersions offered closes the connection
-(Kafka's own answer), except ApiVersions itself, which always answers (KIP-511). No request
-can end the broker: every failure stays inside its connection.
+parsed or an API we do not serve closes the connection (Kafka's own answer). A version
+outside what ApiVersions offered is answered UNSUPPORTED_VERSION in that version
+(error_response.py); ApiVersions itself always answers (KIP-511, as v0). No request can end
+the broker: every failure stays inside its connection.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ingest.kafka import (
 )
 from ingest.kafka.budget import RequestBudget
 from ingest.kafka.context import KafkaContext
+from ingest.kafka.error_response import answer_unsupported
 from ingest.kafka.protocol import (
     API_VERSIONS,
     BEFORE_AUTH,
@@ -48,6 +50,7 @@ from ingest.kafka.protocol import (
     PRODUCE,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
+    SUPPORTED,
     SYNC_GROUP,
     ProtocolError,
     RequestHeader,
@@ -196,10 +199,15 @@ class KafkaListener:
                 v0 = header._replace(api_version=0)
                 body = cluster_apis.api_versions(response_type(v0), KafkaError.unsupported_version)
                 return encode_response(v0, body)
-            raise ProtocolError(
-                f"API key {header.api_key} version {header.api_version} is not served "
-                f"(client {header.client_id!r}); see ApiVersions"
+            if header.api_key not in SUPPORTED:  # an API we do not serve at all: Kafka closes
+                raise ProtocolError(
+                    f"API key {header.api_key} is not served (client {header.client_id!r})"
+                )
+            log.info(
+                "kafka request in an unsupported version",
+                extra={"api_key": header.api_key, "api_version": header.api_version},
             )
+            return answer_unsupported(header, frame)
         locked = self.broker.authorizer.enabled and not ctx.authenticated
         if locked and header.api_key not in BEFORE_AUTH:
             raise ProtocolError(
