@@ -1,0 +1,137 @@
+"""The Kafka APIs that complete the protocol (issue 19): UNSUPPORTED_VERSION answers, leader
+epochs (fencing, divergence, OffsetForLeaderEpoch), the admin APIs through confluent-kafka's
+AdminClient, and transactions refused with a clear message. One broker for the module."""
+
+from __future__ import annotations
+
+import io
+import socket
+import struct
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+)
+from kio.schema.fetch.v12 import request as fetch12
+from kio.schema.fetch.v12.response import FetchResponse as FetchResponseV12
+from kio.schema.fetch.v13 import request as fetch13
+from kio.schema.fetch.v13.response import FetchResponse as FetchResponseV13
+from kio.schema.metadata.v13 import request as metadata13
+from kio.schema.metadata.v13.response import MetadataResponse as MetadataResponseV13
+from kio.schema.offset_for_leader_epoch.v2 import request as ofle2
+from kio.schema.offset_for_leader_epoch.v2.response import OffsetForLeaderEpochResponse
+from kio.serial import entity_reader, entity_writer
+
+from metadata.db import make_engine
+from metadata.partition_state import PartitionStateRepo
+from metadata.types import TopicIdPartition
+from tests.integration.brokers import BrokerProcess
+from tests.integration.ports import free_port
+
+UNSUPPORTED_VERSION, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 35, 74, 76
+
+
+@pytest.fixture(scope="module")
+def kafka_broker(
+    db_factory: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[BrokerProcess, str]]:
+    port = free_port()
+    data = tmp_path_factory.mktemp("kafka-admin") / "data-1"
+    b = BrokerProcess(db_factory(), data, 1, ["--kafka-listen", f"127.0.0.1:{port}"])
+    try:
+        yield b.start(), f"127.0.0.1:{port}"
+    finally:
+        b.stop()
+
+
+def _topic(broker: BrokerProcess, partitions: int = 1) -> str:
+    name = f"a-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(name, partitions)
+    return name
+
+
+def _frame(api_key: int, version: int, body: Any, correlation: int = 7) -> bytes:
+    """A request with header v2 (every request here is a flexible version)."""
+    out = io.BytesIO()
+    entity_writer(type(body))(out, body)
+    frame = struct.pack(">hhih", api_key, version, correlation, 1) + b"t\0" + out.getvalue()
+    return struct.pack(">i", len(frame)) + frame
+
+
+def _exactly(s: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = s.recv(n - len(data))
+        if not chunk:
+            return b""
+        data += chunk
+    return data
+
+
+def _recv(s: socket.socket) -> bytes:
+    """One response frame, or b"" when the broker closed the connection."""
+    head = _exactly(s, 4)
+    return _exactly(s, struct.unpack(">i", head)[0]) if head else b""
+
+
+def _call(bootstrap: str, api_key: int, version: int, body: Any, response: Any) -> Any:
+    host, port = bootstrap.split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(_frame(api_key, version, body))
+        got = _recv(s)
+    assert got, "the broker closed the connection"
+    # Response header v1: correlation id, then (empty) tagged fields.
+    return entity_reader(response)(got, 5)[0]
+
+
+# -- 1. versions we do not serve are answered, in their own version ------------------------
+
+
+def test_unsupported_versions_get_an_error_answer_on_a_live_connection(kafka_broker: Any) -> None:
+    broker, bootstrap = kafka_broker
+    topic = _topic(broker)
+    meta = metadata13.MetadataRequest(
+        topics=(metadata13.MetadataRequestTopic(name=topic, topic_id=uuid.UUID(int=0)),),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    fetch = fetch13.FetchRequest(
+        max_wait=timedelta(0),
+        min_bytes=1,
+        topics=(
+            fetch13.FetchTopic(
+                topic_id=uuid.uuid4(),
+                partitions=(
+                    fetch13.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+    host, port = bootstrap.split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(_frame(3, 13, meta, 1) + _frame(1, 13, fetch, 2))  # pipelined
+        got_meta = entity_reader(MetadataResponseV13)(_recv(s), 5)[0]
+        got_fetch = entity_reader(FetchResponseV13)(_recv(s), 5)[0]
+        s.sendall(struct.pack(">ihhih", 11, 18, 0, 3, 1) + b"t")  # ApiVersions still served
+        assert _recv(s)[:6] == struct.pack(">ih", 3, 0)
+    assert got_meta.error_code == UNSUPPORTED_VERSION
+    assert [(t.name, t.error_code) for t in got_meta.topics] == [(topic, UNSUPPORTED_VERSION)]
+    assert got_fetch.error_code == UNSUPPORTED_VERSION
+    (part,) = got_fetch.responses[0].partitions
+    assert part.error_code == UNSUPPORTED_VERSION and part.records is None
+    # Produce v2 is in no schema kio has (Kafka 4 dropped it): closed, the broker stays up.
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(struct.pack(">ihhih", 13, 0, 2, 4, 1) + b"t\0\0")
+        assert _recv(s) == b""
+    assert broker.http.get("/readyz").status_code == 200
