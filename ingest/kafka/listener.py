@@ -23,6 +23,7 @@ from kio.schema.errors import ErrorCode as KafkaError
 from ingest.kafka import (
     admin_apis,
     cluster_apis,
+    epoch_api,
     fetch_api,
     group_apis,
     offset_apis,
@@ -47,6 +48,7 @@ from ingest.kafka.protocol import (
     METADATA,
     OFFSET_COMMIT,
     OFFSET_FETCH,
+    OFFSET_FOR_LEADER_EPOCH,
     PRODUCE,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
@@ -86,6 +88,7 @@ HANDLERS: dict[int, Handler] = {
     LEAVE_GROUP: group_apis.handle_leave_group,
     OFFSET_COMMIT: offset_apis.handle_offset_commit,
     OFFSET_FETCH: offset_apis.handle_offset_fetch,
+    OFFSET_FOR_LEADER_EPOCH: epoch_api.handle_offset_for_leader_epoch,
 }
 IDLE_TIMEOUT_S = 600.0  # Kafka's connections.max.idle.ms
 INFLIGHT_WAIT_S = 1.0  # as long as an HTTP request waits for in-flight room

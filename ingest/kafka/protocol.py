@@ -22,7 +22,7 @@ from logformat.errors import TierlogError
 API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID = 18, 3, 0, 1, 2, 22
 CREATE_TOPICS, DELETE_TOPICS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 19, 20, 17, 36
 FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 10, 11, 14, 12, 13
-OFFSET_COMMIT, OFFSET_FETCH = 8, 9
+OFFSET_COMMIT, OFFSET_FETCH, OFFSET_FOR_LEADER_EPOCH = 8, 9, 23
 # What a connection may send before it authenticated, when auth is on.
 BEFORE_AUTH = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
@@ -46,6 +46,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     LEAVE_GROUP: (0, 4),  # 3+: a batch of members
     OFFSET_COMMIT: (2, 8),  # 9+ are KIP-848's member epochs
     OFFSET_FETCH: (1, 7),  # 8+ batch groups
+    OFFSET_FOR_LEADER_EPOCH: (2, 4),  # librdkafka asks v2; 0-1 are gone from Kafka 4
 }
 
 _FIXED = struct.Struct(">hhi")  # api key, api version, correlation id

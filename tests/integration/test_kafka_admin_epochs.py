@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import socket
+import time
 import struct
 import uuid
 from collections.abc import Callable, Iterator
@@ -35,9 +36,10 @@ from metadata.db import make_engine
 from metadata.partition_state import PartitionStateRepo
 from metadata.types import TopicIdPartition
 from tests.integration.brokers import BrokerProcess
+from tests.integration.cluster import wait_for
 from tests.integration.ports import free_port
 
-UNSUPPORTED_VERSION, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 35, 74, 76
+UNSUPPORTED_VERSION, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 35, 74, 75
 
 
 @pytest.fixture(scope="module")
@@ -60,10 +62,11 @@ def _topic(broker: BrokerProcess, partitions: int = 1) -> str:
 
 
 def _frame(api_key: int, version: int, body: Any, correlation: int = 7) -> bytes:
-    """A request with header v2 (every request here is a flexible version)."""
+    """A request with header v1, or v2 (empty tagged fields) for a flexible version."""
     out = io.BytesIO()
     entity_writer(type(body))(out, body)
-    frame = struct.pack(">hhih", api_key, version, correlation, 1) + b"t\0" + out.getvalue()
+    tags = b"\0" if type(body).__flexible__ else b""
+    frame = struct.pack(">hhih", api_key, version, correlation, 1) + b"t" + tags + out.getvalue()
     return struct.pack(">i", len(frame)) + frame
 
 
@@ -89,8 +92,8 @@ def _call(bootstrap: str, api_key: int, version: int, body: Any, response: Any) 
         s.sendall(_frame(api_key, version, body))
         got = _recv(s)
     assert got, "the broker closed the connection"
-    # Response header v1: correlation id, then (empty) tagged fields.
-    return entity_reader(response)(got, 5)[0]
+    # After the correlation id, a flexible version's (empty) tagged fields.
+    return entity_reader(response)(got, 5 if response.__flexible__ else 4)[0]
 
 
 # -- 1. versions we do not serve are answered, in their own version ------------------------
@@ -135,3 +138,105 @@ def test_unsupported_versions_get_an_error_answer_on_a_live_connection(kafka_bro
         s.sendall(struct.pack(">ihhih", 13, 0, 2, 4, 1) + b"t\0\0")
         assert _recv(s) == b""
     assert broker.http.get("/readyz").status_code == 200
+
+
+# -- 2. leader epochs ------------------------------------------------------------------------
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "acks": "all"})
+    for v in values:
+        p.produce(topic, v, partition=0)
+    assert p.flush(30) == 0
+
+
+def _epoch_end(bootstrap: str, topic: str, epoch: int, current: int = -1) -> Any:
+    part = ofle2.OffsetForLeaderPartition(
+        partition=0, current_leader_epoch=current, leader_epoch=epoch
+    )
+    body = ofle2.OffsetForLeaderEpochRequest(
+        topics=(ofle2.OffsetForLeaderTopic(topic=topic, partitions=(part,)),)
+    )
+    got = _call(bootstrap, 23, 2, body, OffsetForLeaderEpochResponse)
+    return got.topics[0].partitions[0]
+
+
+def _fetch(bootstrap: str, topic: str, offset: int, current: int, last: int = -1) -> Any:
+    part = fetch12.FetchPartition(
+        partition=0,
+        current_leader_epoch=current,
+        fetch_offset=offset,
+        last_fetched_epoch=last,
+        partition_max_bytes=1 << 20,
+    )
+    body = fetch12.FetchRequest(
+        max_wait=timedelta(0),
+        min_bytes=0,
+        topics=(fetch12.FetchTopic(topic=topic, partitions=(part,)),),
+        forgotten_topics_data=(),
+    )
+    got = _call(bootstrap, 1, 12, body, FetchResponseV12)
+    return got.responses[0].partitions[0]
+
+
+def _new_leader_epoch(broker: BrokerProcess, bootstrap: str, topic_id: str, topic: str) -> int:
+    """Re-elect the same leader (as the controller does when the ISR's last member comes
+    back): a new leader epoch the broker adopts from the metadata."""
+    repo = PartitionStateRepo(make_engine(broker.database_url))
+    tp = TopicIdPartition(topic_id, 0)
+    rec = repo.get(tp)
+    assert rec is not None and rec.leader == broker.broker_id
+    assert repo.elect_leader(tp, rec.leader, [rec.leader], rec.partition_epoch) is not None
+    new = rec.leader_epoch + 1
+    wait_for(
+        "the broker to lead in the new epoch",
+        lambda: _epoch_end(bootstrap, topic, new, new).error_code == 0 or None,
+    )
+    return new
+
+
+def test_leader_epochs_fence_diverge_and_end(kafka_broker: Any) -> None:
+    broker, bootstrap = kafka_broker
+    name = f"a-{uuid.uuid4().hex[:8]}"
+    topic_id = broker.create_topic(name, 1)["id"]
+    _produce(bootstrap, name, [b"a", b"b", b"c"])  # offsets 0-2
+    old = _epoch_end(bootstrap, name, 0).leader_epoch
+    new = _new_leader_epoch(broker, bootstrap, topic_id, name)
+    _produce(bootstrap, name, [b"d", b"e"])  # offsets 3-4 in the new epoch
+
+    # OffsetForLeaderEpoch: the old epoch ended where the new one began; the latest at LEO.
+    ended = _epoch_end(bootstrap, name, old)
+    assert (ended.error_code, ended.leader_epoch, ended.end_offset) == (0, old, 3)
+    assert _epoch_end(bootstrap, name, new).end_offset == 5
+    assert _epoch_end(bootstrap, name, old, current=old).error_code == FENCED_LEADER_EPOCH
+
+    # Fetch: a stale view of the leader is fenced, a newer one unknown, no records either way.
+    stale = _fetch(bootstrap, name, 0, current=old)
+    assert stale.error_code == FENCED_LEADER_EPOCH and not stale.records
+    assert _fetch(bootstrap, name, 0, current=new + 1).error_code == UNKNOWN_LEADER_EPOCH
+    # A consumer at offset 4 believing offset 3 was still the old epoch has diverged.
+    diverged = _fetch(bootstrap, name, 4, current=new, last=old)
+    assert diverged.error_code == 0 and not diverged.records
+    assert (diverged.diverging_epoch.epoch, diverged.diverging_epoch.end_offset) == (old, 3)
+
+    # Each batch carries its epoch: librdkafka reports it per message.
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False}
+    )
+    try:
+        c.assign([TopicPartition(name, 0, 0)])
+        got: list[Any] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 5 and time.monotonic() < deadline:
+            msg = c.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got.append(msg)
+    finally:
+        c.close()
+    assert [(m.value(), m.leader_epoch()) for m in got] == [
+        (b"a", old),
+        (b"b", old),
+        (b"c", old),
+        (b"d", new),
+        (b"e", new),
+    ]
