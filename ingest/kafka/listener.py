@@ -23,6 +23,7 @@ from kio.schema.errors import ErrorCode as KafkaError
 from ingest.kafka import (
     admin_apis,
     cluster_apis,
+    config_apis,
     epoch_api,
     fetch_api,
     group_apis,
@@ -31,16 +32,21 @@ from ingest.kafka import (
     sasl_apis,
 )
 from ingest.kafka.budget import RequestBudget
+from ingest.kafka.cluster_identity import ClusterIdentity
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.error_response import answer_unsupported
 from ingest.kafka.protocol import (
     API_VERSIONS,
     BEFORE_AUTH,
+    CREATE_PARTITIONS,
     CREATE_TOPICS,
     DELETE_TOPICS,
+    DESCRIBE_CLUSTER,
+    DESCRIBE_CONFIGS,
     FETCH,
     FIND_COORDINATOR,
     HEARTBEAT,
+    INCREMENTAL_ALTER_CONFIGS,
     INIT_PRODUCER_ID,
     JOIN_GROUP,
     LEAVE_GROUP,
@@ -89,6 +95,10 @@ HANDLERS: dict[int, Handler] = {
     OFFSET_COMMIT: offset_apis.handle_offset_commit,
     OFFSET_FETCH: offset_apis.handle_offset_fetch,
     OFFSET_FOR_LEADER_EPOCH: epoch_api.handle_offset_for_leader_epoch,
+    CREATE_PARTITIONS: admin_apis.handle_create_partitions,
+    DESCRIBE_CONFIGS: config_apis.handle_describe_configs,
+    INCREMENTAL_ALTER_CONFIGS: config_apis.handle_incremental_alter_configs,
+    DESCRIBE_CLUSTER: cluster_apis.handle_describe_cluster,
 }
 IDLE_TIMEOUT_S = 600.0  # Kafka's connections.max.idle.ms
 INFLIGHT_WAIT_S = 1.0  # as long as an HTTP request waits for in-flight room
@@ -111,6 +121,7 @@ class KafkaListener:
         self._connections: set[asyncio.Task[None]] = set()
         self._per_address: dict[str, int] = {}
         self.budget = RequestBudget(broker.config.max_inflight_bytes)
+        self.identity = ClusterIdentity(broker)
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._connected, self.host, self.port)
@@ -145,7 +156,7 @@ class KafkaListener:
             return
         self._connections.add(task)
         self._per_address[address] = self._per_address.get(address, 0) + 1
-        ctx = KafkaContext(self.broker, self.advertised, self.groups)
+        ctx = KafkaContext(self.broker, self.advertised, self.groups, self.identity)
         try:
             await self._serve(ctx, reader, writer)
         except (ProtocolError, ValueError) as exc:

@@ -23,6 +23,7 @@ API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID = 18, 3, 
 CREATE_TOPICS, DELETE_TOPICS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 19, 20, 17, 36
 FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 10, 11, 14, 12, 13
 OFFSET_COMMIT, OFFSET_FETCH, OFFSET_FOR_LEADER_EPOCH = 8, 9, 23
+DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, CREATE_PARTITIONS, DESCRIBE_CLUSTER = 32, 44, 37, 60
 # What a connection may send before it authenticated, when auth is on.
 BEFORE_AUTH = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
@@ -47,6 +48,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     OFFSET_COMMIT: (2, 8),  # 9+ are KIP-848's member epochs
     OFFSET_FETCH: (1, 7),  # 8+ batch groups
     OFFSET_FOR_LEADER_EPOCH: (2, 4),  # librdkafka asks v2; 0-1 are gone from Kafka 4
+    CREATE_PARTITIONS: (0, 3),
+    DESCRIBE_CONFIGS: (1, 4),  # 0 is gone from Kafka 4
+    INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    DESCRIBE_CLUSTER: (0, 2),
 }
 
 _FIXED = struct.Struct(">hhi")  # api key, api version, correlation id

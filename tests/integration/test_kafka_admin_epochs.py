@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import io
 import socket
-import time
 import struct
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -240,3 +240,93 @@ def test_leader_epochs_fence_diverge_and_end(kafka_broker: Any) -> None:
         (b"d", new),
         (b"e", new),
     ]
+
+
+# -- 3. admin APIs through confluent-kafka's AdminClient --------------------------------------
+
+
+def _error(future: Any) -> int:
+    with pytest.raises(KafkaException) as got:
+        future.result(timeout=30)
+    return int(got.value.args[0].code())
+
+
+def _alter(admin: AdminClient, topic: str, *entries: ConfigEntry) -> Any:
+    res = ConfigResource("topic", topic, incremental_configs=list(entries))
+    return admin.incremental_alter_configs([res])[res]
+
+
+def test_describe_and_alter_configs(kafka_broker: Any) -> None:
+    broker, bootstrap = kafka_broker
+    topic = _topic(broker)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    res = ConfigResource("topic", topic)
+    configs = admin.describe_configs([res])[res].result(timeout=30)
+    assert configs["retention.ms"].value == "604800000" and configs["retention.ms"].is_default
+    me = ConfigResource("broker", "1")
+    mine = admin.describe_configs([me])[me].result(timeout=30)
+    assert mine["broker.id"].value == "1" and mine["broker.id"].is_read_only
+    assert mine["advertised.listeners"].value == f"PLAINTEXT://{bootstrap}"
+
+    set_ = AlterConfigOpType.SET
+    _alter(
+        admin,
+        topic,
+        ConfigEntry("retention.ms", "3600000", incremental_operation=set_),
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND),
+    ).result(timeout=30)
+    now = broker.http.get(f"/topics/{topic}").json()["configs"]
+    assert (now["retention.ms"], now["cleanup.policy"]) == ("3600000", "compact,delete")
+    configs = admin.describe_configs([res])[res].result(timeout=30)
+    assert configs["retention.ms"].value == "3600000" and not configs["retention.ms"].is_default
+
+    # Validated as HTTP's PATCH validates; APPEND/SUBTRACT only on list configs.
+    invalid = KafkaError.INVALID_CONFIG
+    assert (
+        _error(
+            _alter(admin, topic, ConfigEntry("retention.ms", "soon", incremental_operation=set_))
+        )
+        == invalid
+    )
+    assert (
+        _error(_alter(admin, topic, ConfigEntry("no.such", "1", incremental_operation=set_)))
+        == invalid
+    )
+    append = AlterConfigOpType.APPEND
+    assert (
+        _error(_alter(admin, topic, ConfigEntry("retention.ms", "1", incremental_operation=append)))
+        == invalid
+    )
+    _alter(
+        admin,
+        topic,
+        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+    ).result(timeout=30)
+    assert broker.http.get(f"/topics/{topic}").json()["configs"]["retention.ms"] == "604800000"
+    read_only = ConfigResource(
+        "broker",
+        "1",
+        incremental_configs=[ConfigEntry("num.partitions", "3", incremental_operation=set_)],
+    )
+    assert (
+        _error(admin.incremental_alter_configs([read_only])[read_only])
+        == KafkaError.INVALID_REQUEST
+    )
+
+
+def test_create_partitions_and_describe_cluster(kafka_broker: Any) -> None:
+    broker, bootstrap = kafka_broker
+    topic = _topic(broker)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_partitions([NewPartitions(topic, 3)])[topic].result(timeout=30)
+    assert len(broker.http.get(f"/topics/{topic}").json()["partitions"]) == 3
+    shrink = admin.create_partitions([NewPartitions(topic, 2)])[topic]
+    assert _error(shrink) == KafkaError.INVALID_PARTITIONS
+    unknown = admin.create_partitions([NewPartitions("no-such-topic", 2)])["no-such-topic"]
+    assert _error(unknown) == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+    cluster = admin.describe_cluster(request_timeout=30).result(timeout=30)
+    real_id = PartitionStateRepo(make_engine(broker.database_url)).cluster_id()
+    assert cluster.cluster_id == real_id
+    assert cluster.controller.id == broker.broker_id  # the lease holder, the only broker
+    assert [(n.id, f"{n.host}:{n.port}") for n in cluster.nodes] == [(1, bootstrap)]
