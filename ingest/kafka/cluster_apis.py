@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode as KafkaError
 
 from cluster.metadata_cache import TopicView
 from ingest.kafka.context import KafkaContext
-from ingest.kafka.protocol import SUPPORTED, build, kafka_error, nested
+from ingest.kafka.protocol import NO_TRANSACTIONS, SUPPORTED, build, kafka_error, nested
 from logformat.errors import TierlogError
 from metadata.acl import CLUSTER_NAME
 
@@ -184,8 +184,8 @@ async def handle_init_producer_id(ctx: KafkaContext, request: Any, response_cls:
             producer_epoch=epoch,
         )
 
-    if request.transactional_id is not None:
-        return answer(KafkaError.invalid_request)
+    if request.transactional_id is not None:  # no transactions (protocol.py says why)
+        return answer(NO_TRANSACTIONS)
     if not ctx.may_write_somewhere():
         return answer(KafkaError.cluster_authorization_failed)
     repo = ctx.broker.partition_repo

@@ -24,6 +24,15 @@ CREATE_TOPICS, DELETE_TOPICS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 19, 20, 17, 36
 FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 10, 11, 14, 12, 13
 OFFSET_COMMIT, OFFSET_FETCH, OFFSET_FOR_LEADER_EPOCH = 8, 9, 23
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, CREATE_PARTITIONS, DESCRIBE_CLUSTER = 32, 44, 37, 60
+# Transactions are out of scope. Their APIs are absent from ApiVersions, but clients look
+# for a transaction coordinator regardless (librdkafka then retries until init_transactions
+# times out), so FindCoordinator and InitProducerId refuse a transactional id with the one
+# error clients treat as fatal at once, and this message, which librdkafka shows.
+NO_TRANSACTIONS = KafkaError.transactional_id_authorization_failed
+NO_TRANSACTIONS_MESSAGE = (
+    "tierlog does not support Kafka transactions: unset transactional.id (an idempotent "
+    "producer, enable.idempotence=true, still keeps retries from duplicating records)"
+)
 # What a connection may send before it authenticated, when auth is on.
 BEFORE_AUTH = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 

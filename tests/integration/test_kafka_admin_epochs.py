@@ -330,3 +330,16 @@ def test_create_partitions_and_describe_cluster(kafka_broker: Any) -> None:
     assert cluster.cluster_id == real_id
     assert cluster.controller.id == broker.broker_id  # the lease holder, the only broker
     assert [(n.id, f"{n.host}:{n.port}") for n in cluster.nodes] == [(1, bootstrap)]
+
+
+# -- 4. transactions: refused with a message, not a timeout ---------------------------------
+
+
+def test_a_transactional_producer_is_refused_with_a_clear_error(kafka_broker: Any) -> None:
+    _, bootstrap = kafka_broker
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{uuid.uuid4().hex}"})
+    with pytest.raises(KafkaException) as got:
+        p.init_transactions(20)  # fails at once: the refusal is fatal, not retried to the end
+    error = got.value.args[0]
+    assert error.fatal() and error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert "does not support Kafka transactions" in error.str()
