@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode as KafkaError
 from ingest.kafka.cluster_apis import NO_THROTTLE
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.fetch_api import leader
-from ingest.kafka.leader_epochs import UNDEFINED, EpochEnd, end_offset_for, fence
+from ingest.kafka.leader_epochs import UNDEFINED, EpochEnd, epoch_end, fence
 from ingest.kafka.protocol import build, kafka_error, nested
 from logformat.errors import TierlogError
 
@@ -27,7 +27,7 @@ async def _one(ctx: KafkaContext, topic: str, p: Any) -> tuple[KafkaError, Epoch
     fenced = fence(state, p.current_leader_epoch)
     if fenced is not None:
         return fenced, UNDEFINED
-    return KafkaError.none, end_offset_for(state, p.leader_epoch)
+    return KafkaError.none, epoch_end(state, p.leader_epoch)
 
 
 async def handle_offset_for_leader_epoch(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from kio.schema.errors import ErrorCode as KafkaError
 
 from cluster.read_contract import FetchResult
+from ingest.log.epoch_cache import Epochs
 from ingest.replication.partition import Partition
 from logformat.errors import ErrorCode, TierlogError
 
@@ -41,19 +42,22 @@ def fence(state: Partition, current_leader_epoch: int) -> KafkaError | None:
     return KafkaError.unknown_leader_epoch
 
 
-def end_offset_for(state: Partition, epoch: int) -> EpochEnd:
-    """Kafka's endOffsetFor: (the largest epoch <= `epoch`, the offset where it ended)."""
-    entries = state.log.leader_epochs()
-    log_end = state.log.log_end_offset
+def end_offset_for(entries: Epochs, log_end: int, epoch: int) -> EpochEnd:
+    """Kafka's endOffsetFor over a cache's (epoch, start offset) entries: (the largest epoch
+    <= `epoch`, the offset where it ended)."""
     if epoch < 0 or not entries:
         return UNDEFINED
     if epoch == entries[-1][0]:
         return EpochEnd(epoch, log_end)
-    later = [(e, start) for e, start in entries if e > epoch]
+    later = [start for e, start in entries if e > epoch]
     if not later:
         return UNDEFINED  # newer than any epoch this log has seen
     earlier = [e for e, _ in entries if e <= epoch]
-    return EpochEnd(earlier[-1] if earlier else epoch, later[0][1])
+    return EpochEnd(earlier[-1] if earlier else epoch, later[0])
+
+
+def epoch_end(state: Partition, epoch: int) -> EpochEnd:
+    return end_offset_for(state.log.leader_epochs(), state.log.log_end_offset, epoch)
 
 
 def diverging(state: Partition, last_fetched_epoch: int, fetch_offset: int) -> EpochEnd | None:
@@ -61,7 +65,7 @@ def diverging(state: Partition, last_fetched_epoch: int, fetch_offset: int) -> E
     OFFSET_OUT_OF_RANGE when the epoch is beyond what the cache can answer."""
     if last_fetched_epoch < 0:
         return None
-    found = end_offset_for(state, last_fetched_epoch)
+    found = epoch_end(state, last_fetched_epoch)
     if found == UNDEFINED:
         raise TierlogError(
             ErrorCode.OFFSET_OUT_OF_RANGE, f"leader epoch {last_fetched_epoch} is not known"
@@ -71,16 +75,19 @@ def diverging(state: Partition, last_fetched_epoch: int, fetch_offset: int) -> E
     return None
 
 
-def epoch_at(state: Partition, offset: int) -> tuple[int, int | None]:
+def epoch_of(entries: Epochs, offset: int) -> tuple[int, int | None]:
     """(the epoch whose records start at or before `offset`, the offset where that epoch
     ends or None while it is the latest); -1 below the oldest epoch the cache keeps."""
-    entries = state.log.leader_epochs()
-    epoch, end = NO_EPOCH, entries[0][1] if entries else None
+    epoch: int = NO_EPOCH
     for e, start in entries:
         if start > offset:
             return epoch, start
-        epoch, end = e, None
-    return epoch, end
+        epoch = e
+    return epoch, None
+
+
+def epoch_at(state: Partition, offset: int) -> tuple[int, int | None]:
+    return epoch_of(state.log.leader_epochs(), offset)
 
 
 def within_epoch(got: FetchResult, end: int | None) -> FetchResult:
