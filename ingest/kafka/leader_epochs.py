@@ -87,6 +87,10 @@ def epoch_of(entries: Epochs, offset: int) -> tuple[int, int | None]:
 
 
 def epoch_at(state: Partition, offset: int) -> tuple[int, int | None]:
+    # The common case, a consumer in the leader's own epoch, needs no index read: that epoch
+    # began at or before epoch_start_offset (the log end when this broker began leading).
+    if state.leader_epoch == state.log.latest_epoch and offset >= state.epoch_start_offset:
+        return state.leader_epoch, None
     return epoch_of(state.log.leader_epochs(), offset)
 
 
