@@ -38,6 +38,7 @@ BEFORE_AUTH = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
 # API key -> (min, max) version served: what librdkafka 2.x, kcat and kafka-python negotiate.
 # Produce 3+ and Fetch 4+ carry RecordBatch v2 only; Fetch stops before 13 (topic ids).
+# docs/kafka-apis.md is generated from this table (api_table.py): regenerate it on a change.
 SUPPORTED: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 9),
     FETCH: (4, 12),

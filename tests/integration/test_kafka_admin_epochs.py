@@ -330,6 +330,8 @@ def test_create_partitions_and_describe_cluster(kafka_broker: Any) -> None:
     assert cluster.cluster_id == real_id
     assert cluster.controller.id == broker.broker_id  # the lease holder, the only broker
     assert [(n.id, f"{n.host}:{n.port}") for n in cluster.nodes] == [(1, bootstrap)]
+    metadata = admin.list_topics(timeout=30)  # Metadata names the same controller and id
+    assert (metadata.cluster_id, metadata.controller_id) == (real_id, broker.broker_id)
 
 
 # -- 4. transactions: refused with a message, not a timeout ---------------------------------
