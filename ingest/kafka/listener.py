@@ -208,6 +208,13 @@ class KafkaListener:
         return await self._answer(ctx, peek_header(frame), frame)
 
     async def _answer(self, ctx: KafkaContext, header: RequestHeader, frame: bytes) -> bytes | None:
+        # Before authentication nothing but ApiVersions and SASL is even decoded.
+        locked = self.broker.authorizer.enabled and not ctx.authenticated
+        if locked and header.api_key not in BEFORE_AUTH:
+            raise ProtocolError(
+                f"API key {header.api_key} before SASL authentication (auth is on: "
+                "SASL/PLAIN with an API key first)"
+            )
         if not supported(header.api_key, header.api_version):
             if header.api_key == API_VERSIONS:  # KIP-511: answer v0 with what we serve
                 v0 = header._replace(api_version=0)
@@ -222,12 +229,6 @@ class KafkaListener:
                 extra={"api_key": header.api_key, "api_version": header.api_version},
             )
             return answer_unsupported(header, frame)
-        locked = self.broker.authorizer.enabled and not ctx.authenticated
-        if locked and header.api_key not in BEFORE_AUTH:
-            raise ProtocolError(
-                f"API key {header.api_key} before SASL authentication (auth is on: "
-                "SASL/PLAIN with an API key first)"
-            )
         request = decode_body(header, frame)
         body = await HANDLERS[header.api_key](ctx, request, response_type(header))
         return None if body is None else encode_response(header, body)

@@ -303,6 +303,21 @@ def test_describe_and_alter_configs(kafka_broker: Any) -> None:
         ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
     ).result(timeout=30)
     assert broker.http.get(f"/topics/{topic}").json()["configs"]["retention.ms"] == "604800000"
+    checked = ConfigResource(
+        "topic",
+        topic,
+        incremental_configs=[ConfigEntry("retention.ms", "1", incremental_operation=set_)],
+    )
+    admin.incremental_alter_configs([checked], validate_only=True)[checked].result(timeout=30)
+    assert broker.http.get(f"/topics/{topic}").json()["configs"]["retention.ms"] == "604800000"
+    too_many = ConfigResource(
+        "topic",
+        topic,
+        incremental_configs=[ConfigEntry("min.insync.replicas", "2", incremental_operation=set_)],
+    )  # more than the replication factor: refused by the same check as a write
+    assert (
+        _error(admin.incremental_alter_configs([too_many], validate_only=True)[too_many]) == invalid
+    )
     read_only = ConfigResource(
         "broker",
         "1",
@@ -320,6 +335,9 @@ def test_create_partitions_and_describe_cluster(kafka_broker: Any) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_partitions([NewPartitions(topic, 3)])[topic].result(timeout=30)
     assert len(broker.http.get(f"/topics/{topic}").json()["partitions"]) == 3
+    checked = admin.create_partitions([NewPartitions(topic, 5)], validate_only=True)[topic]
+    checked.result(timeout=30)
+    assert len(broker.http.get(f"/topics/{topic}").json()["partitions"]) == 3  # only checked
     shrink = admin.create_partitions([NewPartitions(topic, 2)])[topic]
     assert _error(shrink) == KafkaError.INVALID_PARTITIONS
     unknown = admin.create_partitions([NewPartitions("no-such-topic", 2)])["no-such-topic"]
