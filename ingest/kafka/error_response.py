@@ -14,6 +14,10 @@ from typing import Any
 
 from kio.index import UnknownAPIKey, UnknownEntity
 from kio.schema.errors import ErrorCode as KafkaError
+
+# kio's own field introspection (how its readers and writers see a type), private but pinned
+# (kio==0.6.5 in pyproject.toml); tests/unit/.../test_kafka_error_response.py encodes an
+# error answer for every version of every served API, so a kio change that breaks it shows.
 from kio.serial._implicit_defaults import get_implicit_default
 from kio.serial._introspect import (
     EntityField,
