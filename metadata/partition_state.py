@@ -254,6 +254,13 @@ class PartitionStateRepo:
         with self.engine.begin() as conn:
             return int(conn.execute(select(producer_ids.next_value())).scalar_one())
 
+    def cluster_id(self) -> str:
+        """The cluster's id (made by migration 0002): what Kafka clients see as cluster.id."""
+        with self.engine.connect() as conn:
+            return str(
+                conn.execute(select(cluster.c.cluster_id).where(cluster.c.id == 1)).scalar_one()
+            )
+
     def cluster_secret(self) -> str:
         """The shared secret authenticating cluster-internal HTTP (made by migration 0002)."""
         with self.engine.connect() as conn:

@@ -1,8 +1,9 @@
-"""CreateTopics and DeleteTopics over the same topic repository as HTTP's /topics.
+"""CreateTopics, DeleteTopics and CreatePartitions over the same topic repository as HTTP's
+/topics.
 
-Any broker can serve them (Postgres is the controller's store), so Metadata may name the
-answering broker as controller. Each topic succeeds or fails on its own, with Kafka's error
-and tierlog's message.
+Any broker can serve them (Postgres is the controller's store); admin clients send them to
+the controller Metadata names (the lease holder). Each topic succeeds or fails on its own,
+with Kafka's error and tierlog's message.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from ingest.kafka.protocol import build, kafka_error, nested
 from logformat.errors import ErrorCode, TierlogError
 from metadata.acl import CLUSTER_NAME
 from metadata.configs import check_min_insync, validate_configs, validate_topic_name
+from metadata.topics import MAX_PARTITIONS
 
 
-async def _after_change(ctx: KafkaContext) -> None:
+async def after_topic_change(ctx: KafkaContext) -> None:
     """Reload metadata and reconcile replicas at once, as HTTP topic changes do."""
     await asyncio.to_thread(ctx.broker.cache.refresh, True)
     ctx.broker.reconcile()
@@ -77,7 +79,7 @@ async def handle_create_topics(ctx: KafkaContext, request: Any, response_cls: An
             fields.update(num_partitions=partitions, replication_factor=rf, topic_id=uuid.UUID(tid))
         results.append(build(result_cls, **fields))
     if created:
-        await _after_change(ctx)
+        await after_topic_change(ctx)
     return build(response_cls, throttle_time=NO_THROTTLE, topics=tuple(results))
 
 
@@ -102,5 +104,48 @@ async def handle_delete_topics(ctx: KafkaContext, request: Any, response_cls: An
             deleted = True
             results.append(build(result_cls, name=name, error_code=KafkaError.none))
     if deleted:
-        await _after_change(ctx)
+        await after_topic_change(ctx)
     return build(response_cls, throttle_time=NO_THROTTLE, responses=tuple(results))
+
+
+async def _grow(ctx: KafkaContext, topic: Any, validate_only: bool) -> None:
+    """The HTTP grow's rules (ALTER on the topic, grow only, no manual assignment)."""
+    ctx.require("topic", topic.name, "alter")
+    view = await ctx.broker.cache.require_topic(topic.name)
+    if topic.assignments is not None:
+        raise TierlogError(
+            ErrorCode.INVALID_REQUEST, "manual replica assignments are not supported"
+        )
+    if not validate_only:
+        await asyncio.to_thread(ctx.broker.topics.add_partitions, topic.name, topic.count)
+    elif not view.info.partition_count < topic.count <= MAX_PARTITIONS:
+        raise TierlogError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"topic {topic.name!r} has {view.info.partition_count} partitions; the new total "
+            f"must be larger and at most {MAX_PARTITIONS}, got {topic.count}",
+        )
+
+
+async def handle_create_partitions(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+    result_cls = nested(response_cls, "CreatePartitionsTopicResult")
+    names = [t.name for t in request.topics]
+    results = []
+    grown = False
+    for topic in request.topics:
+        try:
+            if names.count(topic.name) > 1:  # Kafka refuses every copy of a duplicate
+                raise TierlogError(
+                    ErrorCode.INVALID_REQUEST, f"topic {topic.name!r} is named more than once"
+                )
+            await _grow(ctx, topic, request.validate_only)
+        except TierlogError as exc:
+            error, message = kafka_error(exc), exc.message
+        else:
+            grown = grown or not request.validate_only
+            error, message = KafkaError.none, ""
+        results.append(
+            build(result_cls, name=topic.name, error_code=error, error_message=message or None)
+        )
+    if grown:
+        await after_topic_change(ctx)
+    return build(response_cls, throttle_time=NO_THROTTLE, results=tuple(results))

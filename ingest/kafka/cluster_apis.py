@@ -1,4 +1,5 @@
-"""ApiVersions, Metadata and InitProducerId over the broker's metadata cache."""
+"""ApiVersions, Metadata, DescribeCluster and InitProducerId over the broker's metadata
+cache."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from kio.schema.errors import ErrorCode as KafkaError
 
 from cluster.metadata_cache import TopicView
 from ingest.kafka.context import KafkaContext
-from ingest.kafka.protocol import SUPPORTED, build, kafka_error, nested
+from ingest.kafka.protocol import NO_TRANSACTIONS, SUPPORTED, build, kafka_error, nested
 from logformat.errors import TierlogError
+from metadata.acl import CLUSTER_NAME
 
 NO_THROTTLE = timedelta(0)
+NOT_ASKED = -2147483648  # authorized operations the client did not ask for
 
 
 def api_versions(response_cls: Any, error: KafkaError = KafkaError.none) -> Any:
@@ -60,7 +63,7 @@ def _topic(
         topic_id=uuid.UUID(view.info.id) if view is not None else uuid.UUID(int=0),
         is_internal=False,
         partitions=partitions,
-        topic_authorized_operations=-2147483648,
+        topic_authorized_operations=NOT_ASKED,
     )
 
 
@@ -90,36 +93,82 @@ async def _one_topic(ctx: KafkaContext, response_cls: Any, name: str | None) -> 
     return _topic(response_cls, name, KafkaError.none, view, parts)
 
 
+def _brokers(ctx: KafkaContext, cls: Any, fenced_too: bool = False) -> tuple[Any, ...]:
+    """The live brokers with their Kafka address (and the dead ones, marked fenced, when
+    asked: DescribeCluster v2)."""
+    out = []
+    for broker_id, reg in sorted(ctx.broker.cache.brokers.items()):
+        address = ctx.kafka_address(broker_id)
+        if address is not None and (reg.alive or fenced_too):
+            host, port = address
+            out.append(
+                build(
+                    cls,
+                    node_id=broker_id,
+                    broker_id=broker_id,
+                    host=host,
+                    port=port,
+                    rack=reg.rack,
+                    is_fenced=not reg.alive,
+                )
+            )
+    return tuple(out)
+
+
 async def handle_metadata(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
-    cache = ctx.broker.cache
     names = _named(ctx, request)
     if names is None:  # every topic the caller may see, silently leaving out the others
         names = [
-            v.info.name for v in cache.topics() if ctx.allowed("topic", v.info.name, "describe")
+            v.info.name
+            for v in ctx.broker.cache.topics()
+            if ctx.allowed("topic", v.info.name, "describe")
         ]
     topics = [await _one_topic(ctx, response_cls, n) for n in names]
-    brokers = []
-    for broker_id, reg in sorted(cache.brokers.items()):
-        address = ctx.kafka_address(broker_id)
-        if reg.alive and address is not None:
-            brokers.append(
-                build(
-                    nested(response_cls, "MetadataResponseBroker"),
-                    node_id=broker_id,
-                    host=address[0],
-                    port=address[1],
-                    rack=reg.rack,
-                )
-            )
+    brokers = _brokers(ctx, nested(response_cls, "MetadataResponseBroker"))
     return build(
         response_cls,
         throttle_time=NO_THROTTLE,
-        brokers=tuple(brokers),
-        cluster_id="tierlog",
-        controller_id=ctx.broker.config.broker_id,
+        brokers=brokers,
+        cluster_id=await ctx.identity.cluster_id(),
+        controller_id=await ctx.identity.controller_id(),
         topics=tuple(topics),
-        cluster_authorized_operations=-2147483648,
+        cluster_authorized_operations=NOT_ASKED,
     )
+
+
+BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2  # DescribeCluster's endpoint types (KIP-919)
+# Kafka's AclOperation codes of the operations tierlog's ACLs name.
+_ACL_CODES = {"read": 3, "write": 4, "create": 5, "delete": 6, "alter": 7, "describe": 8}
+
+
+def _cluster_operations(ctx: KafkaContext) -> int:
+    bits = 0
+    for operation, code in _ACL_CODES.items():
+        if ctx.allowed("cluster", CLUSTER_NAME, operation):
+            bits |= 1 << code
+    return bits
+
+
+async def handle_describe_cluster(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+    """The brokers, the controller (the lease holder) and the cluster id, as Metadata has
+    them; brokers serve no controller endpoints (there is no KRaft quorum to reach)."""
+    endpoint = getattr(request, "endpoint_type", BROKERS_ENDPOINT)
+    fields: dict[str, Any] = {"throttle_time": NO_THROTTLE, "endpoint_type": endpoint}
+    fields.update(cluster_id=await ctx.identity.cluster_id(), brokers=())
+    fields.update(controller_id=await ctx.identity.controller_id())
+    fields.update(error_code=KafkaError.none, error_message=None)
+    ops = _cluster_operations(ctx) if request.include_cluster_authorized_operations else NOT_ASKED
+    fields["cluster_authorized_operations"] = ops
+    if endpoint == CONTROLLERS_ENDPOINT:
+        message = "tierlog brokers serve broker endpoints only: there are no controller nodes"
+        fields.update(error_code=KafkaError.mismatched_endpoint_type, error_message=message)
+    elif endpoint != BROKERS_ENDPOINT:
+        message = f"endpoint type {endpoint} is unknown: 1 (brokers) or 2 (controllers)"
+        fields.update(error_code=KafkaError.unsupported_endpoint_type, error_message=message)
+    else:
+        fenced = getattr(request, "include_fenced_brokers", False)
+        fields["brokers"] = _brokers(ctx, nested(response_cls, "DescribeClusterBroker"), fenced)
+    return build(response_cls, **fields)
 
 
 async def handle_init_producer_id(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
@@ -135,8 +184,8 @@ async def handle_init_producer_id(ctx: KafkaContext, request: Any, response_cls:
             producer_epoch=epoch,
         )
 
-    if request.transactional_id is not None:
-        return answer(KafkaError.invalid_request)
+    if request.transactional_id is not None:  # no transactions (protocol.py says why)
+        return answer(NO_TRANSACTIONS)
     if not ctx.may_write_somewhere():
         return answer(KafkaError.cluster_authorization_failed)
     repo = ctx.broker.partition_repo

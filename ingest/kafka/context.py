@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from cluster.authorizer import ANONYMOUS
+from ingest.kafka.cluster_identity import ClusterIdentity
 from logformat.errors import ErrorCode, TierlogError
 from metadata.acl import CLUSTER_NAME
 
@@ -38,9 +39,14 @@ class KafkaContext:
     (sasl_apis.py); with auth on, only ApiVersions and SASL are served before that."""
 
     def __init__(
-        self, broker: Broker, advertised: tuple[str, int], groups: ClassicGroups | None = None
+        self,
+        broker: Broker,
+        advertised: tuple[str, int],
+        groups: ClassicGroups | None = None,
+        identity: ClusterIdentity | None = None,
     ) -> None:
         self.broker = broker
+        self.identity = identity or ClusterIdentity(broker)  # shared by the listener
         self.advertised = advertised
         self.groups = groups  # None: no groups extension mounted (COORDINATOR_NOT_AVAILABLE)
         self.principal = ANONYMOUS

@@ -17,8 +17,10 @@ from kio.schema.errors import ErrorCode as KafkaError
 
 from cluster.read_contract import ColdReader
 from ingest import metrics
+from ingest.kafka import leader_epochs
 from ingest.kafka.cluster_apis import NO_THROTTLE
 from ingest.kafka.context import KafkaContext
+from ingest.kafka.leader_epochs import UNDEFINED, EpochEnd
 from ingest.kafka.protocol import build, kafka_error, nested
 from ingest.kafka.record_batch import encode_batch
 from ingest.replication.partition import Partition
@@ -37,6 +39,7 @@ class _Read(NamedTuple):
     records: bytes = b""
     high_watermark: int = -1
     log_start: int = -1
+    diverging: EpochEnd = UNDEFINED  # KIP-320: where the consumer's last epoch ended
 
 
 def cold_reader(ctx: KafkaContext, topic: str) -> ColdReader | None:
@@ -57,10 +60,19 @@ async def leader(ctx: KafkaContext, topic: str, partition: int, operation: str) 
 async def _read(ctx: KafkaContext, topic: str, p: Any, max_bytes: int) -> _Read:
     try:
         state = await leader(ctx, topic, p.partition, "read")
+        fenced = leader_epochs.fence(state, getattr(p, "current_leader_epoch", -1))
+        if fenced is not None:
+            return _Read(fenced)
+        last_epoch = getattr(p, "last_fetched_epoch", -1)
+        diverged = leader_epochs.diverging(state, last_epoch, p.fetch_offset)
+        if diverged is not None:
+            return _Read(KafkaError.none, high_watermark=state.high_watermark, diverging=diverged)
         cold = cold_reader(ctx, topic)
+        epoch, epoch_end = leader_epochs.epoch_at(state, p.fetch_offset)
         got = await tiered_fetch.fetch_tiered(
             state, cold, p.fetch_offset, _MAX_RECORDS, max(1, max_bytes), 0
         )
+        got = leader_epochs.within_epoch(got, epoch_end)
     except TierlogError as exc:
         return _Read(kafka_error(exc))
     except Exception:
@@ -69,7 +81,9 @@ async def _read(ctx: KafkaContext, topic: str, p: Any, max_bytes: int) -> _Read:
     view = ctx.broker.cache.topic(topic)
     append_time = view is not None and view.config.message_timestamp_type == "LogAppendTime"
     metrics.FETCHED_RECORDS.labels(topic).inc(got.batch.num_rows)
-    data = encode_batch(got.batch, p.fetch_offset, got.next_offset, append_time)
+    data = leader_epochs.stamp(
+        encode_batch(got.batch, p.fetch_offset, got.next_offset, append_time), epoch
+    )
     return _Read(KafkaError.none, data, got.high_watermark, got.log_start_offset)
 
 
@@ -102,12 +116,21 @@ async def _wait_for_any(ctx: KafkaContext, request: Any, timeout_s: float) -> No
         w.cancel()
 
 
+def _diverging(response_cls: Any, r: _Read) -> dict[str, Any]:
+    if r.diverging == UNDEFINED:
+        return {}
+    end = nested(response_cls, "EpochEndOffset")
+    return {"diverging_epoch": end(epoch=r.diverging.epoch, end_offset=r.diverging.end_offset)}
+
+
 async def handle_fetch(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
     deadline = time.monotonic() + min(request.max_wait.total_seconds(), 30.0)
     while True:
         reads = await _read_all(ctx, request)
         got = sum(len(r.records) for rs in reads for r in rs)
-        failed = any(r.error != KafkaError.none for rs in reads for r in rs)
+        failed = any(
+            r.error != KafkaError.none or r.diverging != UNDEFINED for rs in reads for r in rs
+        )
         remaining = deadline - time.monotonic()
         if got >= max(1, request.min_bytes) or failed or remaining <= 0:
             break
@@ -127,6 +150,7 @@ async def handle_fetch(ctx: KafkaContext, request: Any, response_cls: Any) -> An
                 aborted_transactions=None,
                 preferred_read_replica=-1,
                 records=r.records,
+                **_diverging(response_cls, r),
             )
             for p, r in zip(t.partitions, rs, strict=True)
         )
@@ -143,11 +167,15 @@ async def handle_fetch(ctx: KafkaContext, request: Any, response_cls: Any) -> An
 async def _offset(ctx: KafkaContext, topic: str, p: Any) -> tuple[KafkaError, int, int, int]:
     """(error, timestamp, offset, leader epoch) of one ListOffsets partition."""
     state = await leader(ctx, topic, p.partition_index, "describe")
+    fenced = leader_epochs.fence(state, getattr(p, "current_leader_epoch", -1))
+    if fenced is not None:
+        return fenced, -1, -1, -1
     cold = cold_reader(ctx, topic)
     if p.timestamp == LATEST:
         return KafkaError.none, -1, state.high_watermark, state.leader_epoch
     if p.timestamp == EARLIEST:
-        return KafkaError.none, -1, await tiered_fetch.earliest(state, cold), state.leader_epoch
+        first = await tiered_fetch.earliest(state, cold)
+        return KafkaError.none, -1, first, leader_epochs.epoch_at(state, first)[0]
     if p.timestamp < 0:
         raise TierlogError(
             ErrorCode.INVALID_REQUEST,
@@ -156,7 +184,8 @@ async def _offset(ctx: KafkaContext, topic: str, p: Any) -> tuple[KafkaError, in
     found = await tiered_fetch.offset_for_timestamp(state, cold, p.timestamp)
     if found is None:
         return KafkaError.none, -1, -1, state.leader_epoch
-    return KafkaError.none, await _record_time(state, cold, found), found, state.leader_epoch
+    epoch = leader_epochs.epoch_at(state, found)[0]
+    return KafkaError.none, await _record_time(state, cold, found), found, epoch
 
 
 async def _record_time(state: Partition, cold: ColdReader | None, offset: int) -> int:

@@ -19,7 +19,13 @@ from cluster.kafka_groups import ClassicGroupError, ClassicGroups, JoinGroup
 from ingest.kafka.cluster_apis import NO_THROTTLE
 from ingest.kafka.consumer_protocol import decode_subscription, encode_assignment
 from ingest.kafka.context import KafkaContext
-from ingest.kafka.protocol import build, kafka_error, nested
+from ingest.kafka.protocol import (
+    NO_TRANSACTIONS,
+    NO_TRANSACTIONS_MESSAGE,
+    build,
+    kafka_error,
+    nested,
+)
 from logformat.errors import ErrorCode, TierlogError
 
 T = TypeVar("T")
@@ -54,9 +60,8 @@ def _coordinator(ctx: KafkaContext, key: str, key_type: int) -> dict[str, Any]:
     host, port = ctx.advertised
     fields: dict[str, Any] = {"key": key, "node_id": ctx.broker.config.broker_id}
     fields.update(host=host, port=port, error_code=KafkaError.none, error_message=None)
-    if key_type != KEY_GROUP:
-        message = "transactions are not supported: no transaction coordinator"
-        fields.update(error_code=KafkaError.coordinator_not_available, error_message=message)
+    if key_type != KEY_GROUP:  # a transaction coordinator: refused (protocol.py says why)
+        fields.update(error_code=NO_TRANSACTIONS, error_message=NO_TRANSACTIONS_MESSAGE)
         fields.update(node_id=-1, host="", port=-1)
     elif ctx.groups is None:
         message = "this broker serves no consumer groups"

@@ -3,9 +3,10 @@
 One connection serves one request at a time and answers in order, as a Kafka broker does
 (it mutes a connection until its response is sent), so pipelined requests need no
 reordering. Frames are bounded by the broker's request size limit; a frame that cannot be
-parsed, an unknown API or a version outside what ApiVersions offered closes the connection
-(Kafka's own answer), except ApiVersions itself, which always answers (KIP-511). No request
-can end the broker: every failure stays inside its connection.
+parsed or an API we do not serve closes the connection (Kafka's own answer). A version
+outside what ApiVersions offered is answered UNSUPPORTED_VERSION in that version
+(error_response.py); ApiVersions itself always answers (KIP-511, as v0). No request can end
+the broker: every failure stays inside its connection.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from kio.schema.errors import ErrorCode as KafkaError
 from ingest.kafka import (
     admin_apis,
     cluster_apis,
+    config_apis,
+    epoch_api,
     fetch_api,
     group_apis,
     offset_apis,
@@ -29,15 +32,21 @@ from ingest.kafka import (
     sasl_apis,
 )
 from ingest.kafka.budget import RequestBudget
+from ingest.kafka.cluster_identity import ClusterIdentity
 from ingest.kafka.context import KafkaContext
+from ingest.kafka.error_response import answer_unsupported
 from ingest.kafka.protocol import (
     API_VERSIONS,
     BEFORE_AUTH,
+    CREATE_PARTITIONS,
     CREATE_TOPICS,
     DELETE_TOPICS,
+    DESCRIBE_CLUSTER,
+    DESCRIBE_CONFIGS,
     FETCH,
     FIND_COORDINATOR,
     HEARTBEAT,
+    INCREMENTAL_ALTER_CONFIGS,
     INIT_PRODUCER_ID,
     JOIN_GROUP,
     LEAVE_GROUP,
@@ -45,9 +54,11 @@ from ingest.kafka.protocol import (
     METADATA,
     OFFSET_COMMIT,
     OFFSET_FETCH,
+    OFFSET_FOR_LEADER_EPOCH,
     PRODUCE,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
+    SUPPORTED,
     SYNC_GROUP,
     ProtocolError,
     RequestHeader,
@@ -83,6 +94,11 @@ HANDLERS: dict[int, Handler] = {
     LEAVE_GROUP: group_apis.handle_leave_group,
     OFFSET_COMMIT: offset_apis.handle_offset_commit,
     OFFSET_FETCH: offset_apis.handle_offset_fetch,
+    OFFSET_FOR_LEADER_EPOCH: epoch_api.handle_offset_for_leader_epoch,
+    CREATE_PARTITIONS: admin_apis.handle_create_partitions,
+    DESCRIBE_CONFIGS: config_apis.handle_describe_configs,
+    INCREMENTAL_ALTER_CONFIGS: config_apis.handle_incremental_alter_configs,
+    DESCRIBE_CLUSTER: cluster_apis.handle_describe_cluster,
 }
 IDLE_TIMEOUT_S = 600.0  # Kafka's connections.max.idle.ms
 INFLIGHT_WAIT_S = 1.0  # as long as an HTTP request waits for in-flight room
@@ -105,6 +121,7 @@ class KafkaListener:
         self._connections: set[asyncio.Task[None]] = set()
         self._per_address: dict[str, int] = {}
         self.budget = RequestBudget(broker.config.max_inflight_bytes)
+        self.identity = ClusterIdentity(broker)
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._connected, self.host, self.port)
@@ -139,7 +156,7 @@ class KafkaListener:
             return
         self._connections.add(task)
         self._per_address[address] = self._per_address.get(address, 0) + 1
-        ctx = KafkaContext(self.broker, self.advertised, self.groups)
+        ctx = KafkaContext(self.broker, self.advertised, self.groups, self.identity)
         try:
             await self._serve(ctx, reader, writer)
         except (ProtocolError, ValueError) as exc:
@@ -191,21 +208,27 @@ class KafkaListener:
         return await self._answer(ctx, peek_header(frame), frame)
 
     async def _answer(self, ctx: KafkaContext, header: RequestHeader, frame: bytes) -> bytes | None:
-        if not supported(header.api_key, header.api_version):
-            if header.api_key == API_VERSIONS:  # KIP-511: answer v0 with what we serve
-                v0 = header._replace(api_version=0)
-                body = cluster_apis.api_versions(response_type(v0), KafkaError.unsupported_version)
-                return encode_response(v0, body)
-            raise ProtocolError(
-                f"API key {header.api_key} version {header.api_version} is not served "
-                f"(client {header.client_id!r}); see ApiVersions"
-            )
+        # Before authentication nothing but ApiVersions and SASL is even decoded.
         locked = self.broker.authorizer.enabled and not ctx.authenticated
         if locked and header.api_key not in BEFORE_AUTH:
             raise ProtocolError(
                 f"API key {header.api_key} before SASL authentication (auth is on: "
                 "SASL/PLAIN with an API key first)"
             )
+        if not supported(header.api_key, header.api_version):
+            if header.api_key == API_VERSIONS:  # KIP-511: answer v0 with what we serve
+                v0 = header._replace(api_version=0)
+                body = cluster_apis.api_versions(response_type(v0), KafkaError.unsupported_version)
+                return encode_response(v0, body)
+            if header.api_key not in SUPPORTED:  # an API we do not serve at all: Kafka closes
+                raise ProtocolError(
+                    f"API key {header.api_key} is not served (client {header.client_id!r})"
+                )
+            log.info(
+                "kafka request in an unsupported version",
+                extra={"api_key": header.api_key, "api_version": header.api_version},
+            )
+            return answer_unsupported(header, frame)
         request = decode_body(header, frame)
         body = await HANDLERS[header.api_key](ctx, request, response_type(header))
         return None if body is None else encode_response(header, body)

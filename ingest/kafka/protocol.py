@@ -22,12 +22,23 @@ from logformat.errors import TierlogError
 API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID = 18, 3, 0, 1, 2, 22
 CREATE_TOPICS, DELETE_TOPICS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 19, 20, 17, 36
 FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 10, 11, 14, 12, 13
-OFFSET_COMMIT, OFFSET_FETCH = 8, 9
+OFFSET_COMMIT, OFFSET_FETCH, OFFSET_FOR_LEADER_EPOCH = 8, 9, 23
+DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, CREATE_PARTITIONS, DESCRIBE_CLUSTER = 32, 44, 37, 60
+# Transactions are out of scope. Their APIs are absent from ApiVersions, but clients look
+# for a transaction coordinator regardless (librdkafka then retries until init_transactions
+# times out), so FindCoordinator and InitProducerId refuse a transactional id with the one
+# error clients treat as fatal at once, and this message, which librdkafka shows.
+NO_TRANSACTIONS = KafkaError.transactional_id_authorization_failed
+NO_TRANSACTIONS_MESSAGE = (
+    "tierlog does not support Kafka transactions: unset transactional.id (an idempotent "
+    "producer, enable.idempotence=true, still keeps retries from duplicating records)"
+)
 # What a connection may send before it authenticated, when auth is on.
 BEFORE_AUTH = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
 # API key -> (min, max) version served: what librdkafka 2.x, kcat and kafka-python negotiate.
 # Produce 3+ and Fetch 4+ carry RecordBatch v2 only; Fetch stops before 13 (topic ids).
+# docs/kafka-apis.md is generated from this table (api_table.py): regenerate it on a change.
 SUPPORTED: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 9),
     FETCH: (4, 12),
@@ -46,6 +57,11 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     LEAVE_GROUP: (0, 4),  # 3+: a batch of members
     OFFSET_COMMIT: (2, 8),  # 9+ are KIP-848's member epochs
     OFFSET_FETCH: (1, 7),  # 8+ batch groups
+    OFFSET_FOR_LEADER_EPOCH: (2, 4),  # librdkafka asks v2; 0-1 are gone from Kafka 4
+    CREATE_PARTITIONS: (0, 3),
+    DESCRIBE_CONFIGS: (1, 4),  # 0 is gone from Kafka 4
+    INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    DESCRIBE_CLUSTER: (0, 2),
 }
 
 _FIXED = struct.Struct(">hhi")  # api key, api version, correlation id

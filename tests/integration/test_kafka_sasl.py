@@ -14,6 +14,13 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+)
 
 from metadata.api_keys import parse_key
 from tests.integration.ports import free_port
@@ -141,3 +148,30 @@ def test_kcat_authenticates(env: Env) -> None:
     assert 'topic "paid" with 1 partitions' in out.stdout.decode()
     wrong = [*cmd[:-2], "-m", "2", "-X", "sasl.password=" + sec.key("alice")[:-4] + "abcd"]
     assert subprocess.run(wrong, capture_output=True, timeout=30).returncode != 0
+
+
+def test_admin_apis_apply_the_http_acls(env: Env) -> None:
+    """DescribeConfigs needs DESCRIBE, IncrementalAlterConfigs and CreatePartitions ALTER on
+    the topic, a broker resource the same on the cluster: as HTTP's topic routes."""
+    sec, bootstrap = env
+    alice = AdminClient({"bootstrap.servers": bootstrap, **_sasl(sec, "alice")})
+    paid = ConfigResource("topic", "paid")
+    assert alice.describe_configs([paid])[paid].result(timeout=30)["retention.ms"].value
+    entry = ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)
+    alter = ConfigResource("topic", "paid", incremental_configs=[entry])
+    grow = NewPartitions("paid", 2)
+    broker = ConfigResource("broker", "1")
+    denied = [
+        (alice.incremental_alter_configs([alter])[alter], KafkaError.TOPIC_AUTHORIZATION_FAILED),
+        (alice.create_partitions([grow])["paid"], KafkaError.TOPIC_AUTHORIZATION_FAILED),
+        (alice.describe_configs([broker])[broker], KafkaError.CLUSTER_AUTHORIZATION_FAILED),
+    ]
+    for future, code in denied:
+        with pytest.raises(KafkaException) as got:
+            future.result(timeout=30)
+        assert got.value.args[0].code() == code
+    admin = AdminClient({"bootstrap.servers": bootstrap, **_sasl(sec, "admin")})
+    admin.incremental_alter_configs([alter])[alter].result(timeout=30)
+    assert admin.describe_configs([paid])[paid].result(timeout=30)["retention.ms"].value == (
+        "3600000"
+    )
