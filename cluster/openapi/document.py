@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from cluster.openapi.groups import GROUP_PATHS, GROUP_SCHEMAS
+from cluster.openapi.lake import LAKE_PATHS
 from cluster.openapi.schemas import (
     PARTITION,
     SCHEMAS,
@@ -206,6 +207,7 @@ OPENAPI: dict[str, Any] = {
             }
         },
         **GROUP_PATHS,
+        **LAKE_PATHS,
     },
 }
 
