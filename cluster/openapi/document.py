@@ -15,6 +15,7 @@ from cluster.openapi.schemas import (
     json_response,
     ref,
 )
+from cluster.openapi.security import SECURITY_PATHS
 
 TOPIC_DESC = ref("TopicDescription")
 
@@ -208,6 +209,7 @@ OPENAPI: dict[str, Any] = {
         },
         **GROUP_PATHS,
         **LAKE_PATHS,
+        **SECURITY_PATHS,
     },
 }
 
