@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from logformat.errors import TierlogError
+from tierlog.cli.console_cmd import add_console
 from tierlog.cli.extensions import (
     cold_tier,
     groups_on_broker,
@@ -241,7 +242,7 @@ class Terminated(KeyboardInterrupt):
     Server roles and `tierlog dev` handle SIGTERM their own way."""
 
 
-_SERVERS = frozenset({"dev", "broker", "fetch", "tiering", "compaction"})
+_SERVERS = frozenset({"dev", "broker", "fetch", "tiering", "compaction", "console"})
 
 
 def _terminate(_signum: int, _frame: object) -> None:
@@ -261,6 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.add_client_commands(sub, _env("URL", DEFAULT_URL) or DEFAULT_URL)
     add_quotas(sub)
     add_security_commands(sub)
+    add_console(sub, _env("URL", DEFAULT_URL) or DEFAULT_URL)
     args = parser.parse_args(argv)
     die_with_parent()  # started by `tierlog dev` or a test harness: go when it goes
     # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see where a hang is.
