@@ -11,6 +11,7 @@ PAGE_MODULES = [
     "console.pages.overview",
     "console.pages.topics",
     "console.pages.groups",
+    "console.pages.security",
 ]
 
 

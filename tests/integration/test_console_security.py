@@ -1,16 +1,26 @@
-"""The security API the console's Security page drives (issue 20 item 5), on a real broker with
-auth on: API keys (the secret shown once, revocation effective at once), ACLs (add, remove,
-what a principal may do), quotas; cluster DESCRIBE to look, ALTER to change; bad input 4xx."""
+"""The Security page (issue 20 item 5) and the API it drives, on a real broker with auth on:
+API keys (the secret shown once, revocation effective at once), ACLs (add, remove, what a
+principal may do), quotas; cluster DESCRIBE to look, ALTER to change; bad input 4xx. The
+browser tests sign in to a `tierlog console` in front of the same broker."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
 
 from tests.integration.brokers import BrokerProcess
+from tests.integration.console_browser import (
+    ConsoleProcess,
+    ConsoleStack,
+    _chromium,
+    severe_entries,
+)
 from tests.integration.secured import Secured, eventually, secure_broker, started
 
 Env = tuple[BrokerProcess, Secured, httpx.Client]
@@ -32,6 +42,34 @@ def env(db_factory: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
         assert admin.post("/topics", json={"name": "orders"}).status_code == 201
         yield b, sec, admin
     sec.close()
+
+
+@pytest.fixture(scope="module")
+def signed_in(env: Env, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleStack]:
+    """A console in front of the secured broker, and a browser signed in as the admin."""
+    b, sec, _ = env
+    app = ConsoleProcess(b.url, Path(tmp_path_factory.mktemp("console")) / "console.log")
+    app.start()
+    driver = _chromium()
+    try:
+        stack = ConsoleStack(b, app, driver)
+        stack.visit("/security", "security-login")  # no key yet: sent to sign in
+        stack.find("#login-form input[name=api_key]").send_keys(sec.key("admin"))
+        stack.find("#login-form button").click()
+        stack.wait(lambda d: d.current_url.endswith("/security"))
+        yield stack
+    finally:
+        driver.quit()
+        shutil.rmtree(driver.tierlog_profile, ignore_errors=True)  # type: ignore[attr-defined]
+        app.stop()
+
+
+@pytest.fixture
+def browser(signed_in: ConsoleStack) -> Iterator[ConsoleStack]:
+    severe_entries(signed_in.driver)
+    yield signed_in
+    errors = severe_entries(signed_in.driver)
+    assert not errors, f"browser console errors: {errors}"
 
 
 def error(r: httpx.Response, status: int, code: str) -> None:
@@ -136,3 +174,51 @@ def test_security_admin_needs_cluster_rights(env: Env) -> None:
     sec.allow("frank", "cluster", "kafka-cluster", "describe")
     assert frank.get("/acls").status_code == 200  # describe lists...
     error(frank.post("/acls", json=READ_ORDERS), 403, "CLUSTER_AUTHORIZATION_FAILED")  # not alter
+
+
+def test_page_adds_explains_and_removes_an_acl(browser: ConsoleStack, env: Env) -> None:
+    _, _, admin = env
+    browser.visit("/security")
+    browser.find("#acl-principal").send_keys("User:hana")
+    Select(browser.find("#acl-operation")).select_by_visible_text("write")
+    browser.find("#acl-resource-name").send_keys("orders")
+    browser.find("#acl-add").click()
+    assert "Added allow User:hana write on topic orders" in browser.text("#notice")
+    row = "#acls tr[data-acl='User:hana allow write topic orders literal']"
+    assert browser.find(row)
+    assert admin.get("/acls", params={"principal": "User:hana"}).json()["acls"]
+    browser.find("#rights-principal").send_keys("hana")
+    browser.find("#rights-check").click()
+    assert browser.text("#rights tr[data-resource='topic orders'] .allowed") == "write, describe"
+    browser.screenshot("security")
+    browser.find(f"{row} .remove-acl").click()
+    browser.driver.switch_to.alert.accept()
+    assert "Removed allow User:hana write" in browser.text("#notice")
+    assert not browser.driver.find_elements(By.CSS_SELECTOR, row)
+    assert admin.get("/acls", params={"principal": "User:hana"}).json()["acls"] == []
+    # A refused change shows the API's error by name, not a trace.
+    browser.find("#acl-principal").send_keys("hana")  # not User:...
+    browser.find("#acl-resource-name").send_keys("orders")
+    browser.find("#acl-add").click()
+    assert browser.text(".error .error-name") == "INVALID_REQUEST"
+    assert "principal must read User:NAME" in browser.text(".error .error-message")
+
+
+def test_page_creates_a_key_shown_once_then_revokes_it(browser: ConsoleStack, env: Env) -> None:
+    b, _, _ = env
+    browser.visit("/security")
+    browser.find("#key-user").send_keys("ivan")
+    browser.find("#key-description").send_keys("from the console")
+    browser.find("#key-create").click()
+    secret = browser.text("#new-key-secret")
+    key_id = secret.split("_")[1]
+    browser.screenshot("security-new-key")
+    with httpx.Client(base_url=b.url, headers={"authorization": f"Bearer {secret}"}) as ivan:
+        assert ivan.get("/topics").status_code == 200  # the key works
+        browser.visit("/security", "security-keys")
+        assert secret not in browser.driver.page_source  # shown once only
+        browser.find(f"#keys tr[data-key='{key_id}'] .revoke").click()
+        browser.driver.switch_to.alert.accept()
+        assert f"Revoked key {key_id} of User:ivan" in browser.text("#notice")
+        assert browser.text(f"#keys tr[data-key='{key_id}'] .key-state") == "revoked"
+        eventually(lambda: ivan.get("/topics").status_code == 401)
