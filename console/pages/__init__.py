@@ -12,6 +12,7 @@ PAGE_MODULES = [
     "console.pages.topics",
     "console.pages.groups",
     "console.pages.security",
+    "console.pages.lake",
 ]
 
 

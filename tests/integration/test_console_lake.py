@@ -1,12 +1,13 @@
-"""The Delta table API the console's Lake page shows (issue 20 item 6), on real parts: a broker
-with S3 (moto), a topic tiered by a real tiering worker into its Delta table, Postgres.
-GET /topics/{topic}/lake gives the live files with their offset ranges and sizes (the
-manifest) and the table's versions (the Delta log), paged; a group's lag in time is read from
-the same tiered records."""
+"""The console's Lake page (issue 20 item 6) and the API under it, on real parts: a broker with
+S3 (moto), a topic tiered by a real tiering worker into its Delta table, Postgres, and a
+`tierlog console` in headless Chromium. GET /topics/{topic}/lake gives the live files with
+their offset ranges and sizes (the manifest) and the table's versions (the Delta log), paged;
+a group's lag in time is read from the same tiered records."""
 
 from __future__ import annotations
 
 import itertools
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +20,12 @@ from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
 from metadata.types import TopicIdPartition
 from tests.integration.cluster import Cluster, wait_for
+from tests.integration.console_browser import (
+    ConsoleProcess,
+    ConsoleStack,
+    _chromium,
+    severe_entries,
+)
 from tests.integration.fetch_nodes import s3_env
 from tests.integration.s3 import MotoServer, moto_s3_fixture, new_bucket  # noqa: F401
 from tiering.worker import TieringWorker
@@ -149,3 +156,39 @@ def test_group_lag_in_time_from_tiered_records(lake: Lake) -> None:
     after = int(time.time() * 1000)
     age = next(r["lag_ms"] for r in rows if r["partition"] == 0)
     assert before - (T0 + 2000) <= age <= after - (T0 + 2000)
+
+
+@pytest.fixture(scope="module")
+def console(lake: Lake, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleStack]:
+    broker = lake.cluster.any()
+    app = ConsoleProcess(broker.url, Path(tmp_path_factory.mktemp("console")) / "console.log")
+    app.start()
+    driver = _chromium()
+    try:
+        yield ConsoleStack(broker, app, driver)
+    finally:
+        driver.quit()
+        shutil.rmtree(driver.tierlog_profile, ignore_errors=True)  # type: ignore[attr-defined]
+        app.stop()
+
+
+def test_lake_page_lists_the_tiered_files_and_a_spark_snippet(
+    console: ConsoleStack, lake: Lake
+) -> None:
+    severe_entries(console.driver)
+    api = ok(lake.cluster.any().http.get(f"/topics/{TOPIC}/lake"))
+    console.visit("/lake", "lake")
+    assert console.text(f"#tables tr[data-topic='{TOPIC}'] .files") == str(len(api["files"]))
+    console.visit(f"/lake/{TOPIC}", "lake-table")
+    rows = console.driver.find_elements("css selector", "#files tbody tr[data-path]")
+    assert [r.get_attribute("data-path") for r in rows] == [f["path"] for f in api["files"]]
+    first = api["files"][0]
+    cell = f"#files tr[data-path='{first['path']}'] .offsets"
+    assert console.text(cell) == f"{first['first_offset']}\u2013{first['last_offset']}"
+    assert console.text("#versions tr[data-version='0']").find("CREATE TABLE") > 0
+    snippet = console.text("#spark-snippet")
+    assert f'.option("bucket", "{lake.bucket.bucket}")' in snippet
+    assert f'.option("prefix", "{lake.bucket.prefix}")' in snippet
+    assert f'.load("{TOPIC}")' in snippet and 'format("tierlog")' in snippet
+    compile(snippet, "snippet", "exec")  # ready to paste: valid Python
+    assert not severe_entries(console.driver)
