@@ -32,7 +32,8 @@ from tiering.worker import TieringWorker
 
 TOPIC = "lake"
 PARTITIONS = 2
-PER_PARTITION = 40
+PER_PARTITION = 24
+BATCH = 6  # records per produce: one frame of ~1.3 KB, so each fills a 1 KiB segment
 T0 = int(time.time() * 1000) - 3600_000  # an hour ago
 
 
@@ -75,14 +76,14 @@ def lake(
         cluster = Cluster(db, Path(tmp_path_factory.mktemp("lake")), 1).start()
         try:
             http = cluster.any().http
-            body = {"name": TOPIC, "partitions": PARTITIONS, "configs": {"segment.bytes": 2048}}
+            body = {"name": TOPIC, "partitions": PARTITIONS, "configs": {"segment.bytes": 1024}}
             r = http.post("/topics", json=body)
             assert r.status_code == 201, r.text
             for p in range(PARTITIONS):
-                for i in range(0, PER_PARTITION, 4):
+                for i in range(0, PER_PARTITION, BATCH):
                     recs = [
                         {"value": "x" * 200, "partition": p, "timestamp": T0 + 1000 * j}
-                        for j in range(i, i + 4)
+                        for j in range(i, i + BATCH)
                     ]
                     cluster.produce(TOPIC, recs, partition=p)
             _tier(db, bucket, str(r.json()["id"]))
