@@ -14,8 +14,8 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
-from starlette.routing import BaseRoute, Mount
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -58,6 +58,11 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+async def healthz(request: Request) -> Response:
+    """Serving (what `tierlog dev` and a container's health check wait for)."""
+    return JSONResponse({"status": "ok"})
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:
@@ -113,6 +118,8 @@ def create_app(
 
     routes: list[BaseRoute] = [
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", healthz, methods=["GET"]),
         *auth.routes,
     ]
     for page in page_list:
