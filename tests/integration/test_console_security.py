@@ -5,23 +5,18 @@ browser tests sign in to a `tierlog console` in front of the same broker."""
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Callable, Iterator
-from pathlib import Path
-
 import httpx
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
 from tests.integration.brokers import BrokerProcess
-from tests.integration.console_browser import (
-    ConsoleProcess,
+from tests.integration.console_browser import (  # noqa: F401
     ConsoleStack,
-    _chromium,
-    severe_entries,
+    secure_browser_fixture,
+    secure_console_fixture,
 )
-from tests.integration.secured import Secured, eventually, secure_broker, started
+from tests.integration.secured import Secured, eventually
 
 Env = tuple[BrokerProcess, Secured, httpx.Client]
 READ_ORDERS = {
@@ -33,43 +28,19 @@ READ_ORDERS = {
 
 
 @pytest.fixture(scope="module")
-def env(db_factory: Callable[..., str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    url = db_factory()
-    sec = Secured(url)
-    broker = secure_broker(url, Path(tmp_path_factory.mktemp("security")) / "data")
-    for b in started(broker):
-        admin = sec.client(b.url, "admin")
-        assert admin.post("/topics", json={"name": "orders"}).status_code == 201
-        yield b, sec, admin
-    sec.close()
-
-
-@pytest.fixture(scope="module")
-def signed_in(env: Env, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleStack]:
-    """A console in front of the secured broker, and a browser signed in as the admin."""
-    b, sec, _ = env
-    app = ConsoleProcess(b.url, Path(tmp_path_factory.mktemp("console")) / "console.log")
-    app.start()
-    driver = _chromium()
-    try:
-        stack = ConsoleStack(b, app, driver)
-        stack.visit("/security", "security-login")  # no key yet: sent to sign in
-        stack.find("#login-form input[name=api_key]").send_keys(sec.key("admin"))
-        stack.find("#login-form button").click()
-        stack.wait(lambda d: d.current_url.endswith("/security"))
-        yield stack
-    finally:
-        driver.quit()
-        shutil.rmtree(driver.tierlog_profile, ignore_errors=True)  # type: ignore[attr-defined]
-        app.stop()
+def env(secure_console: ConsoleStack) -> Env:
+    """The harness's broker with auth on (its console serves the browser tests), a topic."""
+    assert secure_console.secured is not None
+    admin = secure_console.api
+    assert admin.post("/topics", json={"name": "orders"}).status_code == 201
+    return secure_console.broker, secure_console.secured, admin
 
 
 @pytest.fixture
-def browser(signed_in: ConsoleStack) -> Iterator[ConsoleStack]:
-    severe_entries(signed_in.driver)
-    yield signed_in
-    errors = severe_entries(signed_in.driver)
-    assert not errors, f"browser console errors: {errors}"
+def browser(secure_browser: ConsoleStack, env: Env) -> ConsoleStack:
+    if not secure_browser.driver.get_cookie("tierlog_console_key"):
+        secure_browser.sign_in()
+    return secure_browser
 
 
 def error(r: httpx.Response, status: int, code: str) -> None:
