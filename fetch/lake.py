@@ -28,7 +28,7 @@ from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from logformat.errors import ErrorCode, TierlogError
 from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
-from metadata.types import ColdFile, TopicIdPartition
+from metadata.types import ColdFile
 
 DEFAULT_VERSIONS = 50
 MAX_VERSIONS = 500
@@ -159,11 +159,7 @@ class LakeEndpoint:
         }
 
     def _files(self, view: TopicView) -> list[ColdFile]:
-        return [
-            f
-            for p in range(len(view.partitions))
-            for f in self._manifest.files(TopicIdPartition(view.info.id, p))
-        ]
+        return self._manifest.topic_files(view.info.id)
 
     async def _run(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
