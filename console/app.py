@@ -10,6 +10,7 @@ import logging
 import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
+from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -68,7 +69,7 @@ async def healthz(request: Request) -> Response:
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ConsoleApiError)
     if exc.needs_login:
-        target = f"/login?next={request.url.path}"
+        target = f"/login?next={quote(request.url.path)}"
         if request.headers.get("hx-request"):  # htmx follows this header, not a 3xx
             return Response(status_code=204, headers={"HX-Redirect": target})
         return RedirectResponse(target, status_code=303)
