@@ -7,10 +7,8 @@ a group's lag in time is read from the same tiered records."""
 from __future__ import annotations
 
 import itertools
-import shutil
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,12 +17,11 @@ from coldstore.object_store import ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
 from metadata.types import TopicIdPartition
-from tests.integration.cluster import Cluster, wait_for
-from tests.integration.console_browser import (
-    ConsoleProcess,
+from tests.integration.cluster import wait_for
+from tests.integration.console_browser import (  # noqa: F401
     ConsoleStack,
-    _chromium,
-    severe_entries,
+    browser_fixture,
+    console_fixture,
 )
 from tests.integration.fetch_nodes import s3_env
 from tests.integration.s3 import MotoServer, moto_s3_fixture, new_bucket  # noqa: F401
@@ -38,10 +35,26 @@ T0 = int(time.time() * 1000) - 3600_000  # an hour ago
 
 
 class Lake:
-    def __init__(self, cluster: Cluster, bucket: ObjectStoreConfig, tid: str) -> None:
-        self.cluster = cluster
+    def __init__(self, stack: ConsoleStack, bucket: ObjectStoreConfig, tid: str) -> None:
+        self.stack = stack
+        self.http = stack.broker.http
         self.bucket = bucket
         self.tid = tid
+
+
+@pytest.fixture(scope="module")
+def bucket(moto_s3: MotoServer) -> ObjectStoreConfig:
+    return new_bucket(moto_s3)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def s3_for_the_broker(bucket: ObjectStoreConfig) -> Iterator[None]:
+    """Autouse, so it runs before the harness starts the module's broker: the broker (and
+    the console, which ignores it) inherit the bucket's TIERLOG_S3_* settings."""
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in s3_env(bucket).items():
+            mp.setenv(k, v)
+        yield
 
 
 def _tier(db: str, bucket: ObjectStoreConfig, tid: str) -> None:
@@ -63,33 +76,22 @@ def _tier(db: str, bucket: ObjectStoreConfig, tid: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def lake(
-    db_factory: Callable[..., str],
-    tmp_path_factory: pytest.TempPathFactory,
-    moto_s3: MotoServer,
-) -> Iterator[Lake]:
-    db = db_factory()
-    bucket = new_bucket(moto_s3)
-    with pytest.MonkeyPatch.context() as mp:
-        for k, v in s3_env(bucket).items():
-            mp.setenv(k, v)
-        cluster = Cluster(db, Path(tmp_path_factory.mktemp("lake")), 1).start()
-        try:
-            http = cluster.any().http
-            body = {"name": TOPIC, "partitions": PARTITIONS, "configs": {"segment.bytes": 1024}}
-            r = http.post("/topics", json=body)
-            assert r.status_code == 201, r.text
-            for p in range(PARTITIONS):
-                for i in range(0, PER_PARTITION, BATCH):
-                    recs = [
-                        {"value": "x" * 200, "partition": p, "timestamp": T0 + 1000 * j}
-                        for j in range(i, i + BATCH)
-                    ]
-                    cluster.produce(TOPIC, recs, partition=p)
-            _tier(db, bucket, str(r.json()["id"]))
-            yield Lake(cluster, bucket, str(r.json()["id"]))
-        finally:
-            cluster.stop()
+def lake(console: ConsoleStack, bucket: ObjectStoreConfig) -> Lake:
+    b = console.broker
+    body = {"name": TOPIC, "partitions": PARTITIONS, "configs": {"segment.bytes": 1024}}
+    r = b.http.post("/topics", json=body)
+    assert r.status_code == 201, r.text
+    for p in range(PARTITIONS):
+        for i in range(0, PER_PARTITION, BATCH):
+            recs = [
+                {"value": "x" * 200, "partition": p, "timestamp": T0 + 1000 * j}
+                for j in range(i, i + BATCH)
+            ]
+            assert (
+                b.http.post(f"/topics/{TOPIC}/records", json={"records": recs}).status_code == 200
+            )
+    _tier(b.database_url, bucket, str(r.json()["id"]))
+    return Lake(console, bucket, str(r.json()["id"]))
 
 
 def ok(r: Any) -> dict[str, Any]:
@@ -98,7 +100,7 @@ def ok(r: Any) -> dict[str, Any]:
 
 
 def test_lake_lists_files_ranges_and_versions(lake: Lake) -> None:
-    http = lake.cluster.any().http
+    http = lake.http
     doc = ok(http.get(f"/topics/{TOPIC}/lake"))
     assert doc["table_uri"] == f"s3://{lake.bucket.bucket}/{lake.bucket.prefix}/topics/{TOPIC}"
     files = doc["files"]
@@ -133,7 +135,7 @@ def test_lake_lists_files_ranges_and_versions(lake: Lake) -> None:
 
 
 def test_lake_versions_page_backwards(lake: Lake) -> None:
-    http = lake.cluster.any().http
+    http = lake.http
     newest = ok(http.get(f"/topics/{TOPIC}/lake", params={"limit": 1}))
     assert len(newest["versions"]) == 1 and newest["next_before"] == newest["version"]
     older = ok(http.get(f"/topics/{TOPIC}/lake", params={"limit": 2, "before": newest["version"]}))
@@ -149,7 +151,7 @@ def test_lake_versions_page_backwards(lake: Lake) -> None:
 
 
 def test_group_lag_in_time_from_tiered_records(lake: Lake) -> None:
-    http = lake.cluster.any().http
+    http = lake.http
     reset = {"offsets": [{"topic": TOPIC, "partition": 0, "offset": 2}]}
     ok(http.post("/groups/lake-readers/offsets/reset", json=reset))
     before = int(time.time() * 1000)
@@ -159,37 +161,21 @@ def test_group_lag_in_time_from_tiered_records(lake: Lake) -> None:
     assert before - (T0 + 2000) <= age <= after - (T0 + 2000)
 
 
-@pytest.fixture(scope="module")
-def console(lake: Lake, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleStack]:
-    broker = lake.cluster.any()
-    app = ConsoleProcess(broker.url, Path(tmp_path_factory.mktemp("console")) / "console.log")
-    app.start()
-    driver = _chromium()
-    try:
-        yield ConsoleStack(broker, app, driver)
-    finally:
-        driver.quit()
-        shutil.rmtree(driver.tierlog_profile, ignore_errors=True)  # type: ignore[attr-defined]
-        app.stop()
-
-
 def test_lake_page_lists_the_tiered_files_and_a_spark_snippet(
-    console: ConsoleStack, lake: Lake
+    browser: ConsoleStack, lake: Lake
 ) -> None:
-    severe_entries(console.driver)
-    api = ok(lake.cluster.any().http.get(f"/topics/{TOPIC}/lake"))
-    console.visit("/lake", "lake")
-    assert console.text(f"#tables tr[data-topic='{TOPIC}'] .files") == str(len(api["files"]))
-    console.visit(f"/lake/{TOPIC}", "lake-table")
-    rows = console.driver.find_elements("css selector", "#files tbody tr[data-path]")
+    api = ok(lake.http.get(f"/topics/{TOPIC}/lake"))
+    browser.visit("/lake", "lake")
+    assert browser.text(f"#tables tr[data-topic='{TOPIC}'] .files") == str(len(api["files"]))
+    browser.visit(f"/lake/{TOPIC}", "lake-table")
+    rows = browser.driver.find_elements("css selector", "#files tbody tr[data-path]")
     assert [r.get_attribute("data-path") for r in rows] == [f["path"] for f in api["files"]]
     first = api["files"][0]
     cell = f"#files tr[data-path='{first['path']}'] .offsets"
-    assert console.text(cell) == f"{first['first_offset']}\u2013{first['last_offset']}"
-    assert console.text("#versions tr[data-version='0']").find("CREATE TABLE") > 0
-    snippet = console.text("#spark-snippet")
+    assert browser.text(cell) == f"{first['first_offset']}\u2013{first['last_offset']}"
+    assert "CREATE TABLE" in browser.text("#versions tr[data-version='0']")
+    snippet = browser.text("#spark-snippet")
     assert f'.option("bucket", "{lake.bucket.bucket}")' in snippet
     assert f'.option("prefix", "{lake.bucket.prefix}")' in snippet
     assert f'.load("{TOPIC}")' in snippet and 'format("tierlog")' in snippet
     compile(snippet, "snippet", "exec")  # ready to paste: valid Python
-    assert not severe_entries(console.driver)
