@@ -193,3 +193,19 @@ def test_page_creates_a_key_shown_once_then_revokes_it(browser: ConsoleStack, en
         assert f"Revoked key {key_id} of User:ivan" in browser.text("#notice")
         assert browser.text(f"#keys tr[data-key='{key_id}'] .key-state") == "revoked"
         eventually(lambda: ivan.get("/topics").status_code == 401)
+
+
+def test_page_sets_and_removes_a_quota(browser: ConsoleStack, env: Env) -> None:
+    _, _, admin = env
+    browser.visit("/security")
+    browser.find("#quota-entity").send_keys("User:jo")
+    browser.find("#quota-produce").send_keys("250000")
+    browser.find("#quota-set").click()
+    assert "Set the quota of User:jo" in browser.text("#notice")
+    assert browser.text("#quotas tr[data-entity='User:jo']").split() == [
+        "User:jo", "250000", "unlimited", "Remove",
+    ]  # fmt: skip
+    browser.find("#quotas tr[data-entity='User:jo'] .remove-quota").click()
+    browser.driver.switch_to.alert.accept()
+    assert "Removed the quota of User:jo" in browser.text("#notice")
+    assert "User:jo" not in {q["entity"] for q in admin.get("/quotas").json()["quotas"]}
