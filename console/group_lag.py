@@ -21,6 +21,9 @@ from console.history import History, Sampler, Source
 log = logging.getLogger("tierlog.console.group_lag")
 
 MAX_GROUPS = 50  # sampled per tick: a console must not hammer a cluster with many groups
+# At most this often: each describe reads one record per lagging partition, and four points
+# a minute draw an hour's trend well enough.
+EVERY_S = 15.0
 RECORDS, AGE_S = "records", "age_s"  # the chart's series, as /groups/{g}/lag.json names them
 
 
@@ -43,8 +46,12 @@ def record(history: History, group: str, described: dict[str, Any], at: float) -
 
 def lag_source(sampler: Sampler) -> Source:
     """The sampler's group-lag source, with the sampler's key."""
+    last = [float("-inf")]
 
     async def sample(api: ClusterApi, history: History, at: float) -> None:
+        if at - last[0] < max(EVERY_S, history.interval_s) - 0.001:
+            return
+        last[0] = at
         try:
             listed = await api.get("/groups", sampler.api_key)
         except ConsoleApiError as exc:

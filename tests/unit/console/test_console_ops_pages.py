@@ -1,12 +1,17 @@
-"""The Groups page's reset form → API body, its lag-in-time text, and the Lake page's Spark
-snippet (pure functions: bad input is a readable ConsoleApiError, never a 500)."""
+"""The Groups page's reset form → API body, its lag-in-time text and lag history, and the Lake
+page's Spark snippet (bad input is a readable ConsoleApiError, never a 500)."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 
-from console.cluster_api import ConsoleApiError
+from console.cluster_api import ClusterApi, ConsoleApiError
+from console.group_lag import EVERY_S, chart_data, lag_source, record
 from console.group_reset import reset_body
+from console.history import History, Sampler
 from console.pages.groups import format_age
 from console.pages.lake import spark_snippet
 
@@ -61,3 +66,36 @@ def test_spark_snippet_is_python_naming_the_table(topic: str) -> None:
     compile(text, "snippet", "exec")
     assert '.option("bucket", "bkt")' in text and '.option("prefix", "some/prefix")' in text
     assert f'.load("{topic}")' in text and f"s3a://bkt/some/prefix/topics/{topic}" in text
+
+
+def test_group_lag_history_and_chart_data() -> None:
+    history = History(3600, 5)
+    now = 1_000.0
+    record(history, "g", {"lag": 8, "lag_ms": 2500}, now - 10)
+    record(history, "g", {"lag": 0, "lag_ms": 0}, now)
+    record(history, "g", {"lag": None, "lag_ms": None}, now + 1)  # unknown age: no point
+    doc = chart_data(history, "g")
+    assert doc["window_s"] == 3600
+    # series() keeps the last hour of wall-clock time: these points are far older.
+    assert doc["series"] == {"records": [], "age_s": []}
+    history = History(3600, 5)
+    at = time.time()
+    record(history, "g", {"lag": 8, "lag_ms": 2500}, at)
+    assert chart_data(history, "g")["series"] == {"records": [(at, 8.0)], "age_s": [(at, 2.5)]}
+
+
+def test_group_lag_source_samples_at_most_every_few_seconds() -> None:
+    api = ClusterApi("http://127.0.0.1:9")  # nothing listens: a sample is a network error
+    history = History(3600, 1)
+    sample = lag_source(Sampler(api, history, None))
+
+    async def run() -> None:
+        with pytest.raises(ConsoleApiError) as caught:
+            await sample(api, history, 100.0)
+        assert caught.value.name == "NETWORK_EXCEPTION"
+        await sample(api, history, 100.0 + EVERY_S / 2)  # too soon: not even tried
+        with pytest.raises(ConsoleApiError):
+            await sample(api, history, 100.0 + EVERY_S)
+        await api.aclose()
+
+    asyncio.run(run())
