@@ -125,6 +125,8 @@ def create_app(
     ]
     for page in page_list:
         routes.extend(page.routes)
+        for make_source in page.sources:
+            sampler.add_source(make_source(sampler))
     app = Starlette(
         routes=routes,
         lifespan=lifespan,

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from starlette.routing import BaseRoute
+
+if TYPE_CHECKING:
+    from console.history import Sampler, Source
 
 
 @dataclass(frozen=True)
@@ -14,3 +18,5 @@ class Page:
     title: str  # the nav label
     path: str  # where the nav links
     routes: Sequence[BaseRoute]
+    # History sources the sampler runs for this page (e.g. group lag), made from the sampler.
+    sources: Sequence[Callable[[Sampler], Source]] = ()

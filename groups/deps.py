@@ -17,6 +17,9 @@ HighWatermarks = Callable[
 # The offset of a partition at "earliest", "latest" or a timestamp in ms (None: no record at
 # or after that timestamp).
 OffsetResolver = Callable[[TopicNamePartition, str | int], Awaitable[int | None]]
+# The timestamp (ms) of the partition's record at an offset, or of the first one after it when
+# that offset is gone (None: no such record, or unknown right now).
+RecordTimestamp = Callable[[TopicNamePartition, int], Awaitable[int | None]]
 # Runs a blocking call (the repository's) off the event loop.
 Blocking = Callable[..., Awaitable[Any]]
 

@@ -106,3 +106,34 @@ class ClusterOffsets:
             )
         offset = doc.get("offset")
         return offset if isinstance(offset, int) else None
+
+    async def record_timestamp(self, tp: TopicNamePartition, offset: int) -> int | None:
+        """The timestamp (ms) of the record at ``offset``, read through the leader like any
+        fetch (hot or cold); a gap left by compaction gives the next record's. An offset
+        already deleted by retention gives the log start's record: that is the oldest record
+        the group has not consumed. None when unknown (no leader, unreachable, no record)."""
+        url = self._leader_url(tp.topic, tp.partition)
+        if url is None:
+            return None
+        for attempt in (offset, None):
+            try:
+                if attempt is None:
+                    attempt = await self.resolve(tp, "earliest")
+                    if attempt is None or attempt <= offset:
+                        return None
+                response = await self._http.get(
+                    f"{url}/topics/{tp.topic}/partitions/{tp.partition}/records",
+                    params={"offset": attempt, "max_records": 1, "value_format": "base64"},
+                    headers={"accept": "application/json"},
+                )
+                doc = orjson.loads(response.content)
+            except (httpx.HTTPError, orjson.JSONDecodeError, TierlogError):
+                return None
+            if response.status_code == 200 and isinstance(doc, dict):
+                records = doc.get("records")
+                first = records[0] if isinstance(records, list) and records else None
+                ts = first.get("timestamp") if isinstance(first, dict) else None
+                return ts if isinstance(ts, int) else None
+            if response.status_code != 416:  # OFFSET_OUT_OF_RANGE: retried at the log start
+                return None
+        return None

@@ -44,7 +44,11 @@ class GroupsMount:
         self.executor = ThreadPoolExecutor(THREADS, thread_name_prefix="tierlog-groups")
         self.lookups = ClusterOffsets(cache, token, local_hw)
         self.routes = group_routes(
-            self.engine, self.lookups.high_watermarks, self.lookups.resolve, self.executor
+            self.engine,
+            self.lookups.high_watermarks,
+            self.lookups.resolve,
+            self.executor,
+            record_timestamp=self.lookups.record_timestamp,
         )
         # Kafka's classic group protocol, for a broker's Kafka listener (cluster/kafka_groups.py).
         self.kafka = KafkaClassicGroups(

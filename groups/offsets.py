@@ -9,13 +9,14 @@ a broker and on a fetch node.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
 from groups.assignors.base import topic_partitions
 from groups.coordinator import GroupCoordinator
-from groups.deps import Blocking, HighWatermarks, OffsetResolver
+from groups.deps import Blocking, HighWatermarks, OffsetResolver, RecordTimestamp
 from groups.requests import OffsetEntry, ResetRequest
 from logformat.errors import ErrorCode, TierlogError
 from metadata.types import CommittedOffset, ConsumerGroupMember, GroupSnapshot, TopicNamePartition
@@ -31,6 +32,9 @@ class OffsetRow(NamedTuple):
     committed_at: datetime | None
     high_watermark: int | None
     lag: int | None  # high watermark - committed offset, when both are known
+    # The age of the oldest unconsumed record (now - its timestamp): 0 when caught up, None
+    # when unknown (nothing committed, or the leader did not answer).
+    lag_ms: int | None = None
 
 
 class ResetRow(NamedTuple):
@@ -96,6 +100,26 @@ async def offsets_with_lag(
             )
         )
     return rows
+
+
+async def with_time_lag(
+    rows: Sequence[OffsetRow], record_timestamp: RecordTimestamp, now_ms: int | None = None
+) -> list[OffsetRow]:
+    """The rows with lag in time: for each lagging partition, the age of the record at the
+    committed offset (the oldest one the group has not consumed), read from the log."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    gate = asyncio.Semaphore(RESOLVE_CONCURRENCY)
+
+    async def one(r: OffsetRow) -> OffsetRow:
+        if r.lag is None or r.offset is None:
+            return r
+        if r.lag == 0:
+            return r._replace(lag_ms=0)
+        async with gate:
+            ts = await record_timestamp(TopicNamePartition(r.topic, r.partition), r.offset)
+        return r._replace(lag_ms=None if ts is None else max(0, now - ts))
+
+    return list(await asyncio.gather(*(one(r) for r in rows)))
 
 
 async def _resolve_all(

@@ -25,8 +25,14 @@ from cluster.http.responses import JSONResponse, error_response, json_object
 from groups import requests
 from groups.assignors import DEFAULT_ASSIGNOR
 from groups.coordinator import Assigned, GroupCoordinator
-from groups.deps import Blocking, HighWatermarks, OffsetResolver, blocking
-from groups.offsets import OffsetRow, fresh_snapshot, offsets_with_lag, plan_reset
+from groups.deps import Blocking, HighWatermarks, OffsetResolver, RecordTimestamp, blocking
+from groups.offsets import (
+    OffsetRow,
+    fresh_snapshot,
+    offsets_with_lag,
+    plan_reset,
+    with_time_lag,
+)
 from groups.requests import OffsetEntry
 from logformat.errors import ErrorCode, TierlogError
 from metadata.configs import validate_topic_name
@@ -59,6 +65,7 @@ def _offset_row(r: OffsetRow) -> dict[str, Any]:
         "committed_at": _iso(r.committed_at),
         "high_watermark": r.high_watermark,
         "lag": r.lag,
+        "lag_ms": r.lag_ms,
     }
 
 
@@ -111,6 +118,7 @@ class GroupEndpoints:
     run: Blocking
     high_watermarks: HighWatermarks
     resolve_offset: OffsetResolver
+    record_timestamp: RecordTimestamp | None = None
 
     @staticmethod
     def group_of(request: Request, operation: str) -> str:
@@ -148,7 +156,10 @@ class GroupEndpoints:
             request,
             await offsets_with_lag(self.coordinator, self.run, self.high_watermarks, group),
         )
+        if self.record_timestamp is not None:
+            offsets = await with_time_lag(offsets, self.record_timestamp)
         lags = [r.lag for r in offsets if r.lag is not None]
+        ages = [r.lag_ms for r in offsets if r.lag_ms is not None]
         return JSONResponse(
             {
                 "name": snap.group.name,
@@ -159,6 +170,7 @@ class GroupEndpoints:
                 "members": [_member(m) for m in snap.members],
                 "offsets": [_offset_row(r) for r in offsets],
                 "lag": sum(lags) if lags else None,
+                "lag_ms": max(ages) if ages else None,  # the oldest unconsumed record's age
             }
         )
 
@@ -220,11 +232,15 @@ def group_routes(
     resolve_offset: OffsetResolver,
     executor: Executor | None = None,
     default_assignor: str = DEFAULT_ASSIGNOR,
+    record_timestamp: RecordTimestamp | None = None,
 ) -> list[Route]:
     """The /groups routes. ``executor`` runs the blocking Postgres calls (default: asyncio's
-    shared pool; a host should give groups their own so lock waits never starve it)."""
+    shared pool; a host should give groups their own so lock waits never starve it).
+    ``record_timestamp`` gives describe its lag in time (without it, lag_ms is null)."""
     coordinator = GroupCoordinator(GroupRepo(engine), default_assignor)
-    e = GroupEndpoints(coordinator, blocking(executor), high_watermarks, resolve_offset)
+    e = GroupEndpoints(
+        coordinator, blocking(executor), high_watermarks, resolve_offset, record_timestamp
+    )
     member = "/groups/{group}/members/{member}"
     return [
         Route("/groups", _kafka_errors(e.list_groups), methods=["GET"]),

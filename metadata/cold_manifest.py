@@ -103,6 +103,16 @@ class ColdManifest:
             ).all()
         return [cold_file(r) for r in rows]
 
+    def topic_files(self, topic_id: str) -> builtins.list[ColdFile]:
+        """Every committed file of the topic, by partition then offset (one query)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(cold_files)
+                .where(cold_files.c.topic_id == topic_id, cold_files.c.state == "committed")
+                .order_by(cold_files.c.partition, cold_files.c.base_offset, cold_files.c.id)
+            ).all()
+        return [cold_file(r) for r in rows]
+
     def cold_range(self, tp: TopicIdPartition) -> tuple[int, int] | None:
         """[start, end) of the contiguous committed range from the partition's first cold
         file, or None when nothing is committed."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from cluster.openapi.groups import GROUP_PATHS, GROUP_SCHEMAS
+from cluster.openapi.lake import LAKE_PATHS
 from cluster.openapi.schemas import (
     PARTITION,
     SCHEMAS,
@@ -14,6 +15,7 @@ from cluster.openapi.schemas import (
     json_response,
     ref,
 )
+from cluster.openapi.security import SECURITY_PATHS
 
 TOPIC_DESC = ref("TopicDescription")
 
@@ -206,6 +208,8 @@ OPENAPI: dict[str, Any] = {
             }
         },
         **GROUP_PATHS,
+        **LAKE_PATHS,
+        **SECURITY_PATHS,
     },
 }
 

@@ -49,6 +49,10 @@ _OFFSET_OUT = {
         "committed_at": {"type": ["string", "null"]},
         "high_watermark": {"type": ["integer", "null"]},
         "lag": {"type": ["integer", "null"]},
+        "lag_ms": {
+            "type": ["integer", "null"],
+            "description": "describe only: age of the oldest unconsumed record (0: caught up)",
+        },
     },
 }
 _OFFSETS_OUT = {
@@ -79,7 +83,23 @@ GROUP_PATHS: dict[str, Any] = {
         "parameters": [_GROUP],
         "get": {
             "summary": "Describe a group: members, assignment, committed offsets and lag",
-            "responses": {"200": json_response({"type": "object"}), **error_responses(400, 404)},
+            "description": "Each offset carries lag in records and lag_ms, the age of the "
+            "oldest unconsumed record (now minus the timestamp of the record at the committed "
+            "offset; 0 when caught up); the group's lag_ms is the largest.",
+            "responses": {
+                "200": json_response(
+                    {
+                        "type": "object",
+                        "properties": {
+                            "members": {"type": "array", "items": {"type": "object"}},
+                            "offsets": {"type": "array", "items": ref("CommittedOffset")},
+                            "lag": {"type": ["integer", "null"]},
+                            "lag_ms": {"type": ["integer", "null"]},
+                        },
+                    }
+                ),
+                **error_responses(400, 404),
+            },
         },
         "delete": {
             "summary": "Delete an empty group and its committed offsets (Kafka's DeleteGroups)",

@@ -10,6 +10,9 @@ from console.page import Page
 PAGE_MODULES = [
     "console.pages.overview",
     "console.pages.topics",
+    "console.pages.groups",
+    "console.pages.security",
+    "console.pages.lake",
 ]
 
 

@@ -16,7 +16,7 @@ from cluster.http.cross_site import CrossSiteGuard, own_origins
 from cluster.http.limits import limits_middleware
 from cluster.http.request_metrics import RequestMetrics
 from cluster.http.responses import exception_handlers
-from ingest.api import internal, ops, producers, records, topics
+from ingest.api import internal, ops, producers, records, security, topics
 from ingest.broker_config import broker_limits
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ def build_app(
             *topics.routes,
             *records.routes,
             *producers.routes,
+            *security.routes,
             *ops.routes,
             *internal.routes,
             *docs_routes(),  # /docs: Swagger UI over /openapi.json, no key needed

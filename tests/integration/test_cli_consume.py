@@ -110,6 +110,7 @@ def test_consume_with_a_group_resumes_where_it_stopped(broker: BrokerProcess) ->
     assert "workers\t" in listing
     described = tierlog("groups", "describe", "workers", *url).stdout.decode()
     assert "jobs\t0\t" in described and "jobs\t1\t" in described
+    assert "\tLAG\tLAG-TIME\t" in described and described.count("\t0\t0ms\t") == 2  # caught up
     reset = tierlog(
         "groups", "reset-offsets", "workers", "--topic", "jobs", "--to-earliest", *url
     ).stdout.decode()

@@ -376,6 +376,25 @@ def test_reset_offsets_only_when_the_group_is_empty(cluster: Cluster, topic: str
     )
 
 
+def test_describe_gives_lag_in_time_per_partition(cluster: Cluster, topic: str) -> None:
+    """lag_ms is the age of the record at the committed offset (the oldest unconsumed one),
+    read from whichever broker leads the partition; 0 when caught up; null if uncommitted."""
+    http = cluster.any().http
+    at = {"offsets": [{"topic": topic, "partition": p, "offset": o} for p, o in ((0, 3), (1, 10))]}
+    ok(http.post("/groups/g-age/offsets/reset", json=at))
+    before = int(time.time() * 1000)
+    doc = ok(cluster.any(exclude=1).http.get("/groups/g-age"))
+    after = int(time.time() * 1000)
+    rows = {r["partition"]: r for r in doc["offsets"]}
+    assert rows[0]["lag"] == 7 and rows[1]["lag"] == 0
+    # Record 3 of each partition has timestamp 4000 (the fixture's 1000 * (i + 1)).
+    assert before - 4000 <= rows[0]["lag_ms"] <= after - 4000
+    assert rows[1]["lag_ms"] == 0
+    assert doc["lag_ms"] == rows[0]["lag_ms"]  # the group's: its oldest unconsumed record
+    plain = ok(http.get("/groups/g-age/offsets"))["offsets"]
+    assert {r["lag_ms"] for r in plain} == {None}  # only describe reads record timestamps
+
+
 def test_committed_offsets_survive_broker_restarts(cluster: Cluster, topic: str) -> None:
     m = Member(list(cluster.brokers.values()), "g-durable", [topic])
     ok(m.commit(dict.fromkeys(sorted(m.owned), 8)))

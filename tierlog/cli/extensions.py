@@ -1,5 +1,6 @@
 """What the composition root adds to the nodes it starts: consumer groups on brokers and fetch
-nodes (groups/), and the cold tier's reader (fetch/) under a broker. Only here do the roles
+nodes (groups/), a topic's Delta table view (fetch/lake.py) on both, and the cold tier's
+reader (fetch/) under a broker. Only here do the roles
 meet; each package below imports none of the others."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING
 from cluster.extension import Extension
 
 if TYPE_CHECKING:
+    from cluster.metadata_cache import MetadataCache
     from cluster.read_contract import ColdReader
     from fetch.node import FetchNode
     from ingest.broker import Broker
@@ -36,6 +38,25 @@ def groups_on_fetch_node(node: FetchNode) -> Extension:
 
     mount = GroupsMount(node.config.database_url, node.cache, lambda: node.cluster_secret)
     return Extension(mount.routes, mount.running)
+
+
+def lake_on_broker(broker: Broker) -> Extension:
+    """GET /topics/{topic}/lake on a broker (the console's Lake page asks any broker)."""
+    return _lake(broker.config.database_url, broker.cache)
+
+
+def lake_on_fetch_node(node: FetchNode) -> Extension:
+    return _lake(node.config.database_url, node.cache)
+
+
+def _lake(database_url: str, cache: MetadataCache) -> Extension:
+    from coldstore.object_store import ObjectStoreConfig
+    from fetch.lake import LakeEndpoint
+
+    endpoint = LakeEndpoint(
+        database_url, cache, ObjectStoreConfig.from_env() if s3_configured() else None
+    )
+    return Extension(endpoint.routes, endpoint.running)
 
 
 def s3_configured() -> bool:

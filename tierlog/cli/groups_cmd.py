@@ -54,6 +54,22 @@ def parse_datetime(text: str) -> datetime:
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
+def format_age(ms: int | None) -> str:
+    """A lag in time for people: 850ms, 12.3s, 4m05s, 2h03m, 3d04h ("-": unknown)."""
+    if ms is None:
+        return "-"
+    if ms < 1000:
+        return f"{ms}ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f}s"
+    s = ms // 1000
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
 def _list(args: argparse.Namespace) -> int:
     with Admin(args.url, **creds(args)) as admin:
         for g in admin.list_groups():
@@ -70,14 +86,15 @@ def _describe(args: argparse.Namespace) -> int:
     for m in g.members:
         parts = ", ".join(f"{t}-{p}" for t, p in sorted(m.assignment)) or "-"
         print(f"  {m.member_id}\tepoch={m.member_epoch}\ttopics={','.join(m.topics)}\t{parts}")
-    print("TOPIC\tPARTITION\tCOMMITTED\tLAG\tMEMBER")
+    print("TOPIC\tPARTITION\tCOMMITTED\tLAG\tLAG-TIME\tMEMBER")
     for tp in sorted(set(g.offsets) | set(owner)):
         o = g.offsets.get(tp)
         committed = str(o.offset) if o is not None else "-"
         lag = str(o.lag) if o is not None and o.lag is not None else "-"
-        print(f"{tp.topic}\t{tp.partition}\t{committed}\t{lag}\t{owner.get(tp, '-')}")
+        age = format_age(o.lag_ms if o is not None else None)
+        print(f"{tp.topic}\t{tp.partition}\t{committed}\t{lag}\t{age}\t{owner.get(tp, '-')}")
     if g.lag is not None:
-        print(f"total lag: {g.lag}")
+        print(f"total lag: {g.lag} record(s), oldest unconsumed {format_age(g.lag_ms)} old")
     return 0
 
 

@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING
 
 from logformat.errors import TierlogError
 from tierlog.cli.console_cmd import add_console
-from tierlog.cli.extensions import cold_tier, groups_on_broker, groups_on_fetch_node, s3_configured
+from tierlog.cli.extensions import (
+    cold_tier,
+    groups_on_broker,
+    groups_on_fetch_node,
+    lake_on_broker,
+    lake_on_fetch_node,
+    s3_configured,
+)
 from tierlog.cli.limits_opts import add_http_flags, add_limit_flags, http_limits, limit_config
 from tierlog.cli.quotas_cmd import add_quotas
 from tierlog.cli.security_cmd import add_security_commands
@@ -141,7 +148,7 @@ def _run_broker(args: argparse.Namespace) -> int:
             **limit_config(args),
         ),
         cold_reader=cold_tier(args.database_url),
-        extensions=[groups_on_broker],
+        extensions=[groups_on_broker, lake_on_broker],
     )
     return 0
 
@@ -185,7 +192,7 @@ def _run_fetch(args: argparse.Namespace) -> int:
         tls_key=args.tls_key,
         http_limits=http_limits(args),
     )
-    serve(config, cold_tier(args.database_url), [groups_on_fetch_node])
+    serve(config, cold_tier(args.database_url), [groups_on_fetch_node, lake_on_fetch_node])
     return 0
 
 

@@ -79,12 +79,13 @@ class GroupOffset(NamedTuple):
     offset: int
     metadata: str
     lag: int | None  # high watermark - offset
+    lag_ms: int | None = None  # age of the oldest unconsumed record (describe only)
 
 
 def _group_offsets(doc: Mapping[str, Any]) -> dict[TopicPartition, GroupOffset]:
     return {
         TopicPartition(o["topic"], int(o["partition"])): GroupOffset(
-            int(o["offset"]), o.get("metadata") or "", o.get("lag")
+            int(o["offset"]), o.get("metadata") or "", o.get("lag"), o.get("lag_ms")
         )
         for o in doc.get("offsets", [])
         if o.get("offset") is not None  # listed but never committed
@@ -113,6 +114,7 @@ class GroupDescription(NamedTuple):
     members: list[MemberDescription]
     offsets: dict[TopicPartition, GroupOffset]
     lag: int | None
+    lag_ms: int | None = None  # the oldest unconsumed record's age, over all partitions
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> GroupDescription:
@@ -137,6 +139,7 @@ class GroupDescription(NamedTuple):
             members,
             _group_offsets(doc),
             doc.get("lag"),
+            doc.get("lag_ms"),
         )
 
 
