@@ -13,7 +13,8 @@ is sure not to duplicate.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import httpx
 import orjson
@@ -117,6 +118,24 @@ class Forwarder:
         kept = {k: v for k, v in response.headers.items() if k.lower() in _KEEP_HEADERS}
         kept["X-Tierlog-Leader"] = leader_url
         return Response(response.content, status_code=response.status_code, headers=kept)
+
+    async def stream_lines(self, url: str, params: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
+        """The JSON lines of a streamed answer (a search), forwarded once; a refusal is the
+        leader's error. Leaving the iteration closes the connection, which stops the leader."""
+        try:
+            async with self._client.stream(
+                "GET", url, params=params, headers={FORWARDED_HEADER: "1"}
+            ) as response:
+                if response.status_code != 200:
+                    await response.aread()
+                    raise _error_from(response)
+                async for text in response.aiter_lines():
+                    if text:
+                        yield orjson.loads(text)
+        except httpx.HTTPError as exc:
+            raise TierlogError(
+                ErrorCode.LEADER_NOT_AVAILABLE, f"the search at {url} failed: {exc!r}"
+            ) from None
 
     async def get_json(self, url: str) -> object:
         response = await self._client.get(url, timeout=2.0)
