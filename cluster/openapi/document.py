@@ -14,6 +14,7 @@ from cluster.openapi.schemas import (
     json_response,
     ref,
 )
+from cluster.openapi.search import SEARCH_PATHS
 
 TOPIC_DESC = ref("TopicDescription")
 
@@ -205,6 +206,7 @@ OPENAPI: dict[str, Any] = {
                 "responses": {"200": json_response({"type": "object"})},
             }
         },
+        **SEARCH_PATHS,
         **GROUP_PATHS,
     },
 }
