@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from logformat.errors import TierlogError
+from tierlog.cli.console_cmd import add_console
 from tierlog.cli.extensions import cold_tier, groups_on_broker, groups_on_fetch_node, s3_configured
 from tierlog.cli.limits_opts import add_http_flags, add_limit_flags, http_limits, limit_config
 from tierlog.cli.quotas_cmd import add_quotas
@@ -234,7 +235,7 @@ class Terminated(KeyboardInterrupt):
     Server roles and `tierlog dev` handle SIGTERM their own way."""
 
 
-_SERVERS = frozenset({"dev", "broker", "fetch", "tiering", "compaction"})
+_SERVERS = frozenset({"dev", "broker", "fetch", "tiering", "compaction", "console"})
 
 
 def _terminate(_signum: int, _frame: object) -> None:
@@ -254,6 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.add_client_commands(sub, _env("URL", DEFAULT_URL) or DEFAULT_URL)
     add_quotas(sub)
     add_security_commands(sub)
+    add_console(sub, _env("URL", DEFAULT_URL) or DEFAULT_URL)
     args = parser.parse_args(argv)
     die_with_parent()  # started by `tierlog dev` or a test harness: go when it goes
     # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see where a hang is.

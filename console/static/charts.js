@@ -1,0 +1,60 @@
+// uPlot charts of the console's metric history. Any element
+//   <div class="chart" data-src="/history.json" data-series="a,b" data-unit="records/s">
+// is drawn from {"series": {"a": [[unix_s, value], ...], ...}} and redrawn every 10 s.
+"use strict";
+
+const PALETTE = ["#1f4e79", "#d9822b", "#1e7b34", "#a4262c", "#6f42c1"];
+
+function toColumns(doc, names) {
+  const times = new Set();
+  for (const n of names) for (const [t] of doc.series[n] || []) times.add(t);
+  const xs = [...times].sort((a, b) => a - b);
+  const cols = [xs];
+  for (const n of names) {
+    const byTime = new Map(doc.series[n] || []);
+    cols.push(xs.map((t) => (byTime.has(t) ? byTime.get(t) : null)));
+  }
+  return cols;
+}
+
+async function drawChart(el) {
+  const names = el.dataset.series.split(",");
+  const labels = (el.dataset.labels || "").split(",");
+  const url = `${el.dataset.src}?series=${encodeURIComponent(el.dataset.series)}`;
+  const response = await fetch(url, { credentials: "same-origin" });
+  if (!response.ok) {
+    el.textContent = `history unavailable (HTTP ${response.status})`;
+    return;
+  }
+  const doc = await response.json();
+  const data = toColumns(doc, names);
+  el.dataset.points = String(data[0].length);
+  if (el._plot) {
+    el._plot.setData(data, true);
+    return;
+  }
+  const opts = {
+    width: Math.max(300, el.clientWidth),
+    height: 200,
+    series: [{}, ...names.map((n, i) => ({ label: labels[i] || n, stroke: PALETTE[i % PALETTE.length], width: 1.5 }))],
+    axes: [{}, { size: 70 }],
+    // Always the whole window (the last hour), however few points the console has yet.
+    scales: {
+      x: { time: true, range: () => { const now = Date.now() / 1000; return [now - doc.window_s, now]; } },
+      y: { range: (u, min, max) => [0, Math.max(1, max * 1.1)] },
+    },
+  };
+  el._plot = new uPlot(opts, data, el);
+  el.classList.add("drawn");
+}
+
+function drawAll() {
+  for (const el of document.querySelectorAll(".chart[data-series]")) {
+    drawChart(el).catch((err) => { el.textContent = `chart failed: ${err}`; });
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  drawAll();
+  setInterval(drawAll, 10000);
+});

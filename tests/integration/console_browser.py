@@ -1,0 +1,172 @@
+"""The console's browser-test harness: a module-scoped cluster (one broker) with a
+`tierlog console` process in front of it, and headless Debian Chromium driven by Selenium
+through /usr/bin/chromedriver (given explicitly: Selenium Manager never downloads).
+
+Fixtures (import console_fixture and browser_fixture into a test file, `# noqa: F401`):
+- `console`: a ConsoleStack (broker, console URL, `visit` that saves a screenshot under
+  tests/output/console/ for every page it opens);
+- `browser`: the module's WebDriver; after every test, any SEVERE entry of the browser's
+  log (a console error, a failed load, a CSP violation) fails that test.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.integration.brokers import BrokerProcess
+from tests.integration.ports import free_port
+from tierlog.devstack.parent_watch import child_env
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "output" / "console"
+WAIT_S = 15
+
+
+class ConsoleProcess:
+    """`python -m tierlog console` as a child process, its log beside the broker's."""
+
+    def __init__(self, broker_url: str, log_path: Path, extra_args: list[str] | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.argv = [
+            sys.executable, "-m", "tierlog", "console",
+            "--broker", broker_url,
+            "--listen", f"127.0.0.1:{self.port}",
+            "--sample-interval", "1",
+            *(extra_args or []),
+        ]  # fmt: skip
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 30) -> ConsoleProcess:
+        with open(self.log_path, "ab") as logf:
+            self.proc = subprocess.Popen(
+                self.argv, env=child_env(dict(os.environ)), stdout=logf, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"console exited: {self.log_path.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{self.url}/static/console.css", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"console not serving within {timeout}s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class ConsoleStack:
+    def __init__(self, broker: BrokerProcess, console: ConsoleProcess, driver: WebDriver):
+        self.broker = broker
+        self.console = console
+        self.url = console.url
+        self.driver = driver
+
+    def visit(self, path: str, shot: str | None = None) -> WebDriver:
+        """Opens a console page and saves its screenshot (named after the path unless
+        `shot` is given) once the document has loaded."""
+        self.driver.get(f"{self.url}{path}")
+        self.wait(lambda d: d.execute_script("return document.readyState") == "complete")
+        self.screenshot(shot or path)
+        return self.driver
+
+    def screenshot(self, name: str) -> Path:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", name.strip("/")) or "overview"
+        target = SCREENSHOTS / f"{slug}.png"
+        self.driver.save_screenshot(str(target))
+        return target
+
+    def wait(self, condition: Callable[[WebDriver], Any], timeout: float = WAIT_S) -> Any:
+        return WebDriverWait(self.driver, timeout).until(condition)
+
+    def find(self, css: str) -> WebElement:
+        return self.wait(lambda d: d.find_element(By.CSS_SELECTOR, css))
+
+    def text(self, css: str) -> str:
+        return str(self.find(css).text)
+
+
+def _chromium() -> WebDriver:
+    if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
+        pytest.skip("no chromium / chromedriver: scripts/test installs Debian's (root only)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    profile = tempfile.mkdtemp(prefix="tierlog-console-chromium-")
+    for flag in (
+        "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--disable-dev-shm-usage", "--window-size=1400,1000", f"--user-data-dir={profile}",
+    ):  # fmt: skip
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    service = Service(executable_path=CHROMEDRIVER, port=free_port())
+    driver = webdriver.Chrome(options=options, service=service)
+    driver.set_page_load_timeout(30)
+    driver.tierlog_profile = profile  # type: ignore[attr-defined]
+    return driver
+
+
+def severe_entries(driver: WebDriver) -> list[dict[str, Any]]:
+    return [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+
+
+@pytest.fixture(scope="module", name="console")
+def console_fixture(
+    db_factory: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ConsoleStack]:
+    root = tmp_path_factory.mktemp("console")
+    broker = BrokerProcess(db_factory(), root / "data-1", 1)
+    app: ConsoleProcess | None = None
+    driver: WebDriver | None = None
+    try:
+        broker.start()
+        app = ConsoleProcess(broker.url, root / "console.log").start()
+        driver = _chromium()
+        yield ConsoleStack(broker, app, driver)
+    finally:
+        if driver is not None:
+            driver.quit()
+            shutil.rmtree(driver.tierlog_profile, ignore_errors=True)  # type: ignore[attr-defined]
+        if app is not None:
+            app.stop()
+        broker.stop()
+
+
+@pytest.fixture(name="browser")
+def browser_fixture(console: ConsoleStack) -> Iterator[ConsoleStack]:
+    """The module's stack, with the browser log checked after the test."""
+    severe_entries(console.driver)  # drop what an earlier test left
+    yield console
+    errors = severe_entries(console.driver)
+    assert not errors, f"browser console errors: {errors}"
