@@ -110,6 +110,9 @@ def load(args: argparse.Namespace, broker: BrokerProcess, url: str) -> tuple[int
     )["id"]
     cold_part = args.records * 9 // 10
     produce(broker, 0, cold_part, args)
+    # Seal the active segment too (segment.ms, rolled in the background), so that exactly
+    # the first 90% tier; then segments roll by size again.
+    set_segment_ms(broker, 1000)
     engine = make_engine(url)
     tp = TopicIdPartition(tid, 0)
     worker = TieringWorker(engine, ObjectStoreConfig.from_env(), "bench-worker")
@@ -117,20 +120,25 @@ def load(args: argparse.Namespace, broker: BrokerProcess, url: str) -> tuple[int
         deadline = time.monotonic() + 900
         while True:
             worker.run_once()
-            segs = worker.registry.segments(tp)
-            if segs and all(s.state == "tiered" for s in segs):
-                p = broker.http.get(f"/topics/{TOPIC}").json()["partitions"][0]
-                if p["hot"]["start"] == p["cold"]["end"]:
-                    break
+            p = broker.http.get(f"/topics/{TOPIC}").json()["partitions"][0]
+            if (p["cold"] or {}).get("end") == cold_part == p["hot"]["start"]:
+                break
             if time.monotonic() > deadline:
-                raise RuntimeError(f"not tiered and deleted locally in 900 s: {segs}")
+                raise RuntimeError(f"not tiered and deleted locally in 900 s: {p}")
             time.sleep(0.5)
     finally:
         worker.close()
+    set_segment_ms(broker, 7 * 24 * 3600 * 1000)
     produce(broker, cold_part, args.records, args)  # no worker runs now: this stays hot
     files = ColdManifest(engine).files(tp)
     engine.dispose()
     return sum(f.size_bytes for f in files), files[-1].last_offset + 1
+
+
+def set_segment_ms(broker: BrokerProcess, ms: int) -> None:
+    r = broker.http.patch(f"/topics/{TOPIC}/configs", json={"configs": {"segment.ms": ms}})
+    if r.status_code != 200:
+        raise RuntimeError(f"segment.ms not set: {r.status_code} {r.text}")
 
 
 def s3_bytes(broker: BrokerProcess) -> int:

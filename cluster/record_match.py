@@ -14,7 +14,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cluster.search_contract import SearchQuery
+from cluster.search_contract import MAX_OFFSET, SearchQuery
 
 _MISSING = object()
 
@@ -32,22 +32,25 @@ def matching_rows(table: pa.Table | pa.RecordBatch, query: SearchQuery, limit: i
 
 def _mask(table: pa.Table | pa.RecordBatch, q: SearchQuery) -> Any:
     conds: list[Any] = []
-    offsets = table.column("offset")
     if q.start_offset > 0:
-        conds.append(pc.greater_equal(offsets, q.start_offset))
-    if q.end_offset < 2**63 - 1:
-        conds.append(pc.less(offsets, q.end_offset))
-    stamps = table.column("timestamp")
+        conds.append(pc.greater_equal(table.column("offset"), q.start_offset))
+    if q.end_offset < MAX_OFFSET:
+        conds.append(pc.less(table.column("offset"), q.end_offset))
     if q.start_timestamp is not None:
-        conds.append(pc.greater_equal(stamps.cast(pa.int64()), q.start_timestamp))
+        stamps = table.column("timestamp").cast(pa.int64())
+        conds.append(pc.greater_equal(stamps, q.start_timestamp))
     if q.end_timestamp is not None:
-        conds.append(pc.less(stamps.cast(pa.int64()), q.end_timestamp))
+        stamps = table.column("timestamp").cast(pa.int64())
+        conds.append(pc.less(stamps, q.end_timestamp))
     if q.key is not None:
         conds.append(pc.equal(table.column("key"), pa.scalar(q.key, pa.binary())))
     if q.value_contains is not None:
         conds.append(pc.match_substring(table.column("value"), q.value_contains))
     for needle in json_needles(q):
         conds.append(pc.match_substring(table.column("value"), needle))
+    pattern = json_member_pattern(q)
+    if pattern is not None:
+        conds.append(pc.match_substring_regex(table.column("value"), pattern))
     if not conds:
         return None
     mask = conds[0]
@@ -58,17 +61,32 @@ def _mask(table: pa.Table | pa.RecordBatch, q: SearchQuery) -> Any:
 
 def json_needles(q: SearchQuery) -> list[str]:
     """Substrings any value matching the JSON condition must hold (a prefilter): the field
-    names as JSON strings and the wanted value's JSON text, where these have one spelling."""
+    names as JSON strings, where these have one spelling."""
     if q.json_path is None:
         return []
-    needles = [f'"{p}"' for p in q.json_path if isinstance(p, str) and _plain(p)]
-    text = orjson.dumps(q.json_value).decode()
-    if isinstance(q.json_value, str):
-        if _plain(q.json_value):
-            needles.append(text)
-    elif isinstance(q.json_value, bool | int) or q.json_value is None:
-        needles.append(text)  # floats have several spellings (1.0, 1e0): no prefilter
-    return needles
+    return [f'"{p}"' for p in q.json_path[:-1] if isinstance(p, str) and _plain(p)]
+
+
+def json_member_pattern(q: SearchQuery) -> str | None:
+    """A regular expression (RE2) any matching value holds: the last field's member with the
+    wanted value, `"seq"\\s*:\\s*7(\\.0+)?\\s*[,}]`, when the value is spelled one way in
+    JSON (floats and escaped text are not: then only the field names prefilter)."""
+    if q.json_path is None or not isinstance(q.json_path[-1], str):
+        return None
+    name, value = q.json_path[-1], q.json_value
+    if not _plain(name) or isinstance(value, float):
+        return None
+    if isinstance(value, str) and not _plain(value):
+        return None
+    text = _re2(orjson.dumps(value).decode())
+    if isinstance(value, int) and not isinstance(value, bool):
+        text += r"(\.0+)?"  # 1 == 1.0 in JSON (1e0 is not searched for)
+    return _re2(f'"{name}"') + r"\s*:\s*" + text + r"\s*[,}]"
+
+
+def _re2(text: str) -> str:
+    """`text` matched literally (ASCII): every character but letters and digits escaped."""
+    return "".join(c if c.isalnum() else f"\\x{ord(c):02x}" for c in text)
 
 
 def _plain(s: str) -> bool:

@@ -32,8 +32,13 @@ class SearchQuery(NamedTuple):
     end_timestamp: int | None = None
 
     def predicate_columns(self) -> list[str]:
-        """The columns a record's match depends on, in file order."""
-        cols = ["offset", "timestamp"]
+        """The columns a record's match depends on, in file order (the others are read only
+        for the rows that match)."""
+        cols = []
+        if self.start_offset > 0 or self.end_offset < MAX_OFFSET:
+            cols.append("offset")
+        if self.start_timestamp is not None or self.end_timestamp is not None:
+            cols.append("timestamp")
         if self.key is not None:
             cols.append("key")
         if self.value_contains is not None or self.json_path is not None:
