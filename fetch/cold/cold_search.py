@@ -52,7 +52,9 @@ class ColdSearch:
         files, count, size = await self._index.search_files(
             tp, query.start_offset, query.end_offset, query.start_timestamp, query.end_timestamp
         )
-        return ColdSearchPlan(cold, tuple(files), count, size)
+        # A file committed after the bounds were read is left to the hot scan (no doubles).
+        kept = tuple(f for f in files if f.base_offset < cold.end)
+        return ColdSearchPlan(cold, kept, count, size)
 
     async def scan_file(self, f: ColdFile, query: SearchQuery, max_hits: int) -> FileHits:
         cached = self._footers.cached(f.object_key) is not None

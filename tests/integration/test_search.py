@@ -5,6 +5,8 @@ from S3) and the hot logs, its own partition's and (one hop) the other broker's.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -73,7 +75,7 @@ def _load(c: Cluster, engine: Engine, bucket: Any) -> None:
             "name": "s",
             "partitions": 2,
             "replication_factor": 1,
-            "configs": {"segment.bytes": 4096, "local.retention.ms": 1000},
+            "configs": {"segment.bytes": 8192, "local.retention.ms": 1000},
         },
     )
     assert r.status_code == 201, r.text
@@ -201,3 +203,26 @@ def test_unknown_topic_and_early_close(cluster: Cluster) -> None:
         assert r.status_code == 200
         next(r.iter_lines())
     assert len(hits(search(http, key="k0", max_hits=1000))) == len(range(0, N, 7))
+
+
+def test_cli_search_prints_hits_and_a_summary(cluster: Cluster) -> None:
+    url = cluster.any().url
+    run = subprocess.run(
+        [sys.executable, "-m", "tierlog", "search", "s", "--history", "k5", "--url", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    got = [orjson.loads(line) for line in run.stdout.splitlines()]
+    assert sorted((h["partition"], h["offset"]) for h in got) == sorted(
+        (i % 2, offset_of(i)) for i in range(N) if i % 7 == 5
+    )
+    assert f"{len(got)} hits" in run.stderr and "ms" in run.stderr
+    bad = subprocess.run(
+        [sys.executable, "-m", "tierlog", "search", "nope", "--key", "a", "--url", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in bad.stderr
