@@ -10,12 +10,13 @@ import logging
 import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
+from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
-from starlette.routing import BaseRoute, Mount
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -60,10 +61,15 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+async def healthz(request: Request) -> Response:
+    """Serving (what `tierlog dev` and a container's health check wait for)."""
+    return JSONResponse({"status": "ok"})
+
+
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ConsoleApiError)
     if exc.needs_login:
-        target = f"/login?next={request.url.path}"
+        target = f"/login?next={quote(request.url.path)}"
         if request.headers.get("hx-request"):  # htmx follows this header, not a 3xx
             return Response(status_code=204, headers={"HX-Redirect": target})
         return RedirectResponse(target, status_code=303)
@@ -113,6 +119,8 @@ def create_app(
 
     routes: list[BaseRoute] = [
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", healthz, methods=["GET"]),
         *auth.routes,
     ]
     for page in page_list:

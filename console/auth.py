@@ -84,6 +84,10 @@ def store_nonce(request: Request, response: Response) -> None:
         set_cookie(response, request, NONCE_COOKIE, str(nonce))
 
 
+# The sign-in pages render through console.render, which imports this module for the
+# tokens: they import it when called.
+
+
 async def login_page(request: Request) -> Response:
     from console.render import render
 
@@ -97,7 +101,7 @@ def _next(request: Request) -> str:
 
 
 async def login(request: Request) -> Response:
-    from console.render import render
+    from console import forms
 
     form = await checked_form(request)
     key = str(form.get("api_key", "")).strip()
@@ -111,9 +115,9 @@ async def login(request: Request) -> Response:
             if exc.status in (401, 502, 504):
                 error = exc
     if error is not None:
-        ctx: dict[str, Any] = {"error": error, "next": _next(request)}
-        return render(request, "login.html", ctx, status_code=error.status)
-    response = RedirectResponse(_next(request), status_code=303)
+        ctx: dict[str, Any] = {"next": _next(request)}
+        return forms.rejected(request, "_login_form.html", "login.html", ctx, error)
+    response = forms.redirect(request, _next(request))
     set_cookie(response, request, KEY_COOKIE, key)
     return response
 

@@ -30,8 +30,10 @@ LEADER_GAUGES = {
     "under_replicated": "tierlog_under_replicated_partitions",
     "offline_replicas": "tierlog_offline_replicas",
 }
-# Gauges every replica reports for itself: the largest per partition, then summed.
+# Gauges every replica reports for itself: the largest per partition, then summed...
 REPLICA_GAUGES = {"tiering_lag_bytes": "tierlog_remote_copy_lag_bytes"}
+# ... or the largest of all (the oldest segment still waiting anywhere).
+REPLICA_MAX_GAUGES = {"tiering_lag_seconds": "tierlog_remote_copy_lag_seconds"}
 LEADERSHIPS = "tierlog_partitions_led"
 
 
@@ -71,7 +73,7 @@ class BrokerSample:
 
 def parse_metrics(text: str) -> BrokerSample:
     wanted_sum = set(RATES.values()) | set(LEADER_GAUGES.values()) | {LEADERSHIPS}
-    wanted_partition = set(REPLICA_GAUGES.values())
+    wanted_partition = set(REPLICA_GAUGES.values()) | set(REPLICA_MAX_GAUGES.values())
     out = BrokerSample()
     for family in text_string_to_metric_families(text):
         for s in family.samples:
@@ -143,6 +145,9 @@ class Sampler:
                 for key, value in s.per_partition.get(metric, {}).items():
                     largest[key] = max(largest.get(key, 0.0), value)
             self.history.add(series, at, sum(largest.values()))
+        for series, metric in REPLICA_MAX_GAUGES.items():
+            values = [v for s in samples.values() for v in s.per_partition.get(metric, {}).values()]
+            self.history.add(series, at, max(values, default=0.0))
         self.leaderships = {url: s.gauges.get(LEADERSHIPS, 0.0) for url, s in samples.items()}
 
     async def sample_once(self) -> None:

@@ -122,6 +122,16 @@ class ColdManifest:
                 break  # a gap (a file still to be committed): the range stops before it
         return None if start is None else (start, end)
 
+    def cold_bytes(self, tp: TopicIdPartition) -> int:
+        """Bytes of the partition's committed cold files (its share of the Delta table)."""
+        with self.engine.connect() as conn:
+            total = conn.execute(
+                select(func.coalesce(func.sum(cold_files.c.size_bytes), 0)).where(
+                    of_partition(cold_files, tp), cold_files.c.state == "committed"
+                )
+            ).scalar()
+        return int(total or 0)
+
     def log_start_offset(self, tp: TopicIdPartition) -> int | None:
         """The cross-tier log start the cold tier implies (retention, compaction/): the first
         committed cold offset; with nothing committed, the end of the highest removed file

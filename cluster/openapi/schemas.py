@@ -56,6 +56,23 @@ _PARTITION_DESC = {
         "hot": {"type": ["object", "null"]},
         "cold": {"type": ["object", "null"]},
         "tiering_lag": {"type": ["integer", "null"]},
+        "hot_bytes": {
+            "type": ["integer", "null"],
+            "description": "bytes of the leader's local segments (null: leader unreachable)",
+        },
+        "cold_bytes": {
+            "type": ["integer", "null"],
+            "description": "bytes of the partition's committed Parquet files in S3",
+        },
+        "tiering_lag_bytes": {
+            "type": ["integer", "null"],
+            "description": "bytes of the leader's sealed segments not yet in S3 (the active "
+            "segment is tiered once it rolls)",
+        },
+        "tiering_lag_seconds": {
+            "type": ["number", "null"],
+            "description": "age of the oldest sealed segment not yet in S3 (0: none waits)",
+        },
     },
 }
 _RECORD_IN = {

@@ -24,6 +24,7 @@ CHARTS = [
     ("Fetch", "records/s", ["fetch_records_per_s"], ["records/s"]),
     ("Tiering lag", "records", ["tiering_lag_records"], ["records not yet in S3"]),
     ("Tiering lag", "bytes", ["tiering_lag_bytes"], ["sealed bytes not yet in S3"]),
+    ("Tiering lag", "seconds", ["tiering_lag_seconds"], ["oldest sealed segment waiting"]),
 ]
 
 
@@ -46,31 +47,39 @@ def partition_health(
     return troubled, leads
 
 
-async def overview(request: Request) -> Response:
+async def _status(request: Request) -> dict[str, Any]:
     api = request.app.state.api
     key = auth.api_key(request)
     brokers_doc, topics = await asyncio.gather(api.get("/brokers", key), describe_all(api, key))
     brokers = brokers_doc.get("brokers", [])
     alive = {b["id"] for b in brokers if b.get("alive")}
     troubled, leads = partition_health(topics, alive)
+    return {
+        "active": "overview",
+        "brokers": brokers,
+        "alive": len(alive),
+        "leads": leads,
+        "topics": len(topics),
+        "partitions": sum(len(t["partitions"]) for t in topics),
+        "troubled": troubled,
+        "offline": sum(1 for t in troubled if t["state"] == "offline"),
+    }
+
+
+async def overview(request: Request) -> Response:
     history: History = request.app.state.history
-    return render(
-        request,
-        "overview/index.html",
-        {
-            "active": "overview",
-            "brokers": brokers,
-            "alive": len(alive),
-            "leads": leads,
-            "topics": len(topics),
-            "partitions": sum(len(t["partitions"]) for t in topics),
-            "troubled": troubled,
-            "offline": sum(1 for t in troubled if t["state"] == "offline"),
-            "charts": CHARTS,
-            "sampler_error": history.last_error,
-            "interval_s": history.interval_s,
-        },
-    )
+    context = {
+        **await _status(request),
+        "charts": CHARTS,
+        "sampler_error": history.last_error,
+        "interval_s": history.interval_s,
+    }
+    return render(request, "overview/index.html", context)
+
+
+async def status_fragment(request: Request) -> Response:
+    """Stats, brokers and troubled partitions alone: htmx polls them every 5 s."""
+    return render(request, "overview/_status.html", await _status(request))
 
 
 async def history_json(request: Request) -> Response:
@@ -93,6 +102,7 @@ PAGE = Page(
     path="/",
     routes=[
         Route("/", overview, methods=["GET"]),
+        Route("/overview/status", status_fragment, methods=["GET"]),
         Route("/history.json", history_json, methods=["GET"]),
     ],
 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import logging
 import os
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
@@ -19,13 +20,17 @@ from starlette.routing import Route
 
 from cluster.http.responses import JSONResponse, path_partition, read_body
 from cluster.internal_http import CLUSTER_TOKEN_HEADER
+from ingest.api.partition_stats import led_stats
 from ingest.replication import corruption
+from ingest.tiered.tier_status import TierStatus
 from logformat.errors import ErrorCode, TierlogError
 from logformat.frame import scan
 from metadata.types import TopicNamePartition
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
+
+log = logging.getLogger("tierlog.api.internal")
 
 MAX_INTERNAL_BODY = 256 * 1024 * 1024
 SEGMENT_CHUNK = 1024 * 1024
@@ -68,17 +73,28 @@ async def append(request: Request) -> JSONResponse:
 
 
 async def led_partitions(request: Request) -> JSONResponse:
-    """Offsets of the partitions of a topic this broker leads (for describe on other nodes)."""
+    """Offsets and stats of the partitions of a topic this broker leads (for describe on
+    other nodes: ingest/api/partition_stats.py)."""
     broker = _authorize(request)
     topic = request.path_params["topic"]
-    out = {}
-    for (name, p), state in broker.partitions.items():
-        if name == topic and broker.leader_state(name, p) is not None:
-            out[str(p)] = {
-                "log_start_offset": state.log.log_start_offset,
-                "high_watermark": state.high_watermark,
-                "log_end_offset": state.log.log_end_offset,
-            }
+    led = {
+        p: state
+        for (name, p), state in broker.partitions.items()
+        if name == topic and broker.leader_state(name, p) is not None
+    }
+    view = broker.cache.topic(topic)
+    tiering = view is not None and view.config.remote_storage_enable
+    tiers: dict[int, TierStatus] | None = {}
+    if tiering and led and view is not None:
+        try:
+            tiers = await broker.tier_status.of_partitions(view.info.id, list(led))
+        except Exception:  # describe shows the offsets without the lag figures
+            log.exception("reading the cold manifest failed", extra={"topic": topic})
+            tiers = None
+    out = {
+        str(p): led_stats(state, tiering, tiers.get(p) if tiers is not None else None)
+        for p, state in led.items()
+    }
     return JSONResponse(out)
 
 

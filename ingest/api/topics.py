@@ -11,10 +11,12 @@ from starlette.routing import Route
 
 from cluster.http import auth
 from cluster.http.responses import JSONResponse, field_int, json_object
+from ingest.api.partition_stats import led_stats
 from ingest.tiered.tier_status import TierStatus
 from logformat.errors import ErrorCode, TierlogError
 from metadata.acl import CLUSTER_NAME
 from metadata.configs import effective_configs
+from metadata.types import PartitionRecord
 
 if TYPE_CHECKING:
     from cluster.metadata_cache import TopicView
@@ -26,11 +28,12 @@ MAX_PARTITIONS = 10_000
 ADMIN_BODY_LIMIT = 1024 * 1024
 
 
-async def _remote_offsets(broker: Broker, view: TopicView) -> dict[int, dict[str, int]]:
-    """Offsets of partitions led by other brokers, asked of each leader once (best effort)."""
+async def _remote_offsets(broker: Broker, view: TopicView) -> dict[int, dict[str, Any]]:
+    """Offsets and stats of partitions led by other brokers (ingest/api/partition_stats.py),
+    asked of each leader once (best effort)."""
     me = broker.config.broker_id
     leaders = {p.leader for p in view.partitions if p.leader is not None and p.leader != me}
-    out: dict[int, dict[str, int]] = {}
+    out: dict[int, dict[str, Any]] = {}
 
     async def ask(leader: int) -> None:
         url = broker.cache.broker_url(leader)
@@ -60,50 +63,50 @@ async def _tier_status(broker: Broker, view: TopicView) -> dict[int, TierStatus]
         return None
 
 
+def _partition_doc(
+    p: PartitionRecord, offsets: dict[str, Any] | None, tier: TierStatus | None, tiering: bool
+) -> dict[str, Any]:
+    cold = tier.cold if tier is not None else None
+    hot_start = offsets["log_start_offset"] if offsets else None
+    hw = offsets["high_watermark"] if offsets else None
+    start = hot_start if cold is None else min(cold[0], hot_start or cold[0])
+    if start is not None and tier is not None and tier.log_start is not None:
+        start = max(start, tier.log_start)  # retention moved it; replicas catch up
+    lag: int | None = 0
+    if tiering:
+        lag = None
+        if hw is not None and hot_start is not None and tier is not None:
+            end = tier.tiered_end if tier.tiered_end is not None else hot_start
+            lag = max(0, hw - end)
+    return {
+        "partition": p.partition,
+        "leader": p.leader,
+        "leader_epoch": p.leader_epoch,
+        "replicas": p.replicas,
+        "isr": p.isr,
+        "log_start_offset": start,
+        "high_watermark": hw,
+        "log_end_offset": offsets["log_end_offset"] if offsets else None,
+        "hot": ({"start": hot_start, "end": offsets["log_end_offset"]} if offsets else None),
+        "cold": {"start": cold[0], "end": cold[1]} if cold is not None else None,
+        "tiering_lag": lag,
+        # The leader's figures (null when it could not be asked).
+        "hot_bytes": offsets.get("hot_bytes") if offsets else None,
+        "cold_bytes": tier.cold_bytes if tier is not None else (None if tiering else 0),
+        "tiering_lag_bytes": offsets.get("tiering_lag_bytes") if offsets else None,
+        "tiering_lag_seconds": offsets.get("tiering_lag_seconds") if offsets else None,
+    }
+
+
 async def describe(broker: Broker, view: TopicView) -> dict[str, Any]:
     remote, tiers = await asyncio.gather(_remote_offsets(broker, view), _tier_status(broker, view))
     tiering = view.config.remote_storage_enable
     partitions = []
     for p in view.partitions:
-        state = broker.leader_state(view.info.name, p.partition)
-        if state is not None:
-            offsets: dict[str, int] | None = {
-                "log_start_offset": state.log.log_start_offset,
-                "high_watermark": state.high_watermark,
-                "log_end_offset": state.log.log_end_offset,
-            }
-        else:
-            offsets = remote.get(p.partition)
         tier = tiers.get(p.partition) if tiers is not None else None
-        cold = tier.cold if tier is not None else None
-        hot_start = offsets["log_start_offset"] if offsets else None
-        hw = offsets["high_watermark"] if offsets else None
-        start = hot_start if cold is None else min(cold[0], hot_start or cold[0])
-        if start is not None and tier is not None and tier.log_start is not None:
-            start = max(start, tier.log_start)  # retention moved it; replicas catch up
-        lag: int | None = 0
-        if tiering:
-            lag = None
-            if hw is not None and hot_start is not None and tier is not None:
-                end = tier.tiered_end if tier.tiered_end is not None else hot_start
-                lag = max(0, hw - end)
-        partitions.append(
-            {
-                "partition": p.partition,
-                "leader": p.leader,
-                "leader_epoch": p.leader_epoch,
-                "replicas": p.replicas,
-                "isr": p.isr,
-                "log_start_offset": start,
-                "high_watermark": hw,
-                "log_end_offset": offsets["log_end_offset"] if offsets else None,
-                "hot": (
-                    {"start": hot_start, "end": offsets["log_end_offset"]} if offsets else None
-                ),
-                "cold": {"start": cold[0], "end": cold[1]} if cold is not None else None,
-                "tiering_lag": lag,
-            }
-        )
+        state = broker.leader_state(view.info.name, p.partition)
+        offsets = led_stats(state, tiering, tier) if state is not None else remote.get(p.partition)
+        partitions.append(_partition_doc(p, offsets, tier, tiering))
     return {
         "name": view.info.name,
         "id": view.info.id,

@@ -29,6 +29,8 @@ class ColdManifestApi(Protocol):
 
     def log_start_offset(self, tp: TopicIdPartition) -> int | None: ...
 
+    def cold_bytes(self, tp: TopicIdPartition) -> int: ...
+
 
 def topic_config(cache: MetadataCache, state: Partition) -> TopicConfig | None:
     """The config of the partition's topic; None when metadata no longer has that topic (or

@@ -19,6 +19,7 @@ class TierStatus(NamedTuple):
     cold: tuple[int, int] | None  # [start, end) of the committed cold range
     tiered_end: int | None
     log_start: int | None = None  # the cross-tier log start retention left (None: no cold)
+    cold_bytes: int = 0  # bytes of the committed cold files
 
 
 class TierStatusReader:
@@ -26,7 +27,7 @@ class TierStatusReader:
         self._manifest = manifest
 
     async def of_partitions(self, topic_id: str, partitions: list[int]) -> dict[int, TierStatus]:
-        """Cold range, tiered end and log start of each partition."""
+        """Cold range, tiered end, log start and cold bytes of each partition."""
         return await asyncio.to_thread(self._read, topic_id, partitions)
 
     def _read(self, topic_id: str, partitions: list[int]) -> dict[int, TierStatus]:
@@ -35,7 +36,8 @@ class TierStatusReader:
             tp = TopicIdPartition(topic_id, p)
             cold = self._manifest.cold_range(tp)
             end = cold[1] if cold is not None else None
-            out[p] = TierStatus(cold, end, self._manifest.log_start_offset(tp))
+            nbytes = self._manifest.cold_bytes(tp) if cold is not None else 0
+            out[p] = TierStatus(cold, end, self._manifest.log_start_offset(tp), nbytes)
         return out
 
     async def out_of_range(self, state: Partition, offset: int) -> TierlogError | None:

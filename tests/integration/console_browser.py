@@ -3,14 +3,18 @@
 through /usr/bin/chromedriver (given explicitly: Selenium Manager never downloads).
 
 Fixtures (import console_fixture and browser_fixture into a test file, `# noqa: F401`):
-- `console`: a ConsoleStack (broker, console URL, `visit` that saves a screenshot under
-  tests/output/console/ for every page it opens);
-- `browser`: the module's WebDriver; after every test, any SEVERE entry of the browser's
-  log (a console error, a failed load, a CSP violation) fails that test.
+- `console`: a ConsoleStack (broker, console URL, the module's WebDriver, `visit` that
+  saves a screenshot under tests/output/console/ for every page it opens);
+- `browser`: the same, and after every test any SEVERE entry of the browser's log (a
+  console error, a failed load, a CSP violation) fails that test;
+- `secure_console` / `secure_browser` (secure_console_fixture, secure_browser_fixture):
+  the same with auth on; `sign_in(user)` signs the browser in through the login page, and
+  `api` sends the admin's key.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -34,6 +38,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.integration.brokers import BrokerProcess
 from tests.integration.ports import free_port
+from tests.integration.secured import ADMIN, Secured, secure_broker
 from tierlog.devstack.parent_watch import child_env
 
 CHROMIUM = "/usr/bin/chromium"
@@ -45,7 +50,7 @@ WAIT_S = 15
 class ConsoleProcess:
     """`python -m tierlog console` as a child process, its log beside the broker's."""
 
-    def __init__(self, broker_url: str, log_path: Path, extra_args: list[str] | None = None):
+    def __init__(self, broker_url: str, log_path: Path, sampler_key: str | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.argv = [
@@ -53,15 +58,19 @@ class ConsoleProcess:
             "--broker", broker_url,
             "--listen", f"127.0.0.1:{self.port}",
             "--sample-interval", "1",
-            *(extra_args or []),
         ]  # fmt: skip
+        # The sampler's key goes by the environment, not argv (which `ps` shows).
+        self.env = {"TIERLOG_API_KEY": sampler_key} if sampler_key else {}
         self.log_path = log_path
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 30) -> ConsoleProcess:
         with open(self.log_path, "ab") as logf:
             self.proc = subprocess.Popen(
-                self.argv, env=child_env(dict(os.environ)), stdout=logf, stderr=subprocess.STDOUT
+                self.argv,
+                env=child_env({**os.environ, **self.env}),
+                stdout=logf,
+                stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -86,11 +95,31 @@ class ConsoleProcess:
 
 
 class ConsoleStack:
-    def __init__(self, broker: BrokerProcess, console: ConsoleProcess, driver: WebDriver):
+    """The broker, the console in front of it, the browser, and `api`: an httpx client of
+    the broker for a test's own set-up (with the admin's key when auth is on)."""
+
+    def __init__(
+        self,
+        broker: BrokerProcess,
+        console: ConsoleProcess,
+        driver: WebDriver,
+        secured: Secured | None = None,
+    ):
         self.broker = broker
         self.console = console
         self.url = console.url
         self.driver = driver
+        self.secured = secured
+        self.api = secured.client(broker.url, ADMIN) if secured else broker.http
+
+    def sign_in(self, user: str = ADMIN) -> None:
+        """Signs the browser in with `user`'s key through the login page (auth on only)."""
+        assert self.secured is not None, "sign_in needs the secure_console fixture"
+        self.visit("/login", "login")
+        box = self.find("#login-form input[name=api_key]")
+        box.send_keys(self.secured.key(user))
+        self.find("#login-form button[type=submit]").click()
+        self.wait(lambda d: d.find_elements(By.CSS_SELECTOR, "form[action='/logout']"))
 
     def visit(self, path: str, shot: str | None = None) -> WebDriver:
         """Opens a console page and saves its screenshot (named after the path unless
@@ -141,19 +170,21 @@ def severe_entries(driver: WebDriver) -> list[dict[str, Any]]:
     return [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
 
 
-@pytest.fixture(scope="module", name="console")
-def console_fixture(
-    db_factory: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ConsoleStack]:
-    root = tmp_path_factory.mktemp("console")
-    broker = BrokerProcess(db_factory(), root / "data-1", 1)
+@contextlib.contextmanager
+def _stack(database_url: str, root: Path, secure: bool) -> Iterator[ConsoleStack]:
+    secured = Secured(database_url) if secure else None
+    if secured is not None:
+        broker = secure_broker(database_url, root / "data-1")
+    else:
+        broker = BrokerProcess(database_url, root / "data-1", 1)
     app: ConsoleProcess | None = None
     driver: WebDriver | None = None
     try:
         broker.start()
-        app = ConsoleProcess(broker.url, root / "console.log").start()
+        sampler_key = secured.key(ADMIN) if secured is not None else None
+        app = ConsoleProcess(broker.url, root / "console.log", sampler_key).start()
         driver = _chromium()
-        yield ConsoleStack(broker, app, driver)
+        yield ConsoleStack(broker, app, driver, secured)
     finally:
         if driver is not None:
             driver.quit()
@@ -161,12 +192,42 @@ def console_fixture(
         if app is not None:
             app.stop()
         broker.stop()
+        if secured is not None:
+            secured.close()
+
+
+@pytest.fixture(scope="module", name="console")
+def console_fixture(
+    db_factory: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ConsoleStack]:
+    """An --insecure broker: no keys, no sign-in."""
+    with _stack(db_factory(), tmp_path_factory.mktemp("console"), secure=False) as stack:
+        yield stack
+
+
+@pytest.fixture(scope="module", name="secure_console")
+def secure_console_fixture(
+    db_factory: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ConsoleStack]:
+    """A broker with auth on (super user User:admin); the browser signs in with sign_in()."""
+    with _stack(db_factory(), tmp_path_factory.mktemp("console"), secure=True) as stack:
+        yield stack
+
+
+def _checked(stack: ConsoleStack) -> Iterator[ConsoleStack]:
+    severe_entries(stack.driver)  # drop what an earlier test left
+    yield stack
+    errors = severe_entries(stack.driver)
+    assert not errors, f"browser console errors: {errors}"
 
 
 @pytest.fixture(name="browser")
 def browser_fixture(console: ConsoleStack) -> Iterator[ConsoleStack]:
     """The module's stack, with the browser log checked after the test."""
-    severe_entries(console.driver)  # drop what an earlier test left
-    yield console
-    errors = severe_entries(console.driver)
-    assert not errors, f"browser console errors: {errors}"
+    yield from _checked(console)
+
+
+@pytest.fixture(name="secure_browser")
+def secure_browser_fixture(secure_console: ConsoleStack) -> Iterator[ConsoleStack]:
+    """The module's stack with auth on, with the browser log checked after the test."""
+    yield from _checked(secure_console)

@@ -54,7 +54,8 @@ class DevInstance:
         self.data_dir = root / data_dir
         self.log = root / "dev.log"
         self.extra = extra
-        self.port = free_port(span=11)  # dev: the broker on port, the fetch node on port + 10
+        # dev: the console on port - 10, the broker on port, the fetch node on port + 10
+        self.port = free_port(span=21) + 10
         self.base = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 

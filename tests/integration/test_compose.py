@@ -140,6 +140,21 @@ def test_auth_is_on_with_a_bootstrap_admin(config: dict[str, Any]) -> None:
     assert services["spark"]["environment"]["TIERLOG_API_KEY"] == key
 
 
+def test_the_console_is_a_client_of_broker_1(config: dict[str, Any]) -> None:
+    console = config["services"]["console"]
+    assert console["image"] == config["services"]["broker-1"]["image"]
+    assert console["command"] == [
+        *("console", "--broker", "http://broker-1:8080", "--listen", "0.0.0.0:8070")
+    ]
+    assert console["ports"] == ["127.0.0.1:8070:8070/tcp"]
+    assert console["depends_on"]["broker-1"]["condition"] == "service_healthy"
+    assert "/healthz" in " ".join(console["healthcheck"]["test"])
+    # An API client: no database or S3 secrets; the sampler's key is the bootstrap admin's.
+    env = console["environment"]
+    assert not {"TIERLOG_DATABASE_URL", "AWS_SECRET_ACCESS_KEY"} & set(env)
+    assert env["TIERLOG_API_KEY"] == TEST_ADMIN_KEY
+
+
 def test_environment_overrides_are_interpolated() -> None:
     config = _compose_config(
         POSTGRES_PASSWORD="pw1", MINIO_ROOT_PASSWORD="s3pw", TIERLOG_PUBLISH_IP="0.0.0.0"
@@ -160,7 +175,7 @@ def test_every_role_compose_runs_is_a_tierlog_command() -> None:
         for s in doc["services"].values()
         if "entrypoint" not in s and s.get("image", "").startswith("${TIERLOG_IMAGE")
     }
-    assert roles == {"broker", "tiering", "compaction", "fetch", "users"}
+    assert roles == {"broker", "tiering", "compaction", "fetch", "users", "console"}
     for role in roles:
         out = subprocess.run(
             [sys.executable, "-m", "tierlog", role, "--help"],

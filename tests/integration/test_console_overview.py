@@ -20,7 +20,14 @@ def test_overview_shows_the_broker_and_draws_the_charts(browser: ConsoleStack) -
     assert browser.text("#stat-brokers") == "1 / 1"
     assert browser.find("#all-replicated")
     # Every chart is drawn by uPlot from the sampler's history (a canvas per chart).
-    browser.wait(lambda d: len(d.find_elements("css selector", ".chart.drawn canvas")) == 5)
+    browser.wait(lambda d: len(d.find_elements("css selector", ".chart.drawn canvas")) == 6)
+    # The status block is refreshed in place by htmx (every 5 s; here at once): a new topic
+    # shows up without a reload.
+    browser.broker.create_topic("console-overview-2", partitions=3)
+    browser.driver.execute_script(
+        "htmx.ajax('GET', '/overview/status', {target: '#overview-status', swap: 'outerHTML'})"
+    )
+    browser.wait(lambda d: d.find_element("css selector", "#stat-partitions").text == "5")
     assert "Topics" in page.find_element("css selector", "header nav").text
     browser.screenshot("overview")
 

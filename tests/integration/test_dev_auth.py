@@ -74,6 +74,13 @@ def test_banner_prints_the_admin_key_and_dev_env(dev: DevInstance) -> None:
     assert httpx.post(f"{dev.base}/topics", json=body, headers=admin).status_code == 201
     fetch = httpx.get(f"{variables['TIERLOG_FETCH_URL']}/topics/banner-check")
     assert fetch.status_code == 401  # the fetch node requires keys too
+    # The web console, named in the banner, asks for a key; with the admin's it lists topics.
+    console = variables["TIERLOG_CONSOLE_URL"]
+    assert console == f"http://127.0.0.1:{dev.port - 10}" and f"web console at {console}" in banner
+    r = httpx.get(f"{console}/topics")
+    assert r.status_code == 303 and r.headers["location"] == "/login?next=/topics"
+    r = httpx.get(f"{console}/topics", cookies={"tierlog_console_key": key})
+    assert r.status_code == 200 and "banner-check" in r.text
 
 
 def test_readme_security_section_runs_as_written(dev: DevInstance) -> None:

@@ -263,6 +263,13 @@ def test_local_retention_deletes_only_tiered_segments(cluster: Cluster, engine: 
     p = cluster.partition("lr")
     assert p["cold"] is None and p["hot"] == {"start": 0, "end": p["log_end_offset"]}
     assert p["tiering_lag"] == p["high_watermark"]
+    # The leader's byte figures, through every node (the others ask the leader).
+    sizes = {base: f.stat().st_size for base, f in _files(leader, "lr").items()}
+    for b in cluster.brokers.values():
+        d = b.http.get("/topics/lr").json()["partitions"][0]
+        assert d["hot_bytes"] == sum(sizes.values()) and d["cold_bytes"] == 0
+        assert d["tiering_lag_bytes"] == sum(sizes[x] for x in bases[:-1])
+        assert d["tiering_lag_seconds"] > 0
 
     # Tier the first three: exactly those go, from every replica; the rest stay.
     tiered_end = _tier(engine, topic_id, 3)
@@ -278,6 +285,8 @@ def test_local_retention_deletes_only_tiered_segments(cluster: Cluster, engine: 
     assert p["cold"] == {"start": 0, "end": tiered_end}
     assert p["hot"] == {"start": tiered_end, "end": p["log_end_offset"]}
     assert p["log_start_offset"] == 0 and p["tiering_lag"] == hw - tiered_end
+    assert p["cold_bytes"] == sum(sizes[x] for x in bases[:3])
+    assert p["tiering_lag_bytes"] == sum(sizes[x] for x in bases[3:-1])
     lag = wait_for(
         "lag metric", lambda: _metric(leader, "tierlog_partition_tiering_lag_records", topic="lr")
     )

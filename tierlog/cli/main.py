@@ -198,7 +198,8 @@ def _add_dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--port",
         type=int,
         default=8080,
-        help="first broker's port (the others follow; the fetch node is on PORT+10)",
+        help="first broker's port (the others follow; the fetch node is on PORT+10, the web "
+        "console on PORT-10)",
     )
     p.add_argument(
         "--data-dir",

@@ -1,5 +1,5 @@
-"""`tierlog dev`: Postgres, an S3 endpoint, N brokers, a fetch node, and the tiering and
-compaction workers on one machine.
+"""`tierlog dev`: Postgres, an S3 endpoint, N brokers, a fetch node, the tiering and
+compaction workers, and the web console on one machine.
 
 Each broker and worker runs as its own process, as in production; the supervisor
 (supervisor.py) starts them, restarts one that dies, and stops everything on Ctrl-C in order:
@@ -44,6 +44,21 @@ def _security_argv(auth: bool) -> list[str]:
 def fetch_port(port: int, brokers: int) -> int:
     """The fetch node's port: 8090 beside brokers on 8080.., past them in bigger clusters."""
     return port + max(10, brokers)
+
+
+def console_port(port: int) -> int:
+    """The web console's port: 8070 below brokers on 8080.."""
+    return port - 10
+
+
+def _console_child(
+    broker_url: str, port: int, env: dict[str, str], shown: dict[str, str], log_level: str
+) -> Child:
+    argv = _role_argv("console", log_level, "--broker", broker_url, "--listen", f"127.0.0.1:{port}")
+    # With --auth the console's metric sampler lists the brokers with the admin's key (in
+    # its environment, not its argv); users sign in with their own.
+    key = {"TIERLOG_API_KEY": shown["TIERLOG_API_KEY"]} if "TIERLOG_API_KEY" in shown else {}
+    return Child("console", argv, {**env, **key}, port)
 
 
 # Kafka's port beside HTTP's: 9092 for the broker on 8080, 9093 for 8081, and so on. Every
@@ -115,7 +130,9 @@ def _broker(i: int, brokers: int, port: int, data_dir: Path, args: tuple[str, bo
     )
 
 
-def _banner(env: dict[str, str], brokers: list[str], fetch_url: str, data_dir: Path) -> str:
+def _banner(
+    env: dict[str, str], brokers: list[str], fetch_url: str, console_url: str, data_dir: Path
+) -> str:
     key = env.get("TIERLOG_API_KEY")
     security = (
         f"API keys and ACLs on; admin key ({ADMIN}, a super user): {key}"
@@ -123,7 +140,8 @@ def _banner(env: dict[str, str], brokers: list[str], fetch_url: str, data_dir: P
         else "open, no auth: loopback only"
     )
     return (
-        f"tierlog dev is up: brokers at {', '.join(brokers)} ({security}); "
+        f"tierlog dev is up: web console at {console_url} ; "
+        f"brokers at {', '.join(brokers)} ({security}); "
         f"Kafka clients: {','.join(_kafka_addresses(brokers))}; "
         f"fetch node at {fetch_url}; "
         f"S3 at {env['TIERLOG_S3_ENDPOINT']} bucket {env['TIERLOG_S3_BUCKET']}; "
@@ -144,7 +162,14 @@ def run_dev(
 ) -> int:
     broker_ports = {f"broker-{i}": port + i - 1 for i in range(1, brokers + 1)}
     kafka_ports = {f"{name} kafka": p + KAFKA_PORT_SHIFT for name, p in broker_ports.items()}
-    taken = _taken_port({**broker_ports, **kafka_ports, "fetch": fetch_port(port, brokers)})
+    taken = _taken_port(
+        {
+            **broker_ports,
+            **kafka_ports,
+            "fetch": fetch_port(port, brokers),
+            "console": console_port(port),
+        }
+    )
     if taken:  # before Postgres and S3 start: fail at once, in one line
         print(f"tierlog dev: {taken}", file=sys.stderr)
         return 1
@@ -162,6 +187,7 @@ def run_dev(
         env.update(s3_env)
         broker_urls = [f"http://127.0.0.1:{p}" for p in broker_ports.values()]
         fetch_url = f"http://127.0.0.1:{fetch_port(port, brokers)}"
+        console_url = f"http://127.0.0.1:{console_port(port)}"
         shown = {
             "TIERLOG_DATABASE_URL": env["TIERLOG_DATABASE_URL"],
             **s3_env,
@@ -169,6 +195,7 @@ def run_dev(
             "TIERLOG_BROKER_URLS": ",".join(broker_urls),
             "TIERLOG_KAFKA_BOOTSTRAP": ",".join(_kafka_addresses(broker_urls)),
             "TIERLOG_FETCH_URL": fetch_url,
+            "TIERLOG_CONSOLE_URL": console_url,
         }
         if auth:
             shown["TIERLOG_API_KEY"] = admin_key(data_dir, env["TIERLOG_DATABASE_URL"])
@@ -190,7 +217,10 @@ def run_dev(
         supervisor.start_ready([(fetch, fetch_url)])
         for role in _WORKER_ROLES:
             supervisor.start(Child(role, _role_argv(role, log_level), env))
-        print(_banner(shown, broker_urls, fetch_url, data_dir), file=sys.stderr, flush=True)
+        console = _console_child(broker_urls[0], console_port(port), env, shown, log_level)
+        supervisor.start_ready([(console, console_url)])
+        banner = _banner(shown, broker_urls, fetch_url, console_url, data_dir)
+        print(banner, file=sys.stderr, flush=True)
         supervisor.watch()
     except RuntimeError as exc:  # LocalPostgresError, LocalS3Error, a child that won't start
         # or that keeps failing (supervisor.GaveUp)
