@@ -5,6 +5,7 @@ from S3) and the hot logs, its own partition's and (one hop) the other broker's.
 
 from __future__ import annotations
 
+import base64
 import subprocess
 import sys
 import time
@@ -153,6 +154,8 @@ def test_value_substring_json_field_bounds_and_cap(cluster: Cluster) -> None:
     assert sorted(h["value"]["id"] for h in kind) == [
         i for i in range(N) if i % 4 >= 2 and i % 10 != 9
     ]
+    by_b64 = hits(search(http, key_b64=base64.b64encode(b"k3").decode(), max_hits=1000))
+    assert len(by_b64) == len([i for i in range(N) if i % 7 == 3])
     num = hits(search(http, json_path="$.id", json_value="42"))
     assert [(h["partition"], h["value"]["id"]) for h in num] == [(0, 42)]
     assert hits(search(http, json_path="id", json_value='"42"')) == []  # a string is not 42
