@@ -72,14 +72,17 @@ class _Progress:
 
 
 async def search_partition(
-    s: PartitionSearch, cold: ColdSearcher | None, hot: HotSource
+    s: PartitionSearch, cold: ColdSearcher | None, hot: HotSource | None
 ) -> AsyncIterator[dict[str, Any]]:
+    """The partition's events; without `hot` (a fetch node) only its cold files, and the
+    progress documents say where the cold tier ends (`cold_end`, not summed)."""
     progress = _Progress(s.partition)
     plan = ColdSearchPlan(None, (), 0, 0)
     if cold is not None:
         plan = await cold.search_plan(s.topic_id, s.partition, s.query)
-    hot_start, hw = hot.bounds()
-    lo = max(s.query.start_offset, hot_start, plan.cold.end if plan.cold else 0)
+    progress.doc["cold_end"] = plan.cold.end if plan.cold else 0
+    hot_start, hw = hot.bounds() if hot is not None else (0, 0)
+    lo = max(s.query.start_offset, hot_start, progress.doc["cold_end"])
     hi = min(s.query.end_offset, hw)
     yield progress.add(
         files_total=len(plan.files),
@@ -89,7 +92,7 @@ async def search_partition(
     )
     async for event in _cold_part(s, cold, plan, progress):
         yield event
-    if progress.doc["hits"] < s.max_hits and lo < hi:
+    if hot is not None and progress.doc["hits"] < s.max_hits and lo < hi:
         async for event in _hot_part(s, hot, lo, hi, progress):
             yield event
 

@@ -57,6 +57,12 @@ async def _run(
         await queue.put((partition, None))
 
 
+def plus(doc: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
+    """A partition's progress `doc` with an earlier part of its search (its cold files,
+    searched elsewhere) added in."""
+    return {**doc, **{k: int(doc.get(k, 0)) + int(earlier.get(k, 0)) for k in _SUMMED}}
+
+
 class _Totals:
     def __init__(self, partitions: list[int]) -> None:
         self.latest: dict[int, dict[str, Any]] = {}

@@ -27,6 +27,7 @@ from cluster.internal_http import (
     forwarded_path,
     internal_async_client,
 )
+from cluster.search_relay import leader_lines
 from ingest.replication.partition import AppendResult
 from logformat.errors import ErrorCode, TierlogError
 
@@ -119,23 +120,9 @@ class Forwarder:
         kept["X-Tierlog-Leader"] = leader_url
         return Response(response.content, status_code=response.status_code, headers=kept)
 
-    async def stream_lines(self, url: str, params: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
-        """The JSON lines of a streamed answer (a search), forwarded once; a refusal is the
-        leader's error. Leaving the iteration closes the connection, which stops the leader."""
-        try:
-            async with self._client.stream(
-                "GET", url, params=params, headers={FORWARDED_HEADER: "1"}
-            ) as response:
-                if response.status_code != 200:
-                    await response.aread()
-                    raise _error_from(response)
-                async for text in response.aiter_lines():
-                    if text:
-                        yield orjson.loads(text)
-        except httpx.HTTPError as exc:
-            raise TierlogError(
-                ErrorCode.LEADER_NOT_AVAILABLE, f"the search at {url} failed: {exc!r}"
-            ) from None
+    def stream_lines(self, url: str, params: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
+        """A search's lines from the leader (cluster/search_relay.py)."""
+        return leader_lines(self._client, url, params)
 
     async def get_json(self, url: str) -> object:
         response = await self._client.get(url, timeout=2.0)

@@ -21,7 +21,7 @@ from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
 from metadata.types import TopicIdPartition
 from tests.integration.cluster import Cluster, wait_for
-from tests.integration.fetch_nodes import s3_env
+from tests.integration.fetch_nodes import FetchNodeProcess, s3_env
 from tests.integration.s3 import MotoServer, moto_s3_fixture, new_bucket  # noqa: F401
 from tiering.worker import TieringWorker
 
@@ -63,8 +63,12 @@ def cluster(
         c = Cluster(search_db, tmp, 2).start()
         try:
             _load(c, engine, bucket)
+            c.fetch_node = FetchNodeProcess(search_db, tmp / "fetch.log", s3_env(bucket)).start()  # type: ignore[attr-defined]
             yield c
         finally:
+            node = getattr(c, "fetch_node", None)
+            if node is not None:
+                node.stop()
             c.stop()
             engine.dispose()
 
@@ -229,3 +233,22 @@ def test_cli_search_prints_hits_and_a_summary(cluster: Cluster) -> None:
         timeout=60,
     )
     assert bad.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in bad.stderr
+
+
+def test_a_fetch_node_searches_cold_files_itself_and_the_hot_log_through_leaders(
+    cluster: Cluster,
+) -> None:
+    node: FetchNodeProcess = cluster.fetch_node  # type: ignore[attr-defined]
+    before = node.http.get("/metrics").text.count("tierlog_cold_search_files_total 0.0")
+    lines = search(node.http, key="k3", max_hits=1000)
+    got = sorted((h["partition"], h["offset"], h["tier"]) for h in hits(lines))
+    via_broker = search(cluster.any().http, key="k3", max_hits=1000)
+    assert got == sorted((h["partition"], h["offset"], h["tier"]) for h in hits(via_broker))
+    done = lines[-1]
+    assert done["errors"] == 0 and done["files_scanned"] == done["files_total"] > 0
+    assert done["hot_records_scanned"] == done["hot_records_total"] > 0
+    assert (
+        before == 1 and "tierlog_cold_search_files_total 0.0" not in node.http.get("/metrics").text
+    )  # the node read the cold files itself
+    capped = search(node.http, value="note", max_hits=3)
+    assert len(hits(capped)) == 3 and capped[-1]["capped"]
