@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 import orjson
@@ -79,7 +79,9 @@ class _Totals:
         return doc
 
 
-async def merged(searches: dict[int, PartitionEvents], max_hits: int) -> AsyncIterator[bytes]:
+async def merged(
+    searches: dict[int, PartitionEvents], max_hits: int
+) -> AsyncGenerator[bytes, None]:
     """NDJSON lines: `hit`s, `progress`, `error`s (one per failed partition), then `done`."""
     started = time.monotonic()
     queue: asyncio.Queue[tuple[int, dict[str, Any] | None]] = asyncio.Queue(maxsize=512)
