@@ -45,6 +45,8 @@ def _total(values: list[Any]) -> Any:
 
 
 def summary(topic: dict[str, Any]) -> dict[str, Any]:
+    """A topic's totals over its partitions. `records` is the offsets it holds (high watermark
+    minus log start, both tiers): a key-compacted topic holds fewer records than that."""
     parts = topic["partitions"]
     records = [
         None

@@ -17,6 +17,8 @@ from console.render import render
 from console.topic_actions import action_routes
 from console.topic_details import describe_all, summary, topic_context, topic_path
 
+NUMBER_FIELDS = (("partitions", "Partitions"), ("replication_factor", "Replication factor"))
+
 
 async def topic_list(request: Request) -> Response:
     topics = await describe_all(request.app.state.api, auth.api_key(request))
@@ -39,7 +41,7 @@ async def create_topic(request: Request) -> Response:
     values["retention_ms"] = forms.text(form, "retention_ms")
     try:
         body: dict[str, Any] = {"name": values["name"]}
-        for field, label in (("partitions", "Partitions"), ("replication_factor", "RF")):
+        for field, label in NUMBER_FIELDS:
             number = forms.whole_number(form, field, label, "INVALID_REQUEST")
             if number is not None:
                 body[field] = number

@@ -5,6 +5,11 @@
 
 const PALETTE = ["#1f4e79", "#d9822b", "#1e7b34", "#a4262c", "#6f42c1"];
 
+function hhmm(unixSeconds) {
+  const d = new Date(unixSeconds * 1000);
+  return `${String(d.getHours()).padStart(2, "0")}:${String(d.getMinutes()).padStart(2, "0")}`;
+}
+
 function toColumns(doc, names) {
   const times = new Set();
   for (const n of names) for (const [t] of doc.series[n] || []) times.add(t);
@@ -37,7 +42,8 @@ async function drawChart(el) {
     width: Math.max(300, el.clientWidth),
     height: 200,
     series: [{}, ...names.map((n, i) => ({ label: labels[i] || n, stroke: PALETTE[i % PALETTE.length], width: 1.5 }))],
-    axes: [{}, { size: 70 }],
+    // Hours and minutes on the time axis, spaced so that labels never run together.
+    axes: [{ space: 70, values: (u, splits) => splits.map(hhmm) }, { size: 70 }],
     // Always the whole window (the last hour), however few points the console has yet.
     scales: {
       x: { time: true, range: () => { const now = Date.now() / 1000; return [now - doc.window_s, now]; } },

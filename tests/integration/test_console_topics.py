@@ -3,6 +3,7 @@ see, configure, grow, delete."""
 
 from __future__ import annotations
 
+import httpx
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
@@ -111,3 +112,14 @@ def test_grow_then_delete_with_confirmation(secure_browser: ConsoleStack) -> Non
     browser.wait(_has("#deleted-notice", "doomed"))
     assert browser.api.get("/topics/doomed").status_code == 404
     assert not browser.driver.find_elements(By.CSS_SELECTOR, "tr[data-topic='doomed']")
+
+
+def test_api_errors_render_as_pages_never_traces(secure_console: ConsoleStack) -> None:
+    assert secure_console.secured is not None
+    signed_in = {"tierlog_console_key": secure_console.secured.key("User:admin")}
+    r = httpx.get(f"{secure_console.url}/topics/no-such-topic", cookies=signed_in)
+    assert r.status_code == 404 and "UNKNOWN_TOPIC_OR_PARTITION" in r.text
+    assert "Traceback" not in r.text and "<nav>" in r.text
+    # A key the cluster does not know (revoked since sign-in): back to the login page.
+    r = httpx.get(f"{secure_console.url}/topics", cookies={"tierlog_console_key": "tlk_gone"})
+    assert r.status_code == 303 and r.headers["location"] == "/login?next=/topics"
