@@ -30,6 +30,7 @@ from logformat.schema import CONSUMER_SCHEMA
 from metadata.types import ColdFile, TopicIdPartition
 
 MERGE_GAP = 64 * 1024  # chunks closer than this are fetched with one GET
+FOOTERS_AHEAD = 32  # footers fetched as soon as the plan is known
 _ALL = [f.name for f in CONSUMER_SCHEMA]
 _EMPTY = pa.RecordBatch.from_pylist([], schema=CONSUMER_SCHEMA)
 
@@ -44,6 +45,7 @@ class ColdSearch:
         self, index: ColdIndex, footers: FooterCache, store: RangeStore, pool: Executor
     ) -> None:
         self._index, self._footers, self._store, self._pool = index, footers, store, pool
+        self._read_ahead: set[str] = set()  # footers asked for by a plan, not yet counted
 
     async def plan(self, tp: TopicIdPartition, query: SearchQuery) -> ColdSearchPlan:
         cold = await self._index.bounds(tp, fresh=True)
@@ -54,12 +56,21 @@ class ColdSearch:
         )
         # A file committed after the bounds were read is left to the hot scan (no doubles).
         kept = tuple(f for f in files if f.base_offset < cold.end)
+        if len(self._read_ahead) > 4096:  # left by searches cancelled before their scans
+            self._read_ahead.clear()
+        for f in kept[:FOOTERS_AHEAD]:  # footers are small GETs: ask for them all at once
+            if self._footers.cached(f.object_key) is None:
+                self._read_ahead.add(f.object_key)  # counted by the scan that uses it
+                asyncio.ensure_future(
+                    self._footers.get(f.object_key, f.size_bytes)
+                ).add_done_callback(_seen)
         return ColdSearchPlan(cold, kept, count, size)
 
     async def scan_file(self, f: ColdFile, query: SearchQuery, max_hits: int) -> FileHits:
-        cached = self._footers.cached(f.object_key) is not None
+        fresh = f.object_key in self._read_ahead or self._footers.cached(f.object_key) is None
+        self._read_ahead.discard(f.object_key)
         layout = await self._footers.get(f.object_key, f.size_bytes)
-        nbytes = 0 if cached else min(TAIL_GUESS, f.size_bytes)
+        nbytes = min(TAIL_GUESS, f.size_bytes) if fresh else 0
         groups = [g for g in layout.groups if may_match(layout, g, query)]
         metrics.SEARCH_FILES.inc()
         metrics.SEARCH_ROW_GROUPS.labels("pruned").inc(len(layout.groups) - len(groups))
@@ -197,6 +208,12 @@ def _complete(
     ]
     table = pa.Table.from_arrays(columns, schema=CONSUMER_SCHEMA)
     return table.combine_chunks().to_batches()[0]
+
+
+def _seen(future: asyncio.Future[FileLayout]) -> None:
+    """A footer read ahead that failed fails again, and is reported, when its file is read."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _concat(parts: list[pa.RecordBatch]) -> pa.RecordBatch:
