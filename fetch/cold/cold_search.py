@@ -12,9 +12,10 @@ the footer cache (a repeated search skips them). Decoding and matching run on th
 from __future__ import annotations
 
 import asyncio
+import collections
 from collections.abc import Sequence
 from concurrent.futures import Executor
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -31,6 +32,7 @@ from metadata.types import ColdFile, TopicIdPartition
 
 MERGE_GAP = 64 * 1024  # chunks closer than this are fetched with one GET
 FOOTERS_AHEAD = 32  # footers fetched as soon as the plan is known
+GROUPS_AHEAD = 4  # a file's row groups whose predicate chunks are in flight at once
 _ALL = [f.name for f in CONSUMER_SCHEMA]
 _EMPTY = pa.RecordBatch.from_pylist([], schema=CONSUMER_SCHEMA)
 
@@ -77,35 +79,57 @@ class ColdSearch:
         metrics.SEARCH_ROW_GROUPS.labels("read").inc(len(groups))
         parts: list[pa.RecordBatch] = []
         hits = 0
-        for g in groups:
-            if hits >= max_hits:
-                break
-            got = await self._scan_group(f, layout, g.number, query, max_hits - hits)
-            nbytes += got.bytes_read
-            if got.batch is not None:
-                parts.append(got.batch)
-                hits += got.batch.num_rows
+        cols = query.predicate_columns()
+        numbers = [g.number for g in groups]
+        # The predicate chunks of the next few row groups are fetched while one is matched: a
+        # big segment's file has hundreds of row groups.
+        ahead: collections.deque[asyncio.Future[tuple[list[tuple[int, bytes]], int]]]
+        ahead = collections.deque()
+        try:
+            for i, group in enumerate(numbers):
+                if hits >= max_hits:
+                    break
+                for nxt in numbers[i + len(ahead) : i + GROUPS_AHEAD]:
+                    ahead.append(
+                        asyncio.ensure_future(self._fetch(f.object_key, layout, nxt, cols))
+                    )
+                pieces, got_bytes = await ahead.popleft()
+                got = await self._match(f, layout, group, query, max_hits - hits, pieces)
+                nbytes += got_bytes + got.bytes_read
+                if got.batch is not None:
+                    parts.append(got.batch)
+                    hits += got.batch.num_rows
+        finally:
+            for t in ahead:
+                t.cancel()
+                t.add_done_callback(_seen)
         batch = _EMPTY if not parts else _concat(parts)
         return FileHits(batch, nbytes, len(layout.groups), len(groups))
 
-    async def _scan_group(
-        self, f: ColdFile, layout: FileLayout, group: int, query: SearchQuery, limit: int
+    async def _match(
+        self,
+        f: ColdFile,
+        layout: FileLayout,
+        group: int,
+        query: SearchQuery,
+        limit: int,
+        pieces: list[tuple[int, bytes]],
     ) -> _Scan:
+        """The group's matches, from its predicate chunks; then its other columns for them
+        (bytes_read: those only)."""
         loop = asyncio.get_running_loop()
-        cols = query.predicate_columns()
-        pieces, nbytes = await self._fetch(f.object_key, layout, group, cols)
         found = await loop.run_in_executor(
             self._pool, _match_group, layout, pieces, group, query, limit
         )
         if found is None:
-            return _Scan(None, nbytes)
+            return _Scan(None, 0)
         matched, rows = found
-        rest = [c for c in _ALL if c not in cols]
+        rest = [c for c in _ALL if c not in query.predicate_columns()]
         more, extra = await self._fetch(f.object_key, layout, group, rest)
         batch = await loop.run_in_executor(
             self._pool, _complete, layout, more, group, rest, matched, rows
         )
-        return _Scan(batch, nbytes + extra)
+        return _Scan(batch, extra)
 
     async def _fetch(
         self, key: str, layout: FileLayout, group: int, columns: Sequence[str]
@@ -210,8 +234,8 @@ def _complete(
     return table.combine_chunks().to_batches()[0]
 
 
-def _seen(future: asyncio.Future[FileLayout]) -> None:
-    """A footer read ahead that failed fails again, and is reported, when its file is read."""
+def _seen(future: asyncio.Future[Any]) -> None:
+    """A read ahead that failed is reported by the read that needs it (if any), not here."""
     if not future.cancelled():
         future.exception()
 
