@@ -4,9 +4,11 @@ name and a readable message, so a page can show it instead of a trace."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import orjson
 
 # Errors of our own, when the API gave no answer to name one.
 NETWORK_EXCEPTION = "NETWORK_EXCEPTION"
@@ -98,3 +100,28 @@ class ClusterApi:
     async def text_of(self, node_url: str, path: str, api_key: str | None) -> str:
         """A text document of one node (Prometheus /metrics)."""
         return str(await self.request("GET", path, api_key, url=node_url))
+
+    async def stream_lines(
+        self, path: str, api_key: str | None, params: dict[str, Any]
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The JSON lines of a streamed answer (a search), as they arrive, with no overall
+        timeout (only between lines). Leaving the iteration closes the request, which
+        cancels the work behind it."""
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        timeout = httpx.Timeout(10.0, read=120.0)
+        try:
+            async with self._http.stream(
+                "GET", path, params=params, headers=headers, timeout=timeout
+            ) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise _error_of(response)
+                async for line in response.aiter_lines():
+                    if line:
+                        yield orjson.loads(line)
+        except httpx.TimeoutException as exc:
+            raise ConsoleApiError(REQUEST_TIMED_OUT, f"GET {path}: no answer in time", 504) from exc
+        except httpx.HTTPError as exc:
+            raise ConsoleApiError(
+                NETWORK_EXCEPTION, f"GET {path}: cannot reach the cluster ({exc})", 502
+            ) from exc

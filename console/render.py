@@ -74,3 +74,8 @@ def render_error(request: Request, error: ConsoleApiError, status_code: int) -> 
         html = _env.get_template("_error.html").render({"error": error})
         return HTMLResponse(html, status_code=200)  # htmx swaps only 2xx answers
     return render(request, "error.html", {"error": error}, status_code=status_code)
+
+
+def render_fragment(template: str, context: dict[str, Any]) -> str:
+    """A partial template (no page around it), for answers scripts insert into a page."""
+    return _env.get_template(template).render(context)

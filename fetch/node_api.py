@@ -26,6 +26,7 @@ from cluster.http.request_metrics import RequestMetrics
 from cluster.http.responses import JSONResponse, exception_handlers, path_partition, timestamp_param
 from cluster.openapi.document import OPENAPI, for_auth
 from cluster.read_contract import ColdRange, ColdReader, FetchResult
+from fetch import node_search
 from logformat.errors import TierlogError
 
 if TYPE_CHECKING:
@@ -178,6 +179,7 @@ def served_openapi(app_routes: Sequence[BaseRoute]) -> dict[str, Any]:
 routes: list[BaseRoute] = [
     Route("/topics/{topic}/partitions/{partition}/records", fetch_records, methods=["GET"]),
     Route("/topics/{topic}/partitions/{partition}/offsets", list_offsets, methods=["GET"]),
+    Route("/topics/{topic}/search", node_search.search, methods=["GET"]),
     Route("/topics", topics, methods=["GET"]),
     Route("/topics/{topic}", topics, methods=["GET"]),
     Route("/healthz", healthz, methods=["GET"]),

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import orjson
@@ -26,6 +27,7 @@ from starlette.responses import Response
 from cluster.http.fetch_response import REPLICA_READ_HEADER
 from cluster.internal_http import forwarded_path, internal_async_client
 from cluster.metadata_cache import MetadataCache, TopicView
+from cluster.search_relay import leader_lines
 from fetch.cold import metrics
 from logformat.errors import ErrorCode, TierlogError
 
@@ -104,6 +106,14 @@ class ReplicaRouter:
             ) from None
         metrics.PROXIED.labels("leader").inc()
         return response
+
+    def search_lines(
+        self, view: TopicView, partition: int, params: dict[str, str]
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The leader's search of a partition (its hot log, here), as NDJSON documents."""
+        url = f"{self._cache.leader_url(view, partition)}/topics/{quote(view.info.name, safe='')}"
+        metrics.PROXIED.labels("leader").inc()
+        return leader_lines(self._client, f"{url}/search", params)
 
     async def any_broker(self, request: Request) -> Response:
         """Admin reads (topics): any live broker answers them for the whole cluster, and

@@ -16,6 +16,7 @@ from cluster.dependency_wait import wait_for
 from cluster.metadata_cache import MetadataCache
 from cluster.metadata_follower import MetadataFollower
 from cluster.read_contract import ColdReader
+from cluster.search_contract import ColdSearcher
 from ingest.broker_config import BrokerConfig
 from ingest.cleaner.log_cleaner import CleanerDuty
 from ingest.log.log_manager import LogManager
@@ -49,6 +50,8 @@ class Broker:
         self.config = config
         # Serves fetches below the local log start from S3; None: hot reads only (no S3).
         self.cold_reader = cold_reader
+        # Searches the cold tier (GET /topics/{topic}/search): fetch's reader does both.
+        self.cold_searcher = cold_reader if isinstance(cold_reader, ColdSearcher) else None
         self.engine = make_engine(config.database_url)
         self.brokers = BrokerRepo(self.engine)
         self.topics = TopicRepo(self.engine)

@@ -44,6 +44,7 @@ DECODED_SCOPE_KEY = "tierlog.charge_decoded"
 THROTTLE_HEADER = "x-tierlog-throttle-ms"
 _PRODUCE = re.compile(r"^/topics/[^/]+/records$")
 _FETCH = re.compile(r"^/topics/[^/]+/partitions/[^/]+/records$")
+_SEARCH = re.compile(r"^/topics/[^/]+/search$")  # its hits are reads: the consumer quota
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
@@ -111,7 +112,7 @@ def _header(scope: Scope, name: bytes) -> str | None:
 def _kind(method: str, path: str) -> QuotaKind | None:
     if method == "POST" and _PRODUCE.match(path):
         return QuotaKind.PRODUCE
-    if method == "GET" and _FETCH.match(path):
+    if method == "GET" and (_FETCH.match(path) or _SEARCH.match(path)):
         return QuotaKind.FETCH
     return None
 

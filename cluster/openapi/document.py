@@ -15,6 +15,7 @@ from cluster.openapi.schemas import (
     json_response,
     ref,
 )
+from cluster.openapi.search import SEARCH_PATHS
 from cluster.openapi.security import SECURITY_PATHS
 
 TOPIC_DESC = ref("TopicDescription")
@@ -207,6 +208,7 @@ OPENAPI: dict[str, Any] = {
                 "responses": {"200": json_response({"type": "object"})},
             }
         },
+        **SEARCH_PATHS,
         **GROUP_PATHS,
         **LAKE_PATHS,
         **SECURITY_PATHS,

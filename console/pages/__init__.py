@@ -10,6 +10,7 @@ from console.page import Page
 PAGE_MODULES = [
     "console.pages.overview",
     "console.pages.topics",
+    "console.pages.messages",
     "console.pages.groups",
     "console.pages.security",
     "console.pages.lake",

@@ -23,7 +23,7 @@ from collections import OrderedDict
 from concurrent.futures import Executor
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
 from cluster.read_contract import ColdRange
@@ -85,6 +85,23 @@ class ManifestQueries:
         with self.engine.connect() as conn:
             row = conn.execute(stmt).first()
         return None if row is None else cold_file(row)
+
+    def search_files(
+        self, tp: TopicIdPartition, start: int, end: int, min_ts: int | None, max_ts: int | None
+    ) -> tuple[list[ColdFile], int, int]:
+        """The files that may hold offsets in [start, end) and timestamps in [min_ts, max_ts)
+        (by their manifest ranges), in offset order; and the count and bytes of all files."""
+        conds = [*_where(tp), _C.last_offset >= start, _C.base_offset < end]
+        if min_ts is not None:
+            conds.append(_C.max_timestamp >= min_ts)
+        if max_ts is not None:
+            conds.append(_C.min_timestamp < max_ts)
+        totals = select(func.count(), func.coalesce(func.sum(_C.size_bytes), 0)).where(*_where(tp))
+        metrics.MANIFEST_QUERIES.labels("search").inc()
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(*_COLS).where(*conds).order_by(_C.base_offset)).all()
+            count, size = conn.execute(totals).one()
+        return [cold_file(r) for r in rows], int(count), int(size)
 
 
 class _Window:
@@ -185,6 +202,14 @@ class ColdIndex:
 
     async def first_reaching(self, tp: TopicIdPartition, timestamp: int) -> ColdFile | None:
         found: ColdFile | None = await self._run(self._q.first_reaching, tp, timestamp)
+        return found
+
+    async def search_files(
+        self, tp: TopicIdPartition, start: int, end: int, min_ts: int | None, max_ts: int | None
+    ) -> tuple[list[ColdFile], int, int]:
+        found: tuple[list[ColdFile], int, int] = await self._run(
+            self._q.search_files, tp, start, end, min_ts, max_ts
+        )
         return found
 
 

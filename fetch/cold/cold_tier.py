@@ -22,11 +22,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 from sqlalchemy.exc import SQLAlchemyError
 
 from cluster.read_contract import ColdRange, ColdRead
+from cluster.search_contract import ColdSearchPlan, FileHits, SearchQuery
 from fetch.cold import metrics
 from fetch.cold.cold_caches import ColdCaches
 from fetch.cold.cold_index import ColdIndex, ManifestQueries
 from fetch.cold.cold_offsets import offset_for_timestamp
 from fetch.cold.cold_reader import ColdFileReader, ReadLimits
+from fetch.cold.cold_search import ColdSearch
 from fetch.cold.deadlines import DeadlineStore
 from fetch.cold.footer_cache import FooterCache
 from fetch.cold.parquet_layout import CorruptColdFileError
@@ -36,7 +38,7 @@ from fetch.cold.row_groups import RowGroupCache
 from fetch.cold.store import RangeStore
 from logformat.errors import ErrorCode, TierlogError
 from metadata.db import make_engine
-from metadata.types import TopicIdPartition
+from metadata.types import ColdFile, TopicIdPartition
 
 log = logging.getLogger("tierlog.fetch.cold")
 MiB = 1 << 20
@@ -117,6 +119,7 @@ class ColdTier:
         self.caches = ColdCaches(self.index, self.footers, self.ranges, self.groups)
         self.reader = ColdFileReader(self.caches, self._decode_pool)
         self.prefetcher = Prefetcher(self.caches, config.prefetch)
+        self.searcher = ColdSearch(self.index, self.footers, store, self._decode_pool)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name="cold-io", daemon=True)
 
@@ -242,6 +245,32 @@ class ColdTier:
         except KeyError as exc:
             self._forget(tp, exc)
             raise _unavailable(f"cold file {exc} is missing", exc) from exc
+        except _STORE_ERRORS as exc:
+            raise _unavailable("reading the cold tier failed", exc) from exc
+
+    # The ColdSearcher methods (cluster/search_contract.py).
+
+    async def search_plan(
+        self, topic_id: str, partition: int, query: SearchQuery
+    ) -> ColdSearchPlan:
+        tp = TopicIdPartition(topic_id, partition)
+        try:
+            return await self._on_loop(self.searcher.plan(tp, query))
+        except TierlogError:
+            raise
+        except Exception as exc:
+            raise _unavailable("the cold manifest cannot be read", exc) from exc
+
+    async def search_file(self, file: ColdFile, query: SearchQuery, max_hits: int) -> FileHits:
+        try:
+            return await self._on_loop(self.searcher.scan_file(file, query, max_hits))
+        except KeyError as exc:
+            self._forget(TopicIdPartition(file.topic_id, file.partition), exc)
+            raise TierlogError(
+                ErrorCode.KAFKA_STORAGE_ERROR,
+                f"cold file {file.object_key} is gone (compaction or retention replaced it); "
+                "search again",
+            ) from None
         except _STORE_ERRORS as exc:
             raise _unavailable("reading the cold tier failed", exc) from exc
 

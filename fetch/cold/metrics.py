@@ -59,3 +59,9 @@ FAILOVERS = Counter(
     "Hot reads passed on to the next replica after a KAFKA_STORAGE_ERROR (e.g. a corrupt copy)",
     ["target"],
 )
+SEARCH_ROW_GROUPS = Counter(
+    "tierlog_cold_search_row_groups_total",
+    "Row groups a search considered: read, or pruned by their statistics",
+    ["outcome"],
+)
+SEARCH_FILES = Counter("tierlog_cold_search_files_total", "Cold files a search scanned")

@@ -16,7 +16,7 @@ from cluster.http.cross_site import CrossSiteGuard, own_origins
 from cluster.http.limits import limits_middleware
 from cluster.http.request_metrics import RequestMetrics
 from cluster.http.responses import exception_handlers
-from ingest.api import internal, ops, producers, records, security, topics
+from ingest.api import internal, ops, producers, records, search, security, topics
 from ingest.broker_config import broker_limits
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ def build_app(
         routes=[
             *topics.routes,
             *records.routes,
+            *search.routes,
             *producers.routes,
             *security.routes,
             *ops.routes,

@@ -13,7 +13,8 @@ is sure not to duplicate.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import httpx
 import orjson
@@ -26,6 +27,7 @@ from cluster.internal_http import (
     forwarded_path,
     internal_async_client,
 )
+from cluster.search_relay import leader_lines
 from ingest.replication.partition import AppendResult
 from logformat.errors import ErrorCode, TierlogError
 
@@ -117,6 +119,10 @@ class Forwarder:
         kept = {k: v for k, v in response.headers.items() if k.lower() in _KEEP_HEADERS}
         kept["X-Tierlog-Leader"] = leader_url
         return Response(response.content, status_code=response.status_code, headers=kept)
+
+    def stream_lines(self, url: str, params: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
+        """A search's lines from the leader (cluster/search_relay.py)."""
+        return leader_lines(self._client, url, params)
 
     async def get_json(self, url: str) -> object:
         response = await self._client.get(url, timeout=2.0)

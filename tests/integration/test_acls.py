@@ -59,6 +59,7 @@ DENIED = [
     ("POST", "/topics/events/records", REC, T),
     ("GET", "/topics/events/partitions/0/records", None, T),
     ("GET", "/topics/events/partitions/0/offsets", None, T),
+    ("GET", "/topics/events/search?value=x", None, T),
     ("POST", "/producers", None, C),
     ("GET", "/groups/g0", None, G),
     ("POST", "/groups/g0/members", {"topics": ["events"]}, G),
@@ -100,6 +101,9 @@ def test_the_right_acl_opens_exactly_its_operation(env: Env) -> None:
     assert writer.get("/topics/events").status_code == 200  # write implies describe
     assert reader.get("/topics/events/partitions/0/records").json()["records"]
     assert reader.get("/topics/events/partitions/0/offsets").status_code == 200
+    found = reader.get("/topics/events/search", params={"value": "x"}).text.splitlines()
+    assert any('"type":"hit"' in line for line in found) and '"errors":0' in found[-1], found
+    assert writer.get("/topics/events/search", params={"value": "x"}).status_code == 403
     assert reader.post("/topics/events/records", json=REC).status_code == 403
     assert reader.delete("/topics/events").status_code == 403
     assert [t["name"] for t in reader.get("/topics").json()["topics"]] == ["events"]

@@ -60,6 +60,11 @@ def test_forwarded_produce_and_proxied_reads(
     assert [x["value"] for x in r.json()["records"]] == ["v"]
     assert app.get(f"/topics/t/partitions/{p}/offsets").json()["offset"] == 1
     assert stranger.get(f"/topics/t/partitions/{p}/records").status_code == 403
+    # A search of every partition: broker 2's is searched there (cluster credential).
+    lines = app.get("/topics/t/search", params={"value": "v"}).text.splitlines()
+    assert any(f'"partition":{p},"tier":"hot","offset":0' in x for x in lines), lines
+    assert '"errors":0' in lines[-1] and '"hits":1' in lines[-1], lines
+    assert stranger.get("/topics/t/search", params={"value": "v"}).status_code == 403
 
     node = FetchNodeProcess(
         brokers[0].database_url, tmp_path / "fetch.log", {}, SECURE_ARGS, secure=True

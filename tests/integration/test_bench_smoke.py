@@ -55,6 +55,12 @@ EXPECTED = {
         "replay via fetch node",
         "during a full-speed replay via broker (others niced)",
     ],
+    "search": [
+        "tierlog search benchmark: 20,000 records of ~100 B JSON values",
+        "case                                         seconds    S3 MiB   table   hits vs base",
+        "key search (cold caches)",
+        "every answer checked against the records produced (20 per key)",
+    ],
     "compaction": [
         "tierlog compaction benchmark: 8 files",
         "job               | work",

@@ -153,6 +153,8 @@ def test_429_follows_the_principal_with_retry_after_and_a_kafka_error(
         params = {"offset": 0, "max_records": 1}
         assert alice.get("/topics/q/partitions/0/records", params=params).is_success
         _throttled_doc(alice.get("/topics/q/partitions/0/records", params=params))
+        # A search's hits are reads too: the same quota, refused before it scans.
+        _throttled_doc(alice.get("/topics/q/search", params={"value": "x"}))
         metrics = admin.get("/metrics").text
         assert 'kind="produce",principal="User:alice"' in metrics
         # Removing the quota lifts it within the broker's refresh interval.

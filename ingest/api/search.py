@@ -1,0 +1,78 @@
+"""`GET /topics/{topic}/search`: records by key, value substring or JSON field, across both
+tiers (cluster/search_run.py), streamed as NDJSON (cluster/http/search_stream.py).
+
+Each partition is searched by its leader: here for those this broker leads (cold files
+through the cold searcher, then the local hot log), else by the leader, one hop, whose
+lines are relayed. Per-key history is a key search over every offset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from cluster.http import auth
+from cluster.http.search_params import SearchParams, search_params
+from cluster.http.search_stream import NDJSON, PartitionEvents, merged
+from cluster.internal_http import FORWARDED_HEADER
+from cluster.search_run import PartitionSearch, search_partition
+from ingest.tiered.tiered_search import LocalHot
+from logformat.errors import ErrorCode, TierlogError
+
+if TYPE_CHECKING:
+    from cluster.metadata_cache import TopicView
+    from ingest.broker import Broker
+
+
+async def search(request: Request) -> Response:
+    broker: Broker = request.app.state.broker
+    topic = request.path_params["topic"]
+    auth.require(request, "topic", topic, "read")
+    params = search_params(request)
+    view = await broker.cache.require_topic(topic, params.partition)
+    partitions = range(len(view.partitions)) if params.partition is None else [params.partition]
+    forwarded = FORWARDED_HEADER in request.headers
+    searches = {p: _partition(broker, view, p, params, request, forwarded) for p in partitions}
+    return StreamingResponse(
+        merged(searches, params.max_hits),
+        media_type=NDJSON,
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+def _partition(
+    broker: Broker,
+    view: TopicView,
+    partition: int,
+    params: SearchParams,
+    request: Request,
+    forwarded: bool,
+) -> PartitionEvents:
+    topic = view.info.name
+
+    def events() -> AsyncIterator[dict[str, Any]]:
+        state = broker.leader_state(topic, partition)
+        if state is not None:
+            cold = broker.cold_searcher if view.config.remote_storage_enable else None
+            s = PartitionSearch(
+                view.info.id, partition, params.query, params.max_hits, params.value_format
+            )
+            return search_partition(s, cold, LocalHot(state))
+        if forwarded:  # one hop only: the sender's metadata was stale
+            raise TierlogError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"broker {broker.config.broker_id} does not lead {topic}-{partition}",
+            )
+        url = f"{broker.cache.leader_url(view, partition)}/topics/{quote(topic, safe='')}/search"
+        query = {k: v for k, v in request.query_params.items() if k != "partition"}
+        return broker.forwarder.stream_lines(url, {**query, "partition": str(partition)})
+
+    return events
+
+
+routes = [Route("/topics/{topic}/search", search, methods=["GET"])]
