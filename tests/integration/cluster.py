@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import httpx
 
 from tests.integration.brokers import BrokerProcess
+from tests.integration.ports import free_port
 
 T = TypeVar("T")
 
@@ -53,11 +54,20 @@ class Cluster:
         size: int,
         extra: list[str] | None = None,
         env: dict[str, str] | None = None,
+        kafka: bool = False,
     ):
-        self.brokers = {
-            i: BrokerProcess(database_url, root / f"data-{i}", i, [*FAST, *(extra or [])], env=env)
-            for i in range(1, size + 1)
-        }
+        """`kafka`: each broker also listens for Kafka clients on its HTTP port + 1 (one
+        distance for all, as brokers derive each other's Kafka addresses from it)."""
+        self.brokers: dict[int, BrokerProcess] = {}
+        for i in range(1, size + 1):
+            port = free_port(span=2) if kafka else None
+            args = [*FAST, *(extra or [])]
+            if port is not None:
+                args += ["--kafka-listen", f"127.0.0.1:{port + 1}"]
+            self.brokers[i] = BrokerProcess(
+                database_url, root / f"data-{i}", i, args, env=env, port=port
+            )
+        self.kafka = kafka
         self._producer = IdempotentProducer(self)
 
     def produce(
@@ -92,6 +102,11 @@ class Cluster:
                 if b.paused:
                     b.kill(signal.SIGCONT)
                 b.stop()
+
+    def bootstrap(self) -> str:
+        """Kafka bootstrap servers: every broker's Kafka address (Cluster(kafka=True))."""
+        assert self.kafka, "a cluster started without Kafka listeners"
+        return ",".join(f"127.0.0.1:{b.port + 1}" for b in self.brokers.values())
 
     def alive(self) -> list[BrokerProcess]:
         return [

@@ -44,5 +44,7 @@ def free_port(span: int = 1) -> int:
     for _ in range(_BLOCK):
         first = _base + next(_next) % (_BLOCK - span)
         if all(_bindable(p) for p in range(first, first + span)):
+            for _ in range(span - 1):  # the next call starts past this span, not inside it
+                next(_next)
             return first
     raise RuntimeError(f"no {span} free consecutive ports in {_base}..{_base + _BLOCK - 1}")
