@@ -13,6 +13,8 @@ from sqlalchemy.exc import OperationalError
 
 from cluster.authorizer import Authorizer
 from cluster.dependency_wait import wait_for
+from cluster.http.inflight import SlotCounter
+from cluster.http.quota_manager import QuotaManager
 from cluster.metadata_cache import MetadataCache
 from cluster.metadata_follower import MetadataFollower
 from cluster.read_contract import ColdReader
@@ -37,6 +39,7 @@ from metadata.cold_manifest import ColdManifest
 from metadata.controller_lease import ControllerLease
 from metadata.db import make_engine, migrate
 from metadata.partition_state import PartitionStateRepo
+from metadata.quotas import QuotaRepo
 from metadata.segment_registry import SegmentRegistry
 from metadata.topics import TopicRepo
 from metadata.types import TopicNamePartition
@@ -86,6 +89,9 @@ class Broker:
         self.authorizer = Authorizer(
             self.engine, config.database_url, config.auth, lambda: self.cluster_secret
         )
+        # Client quotas and the long-poll cap, one of each for both listeners (HTTP, Kafka).
+        self.quotas = QuotaManager(QuotaRepo(self.engine).load)
+        self.long_polls = SlotCounter(config.max_long_polls)
         self._background: set[asyncio.Future[Any]] = set()
         self.ready = False
         self._lease_until = 0.0  # monotonic deadline of our broker lease, by our own clock

@@ -29,6 +29,7 @@ from ingest.kafka import (
     sasl_apis,
 )
 from ingest.kafka.budget import RequestBudget
+from ingest.kafka.client_limits import KafkaClientLimits
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.protocol import (
     API_VERSIONS,
@@ -105,6 +106,7 @@ class KafkaListener:
         self._connections: set[asyncio.Task[None]] = set()
         self._per_address: dict[str, int] = {}
         self.budget = RequestBudget(broker.config.max_inflight_bytes)
+        self.limits = KafkaClientLimits(broker.quotas, broker.long_polls)
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._connected, self.host, self.port)
@@ -177,11 +179,16 @@ class KafkaListener:
             try:
                 frame = await asyncio.wait_for(reader.readexactly(size), body_timeout)
                 response = await self._respond(ctx, frame)
-                if response is not None:
-                    writer.write(response)
-                    await writer.drain()
             finally:
                 await self.budget.release(size)
+            hold_s, ctx.hold_s = ctx.hold_s, 0.0  # a quota's throttle: the connection is muted
+            if hold_s and ctx.hold_before_response:
+                await asyncio.sleep(hold_s)
+            if response is not None:
+                writer.write(response)
+                await writer.drain()
+            if hold_s and not ctx.hold_before_response:
+                await asyncio.sleep(hold_s)
 
     async def _respond(self, ctx: KafkaContext, frame: bytes) -> bytes | None:
         if ctx.raw_sasl:  # after a v0 SaslHandshake: the bare PLAIN token
@@ -207,5 +214,10 @@ class KafkaListener:
                 "SASL/PLAIN with an API key first)"
             )
         request = decode_body(header, frame)
-        body = await HANDLERS[header.api_key](ctx, request, response_type(header))
+        handler = HANDLERS[header.api_key]
+        if header.api_key == FETCH:
+            body = await self.limits.fetch(handler, ctx, request, response_type(header))
+        else:
+            body = await handler(ctx, request, response_type(header))
+        body = self.limits.charge(ctx, header, len(frame), body)
         return None if body is None else encode_response(header, body)
