@@ -4,10 +4,13 @@ Quotas: the broker's QuotaManager (cluster/http/quota_manager.py), shared with H
 principal's bytes count once whichever protocol carries them. As Kafka's ClientQuotaManager
 does, a Produce request's bytes and a Fetch response's record bytes are recorded once the
 request is served, and a principal over its rate gets the time to wait in the response's
-throttle_time_ms; its connection then reads no further request for that long (KIP-219: the
-response goes out first from Produce v6 / Fetch v8 on, and is held back for older versions,
-whose clients do not back off by themselves). Unlike HTTP's 429, nothing is refused: the
-producer's records are written, and a throttled connection simply goes quiet.
+throttle_time_ms, and its connection is muted for that long: from Produce v6 / Fetch v8 on
+(KIP-219) the answer goes out at once and the connection's next request waits out the
+throttle before it is served; for older versions, whose clients do not back off by
+themselves, the answer itself waits. Unlike HTTP's 429, nothing is refused: the producer's
+records are written, and a throttled connection simply goes quiet. (The wait happens where
+the request is served, not where bytes are read, so it holds however many requests a
+connection reads ahead.)
 
 Long polls: the broker's --max-long-polls slots are shared with HTTP fetches. A Fetch that
 would wait for data (max_wait > 0) and finds no slot is answered at once with what is there;
@@ -17,6 +20,7 @@ client comes back then instead of spinning, as HTTP's 503 Retry-After asks.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from datetime import timedelta
 from typing import Any
@@ -56,11 +60,18 @@ class KafkaClientLimits:
             ctx.backoff_s = min(request.max_wait.total_seconds(), _BUSY_BACKOFF_S)
         return body
 
-    def charge(
+    @staticmethod
+    async def wait_unmuted(ctx: KafkaContext) -> None:
+        """Before serving a connection's request: wait out the throttle its last answer gave."""
+        wait_s = ctx.muted_until - asyncio.get_running_loop().time()
+        if wait_s > 0:
+            await asyncio.sleep(wait_s)
+
+    async def charge(
         self, ctx: KafkaContext, header: RequestHeader, request_bytes: int, body: Any
     ) -> Any:
         """Count a served Produce's or Fetch's bytes against the caller's quota; `body` with
-        the throttle time (also left in `ctx` for the listener to hold the connection)."""
+        the throttle time, the connection muted for it (see the module's docstring)."""
         if header.api_key == PRODUCE:
             kind, nbytes = QuotaKind.PRODUCE, request_bytes
         elif header.api_key == FETCH:
@@ -76,8 +87,10 @@ class KafkaClientLimits:
         ctx.backoff_s = 0.0
         if hold_s <= 0:
             return body
-        ctx.hold_s = hold_s
-        ctx.hold_before_response = header.api_version < _CLIENT_BACKS_OFF[header.api_key]
-        if body is None:  # acks=0: no response, the connection is held all the same
+        if header.api_version < _CLIENT_BACKS_OFF[header.api_key]:
+            await asyncio.sleep(hold_s)  # the answer itself is delayed
+        else:
+            ctx.muted_until = asyncio.get_running_loop().time() + hold_s
+        if body is None:  # acks=0: no answer, the connection is muted all the same
             return None
         return dataclasses.replace(body, throttle_time=timedelta(seconds=hold_s))

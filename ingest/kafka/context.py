@@ -48,11 +48,10 @@ class KafkaContext:
         self.raw_sasl = False  # a v0 SaslHandshake: the next frame is a bare SASL token
         self.authenticated = False
         self.closing = False  # close once the current answer is sent (failed auth)
-        # Quotas and the long-poll cap (client_limits.py): how long the connection reads no
-        # further request, and whether the answer itself waits that long (old versions).
-        self.hold_s = 0.0
-        self.hold_before_response = False
-        self.backoff_s = 0.0  # a long poll found no slot: the client should come back later
+        # Quotas and the long-poll cap (client_limits.py): the loop time before which the
+        # connection's next request is not served, and a refused long poll's back-off.
+        self.muted_until = 0.0
+        self.backoff_s = 0.0
         self._port_shift = advertised[1] - host_port(broker.config.advertised_url)[1]
 
     def allowed(self, resource_type: str, name: str, operation: str) -> bool:

@@ -179,16 +179,11 @@ class KafkaListener:
             try:
                 frame = await asyncio.wait_for(reader.readexactly(size), body_timeout)
                 response = await self._respond(ctx, frame)
+                if response is not None:
+                    writer.write(response)
+                    await writer.drain()
             finally:
                 await self.budget.release(size)
-            hold_s, ctx.hold_s = ctx.hold_s, 0.0  # a quota's throttle: the connection is muted
-            if hold_s and ctx.hold_before_response:
-                await asyncio.sleep(hold_s)
-            if response is not None:
-                writer.write(response)
-                await writer.drain()
-            if hold_s and not ctx.hold_before_response:
-                await asyncio.sleep(hold_s)
 
     async def _respond(self, ctx: KafkaContext, frame: bytes) -> bytes | None:
         if ctx.raw_sasl:  # after a v0 SaslHandshake: the bare PLAIN token
@@ -214,10 +209,11 @@ class KafkaListener:
                 "SASL/PLAIN with an API key first)"
             )
         request = decode_body(header, frame)
+        await self.limits.wait_unmuted(ctx)  # a throttled connection's next request waits
         handler = HANDLERS[header.api_key]
         if header.api_key == FETCH:
             body = await self.limits.fetch(handler, ctx, request, response_type(header))
         else:
             body = await handler(ctx, request, response_type(header))
-        body = self.limits.charge(ctx, header, len(frame), body)
+        body = await self.limits.charge(ctx, header, len(frame), body)
         return None if body is None else encode_response(header, body)
