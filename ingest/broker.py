@@ -18,7 +18,7 @@ from cluster.http.quota_manager import QuotaManager
 from cluster.metadata_cache import MetadataCache
 from cluster.metadata_follower import MetadataFollower
 from cluster.read_contract import ColdReader
-from ingest.broker_config import BrokerConfig
+from ingest.broker_config import BrokerConfig, kafka_advertised
 from ingest.cleaner.log_cleaner import CleanerDuty
 from ingest.log.log_manager import LogManager
 from ingest.replication.controller import Controller
@@ -201,8 +201,13 @@ class Broker:
         look like one to the controller, which then moves its leaderships and takes it back
         into ISRs only once it has caught up (Kafka's new broker epoch on registration)."""
         cfg, started = self.config, time.monotonic()
+        kafka = kafka_advertised(cfg)  # other brokers name it in their Kafka Metadata answers
         await asyncio.to_thread(
-            self.brokers.register, cfg.broker_id, cfg.advertised_url, cfg.lease_ms
+            self.brokers.register,
+            cfg.broker_id,
+            cfg.advertised_url,
+            cfg.lease_ms,
+            kafka_address=None if kafka is None else f"{kafka[0]}:{kafka[1]}",
         )
         self._renewed(started)
 

@@ -1,10 +1,11 @@
 """What a Kafka request handler sees: the broker, the caller, and Kafka addresses.
 
-Brokers register only their HTTP URL (metadata/brokers.py). A broker's Kafka address is
-derived from it: the same host, and the port moved by the difference between this broker's
-Kafka and HTTP ports. So the brokers of one cluster keep one distance between their two
-ports (`tierlog dev`: 8080 -> 9092, 8081 -> 9093, ...); --kafka-advertised overrides this
-broker's own address (behind NAT, in a container).
+Brokers register their Kafka address (--kafka-advertised, else the listen address) beside
+their HTTP URL (metadata/brokers.py), and Metadata names each broker by it, so the two may
+be reached under different names (compose: HTTP between containers, Kafka from the host).
+A broker registered without one (no listener, or an older version) gets one derived from
+its URL: the same host, and the port moved by this broker's Kafka-minus-HTTP distance
+(`tierlog dev`: 8080 -> 9092, 8081 -> 9093, ...).
 """
 
 from __future__ import annotations
@@ -74,6 +75,10 @@ class KafkaContext:
     def kafka_address(self, broker_id: int) -> tuple[str, int] | None:
         if broker_id == self.broker.config.broker_id:
             return self.advertised
+        registered = self.broker.cache.broker_kafka_address(broker_id)
+        if registered:
+            name, _, number = registered.rpartition(":")
+            return name.strip("[]"), int(number)
         url = self.broker.cache.broker_url(broker_id)
         if url is None:
             return None

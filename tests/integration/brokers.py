@@ -27,16 +27,14 @@ class BrokerProcess:
         extra_args: list[str] | None = None,
         secure: bool = False,
         env: dict[str, str] | None = None,
-        port: int | None = None,
     ) -> None:
         """`secure`: API keys and ACLs on (the production default); else `--insecure`, so
-        tests about other things need no keys. `env`: extra environment (e.g. S3 settings).
-        `port`: the HTTP port, when the caller reserved it (default: a free one)."""
+        tests about other things need no keys. `env`: extra environment (e.g. S3 settings)."""
         self.database_url = database_url
         self.env = env or {}
         self.data_dir = data_dir
         self.broker_id = broker_id
-        self.port = port or free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.extra_args = [*(extra_args or []), *(() if secure else ("--insecure",))]
         self.log_path = data_dir.parent / f"broker-{broker_id}.log"

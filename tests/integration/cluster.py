@@ -56,18 +56,16 @@ class Cluster:
         env: dict[str, str] | None = None,
         kafka: bool = False,
     ):
-        """`kafka`: each broker also listens for Kafka clients on its HTTP port + 1 (one
-        distance for all, as brokers derive each other's Kafka addresses from it)."""
+        """`kafka`: each broker also listens for Kafka clients, on a port of its own (brokers
+        learn each other's Kafka addresses from their registrations)."""
         self.brokers: dict[int, BrokerProcess] = {}
+        self.kafka_ports: dict[int, int] = {}
         for i in range(1, size + 1):
-            port = free_port(span=2) if kafka else None
             args = [*FAST, *(extra or [])]
-            if port is not None:
-                args += ["--kafka-listen", f"127.0.0.1:{port + 1}"]
-            self.brokers[i] = BrokerProcess(
-                database_url, root / f"data-{i}", i, args, env=env, port=port
-            )
-        self.kafka = kafka
+            if kafka:
+                self.kafka_ports[i] = free_port()
+                args += ["--kafka-listen", f"127.0.0.1:{self.kafka_ports[i]}"]
+            self.brokers[i] = BrokerProcess(database_url, root / f"data-{i}", i, args, env=env)
         self._producer = IdempotentProducer(self)
 
     def produce(
@@ -103,10 +101,10 @@ class Cluster:
                     b.kill(signal.SIGCONT)
                 b.stop()
 
-    def bootstrap(self) -> str:
-        """Kafka bootstrap servers: every broker's Kafka address (Cluster(kafka=True))."""
-        assert self.kafka, "a cluster started without Kafka listeners"
-        return ",".join(f"127.0.0.1:{b.port + 1}" for b in self.brokers.values())
+    def bootstrap(self, exclude: int | None = None) -> str:
+        """Kafka bootstrap servers: the brokers' Kafka addresses (Cluster(kafka=True))."""
+        assert self.kafka_ports, "a cluster started without Kafka listeners"
+        return ",".join(f"127.0.0.1:{p}" for i, p in self.kafka_ports.items() if i != exclude)
 
     def alive(self) -> list[BrokerProcess]:
         return [

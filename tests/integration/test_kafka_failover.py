@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from tests.integration.cluster import Cluster, wait_for
 
@@ -54,6 +55,13 @@ def _read_all(bootstrap: str, topic: str, end: int) -> list[int]:
 
 def test_idempotent_producer_through_a_leader_kill(cluster: Cluster) -> None:
     cluster.create_topic("numbers", 1, 3, min_insync_replicas=2)
+    # Each broker is named at the Kafka address it registered, whichever broker answers
+    # (the ports are unrelated to the HTTP ones: nothing can be derived).
+    first = AdminClient({"bootstrap.servers": cluster.bootstrap(exclude=2)})
+    named = first.list_topics(timeout=10).brokers
+    assert {i: (b.host, b.port) for i, b in named.items()} == {
+        i: ("127.0.0.1", p) for i, p in cluster.kafka_ports.items()
+    }
     leader = cluster.leader("numbers")
     epoch = cluster.partition("numbers")["leader_epoch"]
     producer = Producer(
@@ -92,9 +100,7 @@ def test_idempotent_producer_through_a_leader_kill(cluster: Cluster) -> None:
     assert new["leader"] != leader.broker_id and new["leader_epoch"] > epoch
     # Acknowledged in the order produced: the idempotent producer keeps order through retries.
     assert acked == list(range(TOTAL))
-    survivors = ",".join(
-        f"127.0.0.1:{b.port + 1}" for b in cluster.brokers.values() if b is not leader
-    )
+    survivors = cluster.bootstrap(exclude=leader.broker_id)
 
     # Nothing duplicated: the log holds exactly the numbers, each once, in order.
     def high_watermark() -> int | None:
