@@ -12,6 +12,12 @@ records are written, and a throttled connection simply goes quiet. (The wait hap
 the request is served, not where bytes are read, so it holds however many requests a
 connection reads ahead.)
 
+Tiering backpressure (ingest/tiered/untiered_bound.py): HTTP's answer is a retriable 503
+with THROTTLING_QUOTA_EXCEEDED, but that code (89) in a Produce answer is a permanent error
+to librdkafka, which failed the records. Over Kafka it is REQUEST_TIMED_OUT, which every
+client retries (and the project's code for "this node is busy", as HTTP's broker-wide 503s),
+with the Retry-After as throttle time: the client waits, then resends what was not written.
+
 Long polls: the broker's --max-long-polls slots are shared with HTTP fetches. A Fetch that
 would wait for data (max_wait > 0) and finds no slot is answered at once with what is there;
 when that is nothing, it carries a throttle time of its max wait (at most a second), so the
@@ -27,9 +33,12 @@ from typing import Any
 
 from cluster import metrics
 from cluster.http.inflight import SlotCounter
+from cluster.http.limits import LimitError
 from cluster.http.quota_manager import QuotaKind, QuotaManager
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.protocol import FETCH, PRODUCE, RequestHeader
+from ingest.replication.partition import Partition
+from logformat.errors import ErrorCode, TierlogError
 
 # The first version whose client backs off by throttle_time_ms itself (KIP-219).
 _CLIENT_BACKS_OFF = {PRODUCE: 6, FETCH: 8}
@@ -38,6 +47,15 @@ _BUSY_BACKOFF_S = 1.0  # a refused long poll comes back after its max wait, at m
 
 def _records_bytes(body: Any) -> int:
     return sum(len(p.records or b"") for t in body.responses for p in t.partitions)
+
+
+def check_tiering_backlog(ctx: KafkaContext, state: Partition) -> None:
+    """Refuse a produce while tiering is behind, as a retriable Kafka error (see above)."""
+    try:
+        ctx.broker.untiered_bound.check(state)
+    except LimitError as exc:
+        ctx.backoff_s = max(ctx.backoff_s, float(exc.headers.get("Retry-After", "1")))
+        raise TierlogError(ErrorCode.REQUEST_TIMED_OUT, exc.message) from None
 
 
 class KafkaClientLimits:

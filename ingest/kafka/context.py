@@ -50,7 +50,8 @@ class KafkaContext:
         self.authenticated = False
         self.closing = False  # close once the current answer is sent (failed auth)
         # Quotas and the long-poll cap (client_limits.py): the loop time before which the
-        # connection's next request is not served, and a refused long poll's back-off.
+        # connection's next request is not served, and the back-off of a refused long poll
+        # or of a produce paused for tiering.
         self.muted_until = 0.0
         self.backoff_s = 0.0
         self._port_shift = advertised[1] - host_port(broker.config.advertised_url)[1]

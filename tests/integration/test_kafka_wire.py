@@ -49,11 +49,13 @@ from tests.integration.kafka_wire import (
     request,
 )
 from tests.integration.ports import free_port
+from tests.integration.tiering_catch_up import tier_everything
 
 INFLIGHT = 4_000_000  # the module broker's budget of request bytes in flight
 RATE = 100_000  # bytes/s: every (anonymous) client's produce and fetch quota here
 BURST = 150  # records of 1 KB: half as much again as a second's quota
 VALUE = bytes(1000)
+UNTIERED = 3000  # bytes sealed and not yet tiered past which produce waits (no worker runs)
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +75,7 @@ def kafka_broker(
     data = tmp_path_factory.mktemp("kafka-wire") / "data-1"
     args = ["--kafka-listen", f"127.0.0.1:{port}", "--max-connections-per-address", "32"]
     args += ["--max-inflight-bytes", str(INFLIGHT), "--max-long-polls", "1"]
+    args += ["--max-untiered-bytes", str(UNTIERED)]
     b = BrokerProcess(db, data, 1, args)
     try:
         yield b.start(), f"127.0.0.1:{port}"
@@ -323,3 +326,36 @@ def test_request_bytes_in_flight_are_bounded(kafka_broker: Any) -> None:
         assert call(bootstrap, refused) == b""
     time.sleep(0.2)  # the broker sees the hog gone and frees its bytes
     api_versions_ok(bootstrap)
+
+
+def test_produce_paused_for_tiering_is_retried_not_failed(kafka_broker: Any) -> None:
+    """Past --max-untiered-bytes (no tiering worker runs here), Kafka produce to a lagging
+    partition is refused with a retriable error and a second's throttle (HTTP: 503 with
+    Retry-After), not error 89, which librdkafka takes as final; an idempotent producer's
+    records wait, then are written once tiering catches up."""
+    broker, bootstrap = kafka_broker
+    topic = f"w-{uuid.uuid4().hex[:8]}"
+    topic_id = str(broker.create_topic(topic, segment_bytes=1024)["id"])
+    rows = [{"offset": 0, "timestamp": 1, "key": None, "value": bytes(600), "headers": None}]
+    batch = encode_batch(pa.RecordBatch.from_pylist(rows, schema=CONSUMER_SCHEMA), 0, 1)
+
+    def paused() -> Any:
+        answer = produce_response(call(bootstrap, produce_request(topic, batch)))
+        return answer if answer.responses[0].partition_responses[0].error_code else None
+
+    refused = wait_for("sealed segments past the bound", paused)
+    assert refused.responses[0].partition_responses[0].error_code == 7  # REQUEST_TIMED_OUT
+    assert refused.throttle_time >= timedelta(seconds=1)
+    written = broker.http.get(f"/topics/{topic}").json()["partitions"][0]["high_watermark"]
+    errors: list[Any] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(5):
+        producer.produce(
+            topic, value=b"waits %d" % i, partition=0, on_delivery=lambda e, _m: errors.append(e)
+        )
+    assert producer.flush(1.5) == 5  # still waiting, not failed
+    tier_everything(broker.database_url, topic_id)
+    assert producer.flush(30) == 0
+    assert errors == [None] * 5  # each delivered, none failed
+    described = broker.http.get(f"/topics/{topic}").json()["partitions"][0]
+    assert described["high_watermark"] == written + 5
