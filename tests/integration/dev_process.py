@@ -55,9 +55,9 @@ class DevInstance:
         self.data_dir = root / data_dir
         self.log = root / "dev.log"
         self.extra = extra
-        # dev: the broker on port, the fetch node on port + 10, Kafka on port + 1012; the
-        # whole span is this worker's, so no other test's server takes dev's Kafka port.
-        self.port = free_port(span=KAFKA_PORT_SHIFT + 1)
+        # dev: the broker on port, the fetch node on port + 10, Kafka on port + 1012, all in
+        # this worker's block, so no other worker's server can take dev's Kafka port.
+        self.port = free_port(span=11, also=(KAFKA_PORT_SHIFT,))
         self.base = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 
