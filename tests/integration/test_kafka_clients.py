@@ -214,7 +214,7 @@ def test_kcat_produce_and_consume(kafka_broker: Any) -> None:
 @pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")
 def test_kafka_python_client(kafka_broker: Any) -> None:
     """kafka-python (a pure-Python implementation of the protocol) negotiates its own
-    versions: produce with lz4 and read back by assignment."""
+    versions: produce with gzip and read back by assignment."""
     from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KTopicPartition
 
