@@ -136,7 +136,9 @@ def test_producer_over_its_quota_is_throttled_not_refused(kafka_broker: Any) -> 
         muted_s = time.monotonic() - answered
     assert answer.responses[0].partition_responses[0].error_code == 0
     assert answer.throttle_time > timedelta(0)
-    assert muted_s >= answer.throttle_time.total_seconds() - 0.05  # a lower bound: load adds
+    # Muted: not answered in milliseconds. (Half: the throttle runs from when the broker
+    # answered, and a loaded machine may hand this test the answer late.)
+    assert muted_s >= answer.throttle_time.total_seconds() / 2
     # Now at its rate: librdkafka's next 100 KB take it over again, and it is told so.
     throttles: list[float] = []
     producer = Producer(
