@@ -79,4 +79,3 @@ class SlotCounter:
     def give_back(self) -> None:
         self.used = max(0, self.used - 1)
         metrics.LONG_POLLS.set(self.used)
-        metrics.LONG_POLLS.set(self.used)
