@@ -111,6 +111,7 @@ def test_readme_kafka_examples_run_as_written(readme_broker: tuple[BrokerProcess
     # kcat's consume (%p:%o %k=%s), then the same two records over HTTP (tierlog consume).
     consumed = sorted(line.split(" ", 1)[1] for line in lines if re.match(r"\d+:\d+ ", line))
     assert consumed == ["alice=10", "bob=20"], out.stdout
+    assert {"alice\t10", "bob\t20"} <= set(lines), out.stdout  # tierlog consume, over HTTP
     assert "3 partitions" in out.stdout  # kcat -L
     program = _blocks("python")[0].replace("127.0.0.1:9092", bootstrap)
     out = subprocess.run(
