@@ -3,6 +3,7 @@ exact versions) or of answers they do not show (throttle times)."""
 
 from __future__ import annotations
 
+import importlib
 import io
 import socket
 import struct
@@ -11,9 +12,6 @@ from typing import Any
 
 from kio.schema.fetch.v8.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.fetch.v8.response import FetchResponse
-from kio.schema.produce.v7.request import PartitionProduceData, TopicProduceData
-from kio.schema.produce.v7.request import ProduceRequest as ProduceRequestV7
-from kio.schema.produce.v7.response import ProduceResponse as ProduceResponseV7
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i8, i16, i32, i64
 
@@ -60,24 +58,29 @@ def encode(body: Any) -> bytes:
     return out.getvalue()
 
 
-def produce_request(topic: str, records: bytes, acks: int = -1) -> bytes:
-    """One Produce v7 request of `records` to partition 0."""
-    req = ProduceRequestV7(
+def _produce_schema(version: int, kind: str) -> Any:
+    return importlib.import_module(f"kio.schema.produce.v{version}.{kind}")
+
+
+def produce_request(topic: str, records: bytes, acks: int = -1, version: int = 7) -> bytes:
+    """One Produce request (v3-v8: the same fields) of `records` to partition 0."""
+    schema = _produce_schema(version, "request")
+    req = schema.ProduceRequest(
         transactional_id=None,
         acks=i16(acks),
         timeout=timedelta(seconds=5),
         topic_data=(
-            TopicProduceData(
+            schema.TopicProduceData(
                 name=topic,
-                partition_data=(PartitionProduceData(index=i32(0), records=records),),
+                partition_data=(schema.PartitionProduceData(index=i32(0), records=records),),
             ),
         ),
     )
-    return request(0, 7, encode(req))
+    return request(0, version, encode(req))
 
 
-def produce_response(frame: bytes) -> ProduceResponseV7:
-    resp, _ = entity_reader(ProduceResponseV7)(frame, 4)
+def produce_response(frame: bytes, version: int = 7) -> Any:
+    resp, _ = entity_reader(_produce_schema(version, "response").ProduceResponse)(frame, 4)
     return resp
 
 
