@@ -59,6 +59,11 @@ class MetadataCache:
         info = self.brokers.get(broker_id)
         return info.url if info is not None else None
 
+    def broker_kafka_address(self, broker_id: int) -> str | None:
+        """HOST:PORT of the broker's Kafka listener as it registered it (None: unknown)."""
+        info = self.brokers.get(broker_id)
+        return info.kafka_address if info is not None else None
+
     def topic(self, name: str) -> TopicView | None:
         return self._topics.get(name)
 

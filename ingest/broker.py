@@ -13,11 +13,13 @@ from sqlalchemy.exc import OperationalError
 
 from cluster.authorizer import Authorizer
 from cluster.dependency_wait import wait_for
+from cluster.http.inflight import SlotCounter
+from cluster.http.quota_manager import QuotaManager
 from cluster.metadata_cache import MetadataCache
 from cluster.metadata_follower import MetadataFollower
 from cluster.read_contract import ColdReader
 from cluster.search_contract import ColdSearcher
-from ingest.broker_config import BrokerConfig
+from ingest.broker_config import BrokerConfig, kafka_advertised
 from ingest.cleaner.log_cleaner import CleanerDuty
 from ingest.log.log_manager import LogManager
 from ingest.replication.controller import Controller
@@ -38,6 +40,7 @@ from metadata.cold_manifest import ColdManifest
 from metadata.controller_lease import ControllerLease
 from metadata.db import make_engine, migrate
 from metadata.partition_state import PartitionStateRepo
+from metadata.quotas import QuotaRepo
 from metadata.segment_registry import SegmentRegistry
 from metadata.topics import TopicRepo
 from metadata.types import TopicNamePartition
@@ -89,6 +92,9 @@ class Broker:
         self.authorizer = Authorizer(
             self.engine, config.database_url, config.auth, lambda: self.cluster_secret
         )
+        # Client quotas and the long-poll cap, one of each for both listeners (HTTP, Kafka).
+        self.quotas = QuotaManager(QuotaRepo(self.engine).load)
+        self.long_polls = SlotCounter(config.max_long_polls)
         self._background: set[asyncio.Future[Any]] = set()
         self.ready = False
         self._lease_until = 0.0  # monotonic deadline of our broker lease, by our own clock
@@ -198,8 +204,13 @@ class Broker:
         look like one to the controller, which then moves its leaderships and takes it back
         into ISRs only once it has caught up (Kafka's new broker epoch on registration)."""
         cfg, started = self.config, time.monotonic()
+        kafka = kafka_advertised(cfg)  # other brokers name it in their Kafka Metadata answers
         await asyncio.to_thread(
-            self.brokers.register, cfg.broker_id, cfg.advertised_url, cfg.lease_ms
+            self.brokers.register,
+            cfg.broker_id,
+            cfg.advertised_url,
+            cfg.lease_ms,
+            kafka_address=None if kafka is None else f"{kafka[0]}:{kafka[1]}",
         )
         self._renewed(started)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import NamedTuple
+from urllib.parse import urlsplit
 
 from cluster.authorizer import AuthSettings
 from cluster.http.guard import HttpLimits
@@ -55,6 +56,20 @@ class BrokerConfig(NamedTuple):
 
 def env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(f"TIERLOG_{name}", default)
+
+
+def kafka_advertised(config: BrokerConfig) -> tuple[str, int] | None:
+    """Where Kafka clients reach this broker's listener (None: no listener): the
+    --kafka-advertised address, else the listen address, with the advertised URL's host
+    when it listens on every interface."""
+    if config.kafka_listen is None:
+        return None
+    if config.kafka_advertised is not None:
+        return config.kafka_advertised
+    host, port = config.kafka_listen
+    if host in ("0.0.0.0", "::", ""):
+        host = urlsplit(config.advertised_url).hostname or "127.0.0.1"
+    return host, port
 
 
 def broker_limits(config: BrokerConfig) -> LimitSettings:

@@ -11,8 +11,7 @@ from cluster.kafka_groups import ClassicGroups
 from cluster.read_contract import ColdReader
 from ingest.api.app import build_app
 from ingest.broker import Broker
-from ingest.broker_config import BrokerConfig
-from ingest.kafka.context import host_port
+from ingest.broker_config import BrokerConfig, kafka_advertised
 from ingest.kafka.listener import KafkaListener
 
 BrokerExtension = Callable[[Broker], Extension]
@@ -55,11 +54,8 @@ def kafka_listener(broker: Broker, groups: ClassicGroups | None = None) -> Kafka
     """The Kafka listener when --kafka-listen is set, with the address it advertises and the
     consumer groups it serves (an extension's)."""
     cfg = broker.config
-    if cfg.kafka_listen is None:
+    advertised = kafka_advertised(cfg)
+    if cfg.kafka_listen is None or advertised is None:
         return None
     host, port = cfg.kafka_listen
-    advertised = cfg.kafka_advertised
-    if advertised is None:
-        wildcard = host in ("0.0.0.0", "::", "")
-        advertised = (host_port(cfg.advertised_url)[0] if wildcard else host, port)
     return KafkaListener(broker, host, port, advertised, groups)

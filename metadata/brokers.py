@@ -21,6 +21,7 @@ _COLUMNS = (
     brokers.c.lease_expires_at,
     brokers.c.rack,
     brokers.c.incarnation,
+    brokers.c.kafka_address,
 )
 
 
@@ -32,7 +33,13 @@ def _lease(lease_ms: int) -> timedelta:
 
 def _info(row: Row[*tuple[Any, ...]]) -> BrokerRegistration:
     return BrokerRegistration(
-        row.id, row.url, row.alive, row.lease_expires_at, row.rack, row.incarnation
+        row.id,
+        row.url,
+        row.alive,
+        row.lease_expires_at,
+        row.rack,
+        row.incarnation,
+        row.kafka_address,
     )
 
 
@@ -43,7 +50,12 @@ class BrokerRepo:
         self.engine = engine
 
     def register(
-        self, broker_id: int, url: str, lease_ms: int, rack: str | None = None
+        self,
+        broker_id: int,
+        url: str,
+        lease_ms: int,
+        rack: str | None = None,
+        kafka_address: str | None = None,
     ) -> BrokerRegistration:
         """Join (or re-join) the cluster: upsert, start a lease, bump the incarnation."""
         if isinstance(broker_id, bool) or not isinstance(broker_id, int) or broker_id < 0:
@@ -55,6 +67,7 @@ class BrokerRepo:
             id=broker_id,
             url=url,
             rack=rack,
+            kafka_address=kafka_address,
             lease_expires_at=func.now() + lease,
             registered_at=func.now(),
             incarnation=1,
@@ -64,6 +77,7 @@ class BrokerRepo:
             set_={
                 "url": ins.excluded.url,
                 "rack": ins.excluded.rack,
+                "kafka_address": ins.excluded.kafka_address,
                 "lease_expires_at": ins.excluded.lease_expires_at,
                 "registered_at": ins.excluded.registered_at,
                 "incarnation": brokers.c.incarnation + 1,

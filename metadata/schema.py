@@ -56,6 +56,7 @@ brokers = Table(
     Column("lease_expires_at", DateTime(timezone=True), nullable=False),
     Column("registered_at", DateTime(timezone=True), nullable=False),
     Column("incarnation", BigInteger, nullable=False),
+    Column("kafka_address", Text),  # HOST:PORT Kafka clients reach it at; NULL: no listener
 )
 
 controller = Table(

@@ -34,6 +34,7 @@ class BrokerRegistration(NamedTuple):
     lease_expires_at: datetime
     rack: str | None = None
     incarnation: int = 0  # bumped by every register(): tells a restarted broker from the old one
+    kafka_address: str | None = None  # HOST:PORT of its Kafka listener, as clients reach it
 
 
 class TopicInfo(NamedTuple):

@@ -129,13 +129,14 @@ class RequestLimits:
         settings: LimitSettings,
         quotas: QuotaManager,
         cluster_secret: Callable[[], str],
+        long_polls: SlotCounter | None = None,
     ) -> None:
         self.app = app
         self.settings = settings
         self.quotas = quotas
         self.cluster_secret = cluster_secret
         self.inflight = ByteBudget(settings.max_inflight_bytes)
-        self.long_polls = SlotCounter(settings.max_long_polls)
+        self.long_polls = long_polls or SlotCounter(settings.max_long_polls)
 
     def principal(self, scope: Scope) -> str:
         given = scope.get(PRINCIPAL_SCOPE_KEY)
@@ -287,12 +288,17 @@ class _BodyReader:
 
 
 def limits_middleware(
-    settings: LimitSettings, engine: Engine, cluster_secret: Callable[[], str]
+    settings: LimitSettings,
+    engine: Engine,
+    cluster_secret: Callable[[], str],
+    quotas: QuotaManager | None = None,
+    long_polls: SlotCounter | None = None,
 ) -> Callable[[ASGIApp], ASGIApp]:
-    """RequestLimits with quotas from `engine`'s database, for `app.add_middleware`."""
-    quotas = QuotaManager(QuotaRepo(engine).load)
+    """RequestLimits with quotas from `engine`'s database, for `app.add_middleware`; or with
+    the node's own quota manager and long-poll slots, when other listeners share them."""
+    shared_quotas = quotas or QuotaManager(QuotaRepo(engine).load)
 
     def make(app: ASGIApp) -> ASGIApp:
-        return RequestLimits(app, settings, quotas, cluster_secret)
+        return RequestLimits(app, settings, shared_quotas, cluster_secret, long_polls)
 
     return make

@@ -50,7 +50,16 @@ def build_app(
     # scope["tierlog.principal"] (quotas), and request metrics wrap auth (401s are counted).
     limits = broker_limits(broker.config)  # quotas and overload protection (api/limits.py)
     # Added first, so innermost: inside auth, whose principal it reads.
-    app.add_middleware(limits_middleware(limits, broker.engine, lambda: broker.cluster_secret))
+    # The quota manager and long-poll slots are the broker's: its Kafka listener shares them.
+    app.add_middleware(
+        limits_middleware(
+            limits,
+            broker.engine,
+            lambda: broker.cluster_secret,
+            broker.quotas,
+            broker.long_polls,
+        )
+    )
     app.add_middleware(AuthMiddleware, authorizer=broker.authorizer)
     cfg = broker.config  # cross-site writes are refused before anything else runs
     origins = own_origins([cfg.advertised_url], cfg.host, cfg.port, cfg.tls_cert is not None)

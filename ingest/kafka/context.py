@@ -1,10 +1,11 @@
 """What a Kafka request handler sees: the broker, the caller, and Kafka addresses.
 
-Brokers register only their HTTP URL (metadata/brokers.py). A broker's Kafka address is
-derived from it: the same host, and the port moved by the difference between this broker's
-Kafka and HTTP ports. So the brokers of one cluster keep one distance between their two
-ports (`tierlog dev`: 8080 -> 9092, 8081 -> 9093, ...); --kafka-advertised overrides this
-broker's own address (behind NAT, in a container).
+Brokers register their Kafka address (--kafka-advertised, else the listen address) beside
+their HTTP URL (metadata/brokers.py), and Metadata names each broker by it, so the two may
+be reached under different names (compose: HTTP between containers, Kafka from the host).
+A broker registered without one (no listener, or an older version) gets one derived from
+its URL: the same host, and the port moved by this broker's Kafka-minus-HTTP distance
+(`tierlog dev`: 8080 -> 9092, 8081 -> 9093, ...).
 """
 
 from __future__ import annotations
@@ -54,6 +55,11 @@ class KafkaContext:
         self.raw_sasl = False  # a v0 SaslHandshake: the next frame is a bare SASL token
         self.authenticated = False
         self.closing = False  # close once the current answer is sent (failed auth)
+        # Quotas and the long-poll cap (client_limits.py): the loop time before which the
+        # connection's next request is not served, and the back-off of a refused long poll
+        # or of a produce paused for tiering.
+        self.muted_until = 0.0
+        self.backoff_s = 0.0
         self._port_shift = advertised[1] - host_port(broker.config.advertised_url)[1]
 
     def allowed(self, resource_type: str, name: str, operation: str) -> bool:
@@ -76,6 +82,10 @@ class KafkaContext:
     def kafka_address(self, broker_id: int) -> tuple[str, int] | None:
         if broker_id == self.broker.config.broker_id:
             return self.advertised
+        registered = self.broker.cache.broker_kafka_address(broker_id)
+        if registered:
+            name, _, number = registered.rpartition(":")
+            return name.strip("[]"), int(number)
         url = self.broker.cache.broker_url(broker_id)
         if url is None:
             return None

@@ -32,6 +32,7 @@ from ingest.kafka import (
     sasl_apis,
 )
 from ingest.kafka.budget import RequestBudget
+from ingest.kafka.client_limits import KafkaClientLimits
 from ingest.kafka.cluster_identity import ClusterIdentity
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.error_response import answer_unsupported
@@ -122,6 +123,7 @@ class KafkaListener:
         self._per_address: dict[str, int] = {}
         self.budget = RequestBudget(broker.config.max_inflight_bytes)
         self.identity = ClusterIdentity(broker)
+        self.limits = KafkaClientLimits(broker.quotas, broker.long_polls)
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._connected, self.host, self.port)
@@ -230,5 +232,11 @@ class KafkaListener:
             )
             return answer_unsupported(header, frame)
         request = decode_body(header, frame)
-        body = await HANDLERS[header.api_key](ctx, request, response_type(header))
+        await self.limits.wait_unmuted(ctx)  # a throttled connection's next request waits
+        handler = HANDLERS[header.api_key]
+        if header.api_key == FETCH:
+            body = await self.limits.fetch(handler, ctx, request, response_type(header))
+        else:
+            body = await handler(ctx, request, response_type(header))
+        body = await self.limits.charge(ctx, header, len(frame), body)
         return None if body is None else encode_response(header, body)

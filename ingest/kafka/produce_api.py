@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode as KafkaError
 
 from cluster.http.fetch_response import OFFLOAD_BYTES
 from ingest import metrics
+from ingest.kafka.client_limits import check_tiering_backlog
 from ingest.kafka.cluster_apis import NO_THROTTLE
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.protocol import build, kafka_error, nested
@@ -53,7 +54,7 @@ async def _append(
     broker = ctx.broker
     view = await broker.cache.require_topic(topic, partition)
     state = broker.require_leader(topic, partition)
-    broker.untiered_bound.check(state)  # the same backpressure as HTTP produce
+    check_tiering_backlog(ctx, state)  # the same backpressure as HTTP produce
     kb = await _decode(ctx, data or b"")
     batch = checked_records(kb.records, view.config, int(time.time() * 1000))
     producer = (

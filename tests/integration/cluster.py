@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import httpx
 
 from tests.integration.brokers import BrokerProcess
+from tests.integration.ports import free_port
 
 T = TypeVar("T")
 
@@ -53,11 +54,18 @@ class Cluster:
         size: int,
         extra: list[str] | None = None,
         env: dict[str, str] | None = None,
+        kafka: bool = False,
     ):
-        self.brokers = {
-            i: BrokerProcess(database_url, root / f"data-{i}", i, [*FAST, *(extra or [])], env=env)
-            for i in range(1, size + 1)
-        }
+        """`kafka`: each broker also listens for Kafka clients, on a port of its own (brokers
+        learn each other's Kafka addresses from their registrations)."""
+        self.brokers: dict[int, BrokerProcess] = {}
+        self.kafka_ports: dict[int, int] = {}
+        for i in range(1, size + 1):
+            args = [*FAST, *(extra or [])]
+            if kafka:
+                self.kafka_ports[i] = free_port()
+                args += ["--kafka-listen", f"127.0.0.1:{self.kafka_ports[i]}"]
+            self.brokers[i] = BrokerProcess(database_url, root / f"data-{i}", i, args, env=env)
         self._producer = IdempotentProducer(self)
 
     def produce(
@@ -92,6 +100,11 @@ class Cluster:
                 if b.paused:
                     b.kill(signal.SIGCONT)
                 b.stop()
+
+    def bootstrap(self, exclude: int | None = None) -> str:
+        """Kafka bootstrap servers: the brokers' Kafka addresses (Cluster(kafka=True))."""
+        assert self.kafka_ports, "a cluster started without Kafka listeners"
+        return ",".join(f"127.0.0.1:{p}" for i, p in self.kafka_ports.items() if i != exclude)
 
     def alive(self) -> list[BrokerProcess]:
         return [

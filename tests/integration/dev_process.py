@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 
 from tests.integration.ports import free_port
+from tierlog.devstack.dev import KAFKA_PORT_SHIFT
 from tierlog.devstack.dev_env import env_file, read_env_file
 from tierlog.devstack.parent_watch import child_env
 
@@ -54,8 +55,9 @@ class DevInstance:
         self.data_dir = root / data_dir
         self.log = root / "dev.log"
         self.extra = extra
-        # dev: the console on port - 10, the broker on port, the fetch node on port + 10
-        self.port = free_port(span=21) + 10
+        # dev: the console on port - 10, the broker on port, the fetch node on port + 10, Kafka
+        # on port + 1012, all in this worker's block, so no other worker's server can take them.
+        self.port = free_port(span=21, also=(10 + KAFKA_PORT_SHIFT,)) + 10
         self.base = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 

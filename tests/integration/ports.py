@@ -39,10 +39,15 @@ def _bindable(port: int) -> bool:
     return True
 
 
-def free_port(span: int = 1) -> int:
-    """The first of `span` consecutive free ports that no other worker of this run hands out."""
+def free_port(span: int = 1, also: tuple[int, ...] = ()) -> int:
+    """The first of `span` consecutive free ports that no other worker of this run hands out,
+    with the ports at offsets `also` from it free too (within this worker's block as well)."""
+    reach = max([span, *(k + 1 for k in also)])
     for _ in range(_BLOCK):
-        first = _base + next(_next) % (_BLOCK - span)
-        if all(_bindable(p) for p in range(first, first + span)):
+        first = _base + next(_next) % (_BLOCK - reach)
+        wanted = [*range(first, first + span), *(first + k for k in also)]
+        if all(_bindable(p) for p in wanted):
+            for _ in range(span - 1):  # the next call starts past this span, not inside it
+                next(_next)
             return first
     raise RuntimeError(f"no {span} free consecutive ports in {_base}..{_base + _BLOCK - 1}")

@@ -15,10 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from metadata.db import make_engine
-from metadata.segment_registry import FileSpec, SegmentRegistry
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import Cluster, wait_for
+from tests.integration.tiering_catch_up import tier_everything
 from tierlog import Producer
 
 BOUND = 3000  # bytes: a few 1 KiB segments
@@ -55,20 +54,6 @@ def _metric(b: BrokerProcess, name: str, topic: str | None = None) -> float | No
         if line.startswith(name) and (topic is None or f'topic="{topic}"' in line):
             return float(line.rsplit(" ", 1)[1])
     return None
-
-
-def _tier_everything(database_url: str, topic_id: str) -> None:
-    """What a tiering worker that caught up does to the manifest: every registered segment
-    committed (the file itself is not needed by the brokers' bound)."""
-    engine = make_engine(database_url)
-    reg = SegmentRegistry(engine)
-    try:
-        while claims := [c for c in reg.claim("catch-up", 60_000, 100) if c.topic_id == topic_id]:
-            for claim in claims:
-                name = f"sim/{topic_id}/{claim.base_offset}.parquet"
-                reg.mark_tiered(claim, FileSpec(name, claim.size_bytes, 2, 0, 0), 1)
-    finally:
-        engine.dispose()
 
 
 def _create(c: Cluster, name: str) -> str:
@@ -114,7 +99,7 @@ def test_produce_waits_for_tiering_and_replication_goes_on(cluster: Cluster, fre
     # A client's send made while refused completes once tiering catches up (it retries).
     with Producer(leader.url, linger_ms=0) as producer:
         future = producer.send("bp", b"after the wait", partition=0)
-        catch_up = threading.Timer(1.5, _tier_everything, (fresh_db, topic_id))
+        catch_up = threading.Timer(1.5, tier_everything, (fresh_db, topic_id))
         catch_up.start()
         meta = future.result(timeout=60)
         catch_up.join()

@@ -91,12 +91,24 @@ def test_brokers_have_distinct_ids_urls_and_ports(config: dict[str, Any]) -> Non
         urls.add(env["TIERLOG_ADVERTISED_URL"])
         assert env["TIERLOG_ADVERTISED_URL"] == f"http://{name}:8080"  # the compose network
         assert env["TIERLOG_LISTEN"] == "0.0.0.0:8080"
-        (port,) = s["ports"]
-        published.append(port)
+        published.extend(s["ports"])
         assert s["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert ids == {"1", "2", "3"} and len(urls) == 3
-    # Published on loopback by default (plain HTTP unless TLS files are given).
-    assert published == [f"127.0.0.1:{8080 + i}:8080/tcp" for i in range(3)]
+    # Published on loopback by default (plain HTTP unless TLS files are given), HTTP and Kafka.
+    assert published == [
+        port
+        for i in range(3)
+        for port in (f"127.0.0.1:{8080 + i}:8080/tcp", f"127.0.0.1:{9092 + i}:9092/tcp")
+    ]
+
+
+def test_brokers_advertise_their_published_kafka_ports(config: dict[str, Any]) -> None:
+    """Kafka clients on the host bootstrap from 127.0.0.1:9092-9094 and are sent to each
+    broker's published port (registered by the broker, not derived from its compose URL)."""
+    for i, name in enumerate(BROKERS):
+        env = config["services"][name]["environment"]
+        assert env["TIERLOG_KAFKA_LISTEN"] == "0.0.0.0:9092"
+        assert env["TIERLOG_KAFKA_ADVERTISED"] == f"127.0.0.1:{9092 + i}"
 
 
 def test_tierlog_services_configured_from_env(config: dict[str, Any]) -> None:
@@ -157,14 +169,18 @@ def test_the_console_is_a_client_of_broker_1(config: dict[str, Any]) -> None:
 
 def test_environment_overrides_are_interpolated() -> None:
     config = _compose_config(
-        POSTGRES_PASSWORD="pw1", MINIO_ROOT_PASSWORD="s3pw", TIERLOG_PUBLISH_IP="0.0.0.0"
+        POSTGRES_PASSWORD="pw1",
+        MINIO_ROOT_PASSWORD="s3pw",
+        TIERLOG_PUBLISH_IP="0.0.0.0",
+        TIERLOG_KAFKA_HOST="kafka.example.com",
     )
     services = config["services"]
     assert services["postgres"]["environment"]["POSTGRES_PASSWORD"] == "pw1"
     env = services["broker-2"]["environment"]
     assert env["TIERLOG_DATABASE_URL"] == "postgresql+psycopg://tierlog:pw1@postgres:5432/tierlog"
     assert env["AWS_SECRET_ACCESS_KEY"] == "s3pw"
-    assert services["broker-2"]["ports"] == ["0.0.0.0:8081:8080/tcp"]
+    assert services["broker-2"]["ports"] == ["0.0.0.0:8081:8080/tcp", "0.0.0.0:9093:9092/tcp"]
+    assert env["TIERLOG_KAFKA_ADVERTISED"] == "kafka.example.com:9093"
 
 
 def test_every_role_compose_runs_is_a_tierlog_command() -> None:

@@ -20,7 +20,7 @@ import pytest
 
 from tests.integration.cluster import wait_for
 from tests.integration.dev_process import DevInstance, child_pid, dev_argv, dev_env, dev_root
-from tierlog.devstack.dev import fetch_port
+from tierlog.devstack.dev import KAFKA_PORT_SHIFT, fetch_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,6 +61,8 @@ def test_banner_prints_the_admin_key_and_dev_env(dev: DevInstance) -> None:
     banner = dev.log.read_text()
     assert f"admin key (User:admin, a super user): {key}" in banner
     assert f". {dev.data_dir / 'dev.env'};" in banner
+    kafka = f"127.0.0.1:{dev.port + KAFKA_PORT_SHIFT}"  # 9092 for dev's default 8080
+    assert f"Kafka clients: {kafka};" in banner and variables["TIERLOG_KAFKA_BOOTSTRAP"] == kafka
     assert variables["TIERLOG_URL"] == dev.base
     assert variables["TIERLOG_DATABASE_URL"].startswith("postgresql")
     assert {"TIERLOG_S3_ENDPOINT", "TIERLOG_S3_BUCKET", "TIERLOG_FETCH_URL"} <= set(variables)

@@ -1,42 +1,24 @@
 """Real Kafka clients against the broker's Kafka listener (issue 19): confluent-kafka
-(librdkafka) and kcat, and records crossing between the Kafka and HTTP protocols."""
+(librdkafka), kcat, kafka-python and aiokafka with each codec and acks level, records
+crossing between the Kafka and HTTP protocols, history read from S3, topic admin. Requests
+no client sends, and the listener's limits, are in test_kafka_wire.py."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
-import contextlib
-import io
 import shutil
-import socket
-import struct
 import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import timedelta
 from typing import Any
 
-import google_crc32c
-import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
-from kio.schema.init_producer_id.v0.request import (
-    InitProducerIdRequest as InitProducerIdRequestV0,
-)
-from kio.schema.init_producer_id.v0.response import (
-    InitProducerIdResponse as InitProducerIdResponseV0,
-)
-from kio.schema.produce.v7.request import PartitionProduceData, TopicProduceData
-from kio.schema.produce.v7.request import ProduceRequest as ProduceRequestV7
-from kio.schema.produce.v7.response import ProduceResponse as ProduceResponseV7
-from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i16, i32
 
 from coldstore.object_store import ObjectStoreConfig
-from ingest.kafka.record_batch import encode_batch
-from logformat.schema import CONSUMER_SCHEMA
 from metadata.db import make_engine
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import wait_for
@@ -45,7 +27,11 @@ from tests.integration.ports import free_port
 from tests.integration.s3 import MotoServer, moto_s3_fixture, new_bucket  # noqa: F401
 from tiering.worker import TieringWorker
 
-INFLIGHT = 4_000_000  # the module broker's budget of request bytes in flight
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+ACKS = (0, 1, -1)
+# Each (codec, acks) pair writes to its own partition of one topic: one topic, one read-back.
+MATRIX = [(codec, acks) for codec in CODECS for acks in ACKS]
+PER_CELL = 20  # records per (codec, acks) pair
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +48,7 @@ def kafka_broker(
     """One broker for the module, with its Kafka listener and a cold tier in (moto) S3."""
     port = free_port()
     data = tmp_path_factory.mktemp("kafka-broker") / "data-1"
-    args = ["--kafka-listen", f"127.0.0.1:{port}", "--max-connections-per-address", "32"]
-    args += ["--max-inflight-bytes", str(INFLIGHT)]
+    args = ["--kafka-listen", f"127.0.0.1:{port}"]
     b = BrokerProcess(db_factory(), data, 1, args, env=s3_env(kafka_s3))
     try:
         yield b.start(), f"127.0.0.1:{port}"
@@ -225,113 +210,11 @@ def test_kcat_produce_and_consume(kafka_broker: Any) -> None:
     assert "2 partitions" in meta.stdout.decode()
 
 
-# -- bad input on the wire: an answer or a closed connection, never a dead broker ------------
-
-
-def _request(api_key: int, version: int, body: bytes, correlation: int = 7) -> bytes:
-    """A request frame with header v1 (client id "t"), and v2's empty tags when flexible."""
-    flexible = (api_key, version) in {(18, 3), (0, 9), (3, 12)}
-    head = struct.pack(">hhih", api_key, version, correlation, 1) + b"t"
-    frame = head + (b"\0" if flexible else b"") + body
-    return struct.pack(">i", len(frame)) + frame
-
-
-def _call(bootstrap: str, raw: bytes) -> bytes:
-    """The response frame to `raw`, or b"" when the broker closed the connection."""
-    host, port = bootstrap.split(":")
-    with socket.create_connection((host, int(port)), timeout=10) as s:
-        s.sendall(raw)
-        s.shutdown(socket.SHUT_WR)  # all sent: a truncated frame is a client hanging up
-        head = b""
-        while len(head) < 4:
-            chunk = s.recv(4 - len(head))
-            if not chunk:
-                return b""
-            head += chunk
-        (size,) = struct.unpack(">i", head)
-        body = b""
-        while len(body) < size:
-            body += s.recv(size - len(body))
-        return body
-
-
-def _encode(body: Any) -> bytes:
-    out = io.BytesIO()
-    entity_writer(type(body))(out, body)
-    return out.getvalue()
-
-
-def _produce_raw(bootstrap: str, topic: str, records: bytes) -> Any:
-    """One Produce v7 request (acks=all) of `records` to partition 0; its partition answer."""
-    req = ProduceRequestV7(
-        transactional_id=None,
-        acks=i16(-1),
-        timeout=timedelta(seconds=5),
-        topic_data=(
-            TopicProduceData(
-                name=topic,
-                partition_data=(PartitionProduceData(index=i32(0), records=records),),
-            ),
-        ),
-    )
-    resp, _ = entity_reader(ProduceResponseV7)(_call(bootstrap, _request(0, 7, _encode(req))), 4)
-    return resp.responses[0].partition_responses[0]
-
-
-def _api_versions_ok(bootstrap: str) -> None:
-    resp = _call(bootstrap, _request(18, 0, b""))
-    assert resp[:4] == struct.pack(">i", 7) and resp[4:6] == b"\0\0"  # correlation, no error
-
-
-def test_bad_frames_close_the_connection_not_the_broker(kafka_broker: Any) -> None:
-    broker, bootstrap = kafka_broker
-    bad = [
-        struct.pack(">i", 1 << 30) + b"x",  # over the request size limit
-        struct.pack(">i", -5),
-        struct.pack(">i", 3) + b"abc",  # shorter than a header
-        _request(9999, 0, b""),  # unknown API key
-        _request(3, 99, b""),  # a Metadata version not served
-        _request(3, 1, b"\xff\xff\xff\x00\x01"),  # Metadata with a garbled body
-        struct.pack(">i", 100) + b"\0\x12",  # truncated: the client hangs up mid-frame
-    ]
-    for raw in bad:
-        assert _call(bootstrap, raw) == b"", raw
-        _api_versions_ok(bootstrap)
-    assert broker.http.get("/readyz").status_code == 200
-
-
-def test_api_versions_answers_an_unknown_version(kafka_broker: Any) -> None:
-    _, bootstrap = kafka_broker
-    resp = _call(bootstrap, _request(18, 77, b""))
-    got, _ = entity_reader(ApiVersionsResponseV0)(resp, 4)
-    assert got.error_code == 35  # UNSUPPORTED_VERSION, with the versions we do serve
-    assert {(k.api_key, k.min_version, k.max_version) for k in got.api_keys} >= {(0, 3, 9)}
-
-
-def test_a_batch_with_a_wrong_crc_writes_nothing(kafka_broker: Any) -> None:
-    broker, bootstrap = kafka_broker
-    topic = _topic(broker)
-    good = encode_batch(
-        pa.RecordBatch.from_pylist(
-            [{"offset": 0, "timestamp": 5, "key": b"k", "value": b"v", "headers": None}],
-            schema=CONSUMER_SCHEMA,
-        ),
-        0,
-        1,
-    )
-    # A flipped byte (CRC mismatch: CORRUPT_MESSAGE, nothing written), then the intact batch.
-    for records, code in ((good[:-1] + bytes([good[-1] ^ 0xFF]), 2), (good, 0)):
-        assert _produce_raw(bootstrap, topic, records).error_code == code
-        if code:
-            assert broker.fetch(topic, 0, 0)["high_watermark"] == 0
-    assert [r["value"] for r in broker.fetch(topic, 0, 0)["records"]] == ["v"]
-
-
 # kafka-python reads its bundled schemas with a deprecated importlib call: its noise, not ours
 @pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")
 def test_kafka_python_client(kafka_broker: Any) -> None:
     """kafka-python (a pure-Python implementation of the protocol) negotiates its own
-    versions: produce with lz4 and read back by assignment."""
+    versions: produce with gzip and read back by assignment."""
     from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KTopicPartition
 
@@ -354,32 +237,6 @@ def test_kafka_python_client(kafka_broker: Any) -> None:
     assert [(r.offset, r.key, r.value) for r in got] == [
         (i, b"k%d" % i, b"v%d" % i) for i in range(10)
     ]
-
-
-def _idempotent(batch: bytes, pid: int, epoch: int, seq: int) -> bytes:
-    """`batch` as an idempotent producer's: its id, epoch and base sequence, CRC redone."""
-    tail = bytearray(batch[21:])
-    struct.pack_into(">qhi", tail, 43 - 21, pid, epoch, seq)
-    return batch[:17] + struct.pack(">I", google_crc32c.value(bytes(tail))) + bytes(tail)
-
-
-def test_a_resent_idempotent_batch_is_written_once(kafka_broker: Any) -> None:
-    """The producer id from InitProducerId and the batch's sequence reach the log's producer
-    state: a retried batch (same sequence) answers its first offsets and writes nothing."""
-    broker, bootstrap = kafka_broker
-    topic = _topic(broker)
-    init = _encode(InitProducerIdRequestV0(transactional_id=None, transaction_timeout=timedelta(0)))
-    got, _ = entity_reader(InitProducerIdResponseV0)(_call(bootstrap, _request(22, 0, init)), 4)
-    assert got.error_code == 0 and got.producer_id >= 0 and got.producer_epoch == 0
-    row = {"timestamp": 5, "key": None, "value": b"x", "headers": None}
-    rows = [{"offset": i, **row} for i in range(3)]
-    plain = encode_batch(pa.RecordBatch.from_pylist(rows, schema=CONSUMER_SCHEMA), 0, 3)
-    answers = []
-    for seq in (0, 0, 3):  # the first batch, its retry, the next batch
-        part = _produce_raw(bootstrap, topic, _idempotent(plain, got.producer_id, 0, seq))
-        answers.append((part.error_code, part.base_offset))
-    assert answers == [(0, 0), (0, 0), (0, 3)]
-    assert broker.fetch(topic, 0, 0)["high_watermark"] == 6
 
 
 def test_consume_history_that_is_only_in_s3(kafka_broker: Any, kafka_s3: ObjectStoreConfig) -> None:
@@ -436,48 +293,12 @@ def test_admin_creates_and_deletes_topics(kafka_broker: Any) -> None:
     assert broker.http.get(f"/topics/{name}").status_code == 404
 
 
-def test_connections_per_address_are_capped(kafka_broker: Any) -> None:
-    """The broker's --max-connections-per-address (32 here) holds for Kafka connections: the
-    ones past it are closed at once, the others served, and the broker stays up."""
-    _, bootstrap = kafka_broker
-    host, port = bootstrap.split(":")
-    socks = [socket.create_connection((host, int(port)), timeout=10) for _ in range(40)]
-    served = 0
-    try:
-        for s in socks:
-            with contextlib.suppress(OSError):  # a refused one may be reset mid-send
-                s.sendall(_request(18, 0, b""))
-        for s in socks:
-            with contextlib.suppress(OSError):
-                served += len(s.recv(4)) == 4
-    finally:
-        for s in socks:
-            s.close()
-    assert 1 <= served <= 32
-    time.sleep(0.2)  # the broker counts the closed ones down
-    _api_versions_ok(bootstrap)
-
-
 def test_acks_zero_gets_no_response_and_writes(kafka_broker: Any) -> None:
     broker, bootstrap = kafka_broker
     topic = _topic(broker)
     _produce(bootstrap, topic, [{"value": b"%d" % i, "partition": 0} for i in range(50)], acks=0)
     wait_for("acks=0 records written", lambda: broker.fetch(topic)["high_watermark"] == 50)
     assert [m.value() for m in _consume(bootstrap, topic, 0, 50)] == [b"%d" % i for i in range(50)]
-
-
-def test_request_bytes_in_flight_are_bounded(kafka_broker: Any) -> None:
-    """A request that finds the in-flight budget full waits a second, then its connection
-    closes; once the budget frees, requests are served again."""
-    _, bootstrap = kafka_broker
-    host, port = bootstrap.split(":")
-    with socket.create_connection((host, int(port)), timeout=10) as hog:
-        hog.sendall(struct.pack(">i", INFLIGHT - 100) + b"\0" * 10)  # begun, never finished
-        time.sleep(0.2)
-        refused = struct.pack(">i", 200_000) + b"\0" * 10
-        assert _call(bootstrap, refused) == b""
-    time.sleep(0.2)  # the broker sees the hog gone and frees its bytes
-    _api_versions_ok(bootstrap)
 
 
 @pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")
@@ -503,3 +324,132 @@ def test_list_offsets_by_time_answers_the_record_time(kafka_broker: Any) -> None
         assert consumer.offsets_for_times({tp: base + 100})[tp] is None  # all older
     finally:
         consumer.close()
+
+
+# -- each codec and acks level, from each client: one partition per pair --------------------
+
+
+def _cell_value(p: int, i: int) -> bytes:
+    return b"cell %d record %d " % (p, i) * 4  # repetitive: every codec really compresses
+
+
+def _read_cells(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
+    """Every partition of the matrix topic from offset 0, by assignment."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    got: dict[int, list[bytes]] = {p: [] for p in range(len(MATRIX))}
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(len(MATRIX))])
+        deadline = time.monotonic() + 30
+        while sum(map(len, got.values())) < len(MATRIX) * PER_CELL:
+            assert time.monotonic() < deadline, {p: len(v) for p, v in got.items()}
+            msg = c.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got[msg.partition()].append(msg.value())
+    finally:
+        c.close()
+    return got
+
+
+def _check_cells(got: dict[int, list[bytes]], client: str) -> None:
+    for p, (codec, acks) in enumerate(MATRIX):
+        want = [_cell_value(p, i) for i in range(PER_CELL)]
+        assert got[p] == want, f"{client}, compression {codec}, acks {acks}"
+
+
+def test_confluent_kafka_each_codec_and_acks(kafka_broker: Any) -> None:
+    broker, bootstrap = kafka_broker
+    topic = _topic(broker, len(MATRIX))
+    for p, (codec, acks) in enumerate(MATRIX):
+        records = [{"value": _cell_value(p, i), "partition": p} for i in range(PER_CELL)]
+        _produce(bootstrap, topic, records, acks=acks, **{"compression.type": codec})
+    _check_cells(_read_cells(bootstrap, topic), "confluent-kafka")
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed (apt: kcat)")
+def test_kcat_each_codec_and_acks(kafka_broker: Any) -> None:
+    broker, bootstrap = kafka_broker
+    topic = _topic(broker, len(MATRIX))
+    for p, (codec, acks) in enumerate(MATRIX):
+        lines = b"".join(_cell_value(p, i) + b"\n" for i in range(PER_CELL))
+        argv = ["kcat", "-b", bootstrap, "-P", "-t", topic, "-p", str(p), "-z", codec]
+        subprocess.run([*argv, "-X", f"acks={acks}"], input=lines, check=True, timeout=30)
+    _check_cells(_read_cells(bootstrap, topic), "kcat")
+
+
+@pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")
+def test_kafka_python_each_codec_and_acks(kafka_broker: Any) -> None:
+    from kafka import KafkaProducer
+
+    broker, bootstrap = kafka_broker
+    topic = _topic(broker, len(MATRIX))
+    for p, (codec, acks) in enumerate(MATRIX):
+        producer = KafkaProducer(
+            bootstrap_servers=bootstrap,
+            acks="all" if acks == -1 else acks,
+            compression_type=None if codec == "none" else codec,
+        )
+        try:
+            for i in range(PER_CELL):
+                producer.send(topic, value=_cell_value(p, i), partition=p)
+            producer.flush(30)
+        finally:
+            producer.close()
+    _check_cells(_read_cells(bootstrap, topic), "kafka-python")
+
+
+def test_aiokafka_producer_and_group_consumer(kafka_broker: Any) -> None:
+    """aiokafka (asyncio; its own protocol code): an idempotent acks=all producer with zstd,
+    and a consumer group member that reads everything and commits, on the HTTP group store."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    broker, bootstrap = kafka_broker
+    topic = _topic(broker, partitions=2)
+    group = f"aio-{uuid.uuid4().hex[:8]}"
+    sent = {b"aio %d" % i for i in range(40)}
+
+    async def run() -> list[Any]:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap,
+            acks="all",
+            enable_idempotence=True,
+            compression_type="zstd",
+        )
+        await producer.start()
+        try:
+            for i in range(40):
+                await producer.send(topic, value=b"aio %d" % i, key=b"k%d" % (i % 4))
+            await producer.flush()
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        await consumer.start()
+        got: list[Any] = []
+        try:
+            async with asyncio.timeout(30):
+                while len(got) < len(sent):
+                    for records in (await consumer.getmany(timeout_ms=200)).values():
+                        got.extend(records)
+            await consumer.commit()
+        finally:
+            await consumer.stop()
+        return got
+
+    got = asyncio.run(run())
+    assert {r.value for r in got} == sent and len(got) == len(sent)
+    committed = broker.http.get(f"/groups/{group}/offsets").json()["offsets"]
+    assert {(o["topic"], o["partition"]): o["offset"] for o in committed} == {
+        (topic, p): sum(1 for r in got if r.partition == p) for p in (0, 1)
+    }

@@ -1,21 +1,45 @@
-"""The README's Python client example, run as written (on a test broker's URL), twice:
-the second run finds its topic (create_topic(exist_ok=True)) and its group's offsets."""
+"""The README's client examples, run as written on a test broker (its URL and Kafka address in
+place of dev's): the Python client's twice (the second run finds its topic and its group's
+offsets), and the "Kafka clients" section's kcat lines and confluent-kafka program."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from logformat.errors import ErrorCode
 from tests.integration.brokers import BrokerProcess
+from tests.integration.ports import free_port
 from tierlog import Admin
 from tierlog.client.errors import ApiError
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def readme_broker(
+    db_factory: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[BrokerProcess, str]]:
+    """One broker for the module, with a Kafka listener (dev's 9092 is replaced by it)."""
+    kafka = f"127.0.0.1:{free_port()}"
+    data = tmp_path_factory.mktemp("readme") / "data-1"
+    b = BrokerProcess(db_factory(), data, 1, ["--kafka-listen", kafka])
+    try:
+        yield b.start(), kafka
+    finally:
+        b.stop()
+
+
+@pytest.fixture(scope="module")
+def module_broker(readme_broker: tuple[BrokerProcess, str]) -> BrokerProcess:
+    return readme_broker[0]
 
 
 def _readme_example(url: str) -> str:
@@ -57,3 +81,44 @@ def test_create_topic_exist_ok_and_the_cli_if_not_exists(module_broker: BrokerPr
     assert out.stdout == "topic once exists with 2 partition(s)\n"
     out = subprocess.run(cli, capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and "TOPIC_ALREADY_EXISTS" in out.stderr
+
+
+def _blocks(lang: str) -> list[str]:
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("\n## Kafka clients\n")
+    section = readme[start : readme.index("\n## ", start + 1)]
+    return re.findall(rf"```{lang}\n(.*?)```", section, re.S)
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed (apt: kcat)")
+def test_readme_kafka_examples_run_as_written(readme_broker: tuple[BrokerProcess, str]) -> None:
+    broker, bootstrap = readme_broker
+    env = {
+        **os.environ,
+        "TIERLOG_URL": broker.url,  # what `tierlog` commands default to
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
+    kcat = _blocks("sh")[0].replace("127.0.0.1:9092", bootstrap)
+    out = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", kcat],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    # kcat's consume (%p:%o %k=%s), then the same two records over HTTP (tierlog consume).
+    consumed = sorted(line.split(" ", 1)[1] for line in lines if re.match(r"\d+:\d+ ", line))
+    assert consumed == ["alice=10", "bob=20"], out.stdout
+    assert {"alice\t10", "bob\t20"} <= set(lines), out.stdout  # tierlog consume, over HTTP
+    assert "3 partitions" in out.stdout  # kcat -L
+    program = _blocks("python")[0].replace("127.0.0.1:9092", bootstrap)
+    out = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    printed = out.stdout.splitlines()
+    # The group read all five records: kcat's two and the program's three.
+    assert len(printed) == 5, out.stdout
+    assert sum("b'carol'" in line and "('source', b'kafka')" in line for line in printed) == 3

@@ -86,7 +86,7 @@ def _add_broker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--kafka-advertised",
         default=_env("KAFKA_ADVERTISED"),
         help="HOST:PORT Kafka clients are told to use for this broker (default: the listen "
-        "address); other brokers' addresses keep the same distance from their HTTP port",
+        "address); registered, so every broker's Metadata names it",
     )
     add_server_security(p)
     add_limit_flags(p)
