@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from cluster.authorizer import ANONYMOUS
+from ingest.kafka.turns import Turns
 from logformat.errors import ErrorCode, TierlogError
 from metadata.acl import CLUSTER_NAME
 
@@ -48,6 +49,7 @@ class KafkaContext:
         self.raw_sasl = False  # a v0 SaslHandshake: the next frame is a bare SASL token
         self.authenticated = False
         self.closing = False  # close once the current answer is sent (failed auth)
+        self.turns = Turns()  # the connection's requests, one after another (turns.py)
         self._port_shift = advertised[1] - host_port(broker.config.advertised_url)[1]
 
     def allowed(self, resource_type: str, name: str, operation: str) -> bool:
