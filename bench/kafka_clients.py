@@ -4,6 +4,7 @@ one consumer, with the settings they really use (printed with the table)."""
 from __future__ import annotations
 
 import multiprocessing as mp
+import multiprocessing.synchronize
 import time
 from typing import Any
 
@@ -40,6 +41,7 @@ def _producer(
     acks: str,
     work: list[tuple[int, list[bytes], list[bytes]]],
     out: mp.Queue,  # type: ignore[type-arg]
+    go: mp.synchronize.Event,
 ) -> None:
     p = Producer({"bootstrap.servers": bootstrap, "acks": acks, **PRODUCER})
     p.list_topics(topic, timeout=30)  # metadata before the clock: leaders are known
@@ -48,6 +50,7 @@ def _producer(
         for partition, keys, vals in work
     ]
     out.put(("ready", 0, 0))
+    go.wait()
     start = time.perf_counter()
     queued = 0
     for partition, batch in messages:
@@ -70,8 +73,9 @@ def produce(
     shares: list[list[tuple[int, list[bytes], list[bytes]]]] = [[] for _ in range(clients)]
     for chunk in chunks:
         shares[chunk[0] % clients].append(chunk)
+    go = mp.Event()
     procs = [
-        mp.Process(target=_producer, args=(bootstrap, topic, acks, share, queue))
+        mp.Process(target=_producer, args=(bootstrap, topic, acks, share, queue, go))
         for share in shares
     ]
     for proc in procs:
@@ -79,6 +83,7 @@ def produce(
     for _ in procs:  # each has built its messages and knows the leaders
         queue.get(timeout=120)
     started = time.perf_counter()
+    go.set()
     results = [queue.get(timeout=300) for _ in procs]  # a dead producer: Empty
     elapsed = time.perf_counter() - started
     for proc in procs:

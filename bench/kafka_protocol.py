@@ -8,9 +8,10 @@ Starts its own Postgres, then one broker, then a 3-broker cluster (RF=3,
 min.insync.replicas=2), each broker with --kafka-listen. On each, with acks=all and the same
 keyed ~100 B JSON records (4 partitions; a topic per case):
 - produce: the baseline, pre-encoded Arrow bodies of 10,000 records POSTed to the
-  partitions' leaders, 4 in flight (bench/client_produce.py's raw_arrow); the Python client's
-  send_table(); `clients` processes each running a confluent-kafka Producer (produce_batch()
-  of the same 10,000-record chunks, each partition's from one process);
+  partitions' leaders by `clients` processes, one request in flight per partition
+  (bench/arrow_baseline.py); the Python client's send_table(); `clients` processes each
+  running a confluent-kafka Producer (produce_batch() of the same 10,000-record chunks,
+  each partition's from one process);
 - consume: the first `consume` records of the Kafka-produced topic, read by raw Arrow HTTP
   fetches (the baseline, bench/client_consume.py's), the Python client's poll_arrow(), and
   one confluent-kafka Consumer (assign() from the spans' starts; every message a Python
@@ -35,7 +36,7 @@ import httpx
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench import kafka_clients
+from bench import arrow_baseline, kafka_clients
 from bench.client_consume import (
     ARROW,
     FETCH_BYTES,
@@ -44,7 +45,7 @@ from bench.client_consume import (
     raw_fetch,
     tier_spans,
 )
-from bench.client_produce import CHUNK, PARTITIONS, log_end, raw_arrow, records, send_table
+from bench.client_produce import CHUNK, PARTITIONS, log_end, records, send_table
 from bench.databases import new_database
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import Cluster
@@ -96,6 +97,13 @@ def _chunks(n: int) -> list[tuple[int, list[bytes], list[bytes]]]:
     ]
 
 
+def _leaders(url: str, topic: str) -> dict[int, str]:
+    with httpx.Client(base_url=url, timeout=30) as http:
+        brokers = {b["id"]: b["url"] for b in http.get("/brokers").json()["brokers"]}
+        parts = http.get(f"/topics/{topic}").json()["partitions"]
+    return {int(p["partition"]): brokers.get(p["leader"], url) for p in parts}
+
+
 def _span_bytes(url: str, topic: str, spans: list[PartitionSpan]) -> int:
     """Key and value bytes of the spans, read over HTTP (untimed: what readers must get)."""
     total = 0
@@ -121,11 +129,14 @@ def produce_rows(s: Setup, n: int, clients: int) -> list[Row]:
     for topic in ("http", "client", "kafka"):
         s.create(topic)
     with _cpu_meter(s.pids) as cpu:
-        rate = raw_arrow(s.url, "http", n)["records_per_s"]
-    rows = [Row(s.name, "produce: HTTP Arrow", n, n / float(rate), size, cpu[0], True)]
+        acked, seconds = arrow_baseline.produce(_leaders(s.url, "http"), "http", clients, chunks)
+    if acked != n or log_end(s.url, "http") != n:
+        raise SystemExit(f"HTTP produce: {acked:,} acknowledged of {n:,}, or not all in the log")
+    rows = [Row(s.name, "produce: HTTP Arrow", n, seconds, size, cpu[0], True)]
     with _cpu_meter(s.pids) as cpu:
-        rate = send_table(s.url, "client", n)["records_per_s"]
-    rows.append(Row(s.name, "produce: Python client", n, n / float(rate), size, cpu[0], False))
+        rate = send_table(s.url, "client", n)["records_per_s"]  # checks the log holds all
+    assert isinstance(rate, float)
+    rows.append(Row(s.name, "produce: Python client", n, n / rate, size, cpu[0], False))
     with _cpu_meter(s.pids) as cpu:
         acked, seconds = kafka_clients.produce(s.bootstrap, "kafka", "all", clients, chunks)
     in_log = log_end(s.url, "kafka")
@@ -265,7 +276,8 @@ def main() -> None:
         + kafka_clients.settings("all")
     )
     print(
-        f"HTTP baseline: Arrow bodies of {CHUNK:,} records to the leaders, 4 in flight; "
+        f"HTTP baseline: Arrow bodies of {CHUNK:,} records to the leaders from "
+        f"{args.clients} process(es), 1 in flight per partition; "
         f"fetches of {FETCH_BYTES:,} B per partition; Python client: send_table(), poll_arrow()"
     )
     print_table(rows)
