@@ -22,6 +22,7 @@ from logformat.errors import ErrorCode, TierlogError
 from logformat.schema import HEADER_STRUCT, HEADERS, RECORD_SCHEMA, TIMESTAMP
 
 _EMPTY = pa.scalar(b"", pa.binary())
+_NO_HEADERS = pa.scalar(b"\x00", pa.binary())  # a header count of 0
 
 
 def corrupt(why: str) -> TierlogError:
@@ -212,15 +213,17 @@ def encode_records(batch: pa.RecordBatch, base_offset: int, base_ts: int) -> pa.
     key_len, value_len = _lengths(keys), _lengths(values)
     counts = np.asarray(pc.list_value_length(headers).fill_null(0).to_numpy(), np.int64)
     zeros = np.zeros(n, np.int64)  # the record attributes
-    framing = [vc.packed([zeros, ts_delta, offset_delta, key_len])]
-    framing += [vc.packed([value_len]), vc.packed([counts])]
+    length = 1 + vc.sizes(ts_delta) + vc.sizes(offset_delta) + vc.sizes(key_len)
+    length += np.maximum(key_len, 0) + vc.sizes(value_len) + np.maximum(value_len, 0)
+    parts = [_bytes_of(keys), vc.packed([value_len]), _bytes_of(values)]
     if counts.any():
-        framing.append(_header_bytes(headers, counts))
-    length = sum((_lengths(p) for p in framing), np.maximum(key_len, 0) + np.maximum(value_len, 0))
-    # The same varints again with the record length first: its size depends on the rest.
+        blob = _header_bytes(headers, counts)
+        length += vc.sizes(counts) + _lengths(blob)
+        parts += [vc.packed([counts]), blob]
+    else:
+        length += 1
+        parts.append(_NO_HEADERS)
     first = vc.packed([length, zeros, ts_delta, offset_delta, key_len])
-    records = pc.binary_join_element_wise(
-        first, _bytes_of(keys), framing[1], _bytes_of(values), *framing[2:], _EMPTY
-    )
+    records = pc.binary_join_element_wise(first, *parts, _EMPTY)
     ends = np.frombuffer(records.buffers()[1], np.int32, n + 1, 4 * records.offset)
     return records.buffers()[2].slice(int(ends[0]), int(ends[-1] - ends[0]))

@@ -97,9 +97,17 @@ _SMALL, _SMALL_USED = _table()
 
 def _sizes(raw: npt.NDArray[np.uint64]) -> Ints:
     sizes = np.ones(len(raw), np.int64)
+    top = int(raw.max()) if len(raw) else 0
     for k in range(1, LONG_WIDTH):
+        if top < 1 << (7 * k):
+            break
         sizes += raw >= np.uint64(1 << (7 * k))
     return sizes
+
+
+def sizes(values: Ints) -> Ints:
+    """The byte count of each value's zigzag varint."""
+    return _sizes(((values << 1) ^ (values >> 63)).view(np.uint64))
 
 
 def _column(v: Ints) -> tuple[Bytes, npt.NDArray[np.bool_] | None]:
