@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import multiprocessing.synchronize
+import resource
 import time
 from typing import Any
 
@@ -29,6 +30,12 @@ CONSUMER: dict[str, Any] = {
 }
 
 
+def _cpu_s() -> float:
+    """CPU seconds of this process, all its threads (librdkafka's too)."""
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    return use.ru_utime + use.ru_stime
+
+
 def settings(acks: str) -> str:
     p = ", ".join(f"{k}={v}" for k, v in PRODUCER.items() if not k.startswith("queue."))
     c = ", ".join(f"{k}={v}" for k, v in CONSUMER.items())
@@ -49,14 +56,14 @@ def _producer(
         (partition, [{"key": k, "value": v} for k, v in zip(keys, vals, strict=True)])
         for partition, keys, vals in work
     ]
-    out.put(("ready", 0, 0))
+    out.put(("ready", 0, 0.0, 0.0))
     go.wait()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu_s()
     queued = 0
     for partition, batch in messages:
         queued += p.produce_batch(topic, batch, partition=partition)
     left = p.flush(120)
-    out.put(("done", queued - left, time.perf_counter() - start))
+    out.put(("done", queued - left, time.perf_counter() - start, _cpu_s() - cpu))
 
 
 def produce(
@@ -65,10 +72,10 @@ def produce(
     acks: str,
     clients: int,
     chunks: list[tuple[int, list[bytes], list[bytes]]],
-) -> tuple[int, float]:
-    """(records acknowledged, seconds from the first send to the last flush) of `clients`
-    processes sending the (partition, keys, values) chunks between them, each partition's
-    chunks from one process (so its order is the one given)."""
+) -> tuple[int, float, float]:
+    """(records acknowledged, seconds from the first send to the last flush, their CPU
+    seconds meanwhile) of `clients` processes sending the (partition, keys, values) chunks
+    between them, each partition's chunks from one process (so its order is the one given)."""
     queue: mp.Queue = mp.Queue()  # type: ignore[type-arg]
     shares: list[list[tuple[int, list[bytes], list[bytes]]]] = [[] for _ in range(clients)]
     for chunk in chunks:
@@ -88,7 +95,7 @@ def produce(
     elapsed = time.perf_counter() - started
     for proc in procs:
         proc.join()
-    return sum(r[1] for r in results), elapsed
+    return sum(r[1] for r in results), elapsed, sum(r[3] for r in results)
 
 
 def consume(bootstrap: str, topic: str, spans: list[PartitionSpan]) -> tuple[Reading, int]:

@@ -18,25 +18,31 @@ keyed ~100 B JSON records (4 partitions; a topic per case):
   object, as librdkafka's Python binding hands them out).
 Checks: each topic's log holds exactly the records sent; each reader got each offset of its
 span once, in order; the Kafka consumer got the same value bytes as HTTP reads there.
+Also, the Kafka listener without a client library: pre-encoded Produce requests sent as
+the HTTP baseline sends its bodies (bench/pre_encoded.py), and bare Fetch requests read as
+the HTTP baseline reads (bench/kafka_fetch.py).
 Prints records/s, MB/s (keys and values), the ratio to the HTTP baseline of the same setup
-and direction, and the brokers' CPU time per record (all brokers, from /proc).
+and direction, and CPU time per record: the brokers' (all of them, from /proc) and the
+clients' (client processes while the clock ran; in-process clients' whole call).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
+from urllib.parse import urlsplit
 
 import httpx
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench import arrow_baseline, kafka_clients
+from bench import kafka_clients, kafka_fetch, pre_encoded
 from bench.client_consume import (
     ARROW,
     FETCH_BYTES,
@@ -60,6 +66,7 @@ class Row(NamedTuple):
     seconds: float
     size: int  # key and value bytes
     cpu_s: float  # the brokers' CPU seconds during the case
+    client_cpu_s: float  # the clients' (this process and its finished children)
     baseline: bool
 
 
@@ -69,6 +76,11 @@ class Setup(NamedTuple):
     bootstrap: str
     pids: list[int]
     create: Callable[[str], object]
+    kafka: dict[int, str]  # a broker's HTTP port -> its Kafka listener's host:port
+
+    def kafka_leaders(self, topic: str) -> dict[int, str]:
+        """Per partition, its leader's Kafka listener."""
+        return {p: self.kafka[urlsplit(u).port or 80] for p, u in _leaders(self.url, topic).items()}
 
 
 def _cpu(pids: list[int]) -> float:
@@ -80,12 +92,23 @@ def _cpu(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def _client_cpu() -> float:
+    """CPU seconds of this process (the in-process clients) and of its children that have
+    ended (client processes, joined before a case ends; the brokers are still running)."""
+    own, done = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + done.ru_utime + done.ru_stime
+
+
 @contextmanager
 def _cpu_meter(pids: list[int]) -> Iterator[list[float]]:
+    """[brokers' CPU seconds, clients' CPU seconds] of the block, once it has ended."""
     out: list[float] = []
-    before = _cpu(pids)
+    before, client = _cpu(pids), _client_cpu()
     yield out
-    out.append(_cpu(pids) - before)
+    out += [_cpu(pids) - before, _client_cpu() - client]
 
 
 def _chunks(n: int) -> list[tuple[int, list[bytes], list[bytes]]]:
@@ -126,58 +149,98 @@ def _span_bytes(url: str, topic: str, spans: list[PartitionSpan]) -> int:
 def produce_rows(s: Setup, n: int, clients: int) -> list[Row]:
     chunks = _chunks(n)
     size = sum(len(k) + len(v) for _, keys, vals in chunks for k, v in zip(keys, vals, strict=True))
-    for topic in ("http", "client", "kafka"):
+    rows = []
+
+    def case(
+        topic: str, name: str, run: Callable[[], tuple[int, float, float | None]], base: bool
+    ) -> None:
         s.create(topic)
-    with _cpu_meter(s.pids) as cpu:
-        acked, seconds = arrow_baseline.produce(_leaders(s.url, "http"), "http", clients, chunks)
-    if acked != n or log_end(s.url, "http") != n:
-        raise SystemExit(f"HTTP produce: {acked:,} acknowledged of {n:,}, or not all in the log")
-    rows = [Row(s.name, "produce: HTTP Arrow", n, seconds, size, cpu[0], True)]
-    with _cpu_meter(s.pids) as cpu:
-        rate = send_table(s.url, "client", n)["records_per_s"]  # checks the log holds all
-    assert isinstance(rate, float)
-    rows.append(Row(s.name, "produce: Python client", n, n / rate, size, cpu[0], False))
-    with _cpu_meter(s.pids) as cpu:
-        acked, seconds = kafka_clients.produce(s.bootstrap, "kafka", "all", clients, chunks)
-    in_log = log_end(s.url, "kafka")
-    if acked != n or in_log != n:
-        raise SystemExit(f"Kafka produce: {acked:,} acked, {in_log:,} in the log, {n:,} sent")
-    rows.append(Row(s.name, "produce: Kafka, confluent-kafka", n, seconds, size, cpu[0], False))
+        with _cpu_meter(s.pids) as cpu:
+            acked, seconds, client_cpu = run()
+        if client_cpu is not None:  # client processes: their CPU while the clock ran
+            cpu[1] = client_cpu
+        in_log = log_end(s.url, topic) - (topic == "client")  # send_table's warm-up record
+        if acked != n or in_log != n:
+            raise SystemExit(f"{name}: {acked:,} acked, {in_log:,} in the log, {n:,} sent")
+        rows.append(Row(s.name, name, n, seconds, size, cpu[0], cpu[1], base))
+
+    case(
+        "http",
+        "produce: HTTP Arrow",
+        lambda: pre_encoded.produce("http", _leaders(s.url, "http"), "http", clients, chunks),
+        True,
+    )
+    case(
+        "wire",
+        "produce: Kafka wire, pre-encoded",
+        lambda: pre_encoded.produce(
+            "kafka",
+            s.kafka_leaders("wire"),
+            "wire",
+            clients,
+            chunks,
+        ),
+        False,
+    )
+    case("client", "produce: Python client", lambda: _send_table(s.url, n), False)
+    case(
+        "kafka",
+        "produce: Kafka, confluent-kafka",
+        lambda: kafka_clients.produce(s.bootstrap, "kafka", "all", clients, chunks),
+        False,
+    )
     return rows
+
+
+def _send_table(url: str, n: int) -> tuple[int, float, float | None]:
+    rate = send_table(url, "client", n)["records_per_s"]  # checks the log holds n + 1
+    assert isinstance(rate, float)
+    return n, n / rate, None
 
 
 def consume_rows(s: Setup, n: int) -> list[Row]:
     spans = tier_spans(s.url, "kafka", n)["hot"]
     size = _span_bytes(s.url, "kafka", spans)
     raw_fetch(s.url, "kafka", spans)  # warm: the same pages for every case
+    rows = []
     with _cpu_meter(s.pids) as cpu:
         base = raw_fetch(s.url, "kafka", spans)
-    rows = [Row(s.name, "consume: HTTP Arrow", base.records, base.seconds, size, cpu[0], True)]
+    rows.append(
+        Row(s.name, "consume: HTTP Arrow", base.records, base.seconds, size, cpu[0], cpu[1], True)
+    )
+    leaders = s.kafka_leaders("kafka")
+    with _cpu_meter(s.pids) as cpu:
+        wire = kafka_fetch.fetch(leaders, "kafka", spans)
+    rows.append(
+        Row(
+            s.name,
+            "consume: Kafka wire, Fetch",
+            wire.records,
+            wire.seconds,
+            size,
+            cpu[0],
+            cpu[1],
+            False,
+        )
+    )
     with _cpu_meter(s.pids) as cpu:
         py = poll_arrow_reading(s.url, "kafka", spans)
-    rows.append(Row(s.name, "consume: Python client", py.records, py.seconds, size, cpu[0], False))
+    rows.append(
+        Row(s.name, "consume: Python client", py.records, py.seconds, size, cpu[0], cpu[1], False)
+    )
     with _cpu_meter(s.pids) as cpu:
         kafka, got = kafka_clients.consume(s.bootstrap, "kafka", spans)
     if got != size:
         raise SystemExit(f"the Kafka consumer read {got:,} key and value bytes, HTTP {size:,}")
-    rows.append(
-        Row(
-            s.name,
-            "consume: Kafka, confluent-kafka",
-            kafka.records,
-            kafka.seconds,
-            size,
-            cpu[0],
-            False,
-        )
-    )
+    name = "consume: Kafka, confluent-kafka"
+    rows.append(Row(s.name, name, kafka.records, kafka.seconds, size, cpu[0], cpu[1], False))
     return rows
 
 
 def print_table(rows: list[Row]) -> None:
     print(
-        f"\n{'setup':<15} {'case':<33} {'records/s':>10} {'MB/s':>7} {'vs HTTP':>7} "
-        f"{'broker CPU us/rec':>17}"
+        f"\n{'setup':<15} {'case':<34} {'records/s':>10} {'MB/s':>7} {'vs HTTP':>7} "
+        f"{'CPU us/rec: brokers':>19} {'clients':>7}"
     )
     base: dict[tuple[str, str], float] = {}
     for r in rows:
@@ -187,8 +250,9 @@ def print_table(rows: list[Row]) -> None:
             base[(r.setup, kind)] = rate
         ratio = "base" if r.baseline else f"{rate / base[(r.setup, kind)]:.0%}"
         print(
-            f"{r.setup:<15} {r.case:<33} {rate:>10,.0f} {r.size / r.seconds / 1e6:>7.1f} "
-            f"{ratio:>7} {r.cpu_s / r.records * 1e6:>17.2f}"
+            f"{r.setup:<15} {r.case:<34} {rate:>10,.0f} {r.size / r.seconds / 1e6:>7.1f} "
+            f"{ratio:>7} {r.cpu_s / r.records * 1e6:>19.2f} "
+            f"{r.client_cpu_s / r.records * 1e6:>7.2f}"
         )
 
 
@@ -196,8 +260,12 @@ def _kafka_args() -> list[str]:
     return ["--kafka-listen", f"127.0.0.1:{free_port()}"]
 
 
+def _kafka_ports(brokers: list[BrokerProcess]) -> dict[int, str]:
+    return {b.port: b.extra_args[b.extra_args.index("--kafka-listen") + 1] for b in brokers}
+
+
 def _bootstrap(brokers: list[BrokerProcess]) -> str:
-    return ",".join(b.extra_args[b.extra_args.index("--kafka-listen") + 1] for b in brokers)
+    return ",".join(_kafka_ports(brokers).values())
 
 
 def _pids(brokers: list[BrokerProcess]) -> list[int]:
@@ -214,6 +282,7 @@ def run(args: argparse.Namespace, tmp: Path, db: str) -> list[Row]:
             _bootstrap([broker]),
             _pids([broker]),
             lambda t: broker.create_topic(t, partitions=PARTITIONS),
+            _kafka_ports([broker]),
         )
         rows += produce_rows(one, args.records, args.clients) + consume_rows(one, args.consume)
     finally:
@@ -232,6 +301,7 @@ def run(args: argparse.Namespace, tmp: Path, db: str) -> list[Row]:
             _bootstrap(list(c.brokers.values())),
             _pids(list(c.brokers.values())),
             lambda t: c.create_topic(t, partitions=PARTITIONS, min_insync_replicas=2),
+            _kafka_ports(list(c.brokers.values())),
         )
         rows += produce_rows(three, args.records, args.clients) + consume_rows(three, args.consume)
     finally:
