@@ -29,9 +29,11 @@ clients' (client processes while the clock ran; in-process clients' whole call).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import resource
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -77,6 +79,7 @@ class Setup(NamedTuple):
     pids: list[int]
     create: Callable[[str], object]
     kafka: dict[int, str]  # a broker's HTTP port -> its Kafka listener's host:port
+    idle: float  # the brokers' CPU seconds per second when idle
 
     def kafka_leaders(self, topic: str) -> dict[int, str]:
         """Per partition, its leader's Kafka listener."""
@@ -93,22 +96,28 @@ def _cpu(pids: list[int]) -> float:
 
 
 def _client_cpu() -> float:
-    """CPU seconds of this process (the in-process clients) and of its children that have
-    ended (client processes, joined before a case ends; the brokers are still running)."""
-    own, done = (
-        resource.getrusage(resource.RUSAGE_SELF),
-        resource.getrusage(resource.RUSAGE_CHILDREN),
-    )
-    return own.ru_utime + own.ru_stime + done.ru_utime + done.ru_stime
+    """CPU seconds of this process, all threads: the clients that run in it (raw fetches,
+    the Python client, the Kafka consumer); client processes report their own."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
+
+
+def idle_rate(pids: list[int], seconds: float) -> float:
+    """The brokers' CPU seconds per second with no load (heartbeats, the controller, metadata
+    polls): subtracted from each case, so a slow case is not charged for time passing."""
+    before = _cpu(pids)
+    time.sleep(seconds)
+    return (_cpu(pids) - before) / seconds
 
 
 @contextmanager
-def _cpu_meter(pids: list[int]) -> Iterator[list[float]]:
-    """[brokers' CPU seconds, clients' CPU seconds] of the block, once it has ended."""
+def _cpu_meter(s: Setup) -> Iterator[list[float]]:
+    """[brokers' CPU seconds beyond idle, clients' CPU seconds] of the block, once ended."""
     out: list[float] = []
-    before, client = _cpu(pids), _client_cpu()
+    before, client, began = _cpu(s.pids), _client_cpu(), time.perf_counter()
     yield out
-    out += [_cpu(pids) - before, _client_cpu() - client]
+    idle = s.idle * (time.perf_counter() - began)
+    out += [max(0.0, _cpu(s.pids) - before - idle), _client_cpu() - client]
 
 
 def _chunks(n: int) -> list[tuple[int, list[bytes], list[bytes]]]:
@@ -155,7 +164,7 @@ def produce_rows(s: Setup, n: int, clients: int) -> list[Row]:
         topic: str, name: str, run: Callable[[], tuple[int, float, float | None]], base: bool
     ) -> None:
         s.create(topic)
-        with _cpu_meter(s.pids) as cpu:
+        with _cpu_meter(s) as cpu:
             acked, seconds, client_cpu = run()
         if client_cpu is not None:  # client processes: their CPU while the clock ran
             cpu[1] = client_cpu
@@ -183,12 +192,15 @@ def produce_rows(s: Setup, n: int, clients: int) -> list[Row]:
         False,
     )
     case("client", "produce: Python client", lambda: _send_table(s.url, n), False)
-    case(
-        "kafka",
-        "produce: Kafka, confluent-kafka",
-        lambda: kafka_clients.produce(s.bootstrap, "kafka", "all", clients, chunks),
-        False,
-    )
+    for topic, linger in (("kafka-linger5", 5), ("kafka", kafka_clients.LINGER_MS)):
+        case(
+            topic,
+            f"produce: Kafka, confluent, linger {linger}ms",
+            functools.partial(
+                kafka_clients.produce, s.bootstrap, topic, "all", clients, chunks, linger
+            ),
+            False,
+        )
     return rows
 
 
@@ -203,13 +215,13 @@ def consume_rows(s: Setup, n: int) -> list[Row]:
     size = _span_bytes(s.url, "kafka", spans)
     raw_fetch(s.url, "kafka", spans)  # warm: the same pages for every case
     rows = []
-    with _cpu_meter(s.pids) as cpu:
+    with _cpu_meter(s) as cpu:
         base = raw_fetch(s.url, "kafka", spans)
     rows.append(
         Row(s.name, "consume: HTTP Arrow", base.records, base.seconds, size, cpu[0], cpu[1], True)
     )
     leaders = s.kafka_leaders("kafka")
-    with _cpu_meter(s.pids) as cpu:
+    with _cpu_meter(s) as cpu:
         wire = kafka_fetch.fetch(leaders, "kafka", spans)
     rows.append(
         Row(
@@ -223,12 +235,12 @@ def consume_rows(s: Setup, n: int) -> list[Row]:
             False,
         )
     )
-    with _cpu_meter(s.pids) as cpu:
+    with _cpu_meter(s) as cpu:
         py = poll_arrow_reading(s.url, "kafka", spans)
     rows.append(
         Row(s.name, "consume: Python client", py.records, py.seconds, size, cpu[0], cpu[1], False)
     )
-    with _cpu_meter(s.pids) as cpu:
+    with _cpu_meter(s) as cpu:
         kafka, got = kafka_clients.consume(s.bootstrap, "kafka", spans)
     if got != size:
         raise SystemExit(f"the Kafka consumer read {got:,} key and value bytes, HTTP {size:,}")
@@ -239,7 +251,7 @@ def consume_rows(s: Setup, n: int) -> list[Row]:
 
 def print_table(rows: list[Row]) -> None:
     print(
-        f"\n{'setup':<15} {'case':<34} {'records/s':>10} {'MB/s':>7} {'vs HTTP':>7} "
+        f"\n{'setup':<15} {'case':<38} {'records/s':>10} {'MB/s':>7} {'vs HTTP':>7} "
         f"{'CPU us/rec: brokers':>19} {'clients':>7}"
     )
     base: dict[tuple[str, str], float] = {}
@@ -250,7 +262,7 @@ def print_table(rows: list[Row]) -> None:
             base[(r.setup, kind)] = rate
         ratio = "base" if r.baseline else f"{rate / base[(r.setup, kind)]:.0%}"
         print(
-            f"{r.setup:<15} {r.case:<34} {rate:>10,.0f} {r.size / r.seconds / 1e6:>7.1f} "
+            f"{r.setup:<15} {r.case:<38} {rate:>10,.0f} {r.size / r.seconds / 1e6:>7.1f} "
             f"{ratio:>7} {r.cpu_s / r.records * 1e6:>19.2f} "
             f"{r.client_cpu_s / r.records * 1e6:>7.2f}"
         )
@@ -283,6 +295,7 @@ def run(args: argparse.Namespace, tmp: Path, db: str) -> list[Row]:
             _pids([broker]),
             lambda t: broker.create_topic(t, partitions=PARTITIONS),
             _kafka_ports([broker]),
+            idle_rate(_pids([broker]), args.idle_seconds),
         )
         rows += produce_rows(one, args.records, args.clients) + consume_rows(one, args.consume)
     finally:
@@ -302,6 +315,7 @@ def run(args: argparse.Namespace, tmp: Path, db: str) -> list[Row]:
             _pids(list(c.brokers.values())),
             lambda t: c.create_topic(t, partitions=PARTITIONS, min_insync_replicas=2),
             _kafka_ports(list(c.brokers.values())),
+            idle_rate(_pids(list(c.brokers.values())), args.idle_seconds),
         )
         rows += produce_rows(three, args.records, args.clients) + consume_rows(three, args.consume)
     finally:
@@ -319,8 +333,9 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--no-cluster", action="store_true", help="one broker only")
     parser.add_argument("--smoke", action="store_true", help="seconds-long run, tiny sizes")
     args = parser.parse_args()
+    args.idle_seconds = 3.0
     if args.smoke:
-        args.records, args.clients, args.consume = 10_000, 1, 4_000
+        args.records, args.clients, args.consume, args.idle_seconds = 10_000, 1, 4_000, 0.2
     return args
 
 

@@ -62,8 +62,8 @@ EXPECTED = {
     ],
     "kafka_protocol": [
         "tierlog Kafka protocol benchmark: acks=all, 4 partitions",
-        "case                                records/s    MB/s vs HTTP CPU us/rec: brokers clients",
-        "1 broker        produce: Kafka wire, pre-encoded",
+        "  records/s    MB/s vs HTTP CPU us/rec: brokers clients",
+        "1 broker        produce: Kafka, confluent, linger 50ms",
         "3 brokers RF=3  consume: Kafka, confluent-kafka",
         "the Kafka consumer read the key and value bytes HTTP reads there",
     ],
