@@ -42,28 +42,42 @@ def _long_varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
+def _zigzag(v: int) -> int:
+    return (v >> 1) ^ -(v & 1)
+
+
+# How far a record starting with a one- or two-byte length varint reaches (varint + length),
+# by its first byte, or by its first two bytes (None: the varint is longer): looked up in
+# the walk, which is the one per-record loop in Python.
+_REACH_1 = [1 + _zigzag(b) for b in range(0x80)]
+_REACH_2: list[int | None] = [None] * (1 << 16)
+for _b in range(0x80, 0x100):
+    for _c in range(0x80):
+        _REACH_2[(_b << 8) | _c] = 2 + _zigzag((_b & 0x7F) | (_c << 7))
+
+
 def _bounds(data: bytes, count: int) -> Ints:
     """Where each record starts, then where the last ends: the one walk in Python, one
     varint per record (one or two bytes but for records of 8 KiB and more)."""
     out = [0] * (count + 1)
     pos = 0
+    reach_1, reach_2 = _REACH_1, _REACH_2
     try:
         for i in range(1, count + 1):
             b = data[pos]
             if b < 0x80:
-                pos += 1 + ((b >> 1) ^ -(b & 1))
-            elif (c := data[pos + 1]) < 0x80:
-                v = (b & 0x7F) | (c << 7)
-                pos += 2 + ((v >> 1) ^ -(v & 1))
+                pos += reach_1[b]
+            elif (step := reach_2[(b << 8) | data[pos + 1]]) is not None:
+                pos += step
             else:
                 n, after = _long_varint(data, pos)
                 pos = after + n
-            if pos < 0:
-                raise IndexError(pos)
             out[i] = pos
     except IndexError:
         raise corrupt("a record runs past the end of the batch") from None
     bounds = np.array(out, np.int64)
+    if (bounds[1:] <= bounds[:-1]).any():  # a negative length walked backwards
+        raise corrupt("a record length is negative")
     if bounds[-1] != len(data):
         raise corrupt("bytes left over after the last record")
     return bounds

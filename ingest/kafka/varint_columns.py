@@ -19,6 +19,7 @@ Bytes = npt.NDArray[np.uint8]
 INT_WIDTH, LONG_WIDTH = 5, 10  # the longest varint of an int32 / int64
 PAD = 16  # zero bytes after a buffer, so a fixed-width gather never runs past it
 _INLINE = 12  # a BinaryView element of up to 12 bytes holds them in its view
+_ZEROS = bytes(PAD)
 _COLUMNS = np.arange(PAD)
 _SHIFTS = (7 * _COLUMNS[:LONG_WIDTH]).astype(np.uint64)
 
@@ -28,10 +29,8 @@ class VarintError(ValueError):
 
 
 def padded(data: bytes) -> Bytes:
-    """`data` as a uint8 array with PAD zero bytes after it."""
-    buf = np.zeros(len(data) + PAD, np.uint8)
-    buf[: len(data)] = np.frombuffer(data, np.uint8)
-    return buf
+    """`data` as a (read-only) uint8 array with PAD zero bytes after it."""
+    return np.frombuffer(data + _ZEROS, np.uint8)
 
 
 def read(buf: Bytes, pos: Ints, width: int) -> tuple[Ints, Ints]:
@@ -43,9 +42,15 @@ def read(buf: Bytes, pos: Ints, width: int) -> tuple[Ints, Ints]:
     if not more.any():  # every varint is one byte: small lengths, deltas, counts
         return (first >> 1) ^ -(first & 1), np.ones(len(pos), np.int64)
     second = buf[pos + 1].astype(np.int64)
-    if not (more & (second >= 0x80)).any():  # at most two bytes: values below 8192
+    more2 = more & (second >= 0x80)
+    if not more2.any():  # at most two bytes: values below 8192
         raw = (first & 0x7F) | np.where(more, second << 7, 0)
         return (raw >> 1) ^ -(raw & 1), 1 + more
+    third = buf[pos + 2].astype(np.int64)
+    if width >= 3 and not (more2 & (third >= 0x80)).any():  # offset deltas of big batches
+        raw = (first & 0x7F) | np.where(more, (second & 0x7F) << 7, 0)
+        raw |= np.where(more2, third << 14, 0)
+        return (raw >> 1) ^ -(raw & 1), 1 + more + more2
     grid = buf[pos[:, None] + _COLUMNS[:width]]
     last = grid < 0x80
     if not last.any(axis=1).all():
@@ -68,16 +73,22 @@ def strings(buf: Bytes, starts: Ints, lengths: Ints) -> pa.Array:
     if nulls.all():
         return pa.nulls(n, pa.binary())
     sizes = np.where(nulls, 0, lengths)
-    views = np.zeros((n, 16), np.uint8)
-    head = buf[np.minimum(starts, len(buf) - PAD)[:, None] + _COLUMNS[:_INLINE]]
+    at = np.minimum(starts, len(buf) - PAD)
     inline = sizes <= _INLINE
-    head[inline[:, None] & (_COLUMNS[:_INLINE] >= sizes[:, None])] = 0
-    views[:, 4:16] = np.where(inline[:, None], head, 0)
-    words = views.view(np.int32)
+    words = np.zeros((n, 4), np.int32)  # per element: length, then 12 bytes
     words[:, 0] = sizes
-    long = ~inline
-    words[long, 1] = head[long, :4].copy().view(np.int32)[:, 0]  # the 4-byte prefix
-    words[long, 3] = starts[long]  # buffer index 0, then the offset
+    if inline.any():  # up to 12 bytes: held in the view, zero-padded
+        head = buf[at[:, None] + _COLUMNS[:_INLINE]]
+        head *= _COLUMNS[:_INLINE] < sizes[:, None]
+        if inline.all():
+            words[:, 1:] = head.view(np.int32)
+        else:
+            words[inline, 1:] = head[inline].view(np.int32)
+    if not inline.all():  # longer: a 4-byte prefix, buffer 0, the offset
+        long = ~inline
+        words[long, 1] = buf[at[long, None] + _COLUMNS[:4]].view(np.int32)[:, 0]
+        words[long, 3] = starts[long]
+    views = words
     validity = pa.py_buffer(np.packbits(~nulls, bitorder="little")) if nulls.any() else None
     view = pa.Array.from_buffers(
         pa.binary_view(), n, [validity, pa.py_buffer(views), pa.py_buffer(buf)]
