@@ -184,7 +184,8 @@ class KafkaListener:
                 # before are still answered, then the receiver's reason is raised.
                 await answers.put(None)
             await sender  # a request's protocol error: raised here
-            receiver.result()
+            if receiver.done():
+                receiver.result()
         finally:
             for task in (receiver, sender):
                 task.cancel()
@@ -218,9 +219,13 @@ class KafkaListener:
     async def _request(self, ctx: KafkaContext, frame: bytes, size: int) -> bytes | None:
         try:
             async with ctx.turns.turn():
-                if ctx.closing:  # read ahead of a failed authentication: never served
+                if ctx.closing:  # read ahead of a refused request or failed authentication
                     return None
-                return await self._respond(ctx, frame)
+                try:
+                    return await self._respond(ctx, frame)
+                except BaseException:
+                    ctx.closing = True  # the connection closes: what was read after never runs
+                    raise
         finally:
             await self.budget.release(size)
 
