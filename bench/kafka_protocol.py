@@ -335,7 +335,7 @@ def _args() -> argparse.Namespace:
     args = parser.parse_args()
     args.idle_seconds = 3.0
     if args.smoke:
-        args.records, args.clients, args.consume, args.idle_seconds = 10_000, 1, 4_000, 0.2
+        args.records, args.clients, args.consume, args.idle_seconds = 4_000, 1, 2_000, 0.1
     return args
 
 
