@@ -1,7 +1,7 @@
 """The Kafka listener's throughput beside the HTTP Arrow path and the Python client, in one run.
 
     .venv/bin/python -m bench.kafka_protocol [--records 1000000] [--clients 2]
-    .venv/bin/python -m bench.kafka_protocol --smoke     # tiny sizes (the test suite)
+    .venv/bin/python -m bench.kafka_protocol --smoke     # tiny sizes, one broker (the suite)
     .venv/bin/python -m bench.kafka_protocol --no-cluster
 
 Starts its own Postgres, then one broker, then a 3-broker cluster (RF=3,
@@ -336,6 +336,7 @@ def _args() -> argparse.Namespace:
     args.idle_seconds = 3.0
     if args.smoke:
         args.records, args.clients, args.consume, args.idle_seconds = 4_000, 1, 2_000, 0.1
+        args.no_cluster = True  # the suite's time: the cluster's cases run the same code
     return args
 
 

@@ -64,7 +64,7 @@ EXPECTED = {
         "tierlog Kafka protocol benchmark: acks=all, 4 partitions",
         "  records/s    MB/s vs HTTP CPU us/rec: brokers clients",
         "1 broker        produce: Kafka, confluent, linger 50ms",
-        "3 brokers RF=3  consume: Kafka, confluent-kafka",
+        "1 broker        consume: Kafka, confluent-kafka",
         "the Kafka consumer read the key and value bytes HTTP reads there",
     ],
 }
