@@ -161,6 +161,11 @@ def _consume(
     return Reading(got, seconds, lat)
 
 
+def poll_arrow_reading(url: str, topic: str, spans: list[PartitionSpan]) -> Reading:
+    """`spans` read by a Consumer's poll_arrow() (bench/kafka_protocol.py's Python case)."""
+    return _consume(url, topic, spans, _poll_arrow)
+
+
 class Got(NamedTuple):
     n: int
     records: list[tuple[int, int]] | pa.Table  # (partition, offset) pairs, or poll_arrow's

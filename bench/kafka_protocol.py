@@ -1,234 +1,376 @@
-"""The Kafka listener's throughput beside the HTTP Arrow path, on one broker, in one run.
+"""The Kafka listener's throughput beside the HTTP Arrow path and the Python client, in one run.
 
-    .venv/bin/python -m bench.kafka_protocol [--seconds 5] [--clients 2] [--partitions 4]
-    .venv/bin/python -m bench.kafka_protocol --smoke     # tiny sizes (the test suite)
+    .venv/bin/python -m bench.kafka_protocol [--records 1000000] [--clients 2]
+    .venv/bin/python -m bench.kafka_protocol --smoke     # tiny sizes, one broker (the suite)
+    .venv/bin/python -m bench.kafka_protocol --no-cluster
 
-Starts its own Postgres and one broker with --kafka-listen, then:
-- produce (acks=1): `clients` processes POSTing Arrow batches of `batch` records (the
-  baseline), then `clients` processes each running a confluent-kafka (librdkafka) Producer of
-  the same values, timed until flush() returns;
-- consume: the first `consume` records of the Kafka-produced topic read by raw Arrow HTTP
-  fetches (the baseline, bench/client_consume.py's) and by one confluent-kafka Consumer
-  (assign() from offset 0, consume() in batches; every message is a Python object).
-Checks: every partition's log holds exactly what was acknowledged, and each reader got each
-offset of its span once, in order. Prints records/s and the Kafka/HTTP ratio per direction.
+Starts its own Postgres, then one broker, then a 3-broker cluster (RF=3,
+min.insync.replicas=2), each broker with --kafka-listen. On each, with acks=all and the same
+keyed ~100 B JSON records (4 partitions; a topic per case):
+- produce: the baseline, pre-encoded Arrow bodies of 10,000 records POSTed to the
+  partitions' leaders by `clients` processes, one request in flight per partition
+  (bench/arrow_baseline.py); the Python client's send_table(); `clients` processes each
+  running a confluent-kafka Producer (produce_batch() of the same 10,000-record chunks,
+  each partition's from one process);
+- consume: the first `consume` records of the Kafka-produced topic, read by raw Arrow HTTP
+  fetches (the baseline, bench/client_consume.py's), the Python client's poll_arrow(), and
+  one confluent-kafka Consumer (assign() from the spans' starts; every message a Python
+  object, as librdkafka's Python binding hands them out).
+Checks: each topic's log holds exactly the records sent; each reader got each offset of its
+span once, in order; the Kafka consumer got the same value bytes as HTTP reads there.
+Also, the Kafka listener without a client library: pre-encoded Produce requests sent as
+the HTTP baseline sends its bodies (bench/pre_encoded.py), and bare Fetch requests read as
+the HTTP baseline reads (bench/kafka_fetch.py).
+Prints records/s, MB/s (keys and values), the ratio to the HTTP baseline of the same setup
+and direction, and CPU time per record: the brokers' (all of them, from /proc) and the
+clients' (client processes while the clock ran; in-process clients' whole call).
 """
 
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
+import functools
 import os
+import resource
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
+from urllib.parse import urlsplit
 
 import httpx
-from confluent_kafka import Consumer, Producer, TopicPartition
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from bench.client_consume import FETCH_BYTES, PartitionSpan, Reading, raw_fetch, tier_spans
-from bench.load import run_load
-from bench.produce import ARROW, arrow_body, values
+from bench import kafka_clients, kafka_fetch, pre_encoded
+from bench.client_consume import (
+    ARROW,
+    FETCH_BYTES,
+    PartitionSpan,
+    poll_arrow_reading,
+    raw_fetch,
+    tier_spans,
+)
+from bench.client_produce import CHUNK, PARTITIONS, log_end, records, send_table
+from bench.databases import new_database
 from tests.integration.brokers import BrokerProcess
+from tests.integration.cluster import Cluster
 from tests.integration.ports import free_port
 from tierlog.devstack.localpg import LocalPostgres
 
 
-def _kafka_producer(
-    bootstrap: str,
-    topic: str,
-    partitions: int,
-    seconds: float,
-    batch: int,
-    out: mp.Queue,  # type: ignore[type-arg]
-) -> None:
-    vals = values(batch)
-    p = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": 1,
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 500_000,
-            "enable.idempotence": False,
-            "compression.type": "none",
-        }
-    )
-    sent = 0
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        for i, v in enumerate(vals):
-            while True:
-                try:
-                    p.produce(topic, v, partition=i % partitions)
-                    break
-                except BufferError:  # the local queue is full: let librdkafka send
-                    p.poll(0.005)
-        sent += len(vals)
-        p.poll(0)
-    left = p.flush(60)
-    out.put((sent, left))
+class Row(NamedTuple):
+    setup: str
+    case: str
+    records: int
+    seconds: float
+    size: int  # key and value bytes
+    cpu_s: float  # the brokers' CPU seconds during the case
+    client_cpu_s: float  # the clients' (this process and its finished children)
+    baseline: bool
 
 
-def kafka_produce(
-    bootstrap: str, topic: str, partitions: int, seconds: float, batch: int, clients: int
-) -> tuple[int, float]:
-    """(records acknowledged, seconds until the last producer flushed)."""
-    queue: mp.Queue = mp.Queue()  # type: ignore[type-arg]
-    procs = [
-        mp.Process(
-            target=_kafka_producer, args=(bootstrap, topic, partitions, seconds, batch, queue)
-        )
-        for _ in range(clients)
+class Setup(NamedTuple):
+    name: str
+    url: str
+    bootstrap: str
+    pids: list[int]
+    create: Callable[[str], object]
+    kafka: dict[int, str]  # a broker's HTTP port -> its Kafka listener's host:port
+    idle: float  # the brokers' CPU seconds per second when idle
+
+    def kafka_leaders(self, topic: str) -> dict[int, str]:
+        """Per partition, its leader's Kafka listener."""
+        return {p: self.kafka[urlsplit(u).port or 80] for p, u in _leaders(self.url, topic).items()}
+
+
+def _cpu(pids: list[int]) -> float:
+    """User + system CPU seconds of the processes so far."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _client_cpu() -> float:
+    """CPU seconds of this process, all threads: the clients that run in it (raw fetches,
+    the Python client, the Kafka consumer); client processes report their own."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
+
+
+def idle_rate(pids: list[int], seconds: float) -> float:
+    """The brokers' CPU seconds per second with no load (heartbeats, the controller, metadata
+    polls): subtracted from each case, so a slow case is not charged for time passing."""
+    before = _cpu(pids)
+    time.sleep(seconds)
+    return (_cpu(pids) - before) / seconds
+
+
+@contextmanager
+def _cpu_meter(s: Setup) -> Iterator[list[float]]:
+    """[brokers' CPU seconds beyond idle, clients' CPU seconds] of the block, once ended."""
+    out: list[float] = []
+    before, client, began = _cpu(s.pids), _client_cpu(), time.perf_counter()
+    yield out
+    idle = s.idle * (time.perf_counter() - began)
+    out += [max(0.0, _cpu(s.pids) - before - idle), _client_cpu() - client]
+
+
+def _chunks(n: int) -> list[tuple[int, list[bytes], list[bytes]]]:
+    """The records as raw_arrow sends them: chunk k of CHUNK records to partition k % 4."""
+    vals, keys = records(n)
+    return [
+        (k % PARTITIONS, keys[lo : lo + CHUNK], vals[lo : lo + CHUNK])
+        for k, lo in enumerate(range(0, n, CHUNK))
     ]
-    started = time.perf_counter()
-    for proc in procs:
-        proc.start()
-    results = [queue.get(timeout=seconds + 120) for _ in procs]  # a dead producer: Empty
-    elapsed = time.perf_counter() - started
-    for proc in procs:
-        proc.join()
-    if any(left for _, left in results):
-        raise SystemExit(f"producers left undelivered messages: {results}")
-    return sum(sent for sent, _ in results), elapsed
 
 
-def kafka_consume(bootstrap: str, topic: str, spans: list[PartitionSpan]) -> Reading:
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "bench-unused",  # assign() joins no group
-            "enable.auto.commit": False,
-            "fetch.wait.max.ms": 100,
-            "max.partition.fetch.bytes": FETCH_BYTES,
-            "fetch.max.bytes": FETCH_BYTES * max(1, len(spans)),
-        }
+def _leaders(url: str, topic: str) -> dict[int, str]:
+    with httpx.Client(base_url=url, timeout=30) as http:
+        brokers = {b["id"]: b["url"] for b in http.get("/brokers").json()["brokers"]}
+        parts = http.get(f"/topics/{topic}").json()["partitions"]
+    return {int(p["partition"]): brokers.get(p["leader"], url) for p in parts}
+
+
+def _span_bytes(url: str, topic: str, spans: list[PartitionSpan]) -> int:
+    """Key and value bytes of the spans, read over HTTP (untimed: what readers must get)."""
+    total = 0
+    with httpx.Client(base_url=url, timeout=60) as http:
+        for s in spans:
+            at = s.start
+            while at < s.end:
+                r = http.get(
+                    f"/topics/{topic}/partitions/{s.partition}/records",
+                    params={"offset": at, "max_bytes": FETCH_BYTES, "max_records": s.end - at},
+                    headers={"accept": ARROW},
+                ).raise_for_status()
+                t = pa.ipc.open_stream(pa.py_buffer(r.content)).read_all()
+                for name in ("key", "value"):
+                    total += pc.sum(pc.binary_length(t.column(name))).as_py() or 0
+                at = t.column("offset")[-1].as_py() + 1
+    return total
+
+
+def produce_rows(s: Setup, n: int, clients: int) -> list[Row]:
+    chunks = _chunks(n)
+    size = sum(len(k) + len(v) for _, keys, vals in chunks for k, v in zip(keys, vals, strict=True))
+    rows = []
+
+    def case(
+        topic: str, name: str, run: Callable[[], tuple[int, float, float | None]], base: bool
+    ) -> None:
+        s.create(topic)
+        with _cpu_meter(s) as cpu:
+            acked, seconds, client_cpu = run()
+        if client_cpu is not None:  # client processes: their CPU while the clock ran
+            cpu[1] = client_cpu
+        in_log = log_end(s.url, topic) - (topic == "client")  # send_table's warm-up record
+        if acked != n or in_log != n:
+            raise SystemExit(f"{name}: {acked:,} acked, {in_log:,} in the log, {n:,} sent")
+        rows.append(Row(s.name, name, n, seconds, size, cpu[0], cpu[1], base))
+
+    case(
+        "http",
+        "produce: HTTP Arrow",
+        lambda: pre_encoded.produce("http", _leaders(s.url, "http"), "http", clients, chunks),
+        True,
     )
-    want = sum(s.end - s.start for s in spans)
-    offsets: dict[int, list[int]] = {s.partition: [] for s in spans}
-    ends = {s.partition: s.end for s in spans}
-    lat: list[float] = []
-    started = time.perf_counter()
-    c.assign([TopicPartition(topic, s.partition, s.start) for s in spans])
-    got = 0
-    while got < want:
-        t0 = time.perf_counter()
-        msgs = c.consume(10_000, 1.0)
-        if not msgs:
-            if time.perf_counter() - started > 120:
-                raise SystemExit(f"the Kafka consumer stalled at {got:,} of {want:,}")
-            continue
-        lat.append((time.perf_counter() - t0) * 1000)
-        for m in msgs:
-            if m.error() is not None:
-                raise SystemExit(f"consumer error: {m.error()}")
-            part, off = m.partition(), m.offset()
-            assert part is not None and off is not None  # a message without error has both
-            if off < ends[part]:
-                offsets[part].append(off)
-                got += 1
-    seconds = time.perf_counter() - started
-    c.close()
-    for s in spans:
-        if offsets[s.partition] != list(range(s.start, s.end)):
-            raise SystemExit(f"partition {s.partition}: Kafka consumer read the wrong offsets")
-    return Reading(got, seconds, lat)
+    case(
+        "wire",
+        "produce: Kafka wire, pre-encoded",
+        lambda: pre_encoded.produce(
+            "kafka",
+            s.kafka_leaders("wire"),
+            "wire",
+            clients,
+            chunks,
+        ),
+        False,
+    )
+    case("client", "produce: Python client", lambda: _send_table(s.url, n), False)
+    for topic, linger in (("kafka-linger5", 5), ("kafka", kafka_clients.LINGER_MS)):
+        case(
+            topic,
+            f"produce: Kafka, confluent, linger {linger}ms",
+            functools.partial(
+                kafka_clients.produce, s.bootstrap, topic, "all", clients, chunks, linger
+            ),
+            False,
+        )
+    return rows
 
 
-def _log_end(url: str, topic: str) -> int:
-    doc = httpx.get(f"{url}/topics/{topic}", timeout=30).raise_for_status().json()
-    return sum(int(p["high_watermark"] or 0) for p in doc["partitions"])
+def _send_table(url: str, n: int) -> tuple[int, float, float | None]:
+    rate = send_table(url, "client", n)["records_per_s"]  # checks the log holds n + 1
+    assert isinstance(rate, float)
+    return n, n / rate, None
 
 
-def _row(case: str, rate: float, base: float | None) -> str:
-    ratio = f"{rate / base:7.0%}" if base else "      -"
-    return f"{case:<44} {rate:>12,.0f} {ratio}"
+def consume_rows(s: Setup, n: int) -> list[Row]:
+    spans = tier_spans(s.url, "kafka", n)["hot"]
+    size = _span_bytes(s.url, "kafka", spans)
+    raw_fetch(s.url, "kafka", spans)  # warm: the same pages for every case
+    rows = []
+    with _cpu_meter(s) as cpu:
+        base = raw_fetch(s.url, "kafka", spans)
+    rows.append(
+        Row(s.name, "consume: HTTP Arrow", base.records, base.seconds, size, cpu[0], cpu[1], True)
+    )
+    leaders = s.kafka_leaders("kafka")
+    with _cpu_meter(s) as cpu:
+        wire = kafka_fetch.fetch(leaders, "kafka", spans)
+    rows.append(
+        Row(
+            s.name,
+            "consume: Kafka wire, Fetch",
+            wire.records,
+            wire.seconds,
+            size,
+            cpu[0],
+            cpu[1],
+            False,
+        )
+    )
+    with _cpu_meter(s) as cpu:
+        py = poll_arrow_reading(s.url, "kafka", spans)
+    rows.append(
+        Row(s.name, "consume: Python client", py.records, py.seconds, size, cpu[0], cpu[1], False)
+    )
+    with _cpu_meter(s) as cpu:
+        kafka, got = kafka_clients.consume(s.bootstrap, "kafka", spans)
+    if got != size:
+        raise SystemExit(f"the Kafka consumer read {got:,} key and value bytes, HTTP {size:,}")
+    name = "consume: Kafka, confluent-kafka"
+    rows.append(Row(s.name, name, kafka.records, kafka.seconds, size, cpu[0], cpu[1], False))
+    return rows
+
+
+def print_table(rows: list[Row]) -> None:
+    print(
+        f"\n{'setup':<15} {'case':<38} {'records/s':>10} {'MB/s':>7} {'vs HTTP':>7} "
+        f"{'CPU us/rec: brokers':>19} {'clients':>7}"
+    )
+    base: dict[tuple[str, str], float] = {}
+    for r in rows:
+        rate = r.records / r.seconds
+        kind = r.case.split(":")[0]
+        if r.baseline:
+            base[(r.setup, kind)] = rate
+        ratio = "base" if r.baseline else f"{rate / base[(r.setup, kind)]:.0%}"
+        print(
+            f"{r.setup:<15} {r.case:<38} {rate:>10,.0f} {r.size / r.seconds / 1e6:>7.1f} "
+            f"{ratio:>7} {r.cpu_s / r.records * 1e6:>19.2f} "
+            f"{r.client_cpu_s / r.records * 1e6:>7.2f}"
+        )
+
+
+def _kafka_args() -> list[str]:
+    return ["--kafka-listen", f"127.0.0.1:{free_port()}"]
+
+
+def _kafka_ports(brokers: list[BrokerProcess]) -> dict[int, str]:
+    return {b.port: b.extra_args[b.extra_args.index("--kafka-listen") + 1] for b in brokers}
+
+
+def _bootstrap(brokers: list[BrokerProcess]) -> str:
+    return ",".join(_kafka_ports(brokers).values())
+
+
+def _pids(brokers: list[BrokerProcess]) -> list[int]:
+    return [b.proc.pid for b in brokers if b.proc is not None]
+
+
+def run(args: argparse.Namespace, tmp: Path, db: str) -> list[Row]:
+    rows: list[Row] = []
+    broker = BrokerProcess(db, tmp / "single", 1, _kafka_args()).start()
+    try:
+        one = Setup(
+            "1 broker",
+            broker.url,
+            _bootstrap([broker]),
+            _pids([broker]),
+            lambda t: broker.create_topic(t, partitions=PARTITIONS),
+            _kafka_ports([broker]),
+            idle_rate(_pids([broker]), args.idle_seconds),
+        )
+        rows += produce_rows(one, args.records, args.clients) + consume_rows(one, args.consume)
+    finally:
+        broker.stop()
+    if args.no_cluster:
+        return rows
+    (tmp / "cluster").mkdir()
+    c = Cluster(new_database(db, "cluster"), tmp / "cluster", 3)
+    for b in c.brokers.values():
+        b.extra_args += _kafka_args()
+    c.start()
+    try:
+        three = Setup(
+            "3 brokers RF=3",
+            c.any().url,
+            _bootstrap(list(c.brokers.values())),
+            _pids(list(c.brokers.values())),
+            lambda t: c.create_topic(t, partitions=PARTITIONS, min_insync_replicas=2),
+            _kafka_ports(list(c.brokers.values())),
+            idle_rate(_pids(list(c.brokers.values())), args.idle_seconds),
+        )
+        rows += produce_rows(three, args.records, args.clients) + consume_rows(three, args.consume)
+    finally:
+        c.stop()
+    return rows
 
 
 def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--seconds", type=float, default=5)
-    parser.add_argument("--clients", type=int, default=2)
-    parser.add_argument("--batch", type=int, default=1000)
-    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--records", type=int, default=1_000_000, help="per produce case")
+    parser.add_argument("--clients", type=int, default=2, help="Kafka producer processes")
     parser.add_argument("--consume", type=int, default=400_000, help="records to read")
+    parser.add_argument("--no-cluster", action="store_true", help="one broker only")
     parser.add_argument("--smoke", action="store_true", help="seconds-long run, tiny sizes")
     args = parser.parse_args()
+    args.idle_seconds = 3.0
     if args.smoke:
-        args.seconds, args.clients, args.batch, args.consume = 0.5, 1, 200, 4000
+        args.records, args.clients, args.consume, args.idle_seconds = 4_000, 1, 2_000, 0.1
+        args.no_cluster = True  # the suite's time: the cluster's cases run the same code
     return args
 
 
 def main() -> None:
     args = _args()
-    vals = values(args.batch)
+    vals, keys = records(1)
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp:
         os.chmod(tmp, 0o755)
         pg = LocalPostgres(Path(tmp) / "pg")
-        kport = free_port()
-        broker = BrokerProcess(
-            pg.start(), Path(tmp) / "broker", 1, ["--kafka-listen", f"127.0.0.1:{kport}"]
-        ).start()
-        bootstrap = f"127.0.0.1:{kport}"
         try:
-            for topic in ("http", "kafka"):
-                broker.create_topic(topic, partitions=args.partitions)
-            print(
-                f"tierlog Kafka protocol benchmark: 1 broker, acks=1, {args.partitions} "
-                f"partitions, ~{len(vals[0])} B JSON values, {args.clients} producer processes "
-                f"per case, {args.seconds:g} s per produce case, {args.batch} records per HTTP "
-                f"request, {os.cpu_count()} cores shared by clients and server"
-            )
-            # HTTP produce: Arrow bodies of `batch` records; the broker spreads them.
-            body = arrow_body(vals)
-            path = "/topics/http/records?acks=1"
-            run_load(
-                broker.port, path, body, ARROW, args.batch, args.clients, min(1.0, args.seconds)
-            )
-            http = run_load(broker.port, path, body, ARROW, args.batch, args.clients, args.seconds)
-            if http.errors:
-                raise SystemExit(f"{http.errors} HTTP produce requests failed")
-            sent, seconds = kafka_produce(
-                bootstrap, "kafka", args.partitions, args.seconds, args.batch, args.clients
-            )
-            for topic in ("http", "kafka"):
-                in_log = _log_end(broker.url, topic)
-                print(f"{topic} topic: {in_log:,} records in the log")
-            if _log_end(broker.url, "kafka") != sent:
-                raise SystemExit(f"the Kafka topic holds a different count than {sent:,} acked")
-            spans = tier_spans(broker.url, "kafka", args.consume)["hot"]
-            raw_fetch(broker.url, "kafka", spans)  # warm: the same pages, both cases alike
-            base_read = raw_fetch(broker.url, "kafka", spans)
-            kafka_read = kafka_consume(bootstrap, "kafka", spans)
-            produce_rate = sent / seconds
-            print(f"\n{'case':<44} {'records/s':>12} vs HTTP")
-            print(_row("produce: HTTP Arrow (baseline)", http.records_per_s, None))
-            print(
-                _row("produce: Kafka, confluent-kafka Producer", produce_rate, http.records_per_s)
-            )
-            base_rate = base_read.records / base_read.seconds
-            kafka_rate = kafka_read.records / kafka_read.seconds
-            print(
-                _row(
-                    f"consume: HTTP Arrow fetch (baseline), {base_read.records:,}", base_rate, None
-                )
-            )
-            print(
-                _row(
-                    f"consume: Kafka, confluent-kafka Consumer, {kafka_read.records:,}",
-                    kafka_rate,
-                    base_rate,
-                )
-            )
-            print(
-                f"\nchecked: {sent:,} Kafka-acked records in the log; "
-                "each reader read each offset once, in order"
-            )
+            rows = run(args, Path(tmp), pg.start())
         finally:
-            broker.stop()
             pg.stop()
+    print(
+        f"tierlog Kafka protocol benchmark: acks=all, {PARTITIONS} partitions, keyed records "
+        f"of ~{len(keys[0]) + len(vals[0])} B (~{len(vals[0])} B JSON values), "
+        f"{args.records:,} records per produce case, {args.consume:,} per consume case, "
+        f"{os.cpu_count()} cores shared by clients and brokers; the cluster: 3 brokers, RF=3, "
+        "min.insync.replicas=2"
+    )
+    print(
+        f"Kafka clients: {args.clients} producer process(es), 1 consumer; "
+        + kafka_clients.settings("all")
+    )
+    print(
+        f"HTTP baseline: Arrow bodies of {CHUNK:,} records to the leaders from "
+        f"{args.clients} process(es), 1 in flight per partition; "
+        f"fetches of {FETCH_BYTES:,} B per partition; Python client: send_table(), poll_arrow()"
+    )
+    print_table(rows)
+    print(
+        "\nchecked: every topic holds exactly the records sent; each reader read each offset "
+        "once, in order; the Kafka consumer read the key and value bytes HTTP reads there"
+    )
 
 
 if __name__ == "__main__":

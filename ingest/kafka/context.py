@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from cluster.authorizer import ANONYMOUS
 from ingest.kafka.cluster_identity import ClusterIdentity
+from ingest.kafka.turns import Turns
 from logformat.errors import ErrorCode, TierlogError
 from metadata.acl import CLUSTER_NAME
 
@@ -60,6 +61,7 @@ class KafkaContext:
         # or of a produce paused for tiering.
         self.muted_until = 0.0
         self.backoff_s = 0.0
+        self.turns = Turns()  # the connection's requests, one after another (turns.py)
         self._port_shift = advertised[1] - host_port(broker.config.advertised_url)[1]
 
     def allowed(self, resource_type: str, name: str, operation: str) -> bool:

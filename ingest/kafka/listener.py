@@ -1,12 +1,13 @@
 """The Kafka listener: an asyncio-streams server on the broker's event loop.
 
-One connection serves one request at a time and answers in order, as a Kafka broker does
-(it mutes a connection until its response is sent), so pipelined requests need no
-reordering. Frames are bounded by the broker's request size limit; a frame that cannot be
-parsed or an API we do not serve closes the connection (Kafka's own answer). A version
-outside what ApiVersions offered is answered UNSUPPORTED_VERSION in that version
-(error_response.py); ApiVersions itself always answers (KIP-511, as v0). No request can end
-the broker: every failure stays inside its connection.
+A connection's requests are read ahead of their answers (clients pipeline them, up to
+PIPELINED), served one after another in their own tasks (turns.py: produce lets the next
+one start once its records are queued) and answered in order, as a Kafka broker does.
+Frames are bounded by the broker's request size limit; a frame that cannot be parsed or an
+API we do not serve closes the connection (Kafka's own answer) once the answers before it
+are sent. A version outside what ApiVersions offered is answered UNSUPPORTED_VERSION in that
+version (error_response.py); ApiVersions itself always answers (KIP-511, as v0). No request
+can end the broker: every failure stays inside its connection.
 """
 
 from __future__ import annotations
@@ -103,6 +104,8 @@ HANDLERS: dict[int, Handler] = {
 }
 IDLE_TIMEOUT_S = 600.0  # Kafka's connections.max.idle.ms
 INFLIGHT_WAIT_S = 1.0  # as long as an HTTP request waits for in-flight room
+PIPELINED = 32  # requests read ahead of their answers, per connection
+_FLUSH_BYTES = 1 << 20  # answers buffered beyond this are flushed before the next one
 _SIZE = struct.Struct(">i")
 
 
@@ -187,6 +190,36 @@ class KafkaListener:
     async def _serve(
         self, ctx: KafkaContext, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
+        """Requests are read ahead while earlier ones are answered (clients pipeline them);
+        each runs in its own task, taking turns (turns.py), and answers go out in order."""
+        answers: asyncio.Queue[asyncio.Task[bytes | None] | None] = asyncio.Queue(PIPELINED)
+        sender = asyncio.create_task(self._send(ctx, answers, writer))
+        receiver = asyncio.create_task(self._receive(ctx, reader, answers))
+        try:
+            done, _ = await asyncio.wait((sender, receiver), return_when=asyncio.FIRST_COMPLETED)
+            if sender not in done:
+                # No more requests (closing, end of stream, a bad frame): the ones read
+                # before are still answered, then the receiver's reason is raised.
+                await answers.put(None)
+            await sender  # a request's protocol error: raised here
+            if receiver.done():
+                receiver.result()
+        finally:
+            for task in (receiver, sender):
+                task.cancel()
+            if receiver.done() and not receiver.cancelled():
+                receiver.exception()  # seen: the sender's outcome is the one that counts
+            while not answers.empty():
+                queued = answers.get_nowait()
+                if queued is not None:
+                    queued.cancel()
+
+    async def _receive(
+        self,
+        ctx: KafkaContext,
+        reader: asyncio.StreamReader,
+        answers: asyncio.Queue[asyncio.Task[bytes | None] | None],
+    ) -> None:
         # Once a request has begun it must arrive in time (slowloris), like an HTTP body.
         body_timeout = self.broker.config.request_body_timeout_ms / 1000
         while not ctx.closing:
@@ -195,12 +228,40 @@ class KafkaListener:
                 raise ProtocolError(f"no room for {size} request bytes in flight")
             try:
                 frame = await asyncio.wait_for(reader.readexactly(size), body_timeout)
-                response = await self._respond(ctx, frame)
-                if response is not None:
-                    writer.write(response)
-                    await writer.drain()
-            finally:
+            except BaseException:
                 await self.budget.release(size)
+                raise
+            # A full queue stops the reading: TCP pushes back on the client.
+            await answers.put(asyncio.create_task(self._request(ctx, frame, size)))
+
+    async def _request(self, ctx: KafkaContext, frame: bytes, size: int) -> bytes | None:
+        try:
+            async with ctx.turns.turn():
+                if ctx.closing:  # read ahead of a refused request or failed authentication
+                    return None
+                try:
+                    return await self._respond(ctx, frame)
+                except BaseException:
+                    ctx.closing = True  # the connection closes: what was read after never runs
+                    raise
+        finally:
+            await self.budget.release(size)
+
+    @staticmethod
+    async def _send(
+        ctx: KafkaContext,
+        answers: asyncio.Queue[asyncio.Task[bytes | None] | None],
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        while (task := await answers.get()) is not None:
+            response = await task
+            if response is not None:
+                writer.write(response)
+            if answers.empty() or writer.transport.get_write_buffer_size() > _FLUSH_BYTES:
+                await writer.drain()  # answers ready together leave in one go
+            if ctx.closing:  # the last answer before the connection closes
+                await writer.drain()
+                return
 
     async def _respond(self, ctx: KafkaContext, frame: bytes) -> bytes | None:
         if ctx.raw_sasl:  # after a v0 SaslHandshake: the bare PLAIN token

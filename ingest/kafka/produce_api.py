@@ -2,9 +2,11 @@
 
 The path after decoding is the HTTP produce path's: frames_for() frames the records (and
 carries an idempotent producer's id, epoch and base sequence into the frame header, where
-the log's producer state checks them) and Partition.append() group-commits them and waits
-for the ISR under acks=all. A batch that fails to decode is answered with its error and
-writes nothing; each partition succeeds or fails on its own, as in Kafka.
+the log's producer state checks them) and the partition group-commits them and waits for
+the ISR under acks=all. Once every partition's records are queued (in order), the
+connection's next request may start (turns.py) while this one waits. A batch that fails to
+decode is answered with its error and writes nothing; each partition succeeds or fails on
+its own, as in Kafka.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode as KafkaError
 
@@ -27,6 +29,8 @@ from ingest.kafka.record_batch import KafkaBatch, decode_batch
 # checked_records: the topic's rules for stored records (keys on compacted topics, LogAppendTime),
 # shared with HTTP produce rather than restated here.
 from ingest.produce import ProducerFields, checked_records, frames_for
+from ingest.replication.group_commit import AppendResult
+from ingest.replication.partition import Partition
 from logformat.errors import TierlogError
 
 log = logging.getLogger("tierlog.kafka")
@@ -47,9 +51,20 @@ async def _decode(ctx: KafkaContext, data: bytes) -> KafkaBatch:
     return decode_batch(*args)
 
 
-async def _append(
-    ctx: KafkaContext, topic: str, partition: int, data: bytes | None, acks: int, timeout_s: float
-) -> _Outcome:
+class _Queued(NamedTuple):
+    """A partition's records, queued for its log (Partition.submit)."""
+
+    state: Partition
+    queued: asyncio.Future[list[AppendResult]]
+    min_insync: int
+    topic: str
+    records: int
+    size: int
+
+
+async def _queue(
+    ctx: KafkaContext, topic: str, partition: int, data: bytes | None, acks: int
+) -> _Queued:
     ctx.require("topic", topic, "write")
     broker = ctx.broker
     view = await broker.cache.require_topic(topic, partition)
@@ -63,24 +78,64 @@ async def _append(
         else None
     )
     frames = frames_for(batch, view.config, producer)
-    results = await state.append(frames, acks, view.config.min_insync_replicas, timeout_s)
-    metrics.PRODUCED_RECORDS.labels(topic).inc(batch.num_rows)
-    metrics.PRODUCED_BYTES.labels(topic).inc(sum(len(f) for f in frames))
-    return _Outcome(KafkaError.none, results[0].base_offset, state.log.log_start_offset)
+    min_insync = view.config.min_insync_replicas
+    queued = state.submit(frames, acks, min_insync)
+    return _Queued(state, queued, min_insync, topic, batch.num_rows, sum(map(len, frames)))
+
+
+def _failed(exc: BaseException, topic: str, partition: int) -> _Outcome:
+    if isinstance(exc, TierlogError):
+        return _Outcome(kafka_error(exc))
+    # one partition's fault must not take the connection down
+    log.error("kafka produce failed", exc_info=exc, extra={"topic": topic, "partition": partition})
+    return _Outcome(KafkaError.unknown_server_error)
 
 
 async def _partition(
-    ctx: KafkaContext, topic: str, partition: int, data: bytes | None, acks: int, timeout_s: float
-) -> _Outcome:
+    ctx: KafkaContext, topic: str, partition: int, data: bytes | None, acks: int
+) -> _Queued | _Outcome:
     if acks not in (-1, 0, 1):
         return _Outcome(KafkaError.invalid_required_acks)
     try:
-        return await _append(ctx, topic, partition, data, acks, timeout_s)
-    except TierlogError as exc:
-        return _Outcome(kafka_error(exc))
-    except Exception:  # one partition's fault must not take the connection down
-        log.exception("kafka produce failed", extra={"topic": topic, "partition": partition})
-        return _Outcome(KafkaError.unknown_server_error)
+        return await _queue(ctx, topic, partition, data, acks)
+    except Exception as exc:
+        return _failed(exc, topic, partition)
+
+
+async def _completed(
+    q: _Queued | _Outcome, partition: int, acks: int, timeout_s: float
+) -> _Outcome:
+    if isinstance(q, _Outcome):
+        return q
+    try:
+        results = await q.state.completed(q.queued, acks, q.min_insync, timeout_s)
+    except Exception as exc:
+        return _failed(exc, q.topic, partition)
+    metrics.PRODUCED_RECORDS.labels(q.topic).inc(q.records)
+    metrics.PRODUCED_BYTES.labels(q.topic).inc(q.size)
+    return _Outcome(KafkaError.none, results[0].base_offset, q.state.log.log_start_offset)
+
+
+async def _produce(ctx: KafkaContext, request: Any) -> list[_Outcome]:
+    """Every partition's records queued, in request order, before the connection's next
+    request may start (turns.py); then the writes (and replicas, acks=all) awaited."""
+    timeout_s = ctx.broker.config.request_timeout_ms / 1000
+    asked = request.timeout.total_seconds()
+    if asked > 0:
+        timeout_s = min(timeout_s, asked)
+    parts = [(t.name, p) for t in request.topic_data for p in t.partition_data]
+    queued = await asyncio.gather(
+        *(_partition(ctx, topic, p.index, p.records, request.acks) for topic, p in parts)
+    )
+    ctx.turns.let_next_start()
+    return list(
+        await asyncio.gather(
+            *(
+                _completed(q, p.index, request.acks, timeout_s)
+                for q, (_, p) in zip(queued, parts, strict=True)
+            )
+        )
+    )
 
 
 async def handle_produce(ctx: KafkaContext, request: Any, response_cls: Any) -> Any | None:
@@ -89,17 +144,7 @@ async def handle_produce(ctx: KafkaContext, request: Any, response_cls: Any) -> 
         refused = _Outcome(KafkaError.transactional_id_authorization_failed)
         results = [refused for t in request.topic_data for _ in t.partition_data]
     else:
-        timeout_s = ctx.broker.config.request_timeout_ms / 1000
-        asked = request.timeout.total_seconds()
-        if asked > 0:
-            timeout_s = min(timeout_s, asked)
-        results = await asyncio.gather(
-            *(
-                _partition(ctx, t.name, p.index, p.records, request.acks, timeout_s)
-                for t in request.topic_data
-                for p in t.partition_data
-            )
-        )
+        results = await _produce(ctx, request)
     outcomes = iter(results)
     if request.acks == 0:
         return None

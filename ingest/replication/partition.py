@@ -168,6 +168,16 @@ class Partition:
         self, frames: list[bytearray], acks: int, min_insync: int, timeout_s: float
     ) -> list[AppendResult]:
         """Append as leader (offsets assigned here); with acks=-1 wait until committed."""
+        queued = self.submit(frames, acks, min_insync)
+        return await self.completed(queued, acks, min_insync, timeout_s)
+
+    def submit(
+        self, frames: list[bytearray], acks: int, min_insync: int
+    ) -> asyncio.Future[list[AppendResult]]:
+        """append()'s first half, synchronous: checks, then the frames queued for the next
+        group commit. Appends are written in the order they were submitted, so a caller
+        that must keep an order (a Kafka connection's pipelined produce requests) submits
+        in that order and may wait for completed() concurrently."""
         self.ensure_leader()
         if acks == -1 and len(self.isr) < min_insync:
             raise TierlogError(
@@ -175,7 +185,18 @@ class Partition:
                 f"{self.topic}-{self.partition} has {len(self.isr)} in-sync replicas "
                 f"({self.isr}); min.insync.replicas is {min_insync}",
             )
-        results = await self._commits.submit(frames)
+        return self._commits.submit(frames)
+
+    async def completed(
+        self,
+        queued: asyncio.Future[list[AppendResult]],
+        acks: int,
+        min_insync: int,
+        timeout_s: float,
+    ) -> list[AppendResult]:
+        """append()'s second half: the submitted frames' offsets once written, and with
+        acks=-1 once committed."""
+        results = await queued
         if acks == -1:
             await self._wait_committed(results[-1].last_offset + 1, min_insync, timeout_s)
         return results

@@ -67,11 +67,11 @@ EXPECTED = {
         "hot log cleaner",
     ],
     "kafka_protocol": [
-        "tierlog Kafka protocol benchmark: 1 broker, acks=1, 4 partitions",
-        "case                                            records/s vs HTTP",
-        "produce: Kafka, confluent-kafka Producer",
-        "consume: Kafka, confluent-kafka Consumer",
-        "each reader read each offset once, in order",
+        "tierlog Kafka protocol benchmark: acks=all, 4 partitions",
+        "  records/s    MB/s vs HTTP CPU us/rec: brokers clients",
+        "1 broker        produce: Kafka, confluent, linger 50ms",
+        "1 broker        consume: Kafka, confluent-kafka",
+        "the Kafka consumer read the key and value bytes HTTP reads there",
     ],
 }
 SPARK_EXPECTED = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+from typing import Any
 
 import google_crc32c
 import pyarrow as pa
@@ -113,3 +114,82 @@ def test_header_keys_must_be_text() -> None:
     with pytest.raises(TierlogError) as err:
         decode_batch(_reseal(bad), LIMIT, 1000)
     assert err.value.code is ErrorCode.INVALID_RECORD
+
+
+def _zigzag(v: int) -> bytes:
+    z, out = (v << 1) ^ (v >> 63), bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    return bytes(out + bytes([z]))
+
+
+def _field(raw: bytes | None) -> bytes:
+    return _zigzag(-1) if raw is None else _zigzag(len(raw)) + raw
+
+
+def _kafka_records(rows: list[dict[str, Any]], base: int, base_ts: int) -> bytes:
+    """Kafka's record layout written out plainly, one record at a time (the reference)."""
+    out = b""
+    for r in rows:
+        headers = r["headers"] or []
+        assert isinstance(headers, list)
+        body = b"\0" + _zigzag(int(r["timestamp"]) - base_ts)
+        body += _zigzag(int(r["offset"]) - base) + _field(r["key"]) + _field(r["value"])
+        body += _zigzag(len(headers))
+        body += b"".join(_field(h["key"].encode()) + _field(h["value"]) for h in headers)
+        out += _zigzag(len(body)) + body
+    return out
+
+
+def _edge_rows() -> list[dict[str, Any]]:
+    """Multi-byte varints everywhere: a 20 KB value, far timestamps, a record with 40
+    headers, strings on both sides of BinaryView's 12-byte inline limit."""
+    rows: list[dict[str, Any]] = []
+    for i in range(300):
+        rows.append(
+            {
+                "offset": 7 + i,
+                "timestamp": 1_700_000_000_000 + (-(10**9) if i % 7 == 0 else i * 100_003),
+                "key": [None, b"", b"k" * 12, b"k" * 13][i % 4],
+                "value": b"v" * (20_000 if i == 5 else i % 30),
+                "headers": [
+                    {"key": f"h{j}", "value": None if j % 3 else b"x" * j} for j in range(40)
+                ]
+                if i == 9
+                else ([{"key": "trace", "value": b"t" * (i % 15)}] if i % 2 else None),
+            }
+        )
+    return rows
+
+
+def test_multi_byte_varints_and_headers_match_kafkas_layout() -> None:
+    rows = _edge_rows()
+    batch = pa.RecordBatch.from_pylist(rows, schema=CONSUMER_SCHEMA)
+    raw = encode_batch(batch, 7, 307)
+    assert raw[HEADER_SIZE:] == _kafka_records(rows, 7, int(rows[0]["timestamp"]))
+    got = decode_batch(raw, 1 << 22, 1000).records
+    got.validate(full=True)
+    assert got.column("offset_delta").to_pylist() == list(range(300))
+    for name in ("timestamp", "key", "value", "headers"):
+        assert got.column(name).to_pylist() == batch.column(name).to_pylist(), name
+
+
+@pytest.mark.parametrize(
+    ("record", "code"),
+    [
+        (b"\0\0\0" + _zigzag(-2) + _field(b"v") + b"\0", ErrorCode.CORRUPT_MESSAGE),  # key -2
+        (b"\0\0\0" + _field(None) + _zigzag(50) + b"v\0", ErrorCode.CORRUPT_MESSAGE),  # value
+        (b"\0\0\0" + _field(None) + _field(b"v") + _zigzag(9), ErrorCode.CORRUPT_MESSAGE),
+        (b"\0\0\0" + _field(None) + _field(b"v") + b"\2" + _field(None) + _field(None), None),
+        (b"\0\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\0", ErrorCode.CORRUPT_MESSAGE),  # varint
+        (b"\0\0\2" + _field(None) + _field(b"v") + b"\0", ErrorCode.INVALID_RECORD),  # delta 1
+    ],
+)
+def test_malformed_records_are_refused(record: bytes, code: ErrorCode | None) -> None:
+    """Each record's fields are checked against its own length: nothing reads past it."""
+    good = encode_batch(_consumer_batch(1), 0, 1)
+    bad = _reseal(good, 0, _zigzag(len(record)) + record)
+    with pytest.raises(TierlogError) as err:
+        decode_batch(bad, LIMIT, 1000)
+    assert err.value.code is (code or ErrorCode.INVALID_RECORD)  # a null header key
