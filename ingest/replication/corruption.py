@@ -10,8 +10,10 @@ here:
   covers the bad frame, but every read of it fails the check and is not served;
 - a leader cannot repair itself from anyone: it answers KAFKA_STORAGE_ERROR for the bad frames
   (clients retry, fetch nodes fail over to an in-sync follower, followers append nothing) and
-  hands leadership to an in-sync replica (ReplicaManager.heal_offline); as a follower it is
-  then repaired like any other.
+  hands leadership to an in-sync replica (ReplicaManager.heal_offline); it keeps the bad
+  offset, so its first fetch as a follower truncates there and repairs it like any other
+  (without waiting for another read to meet the frame: a preferred-leader move could hand
+  the partition back to the corrupt copy first).
 """
 
 from __future__ import annotations
@@ -35,10 +37,11 @@ def report(state: Partition, err: CorruptLogError) -> None:
     """A read of `state`'s log met a corrupt frame (the read itself fails with `err`)."""
     metrics.CORRUPT_FRAMES.labels(state.topic, str(state.partition)).inc()
     follower = state.role is Role.FOLLOWER
-    if follower:
-        pending = state.repair_from
-        state.repair_from = err.offset if pending is None else min(pending, err.offset)
-    elif state.role is Role.LEADER:
+    # Remembered in either role: a leader repairs as soon as it is a follower, before a
+    # preferred-leader move could hand the partition back to its still-corrupt copy.
+    pending = state.repair_from
+    state.repair_from = err.offset if pending is None else min(pending, err.offset)
+    if state.role is Role.LEADER:
         state.handoff_wanted = True  # then, as a follower, it repairs from the new leader
     skipped = _THROTTLE.allow((state.topic_id, state.partition, err.offset))
     if skipped is None:
@@ -60,8 +63,11 @@ def report(state: Partition, err: CorruptLogError) -> None:
 def repair(state: Partition) -> None:
     """Before a follower fetches: cut its log below a reported corrupt frame, so the fetch
     asks the leader for it (and everything after it) again."""
-    at, state.repair_from = state.repair_from, None
-    if at is None or state.role is not Role.FOLLOWER or at >= state.log.log_end_offset:
+    at = state.repair_from
+    if at is None or state.role is not Role.FOLLOWER:
+        return  # a leader's bad frame waits for its hand-off: no one to fetch it from yet
+    state.repair_from = None
+    if at >= state.log.log_end_offset:
         return
     try:
         state.truncate_to(at)

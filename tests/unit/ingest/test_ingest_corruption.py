@@ -110,21 +110,27 @@ def test_a_follower_repairs_by_truncating_below_the_corrupt_frame(env, frame) ->
     asyncio.run(run())
 
 
-def test_a_leader_answers_errors_and_keeps_its_log(env, frame) -> None:  # type: ignore[no-untyped-def]
+def test_a_leader_answers_errors_then_repairs_once_a_follower(env, frame) -> None:  # type: ignore[no-untyped-def]
     async def run() -> None:
         log = _log_of_sealed_segments(env, frame)
         state = Partition(log, me=1)
         state.apply(PartitionRecord("orders", env.topic_id, 0, 1, 5, [1], [1], 7))
         assert state.role is Role.LEADER
         state.high_watermark = log.log_end_offset
-        path, pos, _, size = _frames_at(log)[1]
+        path, pos, bad, size = _frames_at(log)[1]
         _flip(path, pos + HEADER_SIZE + size // 2)
         end = log.log_end_offset
         for _ in range(2):
             with pytest.raises(CorruptLogError):
                 await fetch(state, 0, 1_000, 1 << 20, 0)
+        corruption.repair(state)  # a leader has no one to fetch from: its log stays whole
+        assert state.handoff_wanted and log.log_end_offset == end
+        # Handed off, its first fetch as a follower cuts below the bad frame it found as leader,
+        # with no second read needed to find it again.
+        state.apply(PartitionRecord("orders", env.topic_id, 0, 2, 6, [2, 1], [2, 1], 8))
+        assert state.role is Role.FOLLOWER
         corruption.repair(state)
-        assert state.repair_from is None and log.log_end_offset == end
+        assert state.repair_from is None and log.log_end_offset == bad
 
     asyncio.run(run())
 
