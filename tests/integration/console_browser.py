@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -137,13 +138,19 @@ class ConsoleStack:
         return target
 
     def wait(self, condition: Callable[[WebDriver], Any], timeout: float = WAIT_S) -> Any:
-        return WebDriverWait(self.driver, timeout).until(condition)
+        # htmx swaps replace elements under a condition's feet: a stale or not-yet-swapped-in
+        # element is "not yet", not a failure.
+        ignored = (NoSuchElementException, StaleElementReferenceException)
+        return WebDriverWait(self.driver, timeout, ignored_exceptions=ignored).until(condition)
 
     def find(self, css: str) -> WebElement:
         return self.wait(lambda d: d.find_element(By.CSS_SELECTOR, css))
 
     def text(self, css: str) -> str:
-        return str(self.find(css).text)
+        # Found and read in one step, retried if an htmx swap replaced it in between (a
+        # tuple: an empty text is an answer, not a reason to keep waiting).
+        found = self.wait(lambda d: (d.find_element(By.CSS_SELECTOR, css).text,))
+        return str(found[0])
 
 
 def _chromium() -> WebDriver:
