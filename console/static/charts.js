@@ -10,6 +10,23 @@ function hhmm(unixSeconds) {
   return `${String(d.getHours()).padStart(2, "0")}:${String(d.getMinutes()).padStart(2, "0")}`;
 }
 
+// Axis numbers kept short (1.5k, 2.3M) so they fit the axis however large the values grow.
+function compact(v) {
+  const a = Math.abs(v);
+  for (const [limit, suffix] of [[1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"]]) {
+    if (a >= limit) return `${+(v / limit).toFixed(1)}${suffix}`;
+  }
+  return `${+v.toFixed(2)}`;
+}
+
+// The last hour, or less while the console has not sampled for an hour yet (at least five
+// minutes), so a young console's charts are not a sliver at the right edge.
+function timeRange(u, windowSeconds) {
+  const now = Date.now() / 1000;
+  const first = u.data[0].length ? u.data[0][0] : now;
+  return [Math.max(now - windowSeconds, Math.min(first, now - 300)), now];
+}
+
 function toColumns(doc, names) {
   const times = new Set();
   for (const n of names) for (const [t] of doc.series[n] || []) times.add(t);
@@ -43,10 +60,9 @@ async function drawChart(el) {
     height: 200,
     series: [{}, ...names.map((n, i) => ({ label: labels[i] || n, stroke: PALETTE[i % PALETTE.length], width: 1.5 }))],
     // Hours and minutes on the time axis, spaced so that labels never run together.
-    axes: [{ space: 70, values: (u, splits) => splits.map(hhmm) }, { size: 70 }],
-    // Always the whole window (the last hour), however few points the console has yet.
+    axes: [{ space: 70, values: (u, splits) => splits.map(hhmm) }, { size: 60, values: (u, splits) => splits.map(compact) }],
     scales: {
-      x: { time: true, range: () => { const now = Date.now() / 1000; return [now - doc.window_s, now]; } },
+      x: { time: true, range: (u) => timeRange(u, doc.window_s) },
       y: { range: (u, min, max) => [0, Math.max(1, max * 1.1)] },
     },
   };
