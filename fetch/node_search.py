@@ -9,11 +9,11 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from cluster.http import auth
 from cluster.http.search_params import SearchParams, search_params
-from cluster.http.search_stream import NDJSON, PartitionEvents, merged, plus
+from cluster.http.search_stream import PartitionEvents, plus, search_response
 from cluster.search_contract import ColdSearcher
 from cluster.search_run import PartitionSearch, search_partition
 
@@ -30,11 +30,7 @@ async def search(request: Request) -> Response:
     view = await node.cache.require_topic(topic, params.partition)
     parts = range(len(view.partitions)) if params.partition is None else [params.partition]
     searches = {p: _partition(node, view, p, params, request) for p in parts}
-    return StreamingResponse(
-        merged(searches, params.max_hits),
-        media_type=NDJSON,
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-    )
+    return search_response(searches, params.max_hits)
 
 
 def _partition(

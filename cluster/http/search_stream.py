@@ -13,6 +13,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 import orjson
+from starlette.responses import StreamingResponse
 
 from logformat.errors import ErrorCode, TierlogError
 
@@ -120,3 +121,13 @@ async def merged(
         elapsed_ms=round((time.monotonic() - started) * 1000),
     )
     yield line(done)
+
+
+def search_response(searches: dict[int, PartitionEvents], max_hits: int) -> StreamingResponse:
+    """The NDJSON answer of a search over these partitions, streamed as it goes (never cached,
+    never buffered by a proxy: progress lines must arrive while the scan runs)."""
+    return StreamingResponse(
+        merged(searches, max_hits),
+        media_type=NDJSON,
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
 from cluster.http import auth
 from cluster.http.search_params import SearchParams, search_params
-from cluster.http.search_stream import NDJSON, PartitionEvents, merged
+from cluster.http.search_stream import PartitionEvents, search_response
 from cluster.internal_http import FORWARDED_HEADER
 from cluster.search_run import PartitionSearch, search_partition
 from ingest.tiered.tiered_search import LocalHot
@@ -38,11 +38,7 @@ async def search(request: Request) -> Response:
     partitions = range(len(view.partitions)) if params.partition is None else [params.partition]
     forwarded = FORWARDED_HEADER in request.headers
     searches = {p: _partition(broker, view, p, params, request, forwarded) for p in partitions}
-    return StreamingResponse(
-        merged(searches, params.max_hits),
-        media_type=NDJSON,
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-    )
+    return search_response(searches, params.max_hits)
 
 
 def _partition(
