@@ -41,13 +41,22 @@ def _error_of(response: httpx.Response) -> ConsoleApiError:
     return ConsoleApiError(UNKNOWN_SERVER_ERROR, f"HTTP {response.status_code}: {text}", 502)
 
 
+KEEPALIVE_S = 2.0
+IDEMPOTENT = frozenset({"GET", "HEAD"})
+
+
 class ClusterApi:
     """One shared connection pool to a broker (or any node) URL."""
 
     def __init__(self, base_url: str, verify: str | bool = True, timeout_s: float = 10.0) -> None:
         self.base_url = base_url.rstrip("/")
         self._http = httpx.AsyncClient(
-            base_url=self.base_url, verify=verify, timeout=httpx.Timeout(timeout_s)
+            base_url=self.base_url,
+            verify=verify,
+            timeout=httpx.Timeout(timeout_s),
+            # Nodes close idle keep-alive connections after 5 s (--idle-timeout-ms); httpx's own
+            # expiry is also 5 s, so a request could go out on a connection being closed.
+            limits=httpx.Limits(keepalive_expiry=KEEPALIVE_S),
         )
 
     async def aclose(self) -> None:
@@ -68,9 +77,7 @@ class ClusterApi:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         target = f"{url.rstrip('/')}{path}" if url else path
         try:
-            response = await self._http.request(
-                method, target, json=json, params=params, headers=headers
-            )
+            response = await self._send(method, target, json=json, params=params, headers=headers)
         except httpx.TimeoutException as exc:
             raise ConsoleApiError(
                 REQUEST_TIMED_OUT, f"{method} {target}: no answer in time ({exc})", 504
@@ -84,6 +91,17 @@ class ClusterApi:
         if "json" not in response.headers.get("content-type", ""):
             return response.text
         return response.json()
+
+    async def _send(self, method: str, target: str, **kwargs: Any) -> httpx.Response:
+        try:
+            return await self._http.request(method, target, **kwargs)
+        except httpx.RemoteProtocolError:
+            # The node closed a pooled connection as this request went out on it (seen as
+            # "Server disconnected without sending a response"): a read is safe to send
+            # again, once, on a fresh connection; a write is not (it may have been applied).
+            if method not in IDEMPOTENT:
+                raise
+            return await self._http.request(method, target, **kwargs)
 
     async def get(self, path: str, api_key: str | None, **params: Any) -> Any:
         return await self.request("GET", path, api_key, params=params or None)
