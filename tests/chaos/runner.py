@@ -108,10 +108,10 @@ def _workload_under_faults(
     for t in threads:
         t.start()
     try:
-        time.sleep(2)
+        time.sleep(1)  # every producer and consumer under way before the first fault
         nemesis = Nemesis(world, history, rng, PARTITIONS, IDLE_PARTITION)
         nemesis.run(nemesis.schedule(rounds, faults))
-        time.sleep(2)  # traffic on the healed cluster
+        time.sleep(1)  # traffic on the healed cluster
     finally:
         stop.set()
         for t in threads:

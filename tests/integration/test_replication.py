@@ -6,7 +6,6 @@ import shutil
 import signal
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,11 +13,30 @@ import pytest
 from tests.integration.cluster import Cluster, wait_for
 
 
-@pytest.fixture
-def cluster(fresh_db: str, tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(fresh_db, tmp_path, 3).start()
+@pytest.fixture(scope="module")
+def _shared(db_factory, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:  # type: ignore[no-untyped-def]
+    c = Cluster(db_factory(), tmp_path_factory.mktemp("replication"), 3).start()
     yield c
     c.stop()
+
+
+@pytest.fixture
+def cluster(_shared: Cluster) -> Iterator[Cluster]:
+    """One cluster for the whole file (each test has topics of its own): starting three
+    brokers per test cost more than most checks. A test's killed or paused brokers come back
+    before the next one starts, so each begins with three live brokers."""
+    yield _shared
+    for b in _shared.brokers.values():
+        if b.paused:
+            b.kill(signal.SIGCONT)
+        if b.proc is None or b.proc.poll() is not None:
+            b.start(wait=False)
+    for b in _shared.brokers.values():
+        b.wait_ready()
+    wait_for(
+        "all brokers alive again",
+        lambda: all(x["alive"] for x in _shared.any().http.get("/brokers").json()["brokers"]),
+    )
 
 
 def _create(c: Cluster, name: str, partitions: int = 1, rf: int = 3, **configs: object) -> None:
@@ -215,16 +233,8 @@ def test_broker_with_empty_disk_catches_up(cluster: Cluster) -> None:
     )
 
 
-def test_divergent_tail_of_old_leader_is_truncated(fresh_db: str, tmp_path: Path) -> None:
-    # A 3 s lease leaves room to freeze the followers for longer than a replica long-poll.
-    cluster = Cluster(fresh_db, tmp_path, 3, ["--lease-ms", "3000"]).start()
-    try:
-        _divergent_tail(cluster)
-    finally:
-        cluster.stop()
-
-
-def _divergent_tail(cluster: Cluster) -> None:
+def test_divergent_tail_of_old_leader_is_truncated(cluster: Cluster) -> None:
+    # The 3 s lease (FAST) leaves room to freeze the followers for longer than a long-poll.
     _create(cluster, "diverge", min_insync_replicas=1)
     _produce_ok(cluster, "diverge", ["common-1", "common-2"])
     old = cluster.leader("diverge")
