@@ -92,7 +92,7 @@ def main() -> None:
     rows: list[tuple[str, Row]] = []
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp:
         os.chmod(tmp, 0o755)
-        pg = LocalPostgres(Path(tmp) / "pg")
+        pg = LocalPostgres(Path(tmp) / "pg", fast=args.smoke)  # --no-sync: only the smoke
         db = pg.start()
         try:
             broker = BrokerProcess(db, Path(tmp) / "single", 99).start()

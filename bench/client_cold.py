@@ -30,6 +30,7 @@ def cold_cases(records: int, smoke: bool) -> list[Row]:
         value_bytes=100,
         segment_mb=1 if smoke else SEGMENT_MB,
         cache_mb=2 if smoke else CACHE_MB,
+        smoke=smoke,
     )
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-cold-") as tmp_name:
         tmp = Path(tmp_name)

@@ -345,7 +345,7 @@ def main() -> None:
     vals, keys = records(1)
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp:
         os.chmod(tmp, 0o755)
-        pg = LocalPostgres(Path(tmp) / "pg")
+        pg = LocalPostgres(Path(tmp) / "pg", fast=args.smoke)  # --no-sync: only the smoke
         try:
             rows = run(args, Path(tmp), pg.start())
         finally:

@@ -280,12 +280,14 @@ def _args() -> argparse.Namespace:
     )
     p.add_argument("--baseline-s", type=float, default=6)
     p.add_argument("--drain-s", type=float, default=300, help="longest wait for the backlog")
-    p.add_argument("--smoke", action="store_true", help="tiny sizes, two short steps")
+    p.add_argument("--smoke", action="store_true", help="tiny sizes, one short step")
     args = p.parse_args()
     if args.smoke:
-        args.start_mb, args.step_s, args.steps, args.hold_s = 1, 3, 2, 3
-        args.partitions, args.clients, args.segment_mb, args.segment_ms = 2, 1, 1, 1000
-        args.baseline_s, args.drain_s = 0.5, 60
+        # One step (its code is the same at every rate) of 2 s: 4 lag samples, the least
+        # _sustained judges; a faster watcher and roll, so the drains wait less.
+        args.start_mb, args.step_s, args.steps, args.hold_s = 1, 2, 1, 2
+        args.partitions, args.clients, args.segment_mb, args.segment_ms = 2, 1, 1, 500
+        args.baseline_s, args.drain_s, args.watch_ms = 0.5, 60, 250
     return args
 
 

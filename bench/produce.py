@@ -94,7 +94,7 @@ def main() -> None:
     bodies = {"arrow": arrow_body(vals), "json": json_body(vals)}
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp:
         os.chmod(tmp, 0o755)
-        pg = LocalPostgres(Path(tmp) / "pg")
+        pg = LocalPostgres(Path(tmp) / "pg", fast=args.smoke)  # --no-sync: only the smoke
         url = pg.start()
         broker = BrokerProcess(url, Path(tmp) / "broker").start()
         broker.create_topic("bench", partitions=1)

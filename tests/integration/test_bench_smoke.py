@@ -4,7 +4,9 @@ measured, and prints its table. bench/long_polls.py and the bench/client*.py one
 own test files (test_long_polls.py, test_client_bulk.py, test_client_poll_arrow.py).
 
 spark_scan's JVM spends most of its start waiting, so it runs beside the others (started by a
-module fixture, collected by the last test): the module takes ~60 s instead of ~90 s."""
+module fixture, collected by the last test). So do replication and pipeline, one after the
+other in a lane of their own (a thread the module fixture starts, collected by their tests):
+they mostly wait on leases, paced load and the Delta table catching up."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -74,6 +77,7 @@ EXPECTED = {
         "the Kafka consumer read the key and value bytes HTTP reads there",
     ],
 }
+BACKGROUND = ("replication", "pipeline")  # run by the Lane, in this order
 SPARK_EXPECTED = [
     "| query | rows | seconds | rows/s |",
     "| full scan (all columns), tierlog (S3) | 4,000 |",
@@ -105,15 +109,60 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def _finished(proc: subprocess.Popen[bytes], out: Path, expected: list[str]) -> None:
+def _wait(proc: subprocess.Popen[bytes]) -> None:
     try:
         proc.wait(TIMEOUT_S)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
+
+
+def _finished(proc: subprocess.Popen[bytes], out: Path, expected: list[str]) -> None:
+    _wait(proc)
     text = out.read_text(errors="replace")
     assert proc.returncode == 0, text
     missing = [line for line in expected if line not in text]
     assert not missing, f"missing {missing} in:\n{text}"
+
+
+class Lane:
+    """Runs `benches` one after the other in a thread, beside the tests' own benchmarks."""
+
+    def __init__(self, benches: tuple[str, ...], tmp: Path) -> None:
+        self.runs = {b: (tmp / f"{b}.txt", threading.Event()) for b in benches}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        for bench, (out, done) in self.runs.items():
+            try:
+                if not self.stopping.is_set():
+                    self.procs[bench] = _start(bench, out)
+                    _wait(self.procs[bench])
+            finally:
+                done.set()  # its test fails on what is missing, never waits forever
+
+    def result(self, bench: str) -> tuple[subprocess.Popen[bytes], Path]:
+        out, done = self.runs[bench]
+        assert done.wait(len(self.runs) * (TIMEOUT_S + 60)), f"{bench} never finished"
+        assert bench in self.procs, f"{bench} did not start"
+        return self.procs[bench], out
+
+    def stop(self) -> None:
+        """The tests that collect the lane did not all run (deselected): end what runs."""
+        self.stopping.set()
+        for proc in list(self.procs.values()):
+            if proc.poll() is None:
+                _kill_group(proc)
+        self.thread.join(TIMEOUT_S + 60)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def lane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lane]:
+    lane = Lane(BACKGROUND, tmp_path_factory.mktemp("lane"))
+    yield lane
+    lane.stop()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -130,8 +179,12 @@ def spark_scan(
         _kill_group(proc)
 
 
-@pytest.mark.parametrize("bench", EXPECTED)
-def test_bench_smoke(bench: str, tmp_path: Path) -> None:
+# The lane's benchmarks last: their tests wait for the lane while the others run.
+@pytest.mark.parametrize("bench", sorted(EXPECTED, key=lambda b: b in BACKGROUND))
+def test_bench_smoke(bench: str, tmp_path: Path, lane: Lane) -> None:
+    if bench in BACKGROUND:
+        _finished(*lane.result(bench), EXPECTED[bench])
+        return
     out = tmp_path / "out.txt"
     _finished(_start(bench, out), out, EXPECTED[bench])
 
