@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import httpx
@@ -50,8 +51,15 @@ def dev_env() -> dict[str, str]:
 class DevInstance:
     """`tierlog dev` on one data dir and port, for a module's tests."""
 
-    def __init__(self, root: Path, *extra: str, data_dir: str = "dev-data") -> None:
+    def __init__(
+        self,
+        root: Path,
+        *extra: str,
+        data_dir: str = "dev-data",
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.root = root
+        self.env = dict(env or {})  # on top of dev_env(): shorter timings for a test
         self.data_dir = root / data_dir
         self.log = root / "dev.log"
         self.extra = extra
@@ -73,7 +81,7 @@ class DevInstance:
         with open(self.log, "ab") as f:
             self.proc = proc = subprocess.Popen(
                 dev_argv(self.data_dir, self.port, *self.extra),
-                env=dev_env(),
+                env={**dev_env(), **self.env},
                 stdout=f,
                 stderr=subprocess.STDOUT,
             )

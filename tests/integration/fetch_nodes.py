@@ -46,6 +46,11 @@ class FetchNodeProcess:
         self.http = httpx.Client(base_url=self.url, timeout=60)
 
     def start(self) -> FetchNodeProcess:
+        self.launch()
+        return self.wait_ready()
+
+    def launch(self) -> None:
+        """Start the process without waiting: a test can start other processes meanwhile."""
         argv = [
             *(sys.executable, "-m", "tierlog", "fetch", "--listen", f"127.0.0.1:{self.port}"),
             *self.extra_args,
@@ -54,6 +59,9 @@ class FetchNodeProcess:
             self.proc = subprocess.Popen(
                 argv, env=child_env(self.env), stdout=logf, stderr=subprocess.STDOUT
             )
+
+    def wait_ready(self) -> FetchNodeProcess:
+        assert self.proc is not None, "launch() first"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -119,9 +119,12 @@ def frozen_s3_setup(
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     broker = BrokerProcess(fresh_db, tmp_path / "data-1", 1, FAST)
-    node: FetchNodeProcess | None = None
+    node = FetchNodeProcess(fresh_db, tmp_path / "fetch.log", env)
     try:
-        broker.start()
+        # Both start at once (each takes seconds); the node is needed only at the end.
+        broker.start(wait=False)
+        node.launch()
+        broker.wait_ready()
         r = broker.http.post(
             "/topics",
             json={
@@ -149,11 +152,9 @@ def frozen_s3_setup(
             "tiered segments deleted locally",
             lambda: int(broker.http.get("/topics/cold").json()["partitions"][0]["hot"]["start"]),
         )
-        node = FetchNodeProcess(fresh_db, tmp_path / "fetch.log", env).start()
-        yield broker, node, proxy
+        yield broker, node.wait_ready(), proxy
     finally:
-        if node is not None:
-            node.stop()
+        node.stop()
         broker.stop()
         proxy.stop()
 

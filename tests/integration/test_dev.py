@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def _dev_instance() -> Iterator[DevInstance]:
     path = dev_root()
-    dev = DevInstance(path)
+    # The tiering worker looks for sealed segments every 200 ms (1 s by default).
+    dev = DevInstance(path, env={"TIERLOG_POLL_MS": "200"})
     try:
         yield dev
     finally:

@@ -21,6 +21,7 @@ import pytest
 from tests.integration.cluster import wait_for
 from tests.integration.dev_process import DevInstance, child_pid, dev_argv, dev_env, dev_root
 from tierlog.devstack.dev import KAFKA_PORT_SHIFT, fetch_port
+from tierlog.devstack.supervisor import RESTART_DELAY_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +30,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def dev() -> Iterator[DevInstance]:
     root = dev_root()
     # The README's paths are relative (.tierlog/dev.env): the scripts run in `root`.
-    instance = DevInstance(root, "--auth", data_dir=".tierlog")
+    # A child that dies is restarted after 0.1, 0.2, 0.4 s (not 1, 2, 4): the last test
+    # waits through all three.
+    restart = {RESTART_DELAY_ENV: "100"}
+    instance = DevInstance(root, "--auth", data_dir=".tierlog", env=restart)
     try:
         instance.start()
         yield instance

@@ -1,16 +1,27 @@
-"""Restarts, kill -9 and torn tails: acknowledged records survive, offsets stay dense."""
+"""Restarts, kill -9 and torn tails: acknowledged records survive, offsets stay dense.
+
+The tests share one broker (a start takes seconds): each uses its own topic, and a restart or
+a kill that one test does only recovers the others' topics along with its own."""
 
 from __future__ import annotations
 
 import signal
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.integration.brokers import BrokerProcess
+from tests.integration.cluster import wait_for
+
+
+@pytest.fixture
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """The module's broker, running (started again if a test before left it killed)."""
+    if module_broker.proc is None or module_broker.proc.poll() is not None:
+        module_broker.start()
+    return module_broker
 
 
 def _segments(b: BrokerProcess, topic: str, partition: int = 0) -> list[Path]:
@@ -29,10 +40,8 @@ def test_restart_keeps_records_and_offsets(broker: BrokerProcess) -> None:
     assert broker.http.get("/topics/keep").json()["partitions"][1]["log_end_offset"] == 50
 
 
-def test_kill_9_during_produce_loses_no_acknowledged_record(
-    broker_factory: Callable[..., BrokerProcess],
-) -> None:
-    b = broker_factory()
+def test_kill_9_during_produce_loses_no_acknowledged_record(broker: BrokerProcess) -> None:
+    b = broker
     b.create_topic("crash", partitions=1, segment_bytes=64 * 1024)
     acked: list[tuple[int, str]] = []
     stop = threading.Event()
@@ -57,8 +66,8 @@ def test_kill_9_during_produce_loses_no_acknowledged_record(
     threads = [threading.Thread(target=produce_loop, args=(w,)) for w in range(4)]
     for t in threads:
         t.start()
-    time.sleep(2.0)
-    b.kill(signal.SIGKILL)
+    wait_for("records acknowledged while producing", lambda: len(acked) > 100, timeout=30)
+    b.kill(signal.SIGKILL)  # the four producers are still sending
     stop.set()
     for t in threads:
         t.join()
@@ -106,7 +115,8 @@ def test_segments_roll_and_seal_by_size(broker: BrokerProcess) -> None:
 def test_segments_roll_by_time(broker: BrokerProcess) -> None:
     broker.create_topic("timed", segment_ms=500)
     broker.produce("timed", [{"value": "first"}])
-    time.sleep(2.0)  # the broker's roll timer runs every second
+    # The broker's roll timer (every second) seals it and starts the next segment.
+    wait_for("the segment rolled by time", lambda: len(_segments(broker, "timed")) >= 2)
     broker.produce("timed", [{"value": "second"}])
     assert len(_segments(broker, "timed")) >= 2
     assert [r["value"] for r in broker.fetch_all("timed")] == ["first", "second"]

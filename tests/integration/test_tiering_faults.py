@@ -96,8 +96,10 @@ def _tier_all(env: Env, tid: str, config: ObjectStoreConfig, proxy: FaultyS3Prox
     workers = []
     for name in ("w1", "w2"):
         w = TieringWorker(env.engine, config, name, lease_ms=30_000)
-        # Worker-level retries paced for a test (production backs off up to a minute).
-        w.registry = SegmentRegistry(env.engine, backoff_ms=100, max_backoff_ms=1000)
+        # Worker-level retries paced for a test (production backs off up to a minute): a
+        # segment's retry waits 50, 100, 200, then 400 ms, so a partition whose segment failed
+        # several times does not hold its later segments back for seconds.
+        w.registry = SegmentRegistry(env.engine, backoff_ms=50, max_backoff_ms=400)
         workers.append(w)
     threads = [threading.Thread(target=w.run_forever, args=(100, stop)) for w in workers]
     for t in threads:

@@ -24,7 +24,13 @@ from tierlog.devstack.dev_env import ADMIN, admin_key, env_file, own_environment
 from tierlog.devstack.local_s3 import LocalS3
 from tierlog.devstack.local_server import port_free
 from tierlog.devstack.localpg import LocalPostgres
-from tierlog.devstack.supervisor import GIVE_UP_AFTER, RESTART_WITHIN_S, Child, Supervisor
+from tierlog.devstack.supervisor import (
+    GIVE_UP_AFTER,
+    RESTART_WITHIN_S,
+    Child,
+    Supervisor,
+    restart_delay_s,
+)
 
 log = logging.getLogger("tierlog.devstack.dev")
 
@@ -173,11 +179,16 @@ def run_dev(
     if taken:  # before Postgres and S3 start: fail at once, in one line
         print(f"tierlog dev: {taken}", file=sys.stderr)
         return 1
+    try:
+        first_delay_s = restart_delay_s(os.environ)
+    except ValueError as exc:
+        print(f"tierlog dev: {exc}", file=sys.stderr)
+        return 1
     logs.setup("dev", log_level)
     data_dir.mkdir(parents=True, exist_ok=True)
     pg: LocalPostgres | None = None
     s3: LocalS3 | None = None
-    supervisor = Supervisor()
+    supervisor = Supervisor(first_delay_s)
     signal.signal(signal.SIGINT, supervisor.on_signal)
     signal.signal(signal.SIGTERM, supervisor.on_signal)
     env = own_environment(os.environ, env_file(data_dir))

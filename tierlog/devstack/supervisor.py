@@ -3,7 +3,8 @@ workers), each its own process as in production, restarts one that dies, and sto
 in start order.
 
 A child that dies is started again after 1 s, then 2 s and 4 s while it keeps failing fast
-(exiting within FAST_EXIT_S of its start): within RESTART_WITHIN_S in all. After
+(exiting within FAST_EXIT_S of its start), never later than RESTART_WITHIN_S;
+TIERLOG_DEV_RESTART_DELAY_MS sets the first delay (tests shorten it). After
 GIVE_UP_AFTER fast failures in a row something is wrong that restarting will not fix (a port
 taken by another process, a broken data dir): the supervisor says which child and why it
 thinks so, and gives up rather than loop for ever.
@@ -15,6 +16,7 @@ import logging
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 
 import httpx
 
@@ -26,6 +28,24 @@ log = logging.getLogger("tierlog.devstack.dev")
 FAST_EXIT_S = 10.0
 GIVE_UP_AFTER = 3
 RESTART_WITHIN_S = 5
+RESTART_DELAY_ENV = "TIERLOG_DEV_RESTART_DELAY_MS"
+
+
+def restart_delay_s(environ: Mapping[str, str]) -> float:
+    """The first restart delay, from RESTART_DELAY_ENV (milliseconds; 1 s when unset)."""
+    raw = environ.get(RESTART_DELAY_ENV, "").strip()
+    if not raw:
+        return 1.0
+    try:
+        ms = int(raw)
+    except ValueError:
+        ms = -1
+    if not 0 <= ms <= RESTART_WITHIN_S * 1000:
+        raise ValueError(
+            f"{RESTART_DELAY_ENV}={raw!r} is not a whole number of milliseconds "
+            f"from 0 to {RESTART_WITHIN_S * 1000}"
+        )
+    return ms / 1000
 
 
 class GaveUp(RuntimeError):
@@ -90,7 +110,8 @@ class Supervisor:
     """Starts the children, restarts one that dies until told to stop, then stops them all
     in start order (brokers first, then the fetch node and the workers)."""
 
-    def __init__(self) -> None:
+    def __init__(self, first_delay_s: float = 1.0) -> None:
+        self.first_delay_s = first_delay_s  # doubled at each fast failure in a row
         self.children: list[Child] = []
         self.stopping = False
 
@@ -120,7 +141,7 @@ class Supervisor:
         child.exited()
         if child.fast_failures >= GIVE_UP_AFTER:
             raise GaveUp(child.why())
-        delay = min(float(RESTART_WITHIN_S), 2.0**child.fast_failures)
+        delay = min(float(RESTART_WITHIN_S), self.first_delay_s * 2.0**child.fast_failures)
         log.warning(
             "child exited; restarting",
             extra={
