@@ -2,8 +2,12 @@
 
 The cluster id is the one Postgres made for the cluster (it never changes: read once). The
 controller is the holder of the controller lease, by the database's clock, as GET /brokers
-shows it; -1 while no broker holds it. Clients ask Metadata often, so the holder is kept
-for a moment rather than read per request.
+shows it. While no broker holds it (a lease lapsing under load, an election), the answering
+broker names itself, as a KRaft broker names one it can forward to: librdkafka sends topic
+admin requests to the controller and, told -1, waits for a Metadata refresh that may not
+come before its timeout, while every tierlog broker serves those requests itself (their
+state is in Postgres). Clients ask Metadata often, so the holder is kept for a moment rather
+than read per request.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ingest.broker import Broker
 
-NO_CONTROLLER = -1
+NO_CONTROLLER = -1  # before the first lookup only
 CONTROLLER_TTL_S = 1.0  # a lease moves within a few lease periods anyway
 
 
@@ -35,6 +39,6 @@ class ClusterIdentity:
         now = time.monotonic()
         if now - self._controller_at >= CONTROLLER_TTL_S:
             holder, _ = await asyncio.to_thread(self._broker.controller_lease.holder)
-            self._controller = NO_CONTROLLER if holder is None else holder
+            self._controller = self._broker.config.broker_id if holder is None else holder
             self._controller_at = now
         return self._controller
