@@ -15,6 +15,7 @@ import pytest
 
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import Cluster, wait_for
+from tests.integration.group_ownership import Ownership, assert_never_two_owners
 
 PARTITIONS = 6
 JSON = {"content-type": "application/json"}
@@ -159,71 +160,6 @@ def test_errors_are_kafka_names_with_http_statuses(cluster: Cluster, topic: str)
     error(r, 409, "FENCED_MEMBER_EPOCH")
     error(http.post("/groups/g-err/offsets", content=b"{", headers=JSON), 400, "INVALID_REQUEST")
     m.leave()
-
-
-Interval = tuple[str, tuple[str, int], float, float]  # (member, partition, from, until)
-
-
-class Ownership:
-    """Members heartbeating from threads, and the intervals in which each owned each
-    partition: from the answer that granted it to the heartbeat that stopped reporting it
-    (for a member that goes quiet: its last heartbeat + the session timeout, when a
-    well-behaved consumer stops)."""
-
-    def __init__(self, session_ms: int) -> None:
-        self.session_ms = session_ms
-        self.intervals: list[Interval] = []
-        self.lock = threading.Lock()
-        self.stop = threading.Event()
-        self.silent_deadline = float("inf")
-        self.errors: list[BaseException] = []
-
-    def run(self, m: Member, quiet_after: float | None) -> None:
-        since = dict.fromkeys(m.owned, time.monotonic())
-        started = last_sent = time.monotonic()  # after the join: a later bound, so stricter
-        try:
-            while not self.stop.is_set():
-                sent = time.monotonic()
-                if quiet_after is not None and sent - started > quiet_after:
-                    self._quiet(m, since, last_sent)
-                    return
-                released = self._beat(m, since, sent)
-                last_sent = sent
-                # Released partitions are reported at once, as a consumer would after revoking.
-                time.sleep(0.05 if released else m.interval_ms / 1000)
-            self._record(m, since, time.monotonic())
-        except BaseException as exc:
-            self.errors.append(exc)
-
-    def _quiet(self, m: Member, since: dict[tuple[str, int], float], last_sent: float) -> None:
-        """Stop consuming when the session may have lapsed."""
-        with self.lock:
-            self.silent_deadline = last_sent + self.session_ms / 1000
-        self._record(m, since, self.silent_deadline)
-
-    def _beat(self, m: Member, since: dict[tuple[str, int], float], sent: float) -> bool:
-        """One heartbeat; whether it released partitions."""
-        before = set(m.owned)
-        m.beat()
-        got = time.monotonic()
-        with self.lock:
-            for tp in before - m.owned:
-                self.intervals.append((m.id, tp, since.pop(tp), sent))
-        for tp in m.owned - before:
-            since[tp] = got
-        return bool(before - m.owned)
-
-    def _record(self, m: Member, since: dict[tuple[str, int], float], until: float) -> None:
-        with self.lock:
-            for tp, t0 in since.items():
-                self.intervals.append((m.id, tp, t0, until))
-
-
-def assert_never_two_owners(intervals: list[Interval]) -> None:
-    for i, (m1, tp1, s1, e1) in enumerate(intervals):
-        for m2, tp2, s2, e2 in intervals[i + 1 :]:
-            if tp1 == tp2 and m1 != m2:
-                assert e1 <= s2 or e2 <= s1, f"{tp1} owned by two members at once"
 
 
 def test_a_silent_member_loses_its_partitions_to_the_others_never_to_two_at_once(

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from coldstore.object_store import ObjectStoreConfig
@@ -23,15 +23,18 @@ from metadata.db import make_engine
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import wait_for
 from tests.integration.fetch_nodes import s3_env
+from tests.integration.kafka_clients import (
+    MATRIX,
+    PER_CELL,
+    cell_value,
+    check_cells,
+    consume,
+    produce,
+    read_cells,
+)
 from tests.integration.ports import free_port
 from tests.integration.s3 import MotoServer, moto_s3_fixture, new_bucket  # noqa: F401
 from tiering.worker import TieringWorker
-
-CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-ACKS = (0, 1, -1)
-# Each (codec, acks) pair writes to its own partition of one topic: one topic, one read-back.
-MATRIX = [(codec, acks) for codec in CODECS for acks in ACKS]
-PER_CELL = 20  # records per (codec, acks) pair
 
 
 @pytest.fixture(scope="module")
@@ -62,43 +65,6 @@ def _topic(broker: BrokerProcess, partitions: int = 1) -> str:
     return name
 
 
-def _consume(bootstrap: str, topic: str, partition: int, count: int) -> list[Any]:
-    """`count` records from offset 0 of one partition, by assignment (no group protocol)."""
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "unused",  # librdkafka wants one; assign() never joins a group
-            "enable.auto.commit": False,
-            "fetch.wait.max.ms": 100,
-        }
-    )
-    try:
-        c.assign([TopicPartition(topic, partition, 0)])
-        out: list[Any] = []
-        deadline = time.monotonic() + 30
-        while len(out) < count and time.monotonic() < deadline:
-            msg = c.poll(0.2)
-            if msg is None:
-                continue
-            assert msg.error() is None or msg.error().code() == KafkaError._PARTITION_EOF, (
-                msg.error()
-            )
-            if msg.error() is None:
-                out.append(msg)
-        return out
-    finally:
-        c.close()
-
-
-def _produce(bootstrap: str, topic: str, records: list[dict[str, Any]], **conf: Any) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
-    errors: list[Any] = []
-    for r in records:
-        p.produce(topic, on_delivery=lambda err, _m: errors.append(err) if err else None, **r)
-    assert p.flush(30) == 0
-    assert errors == []
-
-
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_idempotent_producer_and_consumer(kafka_broker: Any, codec: str) -> None:
     broker, bootstrap = kafka_broker
@@ -113,14 +79,14 @@ def test_idempotent_producer_and_consumer(kafka_broker: Any, codec: str) -> None
         }
         for i in range(300)
     ]
-    _produce(
+    produce(
         bootstrap,
         topic,
         records,
         acks="all",
         **{"enable.idempotence": True, "compression.type": codec},
     )
-    got = _consume(bootstrap, topic, 0, len(records))
+    got = consume(bootstrap, topic, 0, len(records))
     assert [m.offset() for m in got] == list(range(300))
     for m, r in zip(got, records, strict=True):
         assert (m.key(), m.value(), m.timestamp()[1]) == (r["key"], r["value"], r["timestamp"])
@@ -131,7 +97,7 @@ def test_kafka_to_http_byte_exact(kafka_broker: Any) -> None:
     broker, bootstrap = kafka_broker
     topic = _topic(broker)
     raw = bytes(range(256))
-    _produce(
+    produce(
         bootstrap,
         topic,
         [{"key": raw, "value": raw[::-1], "headers": [("bin", raw)], "timestamp": 1234}],
@@ -161,7 +127,7 @@ def test_http_to_kafka_byte_exact(kafka_broker: Any) -> None:
             {"key": None, "value": None},
         ],
     )
-    first, second = _consume(bootstrap, topic, 0, 2)
+    first, second = consume(bootstrap, topic, 0, 2)
     assert (first.key(), first.value(), first.timestamp()[1]) == (raw, raw[:7], 99)
     assert first.headers() == [("x", raw[:3])]
     assert (second.offset(), second.key(), second.value(), second.headers()) == (
@@ -173,7 +139,7 @@ def test_http_to_kafka_byte_exact(kafka_broker: Any) -> None:
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed (apt: kcat)")
-def test_kcat_produce_and_consume(kafka_broker: Any) -> None:
+def test_kcat_produce_andconsume(kafka_broker: Any) -> None:
     broker, bootstrap = kafka_broker
     topic = _topic(broker, partitions=2)
     lines = "".join(f"key{i}:value {i}\n" for i in range(20))
@@ -268,7 +234,7 @@ def test_consume_history_that_is_only_in_s3(kafka_broker: Any, kafka_s3: ObjectS
     finally:
         worker.close()
         engine.dispose()
-    got = _consume(bootstrap, topic, 0, 90)
+    got = consume(bootstrap, topic, 0, 90)
     assert [(m.offset(), m.value(), m.timestamp()[1]) for m in got] == [
         (i, v, old + i) for i, v in enumerate(values)
     ]
@@ -296,9 +262,9 @@ def test_admin_creates_and_deletes_topics(kafka_broker: Any) -> None:
 def test_acks_zero_gets_no_response_and_writes(kafka_broker: Any) -> None:
     broker, bootstrap = kafka_broker
     topic = _topic(broker)
-    _produce(bootstrap, topic, [{"value": b"%d" % i, "partition": 0} for i in range(50)], acks=0)
+    produce(bootstrap, topic, [{"value": b"%d" % i, "partition": 0} for i in range(50)], acks=0)
     wait_for("acks=0 records written", lambda: broker.fetch(topic)["high_watermark"] == 50)
-    assert [m.value() for m in _consume(bootstrap, topic, 0, 50)] == [b"%d" % i for i in range(50)]
+    assert [m.value() for m in consume(bootstrap, topic, 0, 50)] == [b"%d" % i for i in range(50)]
 
 
 @pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")
@@ -311,7 +277,7 @@ def test_list_offsets_by_time_answers_the_record_time(kafka_broker: Any) -> None
     broker, bootstrap = kafka_broker
     topic = _topic(broker)
     base = 1_700_000_000_000
-    _produce(
+    produce(
         bootstrap,
         topic,
         [{"value": b"v", "partition": 0, "timestamp": base + i * 10} for i in range(3)],
@@ -329,47 +295,13 @@ def test_list_offsets_by_time_answers_the_record_time(kafka_broker: Any) -> None
 # -- each codec and acks level, from each client: one partition per pair --------------------
 
 
-def _cell_value(p: int, i: int) -> bytes:
-    return b"cell %d record %d " % (p, i) * 4  # repetitive: every codec really compresses
-
-
-def _read_cells(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
-    """Every partition of the matrix topic from offset 0, by assignment."""
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "unused",
-            "enable.auto.commit": False,
-            "fetch.wait.max.ms": 100,
-        }
-    )
-    got: dict[int, list[bytes]] = {p: [] for p in range(len(MATRIX))}
-    try:
-        c.assign([TopicPartition(topic, p, 0) for p in range(len(MATRIX))])
-        deadline = time.monotonic() + 30
-        while sum(map(len, got.values())) < len(MATRIX) * PER_CELL:
-            assert time.monotonic() < deadline, {p: len(v) for p, v in got.items()}
-            msg = c.poll(0.2)
-            if msg is not None and msg.error() is None:
-                got[msg.partition()].append(msg.value())
-    finally:
-        c.close()
-    return got
-
-
-def _check_cells(got: dict[int, list[bytes]], client: str) -> None:
-    for p, (codec, acks) in enumerate(MATRIX):
-        want = [_cell_value(p, i) for i in range(PER_CELL)]
-        assert got[p] == want, f"{client}, compression {codec}, acks {acks}"
-
-
 def test_confluent_kafka_each_codec_and_acks(kafka_broker: Any) -> None:
     broker, bootstrap = kafka_broker
     topic = _topic(broker, len(MATRIX))
     for p, (codec, acks) in enumerate(MATRIX):
-        records = [{"value": _cell_value(p, i), "partition": p} for i in range(PER_CELL)]
-        _produce(bootstrap, topic, records, acks=acks, **{"compression.type": codec})
-    _check_cells(_read_cells(bootstrap, topic), "confluent-kafka")
+        records = [{"value": cell_value(p, i), "partition": p} for i in range(PER_CELL)]
+        produce(bootstrap, topic, records, acks=acks, **{"compression.type": codec})
+    check_cells(read_cells(bootstrap, topic), "confluent-kafka")
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed (apt: kcat)")
@@ -377,10 +309,10 @@ def test_kcat_each_codec_and_acks(kafka_broker: Any) -> None:
     broker, bootstrap = kafka_broker
     topic = _topic(broker, len(MATRIX))
     for p, (codec, acks) in enumerate(MATRIX):
-        lines = b"".join(_cell_value(p, i) + b"\n" for i in range(PER_CELL))
+        lines = b"".join(cell_value(p, i) + b"\n" for i in range(PER_CELL))
         argv = ["kcat", "-b", bootstrap, "-P", "-t", topic, "-p", str(p), "-z", codec]
         subprocess.run([*argv, "-X", f"acks={acks}"], input=lines, check=True, timeout=30)
-    _check_cells(_read_cells(bootstrap, topic), "kcat")
+    check_cells(read_cells(bootstrap, topic), "kcat")
 
 
 @pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")
@@ -397,11 +329,11 @@ def test_kafka_python_each_codec_and_acks(kafka_broker: Any) -> None:
         )
         try:
             for i in range(PER_CELL):
-                producer.send(topic, value=_cell_value(p, i), partition=p)
+                producer.send(topic, value=cell_value(p, i), partition=p)
             producer.flush(30)
         finally:
             producer.close()
-    _check_cells(_read_cells(bootstrap, topic), "kafka-python")
+    check_cells(read_cells(bootstrap, topic), "kafka-python")
 
 
 def test_aiokafka_producer_and_group_consumer(kafka_broker: Any) -> None:
