@@ -1,0 +1,1 @@
+"""Schema types, one module each, behind `types.base.SchemaKind`."""
