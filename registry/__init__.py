@@ -1,6 +1,4 @@
 """The Schema Registry: Confluent's REST API, served by every broker (mounted through
-tierlog/cli/extensions.py), its state in Postgres.
-
-- types/: one module per schema type (AVRO, JSON, PROTOBUF): parse, normalize, and the
-  reader/writer compatibility rules of that type, behind the protocol in types/base.py
+tierlog/cli/extensions.py), its state in Postgres. The schema types themselves (parse,
+normalize, compatibility) are the library `schemaformat/`.
 """

@@ -1,6 +1,6 @@
-"""What every schema type gives the registry: parse a schema's text (with the texts of the
-schemas it references), a normalized form for identity, and the compatibility of a reader
-schema with a writer schema.
+"""What every schema type gives the registry (and tiering, the CLI, the console): parse a
+schema's text (with the texts of the schemas it references), a normalized form for identity,
+and the compatibility of a reader schema with a writer schema.
 
 The registry (not the types) turns levels into pairs: BACKWARD asks whether the new schema,
 as reader, reads data written with the previous one; FORWARD the reverse; FULL both; the

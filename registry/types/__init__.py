@@ -1,1 +1,0 @@
-"""Schema types, one module each, behind `types.base.SchemaKind`."""
