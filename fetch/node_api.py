@@ -147,6 +147,7 @@ async def readyz(request: Request) -> JSONResponse:
 
 
 async def metrics(request: Request) -> Response:
+    auth.require_metrics_reader(request)  # with auth on: a key, DESCRIBE on the cluster
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 
