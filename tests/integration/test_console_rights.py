@@ -10,11 +10,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
+from starlette.routing import Route
 
+from console.app import create_app
 from tests.integration.brokers import BrokerProcess
 from tests.integration.console_browser import ConsoleProcess
 from tests.integration.console_login import SESSION_COOKIE, csrf_token, post_login, signed_in
@@ -134,6 +137,29 @@ def test_history_and_lag_need_a_session_and_the_rights(env: Env) -> None:
         hidden = viewer.get(f"/groups/{HIDDEN}/lag.json")
         assert hidden.status_code == 403, hidden.text
         assert hidden.json()["error_code"] == "GROUP_AUTHORIZATION_FAILED"
+
+
+OPEN = {"/login", "/healthz", "/readyz"}
+
+
+def test_every_console_page_needs_a_session(env: Env) -> None:
+    """Every GET route of the console (listed from the app itself), asked without a session:
+    sent to sign in (303), refused (401), or, for the search stream, a sign-in error line."""
+    routes = [
+        re.sub(r"\{[^}]+\}", HIDDEN, r.path)
+        for r in create_app("http://127.0.0.1:9").routes
+        if isinstance(r, Route) and "GET" in (r.methods or ()) and r.path not in OPEN
+    ]
+    assert {"/", "/history.json", "/messages", "/messages/tail", "/groups"} <= set(routes)
+    with httpx.Client(base_url=env.console.url, timeout=30) as anon:
+        for path in routes:
+            r = anon.get(path, params={"topic": TOPIC, "next": "0:0"})
+            if r.status_code == 303:
+                assert r.headers["location"].startswith("/login?next="), path
+            elif r.status_code != 401:
+                assert r.status_code == 200 and path == "/messages/search", (path, r.text)
+                assert '"error_code":"SASL_AUTHENTICATION_FAILED"' in r.text, r.text
+            assert HIDDEN not in r.text.replace(path, ""), (path, r.text)
 
 
 def test_broker_metrics_need_a_key_that_may_describe_the_cluster(env: Env) -> None:
