@@ -98,9 +98,10 @@ def env(
         _produce(broker, 2)
         broker.stop()
         e.bad_offsets = _write_straight_into_the_segment(broker, e.topic_id)
-        broker.start()
-        _produce(broker, 3)  # the bad frame's segment rolls, the high watermark passes it
+        broker.start(wait=False)  # the console starts meanwhile
         console = e.console.start()
+        broker.wait_ready()
+        _produce(broker, 3)  # the bad frame's segment rolls, the high watermark passes it
         yield e
     finally:
         if console is not None:
