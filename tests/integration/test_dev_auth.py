@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from tests.integration.cluster import wait_for
+from tests.integration.console_login import signed_in
 from tests.integration.dev_process import DevInstance, child_pid, dev_argv, dev_env, dev_root
 from tierlog.devstack.dev import KAFKA_PORT_SHIFT, fetch_port
 from tierlog.devstack.supervisor import RESTART_DELAY_ENV
@@ -85,7 +86,8 @@ def test_banner_prints_the_admin_key_and_dev_env(dev: DevInstance) -> None:
     assert console == f"http://127.0.0.1:{dev.port - 10}" and f"web console at {console}" in banner
     r = httpx.get(f"{console}/topics")
     assert r.status_code == 303 and r.headers["location"] == "/login?next=/topics"
-    r = httpx.get(f"{console}/topics", cookies={"tierlog_console_key": key})
+    with signed_in(console, key) as session:
+        r = session.get("/topics")
     assert r.status_code == 200 and "banner-check" in r.text
 
 
