@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import struct
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -70,7 +74,7 @@ def client(node: Node) -> SchemaRegistryClient:
 
 def test_avro_serializer_round_trip_over_kafka(nodes: list[Node]) -> None:
     writer, reader = nodes
-    topic = "orders"
+    topic = "orders-rt"
     # validation on: the serializer's registered id is what the broker checks
     writer.broker.create_topic(topic, 1, confluent_value_schema_validation="true")
     serialize = AvroSerializer(client(writer), ORDER)
@@ -235,3 +239,19 @@ def test_validation_refuses_unregistered_ids_over_http_and_kafka(nodes: list[Nod
     # a topic without validation takes anything
     node.broker.create_topic("unvalidated", 1)
     assert node.broker.produce("unvalidated", [{"value": "no schema"}])[0]["offset"] == 0
+
+
+def test_the_documented_example_runs_as_written(nodes: list[Node]) -> None:
+    page = (Path(__file__).parents[2] / "docs" / "schema-registry.md").read_text()
+    code = page.split("```python\n", 1)[1].split("```", 1)[0]
+    env = {
+        **os.environ,
+        "TIERLOG_SCHEMA_REGISTRY_URL": nodes[0].registry,
+        "TIERLOG_KAFKA_BOOTSTRAP": nodes[1].kafka,
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    printed = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert printed == [str({"id": i, "item": f"book-{i}"}) for i in range(3)]
