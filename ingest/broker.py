@@ -22,6 +22,7 @@ from cluster.search_contract import ColdSearcher
 from ingest.broker_config import BrokerConfig, kafka_advertised
 from ingest.cleaner.log_cleaner import CleanerDuty
 from ingest.log.log_manager import LogManager
+from ingest.loop_lag import watch_loop_lag
 from ingest.replication.controller import Controller
 from ingest.replication.forwarding import Forwarder
 from ingest.replication.partition import Partition, Role
@@ -118,6 +119,7 @@ class Broker:
         # Renew the lease from now on: the rest of start-up (log recovery, the cold reader's
         # S3 clients) can outlast a lease, and a lapse makes the controller see a restart.
         self._tasks = [self._every(cfg.heartbeat_ms, self._heartbeat, "heartbeat")]
+        self._tasks.append(asyncio.create_task(watch_loop_lag(), name="loop-lag"))
         if self.cold_reader is not None:
             await self.cold_reader.start()
         self._logs = await asyncio.to_thread(LogManager, str(cfg.data_dir))

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 from kio.schema.errors import ErrorCode as KafkaError
 
-from cluster.read_contract import ColdReader
+from cluster.read_contract import ColdReader, FetchResult
 from ingest import metrics
 from ingest.kafka import leader_epochs
 from ingest.kafka.cluster_apis import NO_THROTTLE
@@ -24,6 +24,7 @@ from ingest.kafka.leader_epochs import UNDEFINED, EpochEnd
 from ingest.kafka.protocol import build, kafka_error, nested
 from ingest.kafka.record_batch import encode_batch
 from ingest.replication.partition import Partition
+from ingest.service.fetch_rules import ResponseBudget, merged
 from ingest.tiered import tiered_fetch
 from logformat.errors import ErrorCode, TierlogError
 
@@ -32,6 +33,7 @@ log = logging.getLogger("tierlog.kafka")
 LATEST, EARLIEST = -1, -2
 RECORD_TIME_BYTES = 1 << 20  # enough for the one record whose time ListOffsets answers
 _MAX_RECORDS = 100_000  # per partition and fetch; max bytes normally ends a read first
+_INLINE_BYTES = 256 * 1024  # records encoded on the event loop below this, in a thread above
 
 
 class _Read(NamedTuple):
@@ -57,7 +59,15 @@ async def leader(ctx: KafkaContext, topic: str, partition: int, operation: str) 
     return ctx.broker.require_leader(topic, partition)
 
 
+def _encoded(got: FetchResult, fetch_offset: int, append_time: bool, epoch: int) -> bytes:
+    return leader_epochs.stamp(
+        encode_batch(got.batch, fetch_offset, got.next_offset, append_time), epoch
+    )
+
+
 async def _read(ctx: KafkaContext, topic: str, p: Any, max_bytes: int) -> _Read:
+    """One partition's answer; `max_bytes` 0: the response's budget is spent, so only its
+    watermarks (ingest/service/fetch_rules.py)."""
     try:
         state = await leader(ctx, topic, p.partition, "read")
         fenced = leader_epochs.fence(state, getattr(p, "current_leader_epoch", -1))
@@ -67,10 +77,12 @@ async def _read(ctx: KafkaContext, topic: str, p: Any, max_bytes: int) -> _Read:
         diverged = leader_epochs.diverging(state, last_epoch, p.fetch_offset)
         if diverged is not None:
             return _Read(KafkaError.none, high_watermark=state.high_watermark, diverging=diverged)
+        if max_bytes <= 0:
+            return _Read(KafkaError.none, b"", state.high_watermark, state.log.log_start_offset)
         cold = cold_reader(ctx, topic)
         epoch, epoch_end = leader_epochs.epoch_at(state, p.fetch_offset)
         got = await tiered_fetch.fetch_tiered(
-            state, cold, p.fetch_offset, _MAX_RECORDS, max(1, max_bytes), 0
+            state, cold, p.fetch_offset, _MAX_RECORDS, max_bytes, 0
         )
         got = leader_epochs.within_epoch(got, epoch_end)
     except TierlogError as exc:
@@ -81,31 +93,41 @@ async def _read(ctx: KafkaContext, topic: str, p: Any, max_bytes: int) -> _Read:
     view = ctx.broker.cache.topic(topic)
     append_time = view is not None and view.config.message_timestamp_type == "LogAppendTime"
     metrics.FETCHED_RECORDS.labels(topic).inc(got.batch.num_rows)
-    data = leader_epochs.stamp(
-        encode_batch(got.batch, p.fetch_offset, got.next_offset, append_time), epoch
-    )
+    args = (got, p.fetch_offset, append_time, epoch)
+    # Building the batch walks every record: off the event loop unless it is small.
+    big = got.batch.nbytes >= _INLINE_BYTES
+    data = await asyncio.to_thread(_encoded, *args) if big else _encoded(*args)
     return _Read(KafkaError.none, data, got.high_watermark, got.log_start_offset)
 
 
-async def _read_all(ctx: KafkaContext, request: Any) -> list[list[_Read]]:
-    budget = request.max_bytes  # the response's limit; each partition also has its own
+Wanted = list[tuple[str, list[tuple[int, Any]]]]  # per topic, its partitions (merged)
+
+
+def wanted(request: Any) -> Wanted:
+    """The request's partitions, each once (fetch_rules.merged: as Kafka keys them)."""
+    return merged((t.topic, p.partition, p) for t in request.topics for p in t.partitions)
+
+
+async def _read_all(ctx: KafkaContext, request: Any, parts: Wanted) -> list[list[_Read]]:
+    """Every partition read within the response's budget (fetch_rules.ResponseBudget)."""
+    budget = ResponseBudget(request.max_bytes, ctx.broker.config)
     out: list[list[_Read]] = []
-    for t in request.topics:
+    for topic, partitions in parts:
         reads = []
-        for p in t.partitions:
-            r = await _read(ctx, t.topic, p, min(p.partition_max_bytes, budget))
-            budget -= len(r.records)
+        for _, p in partitions:
+            r = await _read(ctx, topic, p, budget.limit(p.partition_max_bytes))
+            budget.spend(len(r.records))
             reads.append(r)
         out.append(reads)
     return out
 
 
-async def _wait_for_any(ctx: KafkaContext, request: Any, timeout_s: float) -> None:
+async def _wait_for_any(ctx: KafkaContext, parts: Wanted, timeout_s: float) -> None:
     """Until a fetched partition gets a record past its fetch offset, or the timeout."""
     waits = []
-    for t in request.topics:
-        for p in t.partitions:
-            state = ctx.broker.leader_state(t.topic, p.partition)
+    for topic, partitions in parts:
+        for _, p in partitions:
+            state = ctx.broker.leader_state(topic, p.partition)
             if state is not None:
                 waits.append(asyncio.ensure_future(state.wait_for_data(p.fetch_offset, timeout_s)))
     if not waits:
@@ -124,9 +146,10 @@ def _diverging(response_cls: Any, r: _Read) -> dict[str, Any]:
 
 
 async def handle_fetch(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+    parts = wanted(request)
     deadline = time.monotonic() + min(request.max_wait.total_seconds(), 30.0)
     while True:
-        reads = await _read_all(ctx, request)
+        reads = await _read_all(ctx, request, parts)
         got = sum(len(r.records) for rs in reads for r in rs)
         failed = any(
             r.error != KafkaError.none or r.diverging != UNDEFINED for rs in reads for r in rs
@@ -134,15 +157,15 @@ async def handle_fetch(ctx: KafkaContext, request: Any, response_cls: Any) -> An
         remaining = deadline - time.monotonic()
         if got >= max(1, request.min_bytes) or failed or remaining <= 0:
             break
-        await _wait_for_any(ctx, request, remaining)
+        await _wait_for_any(ctx, parts, remaining)
     data_cls = nested(response_cls, "PartitionData")
     topic_cls = nested(response_cls, "FetchableTopicResponse")
     topics = []
-    for t, rs in zip(request.topics, reads, strict=True):
-        parts = tuple(
+    for (topic, partitions), rs in zip(parts, reads, strict=True):
+        answers = tuple(
             build(
                 data_cls,
-                partition_index=p.partition,
+                partition_index=index,
                 error_code=r.error,
                 high_watermark=r.high_watermark,
                 last_stable_offset=r.high_watermark,
@@ -152,9 +175,9 @@ async def handle_fetch(ctx: KafkaContext, request: Any, response_cls: Any) -> An
                 records=r.records,
                 **_diverging(response_cls, r),
             )
-            for p, r in zip(t.partitions, rs, strict=True)
+            for (index, _), r in zip(partitions, rs, strict=True)
         )
-        topics.append(build(topic_cls, topic=t.topic, partitions=parts))
+        topics.append(build(topic_cls, topic=topic, partitions=answers))
     return build(
         response_cls,
         throttle_time=NO_THROTTLE,
