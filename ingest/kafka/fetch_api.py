@@ -21,6 +21,7 @@ from ingest.kafka import leader_epochs
 from ingest.kafka.cluster_apis import NO_THROTTLE
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.leader_epochs import UNDEFINED, EpochEnd
+from ingest.kafka.offload import offload
 from ingest.kafka.protocol import build, kafka_error, nested
 from ingest.kafka.record_batch import encode_batch
 from ingest.replication.partition import Partition
@@ -34,6 +35,7 @@ LATEST, EARLIEST = -1, -2
 RECORD_TIME_BYTES = 1 << 20  # enough for the one record whose time ListOffsets answers
 _MAX_RECORDS = 100_000  # per partition and fetch; max bytes normally ends a read first
 _INLINE_BYTES = 256 * 1024  # records encoded on the event loop below this, in a thread above
+_SLICE_BYTES = 4 * 1024 * 1024  # a partition's read, a slice at a time (the loop runs between)
 
 
 class _Read(NamedTuple):
@@ -65,6 +67,46 @@ def _encoded(got: FetchResult, fetch_offset: int, append_time: bool, epoch: int)
     )
 
 
+class _Slicer:
+    """One partition's records, read and encoded a slice (_SLICE_BYTES) at a time: between
+    slices the event loop is free, and batches past _INLINE_BYTES are encoded in a worker
+    thread. Each slice is one batch with its leader epoch."""
+
+    def __init__(self, ctx: KafkaContext, state: Partition, topic: str) -> None:
+        self.state, self.topic = state, topic
+        self.cold = cold_reader(ctx, topic)
+        view = ctx.broker.cache.topic(topic)
+        self.append_time = (
+            view is not None and view.config.message_timestamp_type == "LogAppendTime"
+        )
+
+    async def _slice(self, offset: int, max_bytes: int) -> tuple[bytes, FetchResult]:
+        epoch, epoch_end = leader_epochs.epoch_at(self.state, offset)
+        got = await tiered_fetch.fetch_tiered(
+            self.state, self.cold, offset, _MAX_RECORDS, min(max_bytes, _SLICE_BYTES), 0
+        )
+        got = leader_epochs.within_epoch(got, epoch_end)
+        metrics.FETCHED_RECORDS.labels(self.topic).inc(got.batch.num_rows)
+        args = (got, offset, self.append_time, epoch)
+        if got.batch.nbytes >= _INLINE_BYTES:  # encoding walks every record
+            return await offload(_encoded, *args), got
+        return _encoded(*args), got
+
+    async def read(self, offset: int, max_bytes: int) -> _Read:
+        """From `offset`, up to `max_bytes` (the last batch may pass it, as in Kafka)."""
+        data, got = await self._slice(offset, max_bytes)
+        parts, left = [data], max_bytes - len(data)
+        while data and left > 0 and got.next_offset < got.high_watermark:
+            try:
+                data, more = await self._slice(got.next_offset, left)
+            except TierlogError:  # e.g. retention raced the read: answer what was read
+                break
+            parts.append(data)
+            left -= len(data)
+            got = more
+        return _Read(KafkaError.none, b"".join(parts), got.high_watermark, got.log_start_offset)
+
+
 async def _read(ctx: KafkaContext, topic: str, p: Any, max_bytes: int) -> _Read:
     """One partition's answer; `max_bytes` 0: the response's budget is spent, so only its
     watermarks (ingest/service/fetch_rules.py)."""
@@ -79,25 +121,12 @@ async def _read(ctx: KafkaContext, topic: str, p: Any, max_bytes: int) -> _Read:
             return _Read(KafkaError.none, high_watermark=state.high_watermark, diverging=diverged)
         if max_bytes <= 0:
             return _Read(KafkaError.none, b"", state.high_watermark, state.log.log_start_offset)
-        cold = cold_reader(ctx, topic)
-        epoch, epoch_end = leader_epochs.epoch_at(state, p.fetch_offset)
-        got = await tiered_fetch.fetch_tiered(
-            state, cold, p.fetch_offset, _MAX_RECORDS, max_bytes, 0
-        )
-        got = leader_epochs.within_epoch(got, epoch_end)
+        return await _Slicer(ctx, state, topic).read(p.fetch_offset, max_bytes)
     except TierlogError as exc:
         return _Read(kafka_error(exc))
     except Exception:
         log.exception("kafka fetch failed", extra={"topic": topic, "partition": p.partition})
         return _Read(KafkaError.unknown_server_error)
-    view = ctx.broker.cache.topic(topic)
-    append_time = view is not None and view.config.message_timestamp_type == "LogAppendTime"
-    metrics.FETCHED_RECORDS.labels(topic).inc(got.batch.num_rows)
-    args = (got, p.fetch_offset, append_time, epoch)
-    # Building the batch walks every record: off the event loop unless it is small.
-    big = got.batch.nbytes >= _INLINE_BYTES
-    data = await asyncio.to_thread(_encoded, *args) if big else _encoded(*args)
-    return _Read(KafkaError.none, data, got.high_watermark, got.log_start_offset)
 
 
 Wanted = list[tuple[str, list[tuple[int, Any]]]]  # per topic, its partitions (merged)

@@ -38,6 +38,7 @@ from ingest.kafka.client_limits import KafkaClientLimits
 from ingest.kafka.cluster_identity import ClusterIdentity
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.error_response import answer_unsupported
+from ingest.kafka.offload import offload
 from ingest.kafka.protocol import (
     API_VERSIONS,
     BEFORE_AUTH,
@@ -299,7 +300,7 @@ class KafkaListener:
         bounds, answer_cls = self.broker.config.data_limits, response_type(header)
         refused = await request_bounds.refusal(header.api_key, request, answer_cls, bounds)
         if refused is not None:  # more entries than one request may name: none is served
-            return await _encoded(header, refused, offload=True)
+            return await _encoded(header, refused, big=True)
         await self.limits.wait_unmuted(ctx)  # a throttled connection's next request waits
         handler = HANDLERS[header.api_key]
         if header.api_key == FETCH:
@@ -314,11 +315,11 @@ class KafkaListener:
 # thread: nothing a client sends may hold the event loop.
 async def _decoded(header: RequestHeader, frame: bytes) -> Any:
     if len(frame) >= _INLINE_FRAME_BYTES:
-        return await asyncio.to_thread(decode_body, header, frame)
+        return await offload(decode_body, header, frame)
     return decode_body(header, frame)
 
 
-async def _encoded(header: RequestHeader, body: Any, offload: bool) -> bytes:
-    if offload:
-        return await asyncio.to_thread(encode_response, header, body)
+async def _encoded(header: RequestHeader, body: Any, big: bool) -> bytes:
+    if big:
+        return await offload(encode_response, header, body)
     return encode_response(header, body)

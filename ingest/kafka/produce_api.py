@@ -23,6 +23,7 @@ from ingest import metrics
 from ingest.kafka.client_limits import check_tiering_backlog
 from ingest.kafka.cluster_apis import NO_THROTTLE
 from ingest.kafka.context import KafkaContext
+from ingest.kafka.offload import offload
 from ingest.kafka.protocol import build, kafka_error, nested
 from ingest.kafka.record_batch import decode_batch
 from ingest.produce import ProducerFields, frames_for
@@ -107,7 +108,7 @@ async def _queue(
     state = broker.require_leader(topic, partition)
     check_tiering_backlog(ctx, state)  # the same backpressure as HTTP produce
     now_ms = int(time.time() * 1000)
-    prepared = await asyncio.to_thread(_prepare, data or b"", broker.config, view.config, now_ms)
+    prepared = await offload(_prepare, data or b"", broker.config, view.config, now_ms)
     frames = prepared.frames
     min_insync = view.config.min_insync_replicas
     queued = state.submit(frames, acks, min_insync)

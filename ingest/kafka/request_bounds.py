@@ -5,13 +5,13 @@ is done."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from kio.schema.errors import ErrorCode as KafkaError
 
 from ingest.data_limits import DataLimits
 from ingest.kafka.error_response import error_response
+from ingest.kafka.offload import offload
 from ingest.kafka.protocol import CREATE_TOPICS, FETCH, LIST_OFFSETS, METADATA
 from ingest.service.request_counts import check_count
 from logformat.errors import TierlogError
@@ -34,7 +34,7 @@ async def refusal(api_key: int, request: Any, response_cls: Any, limits: DataLim
     try:
         check_count(name, _count(api_key, request), limits)
     except TierlogError as exc:
-        return await asyncio.to_thread(
+        return await offload(
             error_response, response_cls, request, KafkaError.invalid_request, exc.message
         )
     return None
