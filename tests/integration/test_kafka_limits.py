@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import re
 import socket
+import struct
 import threading
 import time
 import uuid
@@ -44,7 +45,7 @@ from tests.integration.kafka_wire import (
 from tests.integration.ports import free_port
 from tests.unit.ingest.service.test_service_rules import _header_bomb, _reseal, _stream
 
-FETCH_MAX = 1 << 20  # the module broker's fetch.max.bytes
+FETCH_MAX = 6 << 20  # the module broker's fetch.max.bytes: past one 4 MiB read slice
 MAX_CREATE, MAX_NAMED = 50, 100  # its entries per CreateTopics / Metadata, Fetch, ListOffsets
 LAG_BOUND = "0.2"  # seconds: issue 24's bound on the event loop's lag
 # Kafka's error codes, as a client reads them
@@ -234,16 +235,34 @@ def _fetch_dupes(topic: str, copies: int) -> bytes:
     return request(1, 8, encode(req))
 
 
+def _batch_offsets(records: bytes) -> list[int]:
+    """The base offsets of the RecordBatches one after another in `records`, checked to be
+    contiguous (each starts where the one before ended)."""
+    bases, pos, expected = [], 0, None
+    while pos < len(records):
+        base, length = struct.unpack_from(">qi", records, pos)
+        (last_delta,) = struct.unpack_from(">i", records, pos + 23)
+        assert expected is None or base == expected, (base, expected)
+        bases.append(base)
+        expected = base + last_delta + 1
+        pos += 12 + length
+    assert pos == len(records)
+    return bases
+
+
 def test_a_fetch_is_merged_and_capped(kafka: Any) -> None:
     broker, bootstrap = kafka
     topic = _topic(broker)
-    _fill(bootstrap, topic, 3 * FETCH_MAX)
+    _fill(bootstrap, topic, FETCH_MAX + (2 << 20))
     with _beside_normal_client(kafka):
         resp = fetch_response(call(bootstrap, _fetch_dupes(topic, 20)))
     (answer,) = resp.responses
     assert len(answer.partitions) == 1  # the 20 copies are one partition
-    # at most fetch.max.bytes, and past it only the first batch (200 KB here)
-    assert 0 < len(answer.partitions[0].records) <= FETCH_MAX + 250_000
+    # at most fetch.max.bytes, and past it only the last frame read (200 KB here); read in
+    # slices of 4 MiB, whose batches follow one another
+    records = answer.partitions[0].records
+    assert 4 << 20 < len(records) <= FETCH_MAX + 250_000
+    assert _batch_offsets(records)[0] == 0
     # HTTP's max_bytes is lowered to the same cap
     got = broker.fetch(topic, max_bytes=64 << 20, max_records=1_000_000)["records"]
     assert 0 < len(got) * 20_000 <= FETCH_MAX + 250_000
