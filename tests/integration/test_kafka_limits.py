@@ -43,7 +43,7 @@ from tests.integration.kafka_wire import (
     request,
 )
 from tests.integration.ports import free_port
-from tests.unit.ingest.service.test_service_rules import _header_bomb, _reseal, _stream
+from tests.kafka_batches import compressed, header_bomb, reseal, varint
 
 FETCH_MAX = 6 << 20  # the module broker's fetch.max.bytes: past one 4 MiB read slice
 MAX_CREATE, MAX_NAMED = 50, 100  # its entries per CreateTopics / Metadata, Fetch, ListOffsets
@@ -159,13 +159,6 @@ def _record_of_zeros(size: int) -> bytes:
     """One record (no key, a `size`-byte value of zeros, no headers), as RecordBatch v2 lays
     it out."""
 
-    def varint(v: int) -> bytes:
-        z, out = (v << 1) ^ (v >> 63), b""
-        while z >= 0x80:
-            out += bytes([(z & 0x7F) | 0x80])
-            z >>= 7
-        return out + bytes([z])
-
     body = b"\x00\x00\x00\x01" + varint(size) + bytes(size) + b"\x00"
     return varint(len(body)) + body
 
@@ -175,8 +168,8 @@ def test_a_compression_bomb_is_refused_cheaply(kafka: Any, codec: str) -> None:
     broker, bootstrap = kafka
     topic = _topic(broker)
     records = _record_of_zeros(32 << 20)  # 32 MiB: under the byte limit, 1000s of times its size
-    body = _stream(codec, records)
-    bomb = _reseal(_batch([b""]), {"gzip": 1, "lz4": 3, "zstd": 4}[codec], body)
+    body = compressed(codec, records)
+    bomb = reseal(_batch([b""]), {"gzip": 1, "lz4": 3, "zstd": 4}[codec], body)
     with _beside_normal_client(kafka):
         answer = _produce(bootstrap, topic, bomb)
     assert answer.error_code == MESSAGE_TOO_LARGE, answer
@@ -190,8 +183,8 @@ def test_a_compression_bomb_is_refused_cheaply(kafka: Any, codec: str) -> None:
 def test_a_header_bomb_is_refused_before_the_walk(kafka: Any) -> None:
     broker, bootstrap = kafka
     topic = _topic(broker)
-    plain = _header_bomb(9, 50_000)  # 9 records of 50,000 empty headers: 0.9 MB, ratio-exempt
-    bomb = _reseal(plain, 4, _stream("zstd", plain[HEADER_SIZE:]))
+    plain = header_bomb(9, 50_000)  # 9 records of 50,000 empty headers: 0.9 MB, ratio-exempt
+    bomb = reseal(plain, 4, compressed("zstd", plain[HEADER_SIZE:]))
     with _beside_normal_client(kafka):
         answer = _produce(bootstrap, topic, bomb)
     assert answer.error_code == INVALID_RECORD, answer
@@ -285,7 +278,7 @@ def test_kafka_timestamps_are_validated_as_http_does(
     broker, bootstrap = kafka
     topic = _topic(broker)
     start = int(time.time() * 1000) if base is None else base
-    batch = _reseal(_batch([b"a", b"b"], ts=0), base_ts=start)
+    batch = reseal(_batch([b"a", b"b"], ts=0), base_ts=start)
     plain = _with_second_delta(batch, delta)
     with _beside_normal_client(kafka):
         answer = _produce(bootstrap, topic, plain)
@@ -297,20 +290,12 @@ def test_kafka_timestamps_are_validated_as_http_does(
 def _with_second_delta(batch: bytes, delta: int) -> bytes:
     """The two-record batch with its second record's timestamp delta set to `delta`."""
 
-    def varint(v: int) -> bytes:
-        z = ((v << 1) ^ (v >> 63)) & (2**64 - 1)
-        out = b""
-        while z >= 0x80:
-            out += bytes([(z & 0x7F) | 0x80])
-            z >>= 7
-        return out + bytes([z])
-
     body = batch[HEADER_SIZE:]
     first_len = body[0] >> 1  # one-byte lengths: tiny records
     first, second = body[: 1 + first_len], body[1 + first_len :]
     rec = second[1:]  # attributes, ts delta (0: one byte), offset delta, ...
     rec = rec[:1] + varint(delta) + rec[2:]
-    return _reseal(batch, body=first + varint(len(rec)) + rec)
+    return reseal(batch, body=first + varint(len(rec)) + rec)
 
 
 def test_the_topic_timestamp_bounds_hold_on_both_protocols(kafka: Any) -> None:

@@ -6,16 +6,14 @@ request."""
 from __future__ import annotations
 
 import gzip
-import struct
 
-import google_crc32c
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from ingest.broker_config import BrokerConfig
 from ingest.data_limits import DataLimits
-from ingest.kafka.record_batch import HEADER_SIZE, decode_batch, encode_batch
+from ingest.kafka.record_batch import HEADER_SIZE, decode_batch
 from ingest.produce import plan_json
 from ingest.service.expansion import decode_budget
 from ingest.service.fetch_rules import ResponseBudget, capped_max_bytes, merged
@@ -26,42 +24,11 @@ from logformat.arrow_records import MAX_TIMESTAMP_MS
 from logformat.errors import ErrorCode, TierlogError
 from logformat.expansion import ExpansionLimits
 from logformat.partitioner import StickyPartitioner
-from logformat.schema import CONSUMER_SCHEMA, HEADERS
+from logformat.schema import HEADERS
 from metadata.configs import topic_config
+from tests.kafka_batches import NOW, compressed, header_bomb, reseal, small_batch
 
 LIMITS = ExpansionLimits(1_000_000, 128 * 1024 * 1024, 100.0)  # the broker's defaults
-NOW = 1_800_000_000_000
-
-
-def _batch(rows: int = 1, headers: list[dict[str, object]] | None = None) -> bytes:
-    recs = [
-        {"offset": i, "timestamp": NOW, "key": b"k", "value": b"v", "headers": headers}
-        for i in range(rows)
-    ]
-    return encode_batch(pa.RecordBatch.from_pylist(recs, schema=CONSUMER_SCHEMA), 0, rows)
-
-
-def _reseal(
-    batch: bytes, codec: int = 0, body: bytes | None = None, base_ts: int | None = None
-) -> bytes:
-    """The batch with another codec / records body / base timestamp, its CRC and length valid."""
-    head = bytearray(batch[:HEADER_SIZE])
-    (attrs,) = struct.unpack_from(">h", head, 21)
-    struct.pack_into(">h", head, 21, attrs | codec)
-    if base_ts is not None:
-        struct.pack_into(">q", head, 27, base_ts)
-    records = batch[HEADER_SIZE:] if body is None else body
-    struct.pack_into(">i", head, 8, HEADER_SIZE - 12 + len(records))
-    out = bytes(head) + records
-    crc = google_crc32c.value(out[21:])
-    return out[:17] + struct.pack(">I", crc) + out[21:]
-
-
-def _stream(codec: str, data: bytes) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.CompressedOutputStream(sink, codec) as out:
-        out.write(data)
-    return bytes(sink.getvalue().to_pybytes())
 
 
 # -- K1: expansion, checked while decompressing ---------------------------------------------
@@ -73,15 +40,15 @@ BOMB = bytes(64 * 1024 * 1024)  # 64 MiB of zeros: a few KiB compressed
     "codec,body",
     [
         (1, gzip.compress(BOMB, 1)),
-        (3, _stream("lz4", BOMB)),
-        (4, _stream("zstd", BOMB)),
+        (3, compressed("lz4", BOMB)),
+        (4, compressed("zstd", BOMB)),
         # raw snappy declares its size first: 2^31 bytes, refused before decompressing
         (2, b"\x80\x80\x80\x80\x08" + bytes(64)),
     ],
 )
 def test_a_compressed_bomb_is_refused_by_the_ratio_cap(codec: int, body: bytes) -> None:
     with pytest.raises(TierlogError) as err:
-        decode_batch(_reseal(_batch(), codec, body), LIMITS)
+        decode_batch(reseal(small_batch(), codec, body), LIMITS)
     assert err.value.code is ErrorCode.MESSAGE_TOO_LARGE
     assert "--max-compression-ratio" in err.value.message or "decoded" in err.value.message
 
@@ -94,43 +61,24 @@ def test_the_decode_budget_is_the_ratio_past_the_exempt_size() -> None:
 
 
 def test_a_batch_within_the_ratio_still_decodes() -> None:
-    plain = _batch(50)
-    body = _stream("zstd", plain[HEADER_SIZE:])
-    assert decode_batch(_reseal(plain, 4, body), LIMITS).records.num_rows == 50
+    plain = small_batch(50)
+    body = compressed("zstd", plain[HEADER_SIZE:])
+    assert decode_batch(reseal(plain, 4, body), LIMITS).records.num_rows == 50
 
 
 # -- K2: headers ---------------------------------------------------------------------------
 
 
-def _header_bomb(records: int, headers: int) -> bytes:
-    """`records` records of `headers` empty headers each (key "", value null): 2 bytes each."""
-    rec = b"\x00" + b"\x00" + b"\x00" + b"\x02k" + b"\x02v"  # attrs, ts, offset delta, key, value
-    out = b""
-    for i in range(records):
-        count = _varint(headers)
-        body = rec[:2] + _varint(i) + rec[3:] + count + b"\x00\x01" * headers
-        out += _varint(len(body)) + body
-    return _reseal(_batch(records), body=out)
-
-
-def _varint(v: int) -> bytes:
-    z, out = (v << 1) ^ (v >> 63), b""
-    while z >= 0x80:
-        out += bytes([(z & 0x7F) | 0x80])
-        z >>= 7
-    return out + bytes([z])
-
-
 def test_the_header_bomb_is_refused_before_its_headers_are_walked() -> None:
     with pytest.raises(TierlogError) as err:
-        decode_batch(_header_bomb(9, 80_000), LIMITS)
+        decode_batch(header_bomb(9, 80_000), LIMITS)
     assert err.value.code is ErrorCode.INVALID_RECORD
     assert err.value.extra["record_index"] == 0
     assert "--max-headers-per-record" in err.value.message
 
 
 def test_headers_within_the_bounds_decode() -> None:
-    got = decode_batch(_header_bomb(3, 1000), LIMITS).records
+    got = decode_batch(header_bomb(3, 1000), LIMITS).records
     assert [len(h) for h in got.column("headers").to_pylist()] == [1000] * 3
 
 
@@ -194,7 +142,7 @@ def test_topic_timestamp_bounds(stamp: int, configs: dict[str, str], ok: bool) -
 
 
 def test_a_kafka_batch_with_a_wrapping_time_is_refused() -> None:
-    batch = _reseal(_batch(), base_ts=2**63 - 1)
+    batch = reseal(small_batch(), base_ts=2**63 - 1)
     with pytest.raises(TierlogError) as err:
         decode_batch(batch, LIMITS)
     assert err.value.code is ErrorCode.INVALID_TIMESTAMP
