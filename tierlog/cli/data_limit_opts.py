@@ -58,20 +58,22 @@ def _env_name(flag: str) -> str:
 
 
 def add_data_limit_flags(p: argparse.ArgumentParser) -> None:
-    from ingest.data_limits import DataLimits
-
+    """The flags, unresolved: their defaults are DataLimits' own, read only when a broker
+    starts (data_limits), so no other command loads the broker's package to parse its
+    arguments."""
     for flag, (dest, text) in _FLAGS.items():
-        default = DataLimits._field_defaults[dest]
-        p.add_argument(
-            flag,
-            dest=dest,
-            type=int,
-            default=int(os.environ.get(_env_name(flag), "") or default),
-            help=f"{text} (default {default})",
-        )
+        p.add_argument(flag, dest=dest, type=int, default=None, help=f"{text} (docs/limits.md)")
 
 
 def data_limits(args: argparse.Namespace) -> DataLimits:
+    """The flags given, else TIERLOG_<FLAG>, else DataLimits' defaults."""
     from ingest.data_limits import DataLimits
 
-    return DataLimits(**{dest: getattr(args, dest) for dest, _ in _FLAGS.values()})
+    given: dict[str, int] = {}
+    for flag, (dest, _) in _FLAGS.items():
+        value = getattr(args, dest)
+        if value is None and os.environ.get(_env_name(flag)):
+            value = int(os.environ[_env_name(flag)])
+        if value is not None:
+            given[dest] = value
+    return DataLimits(**given)
