@@ -22,13 +22,14 @@ from cluster.search_contract import ColdSearcher
 from ingest.broker_config import BrokerConfig, kafka_advertised
 from ingest.cleaner.log_cleaner import CleanerDuty
 from ingest.log.log_manager import LogManager
+from ingest.loop_lag import watch_loop_lag
 from ingest.replication.controller import Controller
 from ingest.replication.forwarding import Forwarder
 from ingest.replication.partition import Partition, Role
 from ingest.replication.preferred_leader import PreferredLeaderMover
 from ingest.replication.replica_leader import ReplicaFetchHandler
 from ingest.replication.replica_manager import ReplicaManager
-from ingest.service.schema_ids import SchemaIdCheck
+from ingest.schema_ids import SchemaIdCheck
 from ingest.tiered.local_retention import LocalRetention
 from ingest.tiered.segment_registrar import SealedSegmentRegistrar
 from ingest.tiered.tier_status import TierStatusReader
@@ -122,6 +123,7 @@ class Broker:
         # Renew the lease from now on: the rest of start-up (log recovery, the cold reader's
         # S3 clients) can outlast a lease, and a lapse makes the controller see a restart.
         self._tasks = [self._every(cfg.heartbeat_ms, self._heartbeat, "heartbeat")]
+        self._tasks.append(asyncio.create_task(watch_loop_lag(), name="loop-lag"))
         if self.cold_reader is not None:
             await self.cold_reader.start()
         self._logs = await asyncio.to_thread(LogManager, str(cfg.data_dir))

@@ -11,6 +11,7 @@ from cluster.authorizer import AuthSettings
 from cluster.http.admission import ConcurrencyLimits
 from cluster.http.guard import HttpLimits
 from cluster.http.limits import DEFAULT_MAX_REQUEST_BYTES, LimitSettings
+from ingest.data_limits import DataLimits
 
 
 class BrokerConfig(NamedTuple):
@@ -47,6 +48,8 @@ class BrokerConfig(NamedTuple):
     max_request_records: int = 1_000_000
     max_request_decoded_bytes: int = 128 * 1024 * 1024
     max_compression_ratio: float = 100.0
+    # Headers, fetch size, entries per request: both protocols (ingest/service/limits.py).
+    data_limits: DataLimits = DataLimits()
     http_limits: HttpLimits = HttpLimits()  # header size/count/deadline, connection caps
     concurrency: ConcurrencyLimits = ConcurrencyLimits()  # searches, admin requests at once
     # The Kafka wire-protocol listener (ingest/kafka/): off unless given. `kafka_advertised`

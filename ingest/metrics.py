@@ -153,3 +153,10 @@ UNCLEAN_LEADER_ELECTIONS = Counter(
     "Leaders elected from outside the ISR (kafka.controller:ControllerStats "
     "UncleanLeaderElectionsPerSec)",
 )
+
+# ingest/loop_lag.py: how late the event loop runs a timer (0.2 s: issue 24's bound).
+EVENT_LOOP_LAG = Histogram(
+    "tierlog_event_loop_lag_seconds",
+    "How much later than due the broker's event loop ran a 100 ms timer",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1.0, 2.5, 5.0),
+)

@@ -12,12 +12,15 @@ from typing import NamedTuple
 import pyarrow as pa
 
 from cluster.http.responses import parse_json
+
+# The topic's rules for stored records, one copy for HTTP and Kafka (ingest/service/).
+from ingest.data_limits import DEFAULT_LIMITS, DataLimits
+from ingest.service.record_rules import checked_records
 from logformat import records
 from logformat.errors import ErrorCode, TierlogError
 from logformat.expansion import UNLIMITED, ExpansionLimits, check_json_records
 from logformat.frame import encode_frame
 from logformat.partitioner import StickyPartitioner, assign_partitions
-from logformat.schema import RECORD_SCHEMA, TIMESTAMP
 from metadata.configs import TopicConfig
 
 
@@ -112,11 +115,6 @@ def _check_partition(partition: int, num_partitions: int, topic: str) -> None:
         )
 
 
-def _log_append_time(batch: pa.RecordBatch, now_ms: int) -> pa.RecordBatch:
-    column = pa.repeat(pa.scalar(now_ms, TIMESTAMP), batch.num_rows)
-    return batch.set_column(1, RECORD_SCHEMA.field("timestamp"), column)
-
-
 def _single(producer: ProducerFields | None) -> ProducerFields | None:
     """Sequences are per partition: an idempotent request must hold one partition's batch."""
     if producer is not None:
@@ -126,21 +124,6 @@ def _single(producer: ProducerFields | None) -> ProducerFields | None:
             "partition: sequences are kept per partition",
         )
     return None
-
-
-def checked_records(batch: pa.RecordBatch, config: TopicConfig, now_ms: int) -> pa.RecordBatch:
-    """The batch as the topic stores it: keys checked, LogAppendTime stamped if configured.
-
-    A compacted topic keeps the latest record per key: a record without one has no place
-    in it (Kafka rejects it the same way)."""
-    if config.compact and batch.column(2).null_count:
-        raise TierlogError(
-            ErrorCode.INVALID_RECORD,
-            "compacted topic (cleanup.policy=compact) cannot accept a record without a key",
-        )
-    if config.message_timestamp_type == "LogAppendTime":
-        return _log_append_time(batch, now_ms)
-    return batch
 
 
 def _one_partition(
@@ -175,6 +158,7 @@ def plan_json(
     now_ms: int,
     producer: ProducerFields | None = None,
     limits: ExpansionLimits = UNLIMITED,
+    data_limits: DataLimits = DEFAULT_LIMITS,
 ) -> ProducePlan:
     check_json_records(body, limits)  # before parsing: 24 MB of `{}` would be 3 GB parsed
     doc = parse_json(body)
@@ -189,7 +173,7 @@ def plan_json(
     batch = records.build_batch(
         parsed.keys, parsed.values, parsed.headers, parsed.timestamps, now_ms
     )
-    batch = checked_records(batch, config, now_ms)
+    batch = checked_records(batch, config, now_ms, data_limits)
     explicit = None if parsed.partitions.count(None) == count else parsed.partitions
     if explicit is None and parsed.keys.count(None) == count:
         return _sticky(batch, config, sticky, num_partitions, producer)
@@ -221,12 +205,13 @@ def plan_arrow(
     producer: ProducerFields | None = None,
     limits: ExpansionLimits = UNLIMITED,
     measured: bool = False,
+    data_limits: DataLimits = DEFAULT_LIMITS,
 ) -> ProducePlan:
     table = records.read_arrow_stream(body, limits, measured)
     if table.num_rows == 0:
         raise TierlogError(ErrorCode.INVALID_REQUEST, "the Arrow stream holds no records")
     norm = records.normalize_arrow(table, now_ms)
-    batch = checked_records(norm.batch, config, now_ms)
+    batch = checked_records(norm.batch, config, now_ms, data_limits)
     partitions = norm.partitions
     if partitions is None and batch.column(2).null_count == batch.num_rows:
         return _sticky(batch, config, sticky, num_partitions, producer)

@@ -62,7 +62,7 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.INVALID_REPLICATION_FACTOR: 400,
     ErrorCode.INVALID_CONFIG: 400,
     ErrorCode.INVALID_RECORD: 400,
-    ErrorCode.INVALID_TIMESTAMP: 400,
+    ErrorCode.INVALID_TIMESTAMP: 422,  # well-formed, refused by the topic's rules
     ErrorCode.CORRUPT_MESSAGE: 400,
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: 404,
     ErrorCode.NOT_FOUND: 404,

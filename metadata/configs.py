@@ -155,7 +155,7 @@ SPECS: dict[str, _Spec] = {
     "unclean.leader.election.enable": _Spec(
         "false", _boolean, "allow electing a leader from outside the ISR"
     ),
-    # Broker-side schema validation (ingest/service/schema_ids.py), Confluent Server's names.
+    # Broker-side schema validation (ingest/schema_ids.py), Confluent Server's names.
     "confluent.key.schema.validation": _Spec(
         "false", _boolean, "refuse batches whose keys lack a schema id registered for the topic"
     ),

@@ -27,9 +27,11 @@ from cluster.read_contract import ColdReader
 from ingest import metrics
 from ingest.produce import ProducePlan, json_offsets, plan_arrow, plan_json, producer_fields
 from ingest.replication.partition import AppendResult, Partition, Role
+from ingest.service.expansion import expansion_limits
+from ingest.service.fetch_rules import capped_max_bytes
 from ingest.tiered import tiered_fetch
 from logformat.errors import ErrorCode, TierlogError
-from logformat.expansion import ExpansionLimits, measure_arrow
+from logformat.expansion import measure_arrow
 from metadata.types import TopicNamePartition
 
 if TYPE_CHECKING:
@@ -96,9 +98,7 @@ async def _plan(
     is decoded (an Arrow stream's decoded size is held in the in-flight budget and counted
     against the quota like body bytes); big bodies are decoded off the event loop."""
     cfg = broker.config
-    limits = ExpansionLimits(
-        cfg.max_request_records, cfg.max_request_decoded_bytes, cfg.max_compression_ratio
-    )
+    limits = expansion_limits(cfg)
     topic = view.info.name
     sticky, now_ms = broker.sticky_for(topic), int(time.time() * 1000)
     args = (body, topic, len(view.partitions), view.config, sticky, now_ms)
@@ -106,16 +106,16 @@ async def _plan(
     big = len(body) >= OFFLOAD_BYTES
     if media != ARROW_STREAM:
         if big:
-            return await asyncio.to_thread(plan_json, *args, producer, limits)
-        return plan_json(*args, producer, limits)
+            return await asyncio.to_thread(plan_json, *args, producer, limits, cfg.data_limits)
+        return plan_json(*args, producer, limits, cfg.data_limits)
     measure = functools.partial(measure_arrow, body, limits)
     declared = await asyncio.to_thread(measure) if big else measure()
     charge = request.scope.get(DECODED_SCOPE_KEY)
     if charge is not None:  # None: cluster traffic, never limited
         await charge(declared.decoded_bytes - len(body))
     if big or declared.decoded_bytes >= OFFLOAD_BYTES:
-        return await asyncio.to_thread(plan_arrow, *args, producer, limits, True)
-    return plan_arrow(*args, producer, limits, True)
+        return await asyncio.to_thread(plan_arrow, *args, producer, limits, True, cfg.data_limits)
+    return plan_arrow(*args, producer, limits, True, cfg.data_limits)
 
 
 async def _append(
@@ -179,6 +179,7 @@ async def fetch_records(request: Request) -> Response:
     if not isinstance(state, Partition):
         return state
     params = fetch_params(request)
+    params = params._replace(max_bytes=capped_max_bytes(params.max_bytes, broker.config))
     cold = _cold_reader(broker, topic)
     try:
         result = await tiered_fetch.fetch_tiered(

@@ -9,6 +9,7 @@ with Kafka's error and tierlog's message.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from typing import Any
 
@@ -21,6 +22,8 @@ from logformat.errors import ErrorCode, TierlogError
 from metadata.acl import CLUSTER_NAME
 from metadata.configs import check_min_insync, validate_configs, validate_topic_name
 from metadata.topics import MAX_PARTITIONS
+
+log = logging.getLogger("tierlog.kafka")
 
 
 async def after_topic_change(ctx: KafkaContext) -> None:
@@ -66,7 +69,13 @@ async def handle_create_topics(ctx: KafkaContext, request: Any, response_cls: An
     result_cls = nested(response_cls, "CreatableTopicResult")
     results = []
     created = False
-    for topic in request.topics:
+    for done, topic in enumerate(request.topics):
+        if ctx.client_gone():  # Kafka drops a closed connection's work: so do we
+            log.info(
+                "CreateTopics stopped: the client went away",
+                extra={"topics_created": done, "topics_asked": len(request.topics)},
+            )
+            break
         fields: dict[str, Any] = {"name": topic.name, "configs": (), "topic_config_error_code": 0}
         try:
             partitions, rf, tid = await _create(ctx, topic, request.validate_only)

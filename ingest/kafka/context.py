@@ -10,6 +10,7 @@ its URL: the same host, and the port moved by this broker's Kafka-minus-HTTP dis
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -62,6 +63,8 @@ class KafkaContext:
         self.muted_until = 0.0
         self.backoff_s = 0.0
         self.turns = Turns()  # the connection's requests, one after another (turns.py)
+        # True once the client hung up (the listener sets it): long work for it stops.
+        self.client_gone: Callable[[], bool] = lambda: False
         self._port_shift = advertised[1] - host_port(broker.config.advertised_url)[1]
 
     def allowed(self, resource_type: str, name: str, operation: str) -> bool:

@@ -15,15 +15,17 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 from kio.schema.errors import ErrorCode as KafkaError
 
-from cluster.read_contract import ColdReader
+from cluster.read_contract import ColdReader, FetchResult
 from ingest import metrics
 from ingest.kafka import leader_epochs
 from ingest.kafka.cluster_apis import NO_THROTTLE
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.leader_epochs import UNDEFINED, EpochEnd
+from ingest.kafka.offload import offload
 from ingest.kafka.protocol import build, kafka_error, nested
 from ingest.kafka.record_batch import encode_batch
 from ingest.replication.partition import Partition
+from ingest.service.fetch_rules import ResponseBudget, merged
 from ingest.tiered import tiered_fetch
 from logformat.errors import ErrorCode, TierlogError
 
@@ -32,6 +34,8 @@ log = logging.getLogger("tierlog.kafka")
 LATEST, EARLIEST = -1, -2
 RECORD_TIME_BYTES = 1 << 20  # enough for the one record whose time ListOffsets answers
 _MAX_RECORDS = 100_000  # per partition and fetch; max bytes normally ends a read first
+_INLINE_BYTES = 256 * 1024  # records encoded on the event loop below this, in a thread above
+_SLICE_BYTES = 4 * 1024 * 1024  # a partition's read, a slice at a time (the loop runs between)
 
 
 class _Read(NamedTuple):
@@ -57,7 +61,55 @@ async def leader(ctx: KafkaContext, topic: str, partition: int, operation: str) 
     return ctx.broker.require_leader(topic, partition)
 
 
+def _encoded(got: FetchResult, fetch_offset: int, append_time: bool, epoch: int) -> bytes:
+    return leader_epochs.stamp(
+        encode_batch(got.batch, fetch_offset, got.next_offset, append_time), epoch
+    )
+
+
+class _Slicer:
+    """One partition's records, read and encoded a slice (_SLICE_BYTES) at a time: between
+    slices the event loop is free, and batches past _INLINE_BYTES are encoded in a worker
+    thread. Each slice is one batch with its leader epoch."""
+
+    def __init__(self, ctx: KafkaContext, state: Partition, topic: str) -> None:
+        self.state, self.topic = state, topic
+        self.cold = cold_reader(ctx, topic)
+        view = ctx.broker.cache.topic(topic)
+        self.append_time = (
+            view is not None and view.config.message_timestamp_type == "LogAppendTime"
+        )
+
+    async def _slice(self, offset: int, max_bytes: int) -> tuple[bytes, FetchResult]:
+        epoch, epoch_end = leader_epochs.epoch_at(self.state, offset)
+        got = await tiered_fetch.fetch_tiered(
+            self.state, self.cold, offset, _MAX_RECORDS, min(max_bytes, _SLICE_BYTES), 0
+        )
+        got = leader_epochs.within_epoch(got, epoch_end)
+        metrics.FETCHED_RECORDS.labels(self.topic).inc(got.batch.num_rows)
+        args = (got, offset, self.append_time, epoch)
+        if got.batch.nbytes >= _INLINE_BYTES:  # encoding walks every record
+            return await offload(_encoded, *args), got
+        return _encoded(*args), got
+
+    async def read(self, offset: int, max_bytes: int) -> _Read:
+        """From `offset`, up to `max_bytes` (the last batch may pass it, as in Kafka)."""
+        data, got = await self._slice(offset, max_bytes)
+        parts, left = [data], max_bytes - len(data)
+        while data and left > 0 and got.next_offset < got.high_watermark:
+            try:
+                data, more = await self._slice(got.next_offset, left)
+            except TierlogError:  # e.g. retention raced the read: answer what was read
+                break
+            parts.append(data)
+            left -= len(data)
+            got = more
+        return _Read(KafkaError.none, b"".join(parts), got.high_watermark, got.log_start_offset)
+
+
 async def _read(ctx: KafkaContext, topic: str, p: Any, max_bytes: int) -> _Read:
+    """One partition's answer; `max_bytes` 0: the response's budget is spent, so only its
+    watermarks (ingest/service/fetch_rules.py)."""
     try:
         state = await leader(ctx, topic, p.partition, "read")
         fenced = leader_epochs.fence(state, getattr(p, "current_leader_epoch", -1))
@@ -67,45 +119,44 @@ async def _read(ctx: KafkaContext, topic: str, p: Any, max_bytes: int) -> _Read:
         diverged = leader_epochs.diverging(state, last_epoch, p.fetch_offset)
         if diverged is not None:
             return _Read(KafkaError.none, high_watermark=state.high_watermark, diverging=diverged)
-        cold = cold_reader(ctx, topic)
-        epoch, epoch_end = leader_epochs.epoch_at(state, p.fetch_offset)
-        got = await tiered_fetch.fetch_tiered(
-            state, cold, p.fetch_offset, _MAX_RECORDS, max(1, max_bytes), 0
-        )
-        got = leader_epochs.within_epoch(got, epoch_end)
+        if max_bytes <= 0:
+            return _Read(KafkaError.none, b"", state.high_watermark, state.log.log_start_offset)
+        return await _Slicer(ctx, state, topic).read(p.fetch_offset, max_bytes)
     except TierlogError as exc:
         return _Read(kafka_error(exc))
     except Exception:
         log.exception("kafka fetch failed", extra={"topic": topic, "partition": p.partition})
         return _Read(KafkaError.unknown_server_error)
-    view = ctx.broker.cache.topic(topic)
-    append_time = view is not None and view.config.message_timestamp_type == "LogAppendTime"
-    metrics.FETCHED_RECORDS.labels(topic).inc(got.batch.num_rows)
-    data = leader_epochs.stamp(
-        encode_batch(got.batch, p.fetch_offset, got.next_offset, append_time), epoch
-    )
-    return _Read(KafkaError.none, data, got.high_watermark, got.log_start_offset)
 
 
-async def _read_all(ctx: KafkaContext, request: Any) -> list[list[_Read]]:
-    budget = request.max_bytes  # the response's limit; each partition also has its own
+Wanted = list[tuple[str, list[tuple[int, Any]]]]  # per topic, its partitions (merged)
+
+
+def wanted(request: Any) -> Wanted:
+    """The request's partitions, each once (fetch_rules.merged: as Kafka keys them)."""
+    return merged((t.topic, p.partition, p) for t in request.topics for p in t.partitions)
+
+
+async def _read_all(ctx: KafkaContext, request: Any, parts: Wanted) -> list[list[_Read]]:
+    """Every partition read within the response's budget (fetch_rules.ResponseBudget)."""
+    budget = ResponseBudget(request.max_bytes, ctx.broker.config)
     out: list[list[_Read]] = []
-    for t in request.topics:
+    for topic, partitions in parts:
         reads = []
-        for p in t.partitions:
-            r = await _read(ctx, t.topic, p, min(p.partition_max_bytes, budget))
-            budget -= len(r.records)
+        for _, p in partitions:
+            r = await _read(ctx, topic, p, budget.limit(p.partition_max_bytes))
+            budget.spend(len(r.records))
             reads.append(r)
         out.append(reads)
     return out
 
 
-async def _wait_for_any(ctx: KafkaContext, request: Any, timeout_s: float) -> None:
+async def _wait_for_any(ctx: KafkaContext, parts: Wanted, timeout_s: float) -> None:
     """Until a fetched partition gets a record past its fetch offset, or the timeout."""
     waits = []
-    for t in request.topics:
-        for p in t.partitions:
-            state = ctx.broker.leader_state(t.topic, p.partition)
+    for topic, partitions in parts:
+        for _, p in partitions:
+            state = ctx.broker.leader_state(topic, p.partition)
             if state is not None:
                 waits.append(asyncio.ensure_future(state.wait_for_data(p.fetch_offset, timeout_s)))
     if not waits:
@@ -124,9 +175,10 @@ def _diverging(response_cls: Any, r: _Read) -> dict[str, Any]:
 
 
 async def handle_fetch(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+    parts = wanted(request)
     deadline = time.monotonic() + min(request.max_wait.total_seconds(), 30.0)
     while True:
-        reads = await _read_all(ctx, request)
+        reads = await _read_all(ctx, request, parts)
         got = sum(len(r.records) for rs in reads for r in rs)
         failed = any(
             r.error != KafkaError.none or r.diverging != UNDEFINED for rs in reads for r in rs
@@ -134,15 +186,15 @@ async def handle_fetch(ctx: KafkaContext, request: Any, response_cls: Any) -> An
         remaining = deadline - time.monotonic()
         if got >= max(1, request.min_bytes) or failed or remaining <= 0:
             break
-        await _wait_for_any(ctx, request, remaining)
+        await _wait_for_any(ctx, parts, remaining)
     data_cls = nested(response_cls, "PartitionData")
     topic_cls = nested(response_cls, "FetchableTopicResponse")
     topics = []
-    for t, rs in zip(request.topics, reads, strict=True):
-        parts = tuple(
+    for (topic, partitions), rs in zip(parts, reads, strict=True):
+        answers = tuple(
             build(
                 data_cls,
-                partition_index=p.partition,
+                partition_index=index,
                 error_code=r.error,
                 high_watermark=r.high_watermark,
                 last_stable_offset=r.high_watermark,
@@ -152,9 +204,9 @@ async def handle_fetch(ctx: KafkaContext, request: Any, response_cls: Any) -> An
                 records=r.records,
                 **_diverging(response_cls, r),
             )
-            for p, r in zip(t.partitions, rs, strict=True)
+            for (index, _), r in zip(partitions, rs, strict=True)
         )
-        topics.append(build(topic_cls, topic=t.topic, partitions=parts))
+        topics.append(build(topic_cls, topic=topic, partitions=answers))
     return build(
         response_cls,
         throttle_time=NO_THROTTLE,

@@ -30,6 +30,7 @@ from ingest.kafka import (
     group_apis,
     offset_apis,
     produce_api,
+    request_bounds,
     sasl_apis,
 )
 from ingest.kafka.budget import RequestBudget
@@ -37,6 +38,7 @@ from ingest.kafka.client_limits import KafkaClientLimits
 from ingest.kafka.cluster_identity import ClusterIdentity
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.error_response import answer_unsupported
+from ingest.kafka.offload import offload
 from ingest.kafka.protocol import (
     API_VERSIONS,
     BEFORE_AUTH,
@@ -107,6 +109,7 @@ INFLIGHT_WAIT_S = 1.0  # as long as an HTTP request waits for in-flight room
 PIPELINED = 32  # requests read ahead of their answers, per connection
 _FLUSH_BYTES = 1 << 20  # answers buffered beyond this are flushed before the next one
 _SIZE = struct.Struct(">i")
+_INLINE_FRAME_BYTES = 64 * 1024  # requests parsed on the event loop below this
 
 
 class KafkaListener:
@@ -162,6 +165,7 @@ class KafkaListener:
         self._connections.add(task)
         self._per_address[address] = self._per_address.get(address, 0) + 1
         ctx = KafkaContext(self.broker, self.advertised, self.groups, self.identity)
+        ctx.client_gone = lambda: reader.at_eof() or writer.is_closing()
         try:
             await self._serve(ctx, reader, writer)
         except (ProtocolError, ValueError) as exc:
@@ -292,7 +296,11 @@ class KafkaListener:
                 extra={"api_key": header.api_key, "api_version": header.api_version},
             )
             return answer_unsupported(header, frame)
-        request = decode_body(header, frame)
+        request = await _decoded(header, frame)
+        bounds, answer_cls = self.broker.config.data_limits, response_type(header)
+        refused = await request_bounds.refusal(header.api_key, request, answer_cls, bounds)
+        if refused is not None:  # more entries than one request may name: none is served
+            return await _encoded(header, refused, big=True)
         await self.limits.wait_unmuted(ctx)  # a throttled connection's next request waits
         handler = HANDLERS[header.api_key]
         if header.api_key == FETCH:
@@ -300,4 +308,18 @@ class KafkaListener:
         else:
             body = await handler(ctx, request, response_type(header))
         body = await self.limits.charge(ctx, header, len(frame), body)
-        return None if body is None else encode_response(header, body)
+        return None if body is None else await _encoded(header, body, header.api_key == FETCH)
+
+
+# Parsing a big frame and encoding a Fetch answer (its records' bytes) run in a worker
+# thread: nothing a client sends may hold the event loop.
+async def _decoded(header: RequestHeader, frame: bytes) -> Any:
+    if len(frame) >= _INLINE_FRAME_BYTES:
+        return await offload(decode_body, header, frame)
+    return decode_body(header, frame)
+
+
+async def _encoded(header: RequestHeader, body: Any, big: bool) -> bytes:
+    if big:
+        return await offload(encode_response, header, body)
+    return encode_response(header, body)

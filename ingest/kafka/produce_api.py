@@ -15,30 +15,38 @@ import asyncio
 import logging
 import sys
 import time
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kio.schema.errors import ErrorCode as KafkaError
 
-from cluster.http.fetch_response import OFFLOAD_BYTES
 from ingest import metrics
 from ingest.kafka.client_limits import check_tiering_backlog
 from ingest.kafka.cluster_apis import NO_THROTTLE
 from ingest.kafka.context import KafkaContext
+from ingest.kafka.offload import offload
 from ingest.kafka.protocol import build, kafka_error, nested
-from ingest.kafka.record_batch import KafkaBatch, decode_batch
-
-# checked_records: the topic's rules for stored records (keys on compacted topics, LogAppendTime),
-# shared with HTTP produce rather than restated here.
-from ingest.produce import ProducerFields, checked_records, frames_for
+from ingest.kafka.record_batch import decode_batch
+from ingest.produce import ProducerFields, frames_for
 from ingest.replication.group_commit import AppendResult
 from ingest.replication.partition import Partition
+from ingest.service.expansion import expansion_limits
+
+# The topic's rules for stored records (keys on compacted topics, header bounds, timestamps,
+# LogAppendTime), shared with HTTP produce rather than restated here.
+from ingest.service.record_rules import checked_records
 from logformat.errors import TierlogError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ingest.broker_config import BrokerConfig
+    from metadata.configs import TopicConfig
 
 log = logging.getLogger("tierlog.kafka")
 
 
 class _Outcome:
-    __slots__ = ("base_offset", "error", "log_start", "message", "record_errors")
+    __slots__ = ("base_offset", "error", "log_start", "message", "record_index")
 
     def __init__(
         self,
@@ -46,19 +54,40 @@ class _Outcome:
         base_offset: int = -1,
         log_start: int = -1,
         message: str | None = None,
-        record_errors: tuple[tuple[int, str], ...] = (),
+        record_index: int | None = None,
     ) -> None:
         self.error, self.base_offset, self.log_start = error, base_offset, log_start
-        # error_message and record_errors (KIP-467): which record a refused batch failed on
-        self.message, self.record_errors = message, record_errors
+        self.message, self.record_index = message, record_index
+
+    @classmethod
+    def refused(cls, exc: TierlogError) -> _Outcome:
+        """A partition's error with tierlog's message, and the record it names (Produce v8+
+        carry both: error_message, record_errors)."""
+        index = exc.extra.get("record_index", exc.extra.get("index"))
+        return cls(
+            kafka_error(exc),
+            message=exc.message,
+            record_index=index if isinstance(index, int) else None,
+        )
 
 
-async def _decode(ctx: KafkaContext, data: bytes) -> KafkaBatch:
-    cfg = ctx.broker.config
-    args = (data, cfg.max_request_decoded_bytes, cfg.max_request_records)
-    if len(data) >= OFFLOAD_BYTES:
-        return await asyncio.to_thread(decode_batch, *args)
-    return decode_batch(*args)
+class _Prepared(NamedTuple):
+    frames: list[bytearray]
+    batch: pa.RecordBatch
+
+
+def _prepare(data: bytes, config: BrokerConfig, topic: TopicConfig, now_ms: int) -> _Prepared:
+    """Decode, check and frame one partition's batch: the heavy part of a produce (bounded
+    decompression, the record walk, Arrow encoding and compression), run in a worker thread
+    so that no batch holds the event loop (zstd, lz4, numpy and Arrow release the GIL)."""
+    kb = decode_batch(data, expansion_limits(config), config.data_limits)
+    batch = checked_records(kb.records, topic, now_ms, config.data_limits)
+    producer = (
+        ProducerFields(kb.producer_id, kb.producer_epoch, kb.base_sequence)
+        if kb.producer_id >= 0
+        else None
+    )
+    return _Prepared(frames_for(batch, topic, producer), batch)
 
 
 class _Queued(NamedTuple):
@@ -80,25 +109,18 @@ async def _queue(
     view = await broker.cache.require_topic(topic, partition)
     state = broker.require_leader(topic, partition)
     check_tiering_backlog(ctx, state)  # the same backpressure as HTTP produce
-    kb = await _decode(ctx, data or b"")
-    batch = checked_records(kb.records, view.config, int(time.time() * 1000))
-    await broker.schema_ids.check_batch(topic, view.config, batch)
-    producer = (
-        ProducerFields(kb.producer_id, kb.producer_epoch, kb.base_sequence)
-        if kb.producer_id >= 0
-        else None
-    )
-    frames = frames_for(batch, view.config, producer)
+    now_ms = int(time.time() * 1000)
+    prepared = await offload(_prepare, data or b"", broker.config, view.config, now_ms)
+    await broker.schema_ids.check_batch(topic, view.config, prepared.batch)
+    frames = prepared.frames
     min_insync = view.config.min_insync_replicas
     queued = state.submit(frames, acks, min_insync)
-    return _Queued(state, queued, min_insync, topic, batch.num_rows, sum(map(len, frames)))
+    return _Queued(state, queued, min_insync, topic, prepared.batch.num_rows, sum(map(len, frames)))
 
 
 def _failed(exc: BaseException, topic: str, partition: int) -> _Outcome:
     if isinstance(exc, TierlogError):
-        index = exc.extra.get("index")
-        records = ((index, exc.message),) if isinstance(index, int) else ()
-        return _Outcome(kafka_error(exc), message=exc.message, record_errors=records)
+        return _Outcome.refused(exc)
     # one partition's fault must not take the connection down
     log.error("kafka produce failed", exc_info=exc, extra={"topic": topic, "partition": partition})
     return _Outcome(KafkaError.unknown_server_error)
@@ -151,14 +173,10 @@ async def _produce(ctx: KafkaContext, request: Any) -> list[_Outcome]:
     )
 
 
-def _record_errors(response_cls: Any, o: _Outcome) -> tuple[Any, ...]:
-    """The refused records of a partition, in versions that carry them (v8+)."""
-    if not o.record_errors:
+def _record_errors(index_cls: Any, o: _Outcome) -> tuple[Any, ...]:
+    if index_cls is None or o.record_index is None:
         return ()
-    cls = getattr(sys.modules[response_cls.__module__], "BatchIndexAndErrorMessage", None)
-    if cls is None:
-        return ()
-    return tuple(build(cls, batch_index=i, batch_index_error_message=m) for i, m in o.record_errors)
+    return (index_cls(batch_index=o.record_index, batch_index_error_message=o.message),)
 
 
 async def handle_produce(ctx: KafkaContext, request: Any, response_cls: Any) -> Any | None:
@@ -173,6 +191,7 @@ async def handle_produce(ctx: KafkaContext, request: Any, response_cls: Any) -> 
         return None
     part_cls = nested(response_cls, "PartitionProduceResponse")
     topic_cls = nested(response_cls, "TopicProduceResponse")
+    index_cls = getattr(sys.modules[response_cls.__module__], "BatchIndexAndErrorMessage", None)
     topics = []
     for t in request.topic_data:
         parts = []
@@ -186,7 +205,7 @@ async def handle_produce(ctx: KafkaContext, request: Any, response_cls: Any) -> 
                     base_offset=o.base_offset,
                     log_append_time=None,
                     log_start_offset=o.log_start,
-                    record_errors=_record_errors(response_cls, o),
+                    record_errors=_record_errors(index_cls, o),
                     error_message=o.message,
                 )
             )

@@ -16,9 +16,12 @@ import google_crc32c
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.kafka.compression import decompress
+from ingest.data_limits import DEFAULT_LIMITS, DataLimits
+from ingest.kafka.compression import DecodedTooLarge, decompress
 from ingest.kafka.record_codec import corrupt, decode_records, encode_records
+from ingest.service.expansion import check_decoded, decode_budget
 from logformat.errors import ErrorCode, TierlogError
+from logformat.expansion import ExpansionLimits
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
 # baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, record count
@@ -37,9 +40,28 @@ class KafkaBatch(NamedTuple):
     decoded_bytes: int  # the records' size after decompression
 
 
-def decode_batch(data: bytes, max_decoded_bytes: int, max_records: int) -> KafkaBatch:
+def _body(data: bytes, codec: int, limits: ExpansionLimits) -> bytes:
+    """The batch's records, decompressed within the broker's expansion limits (the byte
+    limit and the compression ratio, as HTTP produce has them)."""
+    body = data[HEADER_SIZE:]
+    if not codec:
+        check_decoded(len(body), len(body), limits)
+        return body
+    try:
+        out = decompress(codec, body, decode_budget(len(body), limits))
+    except DecodedTooLarge as exc:
+        check_decoded(exc.decoded, len(body), limits)
+        raise AssertionError("decode_budget and check_decoded disagree") from None
+    check_decoded(len(out), len(body), limits)
+    return out
+
+
+def decode_batch(
+    data: bytes, limits: ExpansionLimits, data_limits: DataLimits = DEFAULT_LIMITS
+) -> KafkaBatch:
     """The one RecordBatch v2 of a produce request's partition (Kafka: exactly one from
-    Produce v3 on). Anything malformed raises before a record is handed on."""
+    Produce v3 on). Anything malformed, or over the broker's limits, raises before a record
+    is handed on."""
     if len(data) < HEADER_SIZE:
         raise corrupt(f"{len(data)} bytes is shorter than a batch header ({HEADER_SIZE})")
     (_, length, _, magic, crc, attrs, last_delta, base_ts, _, pid, epoch, seq, count) = (
@@ -55,18 +77,14 @@ def decode_batch(data: bytes, max_decoded_bytes: int, max_records: int) -> Kafka
         raise TierlogError(
             ErrorCode.INVALID_RECORD, "transactional and control batches are not supported"
         )
-    if not 0 < count <= max_records or last_delta != count - 1:
+    if not 0 < count <= limits.max_records or last_delta != count - 1:
         raise TierlogError(
             ErrorCode.INVALID_RECORD,
-            f"a batch must hold 1..{max_records} records with lastOffsetDelta = count - 1",
+            f"a batch must hold 1..{limits.max_records} records with lastOffsetDelta = count - 1",
         )
-    body = data[HEADER_SIZE:]
-    codec = attrs & 0x07
-    if codec:
-        body = decompress(codec, body, max_decoded_bytes)
-    elif len(body) > max_decoded_bytes:
-        raise TierlogError(ErrorCode.RECORD_LIST_TOO_LARGE, "the batch exceeds the broker limit")
-    return KafkaBatch(decode_records(body, count, base_ts), pid, epoch, seq, len(body))
+    body = _body(data, attrs & 0x07, limits)
+    records = decode_records(body, count, base_ts, data_limits)
+    return KafkaBatch(records, pid, epoch, seq, len(body))
 
 
 # -- tierlog -> Kafka ---------------------------------------------------------------------

@@ -16,8 +16,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ingest.data_limits import DEFAULT_LIMITS, DataLimits
 from ingest.kafka import varint_columns as vc
 from ingest.kafka.varint_columns import INT_WIDTH, LONG_WIDTH, Bytes, Ints
+from ingest.service.headers import check_headers
+from ingest.service.timestamps import combine
 from logformat.errors import ErrorCode, TierlogError
 from logformat.schema import HEADER_STRUCT, HEADERS, RECORD_SCHEMA, TIMESTAMP
 
@@ -100,18 +103,33 @@ def _string(buf: Bytes, pos: Ints, ends: Ints) -> tuple[Ints, Ints, Ints]:
     return lengths, starts, after
 
 
-_FEW = 8  # rows left with more headers than this are finished by a plain walk
+_FEW = 8  # header indexes read a column at a time; the rest of each record's are walked
+_VALUE_1 = [_zigzag(b) for b in range(0x80)]  # one-byte varints, by their byte
 
 
 def _header_walk(data: bytes, at: int, n: int, out: list[tuple[int, int, int, int]]) -> int:
-    """Headers of one record with very many of them, one by one (rare; bounded by the
-    record's bytes, as a vectorised pass per header index would not be)."""
-    for _ in range(n):
-        k, at = _long_varint(data, at)
-        key_at, at = at, at + max(k, 0)
-        v, at = _long_varint(data, at)
-        out.append((k, key_at, v, at))
-        at += max(v, 0)
+    """The next `n` headers of one record, one by one (for records with many: a vectorised
+    pass per header index would cost a numpy round per index). A one-byte length, the usual
+    case, is a table lookup; the walk is bounded by the header limits checked before it."""
+    value_1 = _VALUE_1
+    try:
+        for _ in range(n):
+            b = data[at]
+            if b < 0x80:
+                k, at = value_1[b], at + 1
+            else:
+                k, at = _long_varint(data, at)
+            key_at = at
+            at += k if k > 0 else 0
+            b = data[at]
+            if b < 0x80:
+                v, at = value_1[b], at + 1
+            else:
+                v, at = _long_varint(data, at)
+            out.append((k, key_at, v, at))
+            at += v if v > 0 else 0
+    except IndexError:
+        raise corrupt("a header runs past the end of the batch") from None
     return at
 
 
@@ -125,7 +143,7 @@ def _headers(data: bytes, buf: Bytes, pos: Ints, ends: Ints, counts: Ints) -> tu
     pos = pos.copy()
     for j in range(int(counts.max())):
         rows = np.flatnonzero(counts > j)
-        if j >= _FEW and len(rows) <= _FEW:
+        if j >= _FEW:
             for r in rows.tolist():
                 walked: list[tuple[int, int, int, int]] = []
                 pos[r] = _header_walk(data, int(pos[r]), int(counts[r]) - j, walked)
@@ -155,8 +173,12 @@ def _headers(data: bytes, buf: Bytes, pos: Ints, ends: Ints, counts: Ints) -> tu
     return column, pos
 
 
-def decode_records(data: bytes, count: int, base_ts: int) -> pa.RecordBatch:
-    """RECORD_SCHEMA rows of the `count` records in `data`; anything malformed raises."""
+def decode_records(
+    data: bytes, count: int, base_ts: int, limits: DataLimits = DEFAULT_LIMITS
+) -> pa.RecordBatch:
+    """RECORD_SCHEMA rows of the `count` records in `data`; anything malformed, a time that
+    leaves the range, or headers over the broker's bounds (checked from each record's
+    header count and the bytes it has left, before any header is read) raises."""
     bounds = _bounds(data, count)
     starts, ends = bounds[:-1], bounds[1:]
     buf = vc.padded(data)
@@ -165,6 +187,7 @@ def decode_records(data: bytes, count: int, base_ts: int) -> pa.RecordBatch:
         raise corrupt("a record length is not where its record ends")
     pos = starts + size + 1  # past the record attributes (unused in v2)
     ts_delta, size = _read(buf, pos, LONG_WIDTH)
+    stamps = combine(base_ts, ts_delta)
     offset_delta, size2 = _read(buf, pos + size, INT_WIDTH)
     if not np.array_equal(offset_delta, np.arange(count)):
         raise TierlogError(ErrorCode.INVALID_RECORD, "record offset deltas must be 0..n-1")
@@ -174,13 +197,16 @@ def decode_records(data: bytes, count: int, base_ts: int) -> pa.RecordBatch:
     pos = pos + size
     headers = pa.nulls(count, HEADERS)
     if counts.any():
+        if (counts < 0).any():
+            raise corrupt("a header count is negative")
+        check_headers(counts, np.where(counts > 0, ends - pos, 0), limits)
         headers, pos = _headers(data, buf, pos, ends, counts)
     if (pos != ends).any():
         raise corrupt(f"record {int(np.argmax(pos != ends))}'s length does not match its fields")
     return pa.RecordBatch.from_arrays(
         [
             pa.array(np.arange(count, dtype=np.int32)),
-            pa.array(base_ts + ts_delta, TIMESTAMP),
+            pa.array(stamps, TIMESTAMP),
             vc.strings(buf, key_at, key_len),
             vc.strings(buf, value_at, value_len),
             headers,

@@ -1,4 +1,4 @@
-"""The broker's schema-id check (ingest/service/schema_ids.py) over a real registry store:
+"""The broker's schema-id check (ingest/schema_ids.py) over a real registry store:
 each subject name strategy, keys, the cache's refresh after a registration, and the index
 a refusal names. In process: the produce paths that call it run in
 test_schema_registry.py."""
@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from ingest.service.schema_ids import SchemaIdCheck, SchemaValidationError
+from ingest.schema_ids import SchemaIdCheck, SchemaValidationError
 from metadata.configs import topic_config
 from metadata.db import make_engine
 from metadata.registry_store import RegistryStore

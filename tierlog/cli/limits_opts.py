@@ -7,6 +7,8 @@ import argparse
 import os
 from typing import TYPE_CHECKING, Any
 
+from tierlog.cli.data_limit_opts import add_data_limit_flags, data_limits
+
 if TYPE_CHECKING:
     from cluster.http.guard import HttpLimits
 
@@ -44,6 +46,7 @@ def add_limit_flags(p: argparse.ArgumentParser) -> None:
         "until tiering catches up (0: no bound)",
     )
     add_expansion_flags(p)
+    add_data_limit_flags(p)
 
 
 def add_expansion_flags(p: argparse.ArgumentParser) -> None:
@@ -80,6 +83,7 @@ def limit_config(args: argparse.Namespace) -> dict[str, Any]:
         "max_request_records": args.max_request_records,
         "max_request_decoded_bytes": args.max_request_decoded_bytes,
         "max_compression_ratio": args.max_compression_ratio,
+        "data_limits": data_limits(args),
     }
 
 

@@ -7,7 +7,7 @@ import struct
 
 import pyarrow as pa
 
-from ingest.service.schema_ids import framed_ids
+from ingest.schema_ids import framed_ids
 
 
 def framed(schema_id: int, payload: bytes = b"x") -> bytes:

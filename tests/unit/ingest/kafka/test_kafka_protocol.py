@@ -59,7 +59,7 @@ def test_xerial_snappy_and_its_bound() -> None:
     assert decompress(2, framed, 1500) == b"".join(parts)
     with pytest.raises(TierlogError) as err:
         decompress(2, framed, 1499)
-    assert err.value.code is ErrorCode.RECORD_LIST_TOO_LARGE
+    assert err.value.code is ErrorCode.MESSAGE_TOO_LARGE  # Kafka's RecordTooLargeException
 
 
 @pytest.mark.parametrize("codec", [3, 4])

@@ -12,9 +12,15 @@ import pytest
 
 from ingest.kafka.record_batch import HEADER_SIZE, decode_batch, encode_batch
 from logformat.errors import ErrorCode, TierlogError
+from logformat.expansion import ExpansionLimits
 from logformat.schema import CONSUMER_SCHEMA
 
 LIMIT = 1 << 20
+
+
+def _limits(decoded_bytes: int, records: int) -> ExpansionLimits:
+    """Byte and record limits alone (no ratio cap: the bomb tests are in test_kafka_limits)."""
+    return ExpansionLimits(records, decoded_bytes, float("inf"))
 
 
 def _consumer_batch(n: int, first_offset: int = 0) -> pa.RecordBatch:
@@ -49,7 +55,7 @@ def _reseal(batch: bytes, attrs_or: int = 0, body: bytes | None = None) -> bytes
 
 def test_round_trip_is_exact() -> None:
     batch = _consumer_batch(40)
-    decoded = decode_batch(encode_batch(batch, 0, 40), LIMIT, 1000)
+    decoded = decode_batch(encode_batch(batch, 0, 40), _limits(LIMIT, 1000))
     assert decoded.producer_id == -1
     got = decoded.records
     assert got.column(0).to_pylist() == list(range(40))
@@ -60,7 +66,7 @@ def test_round_trip_is_exact() -> None:
 def test_gzip_batch_decodes() -> None:
     plain = encode_batch(_consumer_batch(5), 0, 5)
     packed = _reseal(plain, 1, gzip.compress(plain[HEADER_SIZE:]))
-    got = decode_batch(packed, LIMIT, 1000).records
+    got = decode_batch(packed, _limits(LIMIT, 1000)).records
     assert got.column("value").to_pylist() == _consumer_batch(5).column("value").to_pylist()
 
 
@@ -92,19 +98,19 @@ def test_bad_batches_are_refused(damage: object, code: ErrorCode) -> None:
     good = encode_batch(_consumer_batch(4), 0, 4)
     assert callable(damage)
     with pytest.raises(TierlogError) as err:
-        decode_batch(damage(good), LIMIT, 1000)
+        decode_batch(damage(good), _limits(LIMIT, 1000))
     assert err.value.code is code
 
 
 def test_limits_bound_records_and_decompressed_bytes() -> None:
     good = encode_batch(_consumer_batch(4), 0, 4)
     with pytest.raises(TierlogError) as err:
-        decode_batch(good, LIMIT, 3)
+        decode_batch(good, _limits(LIMIT, 3))
     assert err.value.code is ErrorCode.INVALID_RECORD
     bomb = _reseal(good, 1, gzip.compress(b"\0" * (4 * LIMIT)))
     with pytest.raises(TierlogError) as err:
-        decode_batch(bomb, LIMIT, 1000)
-    assert err.value.code is ErrorCode.RECORD_LIST_TOO_LARGE
+        decode_batch(bomb, _limits(LIMIT, 1000))
+    assert err.value.code is ErrorCode.MESSAGE_TOO_LARGE  # Kafka's RecordTooLargeException
 
 
 def test_header_keys_must_be_text() -> None:
@@ -112,7 +118,7 @@ def test_header_keys_must_be_text() -> None:
     raw = encode_batch(batch, 0, 2)
     bad = raw.replace("é".encode(), b"\xff\xfe")
     with pytest.raises(TierlogError) as err:
-        decode_batch(_reseal(bad), LIMIT, 1000)
+        decode_batch(_reseal(bad), _limits(LIMIT, 1000))
     assert err.value.code is ErrorCode.INVALID_RECORD
 
 
@@ -168,7 +174,7 @@ def test_multi_byte_varints_and_headers_match_kafkas_layout() -> None:
     batch = pa.RecordBatch.from_pylist(rows, schema=CONSUMER_SCHEMA)
     raw = encode_batch(batch, 7, 307)
     assert raw[HEADER_SIZE:] == _kafka_records(rows, 7, int(rows[0]["timestamp"]))
-    got = decode_batch(raw, 1 << 22, 1000).records
+    got = decode_batch(raw, _limits(1 << 22, 1000)).records
     got.validate(full=True)
     assert got.column("offset_delta").to_pylist() == list(range(300))
     for name in ("timestamp", "key", "value", "headers"):
@@ -191,5 +197,5 @@ def test_malformed_records_are_refused(record: bytes, code: ErrorCode | None) ->
     good = encode_batch(_consumer_batch(1), 0, 1)
     bad = _reseal(good, 0, _zigzag(len(record)) + record)
     with pytest.raises(TierlogError) as err:
-        decode_batch(bad, LIMIT, 1000)
+        decode_batch(bad, _limits(LIMIT, 1000))
     assert err.value.code is (code or ErrorCode.INVALID_RECORD)  # a null header key

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -29,8 +29,25 @@ from metadata.configs import TopicConfig
 from metadata.registry_store import RegistryStore
 from schemaformat.naming import record_name
 
-if TYPE_CHECKING:
-    from ingest.produce import ProducePlan
+
+class PlannedAppend(Protocol):
+    """What the check reads of one planned HTTP append (ingest/produce.py's plan, described
+    here so the broker's id check does not import the produce path above it)."""
+
+    @property
+    def partition(self) -> int: ...
+    @property
+    def frames(self) -> Sequence[bytes | bytearray]: ...
+    @property
+    def positions(self) -> Sequence[int] | None: ...
+    @property
+    def record_count(self) -> int: ...
+
+
+class PlannedProduce(Protocol):
+    @property
+    def appends(self) -> Sequence[PlannedAppend]: ...
+
 
 POSITIVE_TTL_S = 60.0
 NEGATIVE_TTL_S = 1.0
@@ -105,7 +122,7 @@ class SchemaIdCheck:
             if on:
                 await self._check_column(topic, column, strategy, batch.column(column), first_index)
 
-    async def check_plan(self, topic: str, config: TopicConfig, plan: ProducePlan) -> None:
+    async def check_plan(self, topic: str, config: TopicConfig, plan: PlannedProduce) -> None:
         """HTTP produce: the planned frames' records, errors naming request positions."""
         if not (config.value_schema_validation or config.key_schema_validation):
             return
