@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-RESOURCE_TYPES = ("topic", "group", "cluster")
+RESOURCE_TYPES = ("topic", "group", "cluster", "subject")  # subject: the Schema Registry's
 PATTERN_TYPES = ("literal", "prefixed")
 OPERATIONS = ("read", "write", "create", "delete", "alter", "describe", "all")
 PERMISSIONS = ("allow", "deny")

@@ -20,6 +20,7 @@ from tierlog.cli.extensions import (
     groups_on_fetch_node,
     lake_on_broker,
     lake_on_fetch_node,
+    registry_on_broker,
     s3_configured,
 )
 from tierlog.cli.limits_opts import add_http_flags, add_limit_flags, http_limits, limit_config
@@ -148,7 +149,7 @@ def _run_broker(args: argparse.Namespace) -> int:
             **limit_config(args),
         ),
         cold_reader=cold_tier(args.database_url),
-        extensions=[groups_on_broker, lake_on_broker],
+        extensions=[groups_on_broker, lake_on_broker, registry_on_broker],
     )
     return 0
 
