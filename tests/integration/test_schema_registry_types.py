@@ -31,6 +31,7 @@ from grpc_tools import protoc
 from tests.integration.brokers import BrokerProcess
 from tests.integration.kafka_clients import consume
 from tests.integration.ports import free_port
+from tierlog.cli.main import main
 
 
 class Node:
@@ -233,3 +234,86 @@ def test_each_level_refuses_with_409_and_accepts_the_compatible(
             assert sr.test_compatibility(subject, Schema(refused, kind))
     sr.register_schema(subject, Schema(accepted, kind))
     assert sr.get_versions(subject) == list(range(1, len(history) + 2))
+
+
+def cli(capfd: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """`tierlog ARGS` in this process: (exit code, stdout, stderr)."""
+    code = main(list(args))
+    out, err = capfd.readouterr()
+    return code, out, err
+
+
+def test_cli_schemas_register_check_level_list_delete(
+    node: Node, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    url = ("--url", node.url)
+    order = tmp_path / "order.json"
+    order.write_text(ORDER_JSON)
+    code, out, _ = cli(capfd, "schemas", *url, "register", "cli-orders-value", str(order))
+    assert code == 0 and isinstance(json.loads(out)["id"], int)
+    assert cli(capfd, "schemas", *url, "versions", "cli-orders-value")[1].split() == [
+        "[",
+        "1",
+        "]",
+    ]
+    shown = json.loads(cli(capfd, "schemas", *url, "get", "cli-orders-value")[1])
+    assert (shown["version"], shown["schemaType"]) == (1, "JSON")
+    # an open content model takes no new property: Confluent's rule, the registry's answer
+    doc = json.loads(ORDER_JSON)
+    doc["properties"]["note"] = {"type": "string"}
+    wider = tmp_path / "wider.json"
+    wider.write_text(json.dumps(doc))
+    code, out, _ = cli(capfd, "schemas", *url, "check", "cli-orders-value", str(wider))
+    assert code == 1 and out.startswith("incompatible")
+    assert "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL" in out and "#/properties/note" in out
+    doc["properties"].pop("note")
+    doc["description"] = "orders"
+    described = tmp_path / "described.json"
+    described.write_text(json.dumps(doc))
+    assert cli(capfd, "schemas", *url, "check", "cli-orders-value", str(described))[:2] == (
+        0,
+        "compatible\n",
+    )
+    assert cli(capfd, "schemas", *url, "level", "cli-orders-value")[1] == "BACKWARD\n"
+    assert cli(capfd, "schemas", *url, "level", "cli-orders-value", "full")[1] == "FULL\n"
+    assert cli(capfd, "schemas", *url, "level", "cli-orders-value")[1] == "FULL\n"
+    proto = tmp_path / "order.proto"
+    proto.write_text(P1)
+    code, out, _ = cli(capfd, "schemas", *url, "register", "cli-proto-value", str(proto))
+    proto_id = json.loads(out)["id"]
+    assert (
+        json.loads(cli(capfd, "schemas", *url, "get", "--id", str(proto_id))[1])["schemaType"]
+        == "PROTOBUF"
+    )
+    listed = cli(capfd, "schemas", *url, "list", "--prefix", "cli-")[1].split()
+    assert listed == ["cli-orders-value", "cli-proto-value"]
+    bad = tmp_path / "bad.proto"
+    bad.write_text('syntax = "proto3"; message A { int32 a = 1 }')
+    code, _, err = cli(capfd, "schemas", *url, "register", "cli-bad-value", str(bad))
+    assert code == 1 and "42201" in err and 'Expected ";"' in err
+    assert cli(capfd, "schemas", *url, "delete", "cli-proto-value")[1].split() == ["[", "1", "]"]
+    assert cli(capfd, "schemas", *url, "list", "--prefix", "cli-")[1].split() == [
+        "cli-orders-value"
+    ]
+    assert "cli-proto-value" in cli(capfd, "schemas", *url, "list", "--deleted")[1].split()
+    code, out, _ = cli(capfd, "schemas", *url, "delete", "cli-proto-value", "--permanent")
+    assert code == 0
+    code, _, err = cli(capfd, "schemas", *url, "get", "cli-proto-value")
+    assert code == 1 and "40401" in err
+
+
+def test_cli_consume_refuses_values_it_cannot_decode(
+    node: Node, capfd: pytest.CaptureFixture[str]
+) -> None:
+    for topic, value, reason in [
+        ("plain-values", b"plain text", "not Confluent's magic byte 0"),
+        ("unknown-ids", b"\x00\x00\x0f\x42\x3f{}", "40403"),
+    ]:
+        node.broker.create_topic(topic, 1)
+        produce(node, topic, [value])
+        code, out, err = cli(
+            capfd, "consume", topic, "--from-beginning", "--max-messages", "1",
+            "--url", node.url, "--value-format", "json-sr",
+        )  # fmt: skip
+        assert code == 1 and out == "", err
+        assert "partition 0 offset 0" in err and reason in err
