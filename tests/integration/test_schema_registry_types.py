@@ -27,7 +27,9 @@ from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSe
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from grpc_tools import protoc
+from starlette.testclient import TestClient
 
+from console.app import create_app
 from tests.integration.brokers import BrokerProcess
 from tests.integration.kafka_clients import consume
 from tests.integration.ports import free_port
@@ -317,3 +319,43 @@ def test_cli_consume_refuses_values_it_cannot_decode(
         )  # fmt: skip
         assert code == 1 and out == "", err
         assert "partition 0 offset 0" in err and reason in err
+
+
+def test_console_schemas_page_and_decoded_messages(node: Node, order_pb2: ModuleType) -> None:
+    sr = registry(node)
+    topic, subject = "console-orders", "console-orders-value"
+    node.broker.create_topic(topic, 1)
+    v1 = json.dumps({"type": "object", "properties": {"item": {"type": "string"}}})
+    v2 = json.dumps(
+        {"type": "object", "properties": {"item": {"type": "string"}, "qty": {"type": "integer"}}}
+    )
+    sr.set_compatibility(subject, "NONE")
+    sr.register_schema(subject, Schema(v1, "JSON"))
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    json_value = JSONSerializer(v2, sr)({"item": "pen", "qty": 2}, ctx)
+    proto_value = ProtobufSerializer(order_pb2.Order, sr, {"use.deprecated.format": False})(
+        order_pb2.Order(id=5, item="ink"), ctx
+    )
+    unknown = b"\x00\x00\x0f\x42\x3f{}"
+    produce(node, topic, [json_value, proto_value, unknown])
+    v2_id = sr.lookup_schema(subject, Schema(v2, "JSON")).schema_id
+    with TestClient(create_app(node.url)) as console:
+        listing = console.get("/schemas")
+        assert listing.status_code == 200
+        row = listing.text.split(f'data-subject="{subject}"')[1].split("</tr>")[0]
+        assert '<td data-col="type">PROTOBUF</td>' in row  # the Protobuf value registered v3
+        assert '<td data-col="level">NONE</td>' in row
+        assert f'href="/messages?topic={topic}">{topic}</a>' in row
+        page = console.get(f"/schemas/{subject}?left=1&right=2")
+        assert page.status_code == 200
+        inserted = [r.split("</tr>")[0] for r in page.text.split('<tr class="insert">')[1:]]
+        assert any("&#34;qty&#34;: {" in r for r in inserted), inserted
+        assert console.get(f"/schemas/{subject}?right=9").status_code == 400
+        found = console.get(f"/schemas?id={v2_id}", follow_redirects=False)
+        assert found.status_code == 303
+        assert found.headers["location"] == f"/schemas/{subject}?right=2"
+        messages = console.get(f"/messages?topic={topic}").text
+        assert f'<a href="/schemas?id={v2_id}">schema {v2_id}</a> · JSON' in messages
+        assert f"{subject} v2</a>" in messages and "&#34;item&#34;: &#34;pen&#34;" in messages
+        assert "PROTOBUF shop.Order" in messages and "&#34;item&#34;: &#34;ink&#34;" in messages
+        assert "schema 999999:" in messages  # a value naming an unknown id says so
