@@ -5,6 +5,8 @@ delete can make an id unknown again: it clears the cache here and, through
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 from starlette.responses import Response
 
@@ -13,6 +15,17 @@ from registry.http import Context
 from registry.media import V1
 
 _MAX = 100_000  # entries; past it the cache starts over rather than grow
+
+
+def schema_fields(stored: StoredSchema) -> dict[str, Any]:
+    """`schema`, and `schemaType` / `references` where Confluent sends them (not for AVRO,
+    not when empty)."""
+    out: dict[str, Any] = {"schema": stored.text}
+    if stored.schema_type != "AVRO":
+        out["schemaType"] = stored.schema_type
+    if stored.references:
+        out["references"] = [r._asdict() for r in stored.references]
+    return out
 
 
 class IdAnswers:
@@ -32,8 +45,6 @@ class IdAnswers:
             return hit
         generation = self._generation
         stored = await self._ctx.run(self._ctx.registry.schema, schema_id)
-        from registry.schema_routes import schema_fields  # the answer's shape lives there
-
         entry = (stored, orjson.dumps(schema_fields(stored)))
         if generation == self._generation:  # not across a hard delete
             if len(self._cache) >= _MAX:

@@ -13,20 +13,9 @@ from metadata.registry_store import StoredSchema, StoredVersion
 from registry import deletes
 from registry.bodies import schema_request
 from registry.http import Context, auth_enabled, body, endpoint, may, require
-from registry.id_answers import IdAnswers
+from registry.id_answers import IdAnswers, schema_fields
 from registry.media import registry_json
 from registry.params import flag, schema_id, subject_name, version_number
-
-
-def schema_fields(stored: StoredSchema) -> dict[str, Any]:
-    """`schema`, and `schemaType` / `references` where Confluent sends them (not for AVRO,
-    not when empty)."""
-    out: dict[str, Any] = {"schema": stored.text}
-    if stored.schema_type != "AVRO":
-        out["schemaType"] = stored.schema_type
-    if stored.references:
-        out["references"] = [r._asdict() for r in stored.references]
-    return out
 
 
 def version_body(version: StoredVersion, stored: StoredSchema) -> dict[str, Any]:

@@ -68,6 +68,9 @@ def test_banner_prints_the_admin_key_and_dev_env(dev: DevInstance) -> None:
     kafka = f"127.0.0.1:{dev.port + KAFKA_PORT_SHIFT}"  # 9092 for dev's default 8080
     assert f"Kafka clients: {kafka};" in banner and variables["TIERLOG_KAFKA_BOOTSTRAP"] == kafka
     assert variables["TIERLOG_URL"] == dev.base
+    registry = f"{dev.base}/schema-registry"
+    assert variables["TIERLOG_SCHEMA_REGISTRY_URL"] == registry
+    assert f"Schema Registry at {registry} " in banner
     assert variables["TIERLOG_DATABASE_URL"].startswith("postgresql")
     assert {"TIERLOG_S3_ENDPOINT", "TIERLOG_S3_BUCKET", "TIERLOG_FETCH_URL"} <= set(variables)
     assert (dev.data_dir / "dev.env").stat().st_mode & 0o077 == 0  # it holds secrets

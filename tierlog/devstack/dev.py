@@ -149,6 +149,7 @@ def _banner(
         f"tierlog dev is up: web console at {console_url} ; "
         f"brokers at {', '.join(brokers)} ({security}); "
         f"Kafka clients: {','.join(_kafka_addresses(brokers))}; "
+        f"Schema Registry at {env['TIERLOG_SCHEMA_REGISTRY_URL']} (every broker serves it); "
         f"fetch node at {fetch_url}; "
         f"S3 at {env['TIERLOG_S3_ENDPOINT']} bucket {env['TIERLOG_S3_BUCKET']}; "
         f"workers: {', '.join(_WORKER_ROLES)} (a child that dies is restarted within "
@@ -157,6 +158,9 @@ def _banner(
         f"{', TIERLOG_API_KEY' if key else ''}): set -a; . {env_file(data_dir)}; set +a. "
         f"Data in {data_dir}. Ctrl-C stops everything."
     )
+
+
+SCHEMA_REGISTRY_PATH = "/schema-registry"  # registry/mount.py's BASE_PATH
 
 
 def _kafka_addresses(broker_urls: list[str]) -> list[str]:
@@ -205,6 +209,8 @@ def run_dev(
             "TIERLOG_URL": broker_urls[0],  # the client commands' default node
             "TIERLOG_BROKER_URLS": ",".join(broker_urls),
             "TIERLOG_KAFKA_BOOTSTRAP": ",".join(_kafka_addresses(broker_urls)),
+            # Confluent's Schema Registry API, served by every broker (registry/)
+            "TIERLOG_SCHEMA_REGISTRY_URL": f"{broker_urls[0]}{SCHEMA_REGISTRY_PATH}",
             "TIERLOG_FETCH_URL": fetch_url,
             "TIERLOG_CONSOLE_URL": console_url,
         }
