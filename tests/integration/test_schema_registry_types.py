@@ -159,9 +159,14 @@ def test_protobuf_serializer_round_trip_over_kafka(node: Node, order_pb2: Module
         order.placed.seconds = 1_700_000_000 + i
         orders.append(order)
     produce(node, topic, [serialize(order, ctx) for order in orders])
+    records = consume(node.kafka, topic, 0, len(orders))
     deserialize = ProtobufDeserializer(order_class, {"use.deprecated.format": False})
-    got = [deserialize(m.value(), ctx) for m in consume(node.kafka, topic, 0, len(orders))]
-    assert got == orders
+    assert [deserialize(m.value(), ctx) for m in records] == orders
+    # with a registry client it reads the writer's schema as a serialized descriptor too
+    deserialize = ProtobufDeserializer(
+        order_class, {"use.deprecated.format": False}, schema_registry_client=registry(node)
+    )
+    assert [deserialize(m.value(), ctx) for m in records] == orders
     # the registry holds it as .proto text (the serializer sent a base64 descriptor)
     latest = registry(node).get_latest_version(f"{topic}-value").schema
     assert latest.schema_type == "PROTOBUF" and "message Order {" in latest.schema_str
