@@ -15,8 +15,8 @@ import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
 
+from schemaformat import jsonschema_diff
 from schemaformat.base import InvalidSchema, ParsedSchema
-from schemaformat.jsonschema_diff import MAX_COMPARISONS, TooComplex, differences
 from schemaformat.jsonschema_model import Loader, Node, canonical
 from schemaformat.jsonschema_rules import COMPATIBLE
 
@@ -151,9 +151,10 @@ class JsonSchemaKind:
         if not isinstance(reader, JsonSchema) or not isinstance(writer, JsonSchema):
             return [f"a {writer.schema_type} schema cannot be read as {reader.schema_type}"]
         try:
-            found = differences(writer.root(), reader.root())
-        except TooComplex:
-            return [f"the schemas are too complex to compare ({MAX_COMPARISONS} subschema pairs)"]
+            found = jsonschema_diff.differences(writer.root(), reader.root())
+        except jsonschema_diff.TooComplex:
+            bound = jsonschema_diff.MAX_COMPARISONS
+            return [f"the schemas are too complex to compare ({bound} subschema pairs)"]
         except ValueError as error:
             return [str(error)]
         return [

@@ -26,7 +26,7 @@ from schemaformat.jsonschema_rules import (
     unevaluated,
 )
 
-MAX_COMPARISONS = 200_000  # pairs compared: bounds the work a hostile schema pair can cause
+MAX_COMPARISONS = 20_000  # distinct pairs compared: bounds what a hostile schema pair costs
 
 
 class TooComplex(Exception):
@@ -66,7 +66,7 @@ class Context:
 
 def differences(writer: Node, reader: Node) -> list[tuple[str, str]]:
     """Every difference from `writer` to `reader` as (type, JSON path)."""
-    ctx = Context([], {"stack": set(), "count": 0})
+    ctx = Context([], {"stack": set(), "count": 0, "memo": {}, "truncated": 0})
     compare(ctx, writer, reader)
     return ctx.diffs
 
@@ -84,15 +84,37 @@ def compare(ctx: Context, original: Node | None, update: Node | None) -> None:
     pair = (id(original), id(update))
     stack: set[tuple[int, int]] = ctx.shared["stack"]
     if pair in stack:  # a recursive schema met itself: the cycle adds nothing new
+        ctx.shared["truncated"] += 1
         return
+    memo: dict[tuple[str, int, str, int], list[tuple[str, str]]] = ctx.shared["memo"]
+    same = (original.key(), id(original.doc), update.key(), id(update.doc))  # equal content
+    found = memo.get(same)
+    if found is None:
+        found, complete = _compare_pair(ctx, original, update, pair)
+        if complete:  # not cut short by a cycle: true wherever the same pair meets again
+            memo[same] = found
+    for kind, path in found:  # relative to the pair: placed under this context's path
+        parts = [*ctx.path, path[2:]] if path != "#/" else ctx.path
+        ctx.diffs.append((kind, "#/" + "/".join(parts)))
+
+
+def _compare_pair(
+    ctx: Context, original: Node, update: Node, pair: tuple[int, int]
+) -> tuple[list[tuple[str, str]], bool]:
+    """The pair's differences (relative to it), and whether no cycle cut them short.
+    Schemas that repeat subschemas (definitions, combined members) meet equal pairs again
+    and again: the memo answers those."""
     ctx.shared["count"] += 1
     if ctx.shared["count"] > MAX_COMPARISONS:
         raise TooComplex
-    stack.add(pair)
+    truncated = ctx.shared["truncated"]
+    sub = Context([], ctx.shared)
+    ctx.shared["stack"].add(pair)
     try:
-        _compare_types(ctx, original, update)
+        _compare_types(sub, original, update)
     finally:
-        stack.discard(pair)
+        ctx.shared["stack"].discard(pair)
+    return sub.diffs, ctx.shared["truncated"] == truncated
 
 
 def _family(node: Node) -> str:

@@ -56,6 +56,8 @@ class Node:
     resolve: Callable[[], Node] | None = None  # ref: the node it points at
     doc: Any = None  # the document it sits in (where its own `$ref`s resolve)
     owner: Loader | None = None  # the loader that loads its children
+    origin: str = ""  # "types" for the anyOf a list of types makes (beside a keyword anyOf)
+    _key: str | None = None
 
     def load(self, value: Any) -> Node:
         """A child schema of this node (a property's, an item's, ...)."""
@@ -64,7 +66,9 @@ class Node:
 
     def key(self) -> str:
         """Equal for equal schemas (duplicate subschemas of a combined schema collapse)."""
-        return f"{self.kind}:{self.criterion}:{canonical(self.raw)}"
+        if self._key is None:  # computed once: canonical() walks the whole subtree
+            self._key = f"{self.kind}:{self.criterion}:{self.origin}:{canonical(self.raw)}"
+        return self._key
 
     def target(self) -> Node:
         """Follows `$ref`s to the node meant."""
@@ -179,7 +183,8 @@ def _typed(value: dict[str, Any]) -> list[Node]:
     if isinstance(declared, str):
         return [_typed_node(declared, value)]
     if isinstance(declared, list):
-        return [Node("combined", value, "anyOf", [_typed_node(str(t), value) for t in declared])]
+        subs = [_typed_node(str(t), value) for t in declared]
+        return [Node("combined", value, "anyOf", subs, origin="types")]
     return [
         Node(family, value) for family, words in TYPE_FAMILIES if any(k in value for k in words)
     ]

@@ -85,3 +85,30 @@ def test_normalized_form_ignores_key_order_and_whitespace() -> None:
     other = KIND.parse('{ "maxLength":3,"type":"string" }', {})
     assert one.normalized() == other.normalized()
     assert one.text() != other.text()
+
+
+def _nested_unions(depth: int, leaf: str, tag: str = "") -> dict[str, Any]:
+    if depth == 0:
+        return {"type": leaf, "title": tag}
+    members = [
+        {"type": "object", "properties": {f"p{i}": _nested_unions(depth - 1, leaf, f"{tag}{i}")}}
+        for i in range(6)
+    ]
+    return {"oneOf": members}
+
+
+def test_a_pair_too_costly_to_compare_is_refused_not_computed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("schemaformat.jsonschema_diff.MAX_COMPARISONS", 200)
+    writer, reader = _parse(_nested_unions(3, "string")), _parse(_nested_unions(3, "integer"))
+    assert KIND.incompatibilities(reader, writer) == [
+        "the schemas are too complex to compare (200 subschema pairs)"
+    ]
+
+
+def test_a_type_list_beside_an_anyof_is_two_unions_not_one() -> None:
+    both = {"type": ["string", "integer"], "anyOf": [{"minLength": 1}, {"minimum": 0}]}
+    only_types = {"type": ["string", "integer"], "anyOf": [{"minLength": 1}, {"minimum": 1}]}
+    assert KIND.incompatibilities(_parse(both), _parse(both)) == []
+    assert KIND.incompatibilities(_parse(only_types), _parse(both)) != []
