@@ -88,3 +88,38 @@ def test_invalid_protos_are_refused_with_protocs_reason(
 ) -> None:
     with pytest.raises(InvalidSchema, match=message):
         KIND.parse(text, references)
+
+
+# The wire-compatible groups of protobuf's "Updating a message type" rules, which Confluent's
+# scalar kinds follow: int32/uint32/int64/uint64/bool and enums; sint32/sint64;
+# string/bytes; fixed32/sfixed32; fixed64/sfixed64; float; double.
+SCALAR_CHANGES = [
+    ("int32", "int64", True),
+    ("uint64", "bool", True),
+    ("int32", "sint32", False),
+    ("sint32", "sint64", True),
+    ("string", "bytes", True),
+    ("fixed32", "sfixed32", True),
+    ("fixed64", "sfixed64", True),
+    ("fixed32", "fixed64", False),
+    ("float", "double", False),
+    ("int32", "float", False),
+    ("Color", "int32", True),
+    ("Color", "string", False),
+    ("Inner", "string", False),
+]
+
+
+@pytest.mark.parametrize(("before", "after", "compatible"), SCALAR_CHANGES)
+def test_field_type_changes_follow_the_wire_groups(
+    before: str, after: str, compatible: bool
+) -> None:
+    def schema(kind: str) -> Any:
+        text = (
+            'syntax = "proto3"; package t; enum Color { RED = 0; }'
+            f" message Inner {{ int32 x = 1; }} message M {{ {kind} f = 1; }}"
+        )
+        return KIND.parse(text, {})
+
+    found = KIND.incompatibilities(schema(after), schema(before))
+    assert (found == []) is compatible, found
