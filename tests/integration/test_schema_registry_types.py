@@ -364,3 +364,39 @@ def test_console_schemas_page_and_decoded_messages(node: Node, order_pb2: Module
         assert f"{subject} v2</a>" in messages and "&#34;item&#34;: &#34;pen&#34;" in messages
         assert "PROTOBUF shop.Order" in messages and "&#34;item&#34;: &#34;ink&#34;" in messages
         assert "schema 999999:" in messages  # a value naming an unknown id says so
+
+
+def test_references_json_ref_and_proto_import_resolve_through_subjects(node: Node) -> None:
+    from confluent_kafka.schema_registry import SchemaReference
+
+    sr = registry(node)
+    customer = json.dumps({"type": "object", "properties": {"name": {"type": "string"}}})
+    sr.register_schema("ref-customer-json", Schema(customer, "JSON"))
+    order = json.dumps({"type": "object", "properties": {"buyer": {"$ref": "customer.json"}}})
+    refs = [SchemaReference("customer.json", "ref-customer-json", 1)]
+    first = sr.register_schema("ref-order-json", Schema(order, "JSON", refs))
+    assert sr.get_schema(first).references[0].name == "customer.json"
+    # the referenced subject's next version changes a property's type: the order that points
+    # at it is refused, since its buyer now holds another type
+    narrowed = json.dumps({"type": "object", "properties": {"name": {"type": "integer"}}})
+    sr.set_compatibility("ref-customer-json", "NONE")
+    sr.register_schema("ref-customer-json", Schema(narrowed, "JSON"))
+    moved = [SchemaReference("customer.json", "ref-customer-json", 2)]
+    assert not sr.test_compatibility("ref-order-json", Schema(order, "JSON", moved))
+    dangling = json.dumps({"type": "object", "properties": {"x": {"$ref": "nowhere.json"}}})
+    with pytest.raises(SchemaRegistryError) as caught:
+        sr.register_schema("ref-bad-json", Schema(dangling, "JSON"))
+    assert caught.value.error_code == 42201 and "nowhere.json" in caught.value.error_message
+
+    money = 'syntax = "proto3"; package shop.types; message Money { int64 cents = 1; }'
+    sr.register_schema("ref-money-proto", Schema(money, "PROTOBUF"))
+    priced = (
+        'syntax = "proto3"; package shop; import "shop/money.proto";'
+        " message Item { string sku = 1; shop.types.Money price = 2; }"
+    )
+    money_ref = [SchemaReference("shop/money.proto", "ref-money-proto", 1)]
+    item_id = sr.register_schema("ref-item-proto", Schema(priced, "PROTOBUF", money_ref))
+    assert "shop.types.Money price = 2;" in sr.get_schema(item_id).schema_str
+    with pytest.raises(SchemaRegistryError) as caught:  # the import names no reference
+        sr.register_schema("ref-item-bad-proto", Schema(priced, "PROTOBUF"))
+    assert caught.value.error_code == 42201 and "shop/money.proto" in caught.value.error_message
