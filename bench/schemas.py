@@ -8,7 +8,8 @@ Starts its own Postgres and one broker (--insecure, a Kafka listener), then:
   over `--connections` keep-alive connections, `--depth` requests pipelined on each, from
   one asyncio client process: the first look-up of each id (Postgres), then `--lookups`
   more (the broker's cache). Baseline, same broker, same client: GET /healthz, the
-  cheapest route the broker serves. Every answer is checked (status, body of its id).
+  cheapest route the broker serves; the two alternate in `--rounds` rounds. Every answer
+  is checked (status, body of its id).
 - produce: a confluent-kafka Producer (acks=all, linger.ms 50, batch.size 1 MB) sends
   `--records` values of ~100 B in Confluent's wire format (magic byte, a registered id,
   an Avro body) to a topic with confluent.value.schema.validation=true, and the same to
@@ -106,18 +107,29 @@ def lookup_rows(broker: BrokerProcess, args: argparse.Namespace) -> list[Row]:
         ids[r.json()["id"]] = _schema(i)
     cold = [f"{REGISTRY}/schemas/ids/{sid}" for sid in ids]
     cold_s, bodies = _timed_gets(broker.url, cold, args)
-    hot_ids = [list(ids)[k % len(ids)] for k in range(args.lookups)]
-    hot_s, hot_bodies = _timed_gets(
-        broker.url, [f"{REGISTRY}/schemas/ids/{sid}" for sid in hot_ids], args
-    )
-    base_s, _ = _timed_gets(broker.url, ["/healthz"] * args.lookups, args)
+    hot_ids = [list(ids)[k % len(ids)] for k in range(args.lookups // args.rounds)]
+    hot_paths = [f"{REGISTRY}/schemas/ids/{sid}" for sid in hot_ids]
+    hot_s = base_s = 0.0
+    hot_bodies: list[bytes] = []
+    for _ in range(args.rounds):  # alternated, so the machine's drift hits both
+        took, _ = _timed_gets(broker.url, ["/healthz"] * len(hot_paths), args)
+        base_s += took
+        took, got = _timed_gets(broker.url, hot_paths, args)
+        hot_s += took
+        hot_bodies = got
     for sid, body in [*zip(ids, bodies, strict=True), *zip(hot_ids, hot_bodies, strict=True)]:
         got = json.loads(json.loads(body)["schema"])
         assert got == json.loads(ids[sid]), (sid, got)
     http.close()
     return [
-        Row("GET /healthz (baseline)", args.lookups, base_s, "requests", None),
-        Row("GET /schemas/ids/{id}, cached", args.lookups, hot_s, "requests", "GET /healthz"),
+        Row("GET /healthz (baseline)", len(hot_paths) * args.rounds, base_s, "requests", None),
+        Row(
+            "GET /schemas/ids/{id}, cached",
+            len(hot_paths) * args.rounds,
+            hot_s,
+            "requests",
+            "GET /healthz",
+        ),
         Row("GET /schemas/ids/{id}, first of each id", len(cold), cold_s, "requests", None),
     ]
 
@@ -202,7 +214,7 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--depth", type=int, default=16, help="requests in flight per connection")
     parser.add_argument("--records", type=int, default=400_000, help="per produce case and round")
-    parser.add_argument("--rounds", type=int, default=2, help="off/on rounds")
+    parser.add_argument("--rounds", type=int, default=2, help="alternated baseline/case rounds")
     parser.add_argument("--smoke", action="store_true", help="seconds-long run, tiny sizes")
     args = parser.parse_args()
     if args.smoke:

@@ -94,7 +94,7 @@ class NewSchema(NamedTuple):
 
 
 class IdConflict(Exception):
-    """IMPORT named an id that already holds another schema."""
+    """IMPORT named an id, or a version, that already holds another schema."""
 
 
 class Registered(NamedTuple):
@@ -214,6 +214,9 @@ class RegistryStore:
             for v in existing:
                 if v.schema_id == known and not v.deleted and (version in (None, v.version)):
                     return Registered(v.schema_id, v.version, False)
+            taken = next((v for v in existing if v.version == version), None)
+            if taken is not None:  # IMPORT never rewrites a version that holds another schema
+                raise IdConflict(f"version {version} of subject {subject} holds another schema")
             check(existing)
             sid = known if known is not None else self._new_id(conn, new, schema_id)
             number = (
@@ -221,13 +224,9 @@ class RegistryStore:
                 if version is not None
                 else max((v.version for v in existing), default=0) + 1
             )
-            ins = insert(versions).values(
-                subject=subject, version=number, schema_id=sid, deleted=False
-            )
             conn.execute(
-                ins.on_conflict_do_update(
-                    index_elements=[versions.c.subject, versions.c.version],
-                    set_={"schema_id": sid, "deleted": False},
+                insert(versions).values(
+                    subject=subject, version=number, schema_id=sid, deleted=False
                 )
             )
             return Registered(sid, number, True)

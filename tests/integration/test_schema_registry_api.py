@@ -150,6 +150,8 @@ def test_modes_and_import(api: TestClient) -> None:
     assert r.json() == {"id": 5000, "version": 3}
     clash = register(api, "imp-value", record("imp2", F1), id=5000, version=4)
     assert error(clash) == (422, 42207)
+    taken = register(api, "imp-value", record("imp3", F1), id=5001, version=3)
+    assert error(taken) == (422, 42207)  # version 3 holds another schema
     # later ids are allocated past the imported one
     assert api.delete("/mode/imp-value").status_code == 200
     assert register(api, "after-import-value", record("after", F1)).json()["id"] > 5000
