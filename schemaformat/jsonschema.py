@@ -71,30 +71,6 @@ class JsonSchema:
         """The schema as the tree of typed nodes the compatibility rules compare."""
         return Loader(self.document, self.documents, self.draft).load(self.document)
 
-    def validator(self) -> Any:
-        """A `jsonschema` validator of values against this schema (its references included)."""
-        import referencing
-
-        resources = [
-            (name, referencing.Resource.from_contents(doc, default_specification=_spec(self)))
-            for name, doc in self.documents.items()
-        ]
-        registry: Any = referencing.Registry().with_resources(resources)
-        return VALIDATORS[self.draft](self.document, registry=registry)
-
-
-def _spec(schema: JsonSchema) -> Any:
-    import referencing.jsonschema
-
-    specs = {
-        "4": referencing.jsonschema.DRAFT4,
-        "6": referencing.jsonschema.DRAFT6,
-        "7": referencing.jsonschema.DRAFT7,
-        "2019-09": referencing.jsonschema.DRAFT201909,
-        "2020-12": referencing.jsonschema.DRAFT202012,
-    }
-    return specs[schema.draft]
-
 
 def _load_json(text: str, what: str) -> Any:
     try:
