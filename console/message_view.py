@@ -84,6 +84,7 @@ def record_view(rec: dict[str, Any], partition: int, binary: str) -> dict[str, A
         "key": payload(rec.get("key_b64"), binary),
         "key_b64": rec.get("key_b64"),
         "value": payload(rec.get("value_b64"), binary),
+        "value_b64": rec.get("value_b64"),  # a schema'd value is decoded from it
         "headers": [(h["key"], payload(h.get("value_b64"), binary)) for h in headers],
         "tier": rec.get("tier"),
     }

@@ -55,10 +55,22 @@ class SchemaEndpoints:
                 require(request, uses[0].subject if uses else str(sid), "read")
         return stored
 
+    async def _formatted(
+        self, request: Request, fields: dict[str, Any], stored: StoredSchema
+    ) -> Any:
+        """`format=serialized`: a Protobuf schema as its base64 FileDescriptorProto, which
+        confluent-kafka's Python ProtobufDeserializer reads (Confluent answers the same)."""
+        if request.query_params.get("format") == "serialized" and stored.schema_type == "PROTOBUF":
+            _, parsed = await self.ctx.run(self.reg.parsed, stored.id)
+            fields["schema"] = getattr(parsed, "serialized")()  # noqa: B009 (ProtobufSchema's)
+        return fields
+
     async def by_id(self, request: Request) -> Response:
-        if not auth_enabled(request):  # the hot path of every consumer: one dict lookup
+        plain = "format" not in request.query_params
+        if plain and not auth_enabled(request):  # the hot path of every consumer: a lookup
             return await self.answers.answer(schema_id(request.path_params["id"]))
-        return registry_json(schema_fields(await self._by_id(request)))
+        stored = await self._by_id(request)
+        return registry_json(await self._formatted(request, schema_fields(stored), stored))
 
     async def by_id_schema(self, request: Request) -> Response:
         return raw_schema(await self._by_id(request))
@@ -101,7 +113,8 @@ class SchemaEndpoints:
         return version, await self.answers.schema(version.schema_id)
 
     async def get_version(self, request: Request) -> Response:
-        return registry_json(version_body(*await self._version(request)))
+        version, stored = await self._version(request)
+        return registry_json(await self._formatted(request, version_body(version, stored), stored))
 
     async def get_version_schema(self, request: Request) -> Response:
         return raw_schema((await self._version(request))[1])

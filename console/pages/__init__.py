@@ -11,6 +11,7 @@ PAGE_MODULES = [
     "console.pages.overview",
     "console.pages.topics",
     "console.pages.messages",
+    "console.pages.schemas",
     "console.pages.groups",
     "console.pages.security",
     "console.pages.lake",

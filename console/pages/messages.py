@@ -1,7 +1,8 @@
 """Messages: browse a partition or all partitions from the beginning, the end, an offset or
 a time; live tail; search by key, value substring or JSON field across both tiers (the
 cluster's GET /topics/{topic}/search, streamed to the page with its progress, cap and
-cancel); a key's history (a key search over every offset)."""
+cancel); a key's history (a key search over every offset). Values written by a Schema
+Registry serializer show decoded, with their schema (console/registry_view.py)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from console.message_view import (
     tail,
 )
 from console.page import Page
+from console.registry_view import decode_values
 from console.render import render, render_fragment
 from console.topic_details import topic_path
 
@@ -98,6 +100,7 @@ async def messages(request: Request) -> Response:
             raise ConsoleApiError("INVALID_REQUEST", "browsing from a time needs the time", 400)
         parts = ctx["partitions"] if b.partition is None else [b.partition]
         ctx["rows"], nexts = await browse(api, key, b, parts, binary)
+        await decode_values(request, ctx["rows"])
         ctx["nexts"] = encode_nexts(nexts)
     except ConsoleApiError as exc:
         if exc.needs_login:
@@ -125,6 +128,7 @@ async def tail_rows(request: Request) -> Response:
     rows, nexts = await tail(
         api, key, topic, decode_nexts(request.query_params.get("next", "")), binary
     )
+    await decode_values(request, rows)
     html = render_fragment("messages/_rows.html", {"rows": rows, "topic": topic})
     return HTMLResponse(html, headers={"X-Next": encode_nexts(nexts), "Cache-Control": "no-store"})
 
@@ -167,19 +171,20 @@ async def search(request: Request) -> Response:
         topic_path(topic, "search"), auth.api_key(request), params
     )
     return StreamingResponse(
-        _relay(lines, topic, binary),
+        _relay(request, lines, topic, binary),
         media_type="application/x-ndjson",
         headers={"Cache-Control": "no-store"},
     )
 
 
 async def _relay(
-    lines: AsyncIterator[dict[str, Any]], topic: str, binary: str
+    request: Request, lines: AsyncIterator[dict[str, Any]], topic: str, binary: str
 ) -> AsyncIterator[bytes]:
     try:
         async for doc in lines:
             if doc.get("type") == "hit":
                 row = record_view(doc, int(doc["partition"]), binary)
+                await decode_values(request, [row])
                 html = render_fragment("messages/_rows.html", {"rows": [row], "topic": topic})
                 doc = {"type": "hit", "tier": doc.get("tier"), "html": html}
             yield orjson.dumps(doc) + b"\n"

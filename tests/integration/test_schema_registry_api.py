@@ -82,7 +82,7 @@ def test_register_and_read_back(api: TestClient) -> None:
     assert register(api, "other-value", schema).json()["id"] == sid
     assert "basic-value" in api.get("/subjects").json()
     assert api.get("/subjects", params={"subjectPrefix": "oth"}).json() == ["other-value"]
-    assert api.get("/schemas/types").json() == ["AVRO"]
+    assert api.get("/schemas/types").json() == ["AVRO", "JSON", "PROTOBUF"]
     # look-up: found, schema unknown to the subject, subject unknown
     found = api.post("/subjects/basic-value", json={"schema": schema}).json()
     assert found == latest

@@ -1,6 +1,7 @@
 """Client commands: `tierlog topics`, `produce`, `consume`, `groups`, `replay`, each in its
 own module (topics_cmd, produce_cmd, consume_cmd, groups_cmd, replay_cmd, search_cmd); they
-use the Python client (tierlog.client), search its streamed answer directly."""
+use the Python client (tierlog.client), search its streamed answer directly; `schemas`
+(schemas_cmd) the Schema Registry's REST API."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from tierlog.cli.credentials import add_credentials
 from tierlog.cli.groups_cmd import add_groups
 from tierlog.cli.produce_cmd import add_produce
 from tierlog.cli.replay_cmd import add_replay
+from tierlog.cli.schemas_cmd import add_schemas
 from tierlog.cli.search_cmd import add_search
 from tierlog.cli.topics_cmd import add_topics
 
@@ -27,3 +29,4 @@ def add_client_commands(
     add_groups(sub, common)
     add_replay(sub, common)
     add_search(sub, common)
+    add_schemas(sub, common)

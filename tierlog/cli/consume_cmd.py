@@ -19,6 +19,7 @@ from typing import BinaryIO
 from logformat.errors import ErrorCode, TierlogError
 from tierlog.cli.credentials import creds
 from tierlog.cli.record_format import compile_format
+from tierlog.cli.value_format import add_value_format, decoding_printer
 from tierlog.client import Consumer, ConsumerRecord, TopicPartition
 
 Printer = Callable[[ConsumerRecord], bytes]
@@ -83,6 +84,7 @@ def add_consume(
         help="kcat's format: %%t topic, %%p partition, %%o offset, %%T timestamp (ms), %%k key, "
         "%%K key length, %%s value, %%S value length, %%h headers, \\n \\t (e.g. '%%p:%%o %%s\\n')",
     )
+    add_value_format(q)
     q.set_defaults(func=run_consume)
 
 
@@ -146,7 +148,7 @@ def run_consume(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    printer = _printer(args)
+    printer, close_registry = decoding_printer(_printer(args), args)
     reset = "earliest" if args.from_beginning else "latest"
     consumer = Consumer(args.url, group_id=args.group, auto_offset_reset=reset, **creds(args))
     try:
@@ -162,6 +164,7 @@ def run_consume(args: argparse.Namespace) -> int:
         return _print_records(consumer, args, printer, sys.stdout.buffer)
     finally:
         consumer.close()
+        close_registry()
 
 
 class _Ends:
