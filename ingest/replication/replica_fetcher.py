@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Final
 
 import httpx
 
@@ -35,6 +36,11 @@ MAX_BYTES = 8 * 1024 * 1024
 STALL_BACKOFF_S = (0.1, 2.0)  # first and longest wait of a loop that makes no progress
 _THROTTLE = LogThrottle(every_s=30.0)
 
+# How a follower's fetcher reaches its leaders: a client carrying the cluster token. Brokers
+# talk HTTP (the internal client); tests/harness/ routes to in-process brokers instead.
+ReplicaLink = Callable[[Callable[[], str], httpx.Timeout], httpx.AsyncClient]
+INTERNAL_LINK: Final[ReplicaLink] = internal_async_client
+
 
 class ReplicaFetcher:
     """Follows every partition led by one broker."""
@@ -46,6 +52,7 @@ class ReplicaFetcher:
         leader_url: Callable[[], str | None],
         token: Callable[[], str],
         refresh_metadata: Callable[[], Awaitable[None]],
+        link: ReplicaLink = INTERNAL_LINK,
     ) -> None:
         self.me, self.leader_id = me, leader_id
         self.leader_url, self.token, self.refresh_metadata = leader_url, token, refresh_metadata
@@ -53,7 +60,7 @@ class ReplicaFetcher:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._stalled = False  # the last response changed nothing for some partition
-        self._client = internal_async_client(token, httpx.Timeout(30.0, connect=2.0))
+        self._client = link(token, httpx.Timeout(30.0, connect=2.0))
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"fetcher-{self.leader_id}")
