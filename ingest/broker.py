@@ -98,7 +98,9 @@ class Broker:
         self.controller_lease = ControllerLease(self.engine)
         self.sticky: dict[str, StickyPartitioner] = {}
         self.cluster_secret = ""
-        self.forwarder = Forwarder(lambda: self.cluster_secret, config.request_timeout_ms / 1000)
+        self.forwarder = Forwarder(
+            lambda: self.cluster_secret, config.request_timeout_ms / 1000, link=deps.peer_link
+        )
         self.authorizer = Authorizer(
             self.engine, config.database_url, config.auth, lambda: self.cluster_secret
         )
@@ -142,7 +144,7 @@ class Broker:
             self.metadata.refresh_now,
             metrics=self.metrics,
             clock=self.clock,
-            link=self.deps.replica_link,
+            link=self.deps.peer_link,
         )
         await self.metadata.load()
         self.metadata.start()

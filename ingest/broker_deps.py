@@ -9,8 +9,8 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from sqlalchemy.engine import Engine
 
 from cluster.clock import SYSTEM_CLOCK, Clock
+from cluster.internal_http import PeerLink, internal_async_client
 from ingest.broker_config import BrokerConfig
-from ingest.replication.replica_fetcher import INTERNAL_LINK, ReplicaLink
 from metadata.db import make_engine
 
 
@@ -21,7 +21,7 @@ class BrokerDeps:
     # The node's metrics registry (ingest/metrics.py ReplicationMetrics and any component
     # that registers per-node metrics): the process default, so /metrics is as before.
     registry: CollectorRegistry = REGISTRY
-    replica_link: ReplicaLink = INTERNAL_LINK  # how its followers reach their leaders
+    peer_link: PeerLink = internal_async_client  # to other brokers: replica fetches, forwarding
 
     @classmethod
     def of_process(cls, config: BrokerConfig) -> BrokerDeps:

@@ -13,11 +13,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Final
 
 import httpx
 
-from cluster.internal_http import internal_async_client
+from cluster.internal_http import PeerLink, internal_async_client
 from ingest.log_throttle import LogThrottle
 from ingest.replication import corruption
 from ingest.replication.partition import Partition, Role
@@ -36,11 +35,6 @@ MAX_BYTES = 8 * 1024 * 1024
 STALL_BACKOFF_S = (0.1, 2.0)  # first and longest wait of a loop that makes no progress
 _THROTTLE = LogThrottle(every_s=30.0)
 
-# How a follower's fetcher reaches its leaders: a client carrying the cluster token. Brokers
-# talk HTTP (the internal client); tests/harness/ routes to in-process brokers instead.
-ReplicaLink = Callable[[Callable[[], str], httpx.Timeout], httpx.AsyncClient]
-INTERNAL_LINK: Final[ReplicaLink] = internal_async_client
-
 
 class ReplicaFetcher:
     """Follows every partition led by one broker."""
@@ -52,7 +46,7 @@ class ReplicaFetcher:
         leader_url: Callable[[], str | None],
         token: Callable[[], str],
         refresh_metadata: Callable[[], Awaitable[None]],
-        link: ReplicaLink = INTERNAL_LINK,
+        link: PeerLink = internal_async_client,
     ) -> None:
         self.me, self.leader_id = me, leader_id
         self.leader_url, self.token, self.refresh_metadata = leader_url, token, refresh_metadata

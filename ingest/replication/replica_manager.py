@@ -13,13 +13,14 @@ import time
 from collections.abc import Awaitable, Callable
 
 from cluster.clock import SYSTEM_CLOCK, Clock
+from cluster.internal_http import PeerLink, internal_async_client
 from cluster.metadata_cache import MetadataCache, TopicView
 from ingest.log.local_log import LocalLog, LogConfig
 from ingest.log.log_manager import LogManager
 from ingest.metrics import ReplicationMetrics
 from ingest.replication.handover import hand_over, handed_over
 from ingest.replication.partition import Partition, Role
-from ingest.replication.replica_fetcher import INTERNAL_LINK, ReplicaFetcher, ReplicaLink
+from ingest.replication.replica_fetcher import ReplicaFetcher
 from metadata.partition_state import PartitionStateRepo
 from metadata.types import PartitionRecord, TopicNamePartition
 
@@ -52,7 +53,7 @@ class ReplicaManager:
         *,
         metrics: ReplicationMetrics,
         clock: Clock = SYSTEM_CLOCK,
-        link: ReplicaLink = INTERNAL_LINK,
+        link: PeerLink = internal_async_client,
     ) -> None:
         self.me, self.logs, self.cache, self.repo = me, logs, cache, repo
         # The node's metrics and clock, and how its fetchers reach leaders (HTTP; in-process
