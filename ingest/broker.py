@@ -91,6 +91,7 @@ class Broker:
             lambda: self.partitions,
             PartitionStateRepo(self.engine),
             self.metadata.refresh_now,
+            clock=self.clock,
         )
         self.controller = Controller(
             self.engine, config.broker_id, config.lease_ms, metrics=self.metrics

@@ -194,7 +194,12 @@ class InProcessCluster:
     # -- the HTTP API, as the process tests use it ------------------------------------------
 
     def any(self, exclude: int | None = None) -> Node:
-        return next(n for n in self.brokers.values() if n.running and n.broker_id != exclude)
+        """A running broker that reaches Postgres (an isolated one's metadata is stale)."""
+        return next(
+            n
+            for n in self.brokers.values()
+            if n.running and n.broker_id != exclude and n.broker_id not in self._pg_cut
+        )
 
     def create_topic(
         self, name: str, partitions: int = 1, rf: int = 3, **configs: object
