@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -14,6 +15,10 @@ T = TypeVar("T")
 class LoopThread:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
+        # Every broker runs its blocking calls (Postgres, RocksDB) through to_thread: as many
+        # threads as a few broker processes would have between them, not one process's share.
+        self._executor = ThreadPoolExecutor(max_workers=48, thread_name_prefix="harness")
+        self.loop.set_default_executor(self._executor)
         self._thread = threading.Thread(target=self._run, name="harness-loop", daemon=True)
         self._thread.start()
 
@@ -36,3 +41,4 @@ class LoopThread:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
         self.loop.close()
+        self._executor.shutdown(wait=False, cancel_futures=True)

@@ -5,6 +5,8 @@ it again. (tests/integration/test_corruption.py covers fetch nodes and tiering.)
 
 from __future__ import annotations
 
+import time
+
 from logformat.frame import HEADER_SIZE, decode_header
 from tests.harness.cluster import InProcessCluster
 from tests.harness.node import Node
@@ -34,7 +36,21 @@ def _flip(b: Node, topic: str, frame_index: int = 1) -> int:
 
 
 def _values(b: Node, topic: str) -> list[str]:
-    return [r["value"] for r in b.fetch_all(topic)]
+    """Every value from offset 0 (JSON): a new leader serves up to its high watermark, which
+    reaches the log end once its followers have fetched, so an empty page means not yet."""
+    values: list[str] = []
+    offset, deadline = 0, time.monotonic() + 30
+    while offset < N:
+        assert time.monotonic() < deadline, f"stuck at offset {offset}"
+        r = b.http.get(f"/topics/{topic}/partitions/0/records", params={"offset": offset})
+        assert r.status_code == 200, r.text
+        doc = r.json()
+        if not doc["records"]:
+            time.sleep(0.05)
+            continue
+        values += [rec["value"] for rec in doc["records"]]
+        offset = doc["next_offset"]
+    return values
 
 
 def test_a_corrupt_leader_hands_off_and_its_first_fetch_repairs_it(
