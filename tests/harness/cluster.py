@@ -229,7 +229,15 @@ class InProcessCluster:
         return dict(self.describe(topic, via)["partitions"][p])
 
     def leader(self, topic: str, p: int = 0) -> Node:
-        return self.brokers[wait_for("a leader", lambda: self.partition(topic, p)["leader"])]
+        """The partition's leader, once it knows it leads (its own metadata may lag what
+        another broker describes: its followers' lag counts from when it took over)."""
+
+        def known() -> int | None:
+            leader = self.partition(topic, p)["leader"]
+            node = self.brokers.get(leader) if leader is not None else None
+            return leader if node and node.running and node.b.leader_state(topic, p) else None
+
+        return self.brokers[wait_for("a leader that knows it", known)]
 
     def produce(
         self, topic: str, records: list[dict[str, Any]], partition: int = 0, via: int | None = None
