@@ -1,5 +1,6 @@
-"""The in-process cluster for the harness tests: one per test process (each test with topics
-of its own), every link restored after each test."""
+"""The in-process cluster for the harness tests: one per file (each test with topics of its
+own), every link restored after each test. Not one per session: three idle brokers would go
+on heartbeating in the worker, on the suite's shared cores, until the run ends."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from tests.harness.cluster import InProcessCluster
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def _shared(
     db_factory: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[InProcessCluster]:
