@@ -49,6 +49,12 @@ def internal_async_client(token: Callable[[], str], timeout: httpx.Timeout) -> h
     return httpx.AsyncClient(auth=ClusterToken(token), timeout=timeout, verify=internal_verify())
 
 
+# How a node reaches its peers (replica fetches, forwarded requests): a client carrying the
+# cluster token. Nodes talk HTTP (internal_async_client); tests/harness/ passes one routed to
+# brokers in the same process, whose links the test can cut.
+PeerLink = Callable[[Callable[[], str], httpx.Timeout], httpx.AsyncClient]
+
+
 def internal_client(token: Callable[[], str], timeout: httpx.Timeout) -> httpx.Client:
     """The blocking flavour, for the tiering worker's threads."""
     return httpx.Client(auth=ClusterToken(token), timeout=timeout, verify=internal_verify())

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,9 +19,11 @@ from cluster.metadata_follower import MetadataFollower
 from cluster.read_contract import ColdReader
 from cluster.search_contract import ColdSearcher
 from ingest.broker_config import BrokerConfig, kafka_advertised
+from ingest.broker_deps import BrokerDeps
 from ingest.cleaner.log_cleaner import CleanerDuty
 from ingest.log.log_manager import LogManager
 from ingest.loop_lag import watch_loop_lag
+from ingest.metrics import ReplicationMetrics
 from ingest.replication.controller import Controller
 from ingest.replication.forwarding import Forwarder
 from ingest.replication.partition import Partition, Role
@@ -40,7 +41,7 @@ from logformat.partitioner import StickyPartitioner
 from metadata.brokers import BrokerRepo
 from metadata.cold_manifest import ColdManifest
 from metadata.controller_lease import ControllerLease
-from metadata.db import make_engine, migrate
+from metadata.db import migrate
 from metadata.partition_state import PartitionStateRepo
 from metadata.quotas import QuotaRepo
 from metadata.registry_store import RegistryStore
@@ -52,13 +53,20 @@ log = logging.getLogger("tierlog.broker")
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, cold_reader: ColdReader | None = None) -> None:
+    def __init__(
+        self, config: BrokerConfig, deps: BrokerDeps, cold_reader: ColdReader | None = None
+    ) -> None:
+        """Nothing here touches Postgres or the disk (start() does): `deps` holds what the
+        composition root built, the engine, the clock and the node's metrics registry."""
         self.config = config
+        self.deps, self.clock = deps, deps.clock
+        self.registry = deps.registry  # this node's metrics (served by /metrics)
+        self.metrics = ReplicationMetrics(deps.registry)
         # Serves fetches below the local log start from S3; None: hot reads only (no S3).
         self.cold_reader = cold_reader
         # Searches the cold tier (GET /topics/{topic}/search): fetch's reader does both.
         self.cold_searcher = cold_reader if isinstance(cold_reader, ColdSearcher) else None
-        self.engine = make_engine(config.database_url)
+        self.engine = deps.engine
         self.brokers = BrokerRepo(self.engine)
         self.topics = TopicRepo(self.engine)
         self.partition_repo = PartitionStateRepo(self.engine)
@@ -86,12 +94,17 @@ class Broker:
             lambda: self.partitions,
             PartitionStateRepo(self.engine),
             self.metadata.refresh_now,
+            clock=self.clock,
         )
-        self.controller = Controller(self.engine, config.broker_id, config.lease_ms)
+        self.controller = Controller(
+            self.engine, config.broker_id, config.lease_ms, metrics=self.metrics
+        )
         self.controller_lease = ControllerLease(self.engine)
         self.sticky: dict[str, StickyPartitioner] = {}
         self.cluster_secret = ""
-        self.forwarder = Forwarder(lambda: self.cluster_secret, config.request_timeout_ms / 1000)
+        self.forwarder = Forwarder(
+            lambda: self.cluster_secret, config.request_timeout_ms / 1000, link=deps.peer_link
+        )
         self.authorizer = Authorizer(
             self.engine, config.database_url, config.auth, lambda: self.cluster_secret
         )
@@ -136,6 +149,9 @@ class Broker:
             self.fetch_handler.notify_append,
             lambda: self.cluster_secret,
             self.metadata.refresh_now,
+            metrics=self.metrics,
+            clock=self.clock,
+            link=self.deps.peer_link,
         )
         await self.metadata.load()
         self.metadata.start()
@@ -202,14 +218,14 @@ class Broker:
     # -- membership and lease ---------------------------------------------------------------
 
     def lease_ok(self) -> bool:
-        return time.monotonic() < self._lease_until
+        return self.clock.monotonic() < self._lease_until
 
     async def _register(self) -> None:
         """Join as a new incarnation, even while the last one's lease still runs: a restart
         within the lease (a supervisor brings a killed broker back in a second or two) must
         look like one to the controller, which then moves its leaderships and takes it back
         into ISRs only once it has caught up (Kafka's new broker epoch on registration)."""
-        cfg, started = self.config, time.monotonic()
+        cfg, started = self.config, self.clock.monotonic()
         kafka = kafka_advertised(cfg)  # other brokers name it in their Kafka Metadata answers
         await asyncio.to_thread(
             self.brokers.register,
@@ -222,7 +238,7 @@ class Broker:
 
     async def _heartbeat(self) -> None:
         cfg = self.config
-        started = time.monotonic()
+        started = self.clock.monotonic()
         alive = await asyncio.to_thread(self.brokers.heartbeat, cfg.broker_id, cfg.lease_ms)
         if not alive:
             # Our lease lapsed (we were paused or cut off): others may have taken over.
@@ -273,7 +289,7 @@ class Broker:
 
     async def _roll(self) -> None:
         if self._logs is not None:
-            self._logs.roll_due(int(time.time() * 1000))
+            self._logs.roll_due(int(self.clock.time() * 1000))
 
     async def _checkpoint(self) -> None:
         if self.replicas is not None:

@@ -1,9 +1,17 @@
 """Prometheus metrics of a broker's partitions and duties (the HTTP layer's are in
-cluster/metrics.py). One process hosts one broker, so the default registry is used."""
+cluster/metrics.py).
+
+The replication path's metrics are per node (`ReplicationMetrics`, one per broker, on the
+registry the broker is given: Redpanda's probe objects), so that several brokers in one
+process (tests/harness/) each keep their own gauges. A broker process passes the default
+registry, so its /metrics is what it always was. The rest are still module-level, on the
+default registry: one process hosts one broker."""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+import contextlib
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
 PRODUCED_RECORDS = Counter("tierlog_produce_records_total", "Records appended", ["topic"])
 PRODUCED_BYTES = Counter("tierlog_produce_bytes_total", "Frame bytes appended", ["topic"])
@@ -13,25 +21,7 @@ GROUP_COMMIT_FRAMES = Histogram(
     "Frames written per coalesced log write",
     buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
 )
-LOG_END_OFFSET = Gauge("tierlog_log_end_offset", "Next offset to assign", ["topic", "partition"])
-HIGH_WATERMARK = Gauge("tierlog_high_watermark", "High watermark", ["topic", "partition"])
-LOG_START_OFFSET = Gauge("tierlog_log_start_offset", "Log start offset", ["topic", "partition"])
-PARTITIONS_LED = Gauge("tierlog_partitions_led", "Partitions this broker leads")
-# Kafka's OfflineReplicaCount: hosted partitions whose log went offline (a storage error).
-OFFLINE_PARTITIONS = Gauge(
-    "tierlog_offline_replicas",
-    "Hosted partitions whose log is offline after a storage error",
-)
-CORRUPT_FRAMES = Counter(
-    "tierlog_corrupt_frame_reads_total",
-    "Reads that met a stored frame failing its CRC or offset check (not served)",
-    ["topic", "partition"],
-)
-CORRUPT_REPAIRS = Counter(
-    "tierlog_corrupt_frame_repairs_total",
-    "Follower truncations below a corrupt frame, to fetch it again from the leader",
-    ["topic", "partition"],
-)
+
 
 # Tiering, broker side (ingest/tiered: segment_registrar, local_retention, tiering_gauges).
 TIERING_LAG = Gauge(
@@ -112,47 +102,6 @@ CLEANER_DIRTY_RATIO = Gauge(
     ["topic", "partition"],
 )
 
-# Replication health, with Kafka's JMX names beside them (README "Metrics" has the mapping).
-# Kafka's ...PerSec meters are counters here: rate() gives the per-second figure.
-UNDER_REPLICATED = Gauge(
-    "tierlog_under_replicated_partitions",
-    "Partitions this broker leads whose ISR is smaller than their replica set "
-    "(kafka.server:ReplicaManager UnderReplicatedPartitions)",
-)
-UNDER_MIN_ISR = Gauge(
-    "tierlog_under_min_isr_partitions",
-    "Partitions this broker leads whose ISR is below min.insync.replicas "
-    "(kafka.server:ReplicaManager UnderMinIsrPartitionCount)",
-)
-ISR_SHRINKS = Counter(
-    "tierlog_isr_shrinks",
-    "ISR shrinks: lagging followers dropped by their leader, dead brokers fenced out by the "
-    "controller (kafka.server:ReplicaManager IsrShrinksPerSec)",
-)
-ISR_EXPANDS = Counter(
-    "tierlog_isr_expands",
-    "Followers that caught up and rejoined the ISR (kafka.server:ReplicaManager IsrExpandsPerSec)",
-)
-OFFLINE_PARTITIONS_COUNT = Gauge(
-    "tierlog_offline_partitions_count",
-    "Partitions without a leader, counted by the active controller (0 elsewhere) "
-    "(kafka.controller:KafkaController OfflinePartitionsCount)",
-)
-ACTIVE_CONTROLLER = Gauge(
-    "tierlog_active_controller_count",
-    "1 on the broker holding the controller lease, else 0; the cluster's sum must be 1 "
-    "(kafka.controller:KafkaController ActiveControllerCount)",
-)
-LEADER_ELECTIONS = Counter(
-    "tierlog_leader_elections",
-    "Leaders elected by the controller, clean or unclean "
-    "(kafka.controller:ControllerStats LeaderElectionRateAndTimeMs)",
-)
-UNCLEAN_LEADER_ELECTIONS = Counter(
-    "tierlog_unclean_leader_elections",
-    "Leaders elected from outside the ISR (kafka.controller:ControllerStats "
-    "UncleanLeaderElectionsPerSec)",
-)
 
 # ingest/loop_lag.py: how late the event loop runs a timer (0.2 s: issue 24's bound).
 EVENT_LOOP_LAG = Histogram(
@@ -160,3 +109,111 @@ EVENT_LOOP_LAG = Histogram(
     "How much later than due the broker's event loop ran a 100 ms timer",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1.0, 2.5, 5.0),
 )
+
+
+class ReplicationMetrics:
+    """One broker's replication metrics (hosted partitions, ISR, controller), registered on
+    the registry it is given: the default one in a broker process, a fresh
+    `CollectorRegistry()` per broker when several share a process. Names, labels and help
+    texts are the ones dashboards know (README "Metrics" maps them to Kafka's JMX names).
+    Kafka's ...PerSec meters are counters here: rate() gives the per-second figure."""
+
+    def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
+        self.registry = registry
+        tp = ["topic", "partition"]
+        self.log_end_offset = Gauge(
+            "tierlog_log_end_offset", "Next offset to assign", tp, registry=registry
+        )
+        self.high_watermark = Gauge(
+            "tierlog_high_watermark", "High watermark", tp, registry=registry
+        )
+        self.log_start_offset = Gauge(
+            "tierlog_log_start_offset", "Log start offset", tp, registry=registry
+        )
+        self.partitions_led = Gauge(
+            "tierlog_partitions_led", "Partitions this broker leads", registry=registry
+        )
+        # Kafka's OfflineReplicaCount: hosted partitions whose log went offline.
+        self.offline_replicas = Gauge(
+            "tierlog_offline_replicas",
+            "Hosted partitions whose log is offline after a storage error",
+            registry=registry,
+        )
+        self.corrupt_frames = Counter(
+            "tierlog_corrupt_frame_reads_total",
+            "Reads that met a stored frame failing its CRC or offset check (not served)",
+            tp,
+            registry=registry,
+        )
+        self.corrupt_repairs = Counter(
+            "tierlog_corrupt_frame_repairs_total",
+            "Follower truncations below a corrupt frame, to fetch it again from the leader",
+            tp,
+            registry=registry,
+        )
+        self._health(registry)
+        self._controller(registry)
+
+    def _health(self, registry: CollectorRegistry) -> None:
+        self.under_replicated = Gauge(
+            "tierlog_under_replicated_partitions",
+            "Partitions this broker leads whose ISR is smaller than their replica set "
+            "(kafka.server:ReplicaManager UnderReplicatedPartitions)",
+            registry=registry,
+        )
+        self.under_min_isr = Gauge(
+            "tierlog_under_min_isr_partitions",
+            "Partitions this broker leads whose ISR is below min.insync.replicas "
+            "(kafka.server:ReplicaManager UnderMinIsrPartitionCount)",
+            registry=registry,
+        )
+        self.isr_shrinks = Counter(
+            "tierlog_isr_shrinks",
+            "ISR shrinks: lagging followers dropped by their leader, dead brokers fenced out "
+            "by the controller (kafka.server:ReplicaManager IsrShrinksPerSec)",
+            registry=registry,
+        )
+        self.isr_expands = Counter(
+            "tierlog_isr_expands",
+            "Followers that caught up and rejoined the ISR "
+            "(kafka.server:ReplicaManager IsrExpandsPerSec)",
+            registry=registry,
+        )
+
+    def _controller(self, registry: CollectorRegistry) -> None:
+        self.offline_partitions_count = Gauge(
+            "tierlog_offline_partitions_count",
+            "Partitions without a leader, counted by the active controller (0 elsewhere) "
+            "(kafka.controller:KafkaController OfflinePartitionsCount)",
+            registry=registry,
+        )
+        self.active_controller = Gauge(
+            "tierlog_active_controller_count",
+            "1 on the broker holding the controller lease, else 0; the cluster's sum must be 1 "
+            "(kafka.controller:KafkaController ActiveControllerCount)",
+            registry=registry,
+        )
+        self.leader_elections = Counter(
+            "tierlog_leader_elections",
+            "Leaders elected by the controller, clean or unclean "
+            "(kafka.controller:ControllerStats LeaderElectionRateAndTimeMs)",
+            registry=registry,
+        )
+        self.unclean_leader_elections = Counter(
+            "tierlog_unclean_leader_elections",
+            "Leaders elected from outside the ISR (kafka.controller:ControllerStats "
+            "UncleanLeaderElectionsPerSec)",
+            registry=registry,
+        )
+
+    def publish_offsets(self, topic: str, partition: int, leo: int, hw: int, start: int) -> None:
+        labels = (topic, str(partition))
+        self.log_end_offset.labels(*labels).set(leo)
+        self.high_watermark.labels(*labels).set(hw)
+        self.log_start_offset.labels(*labels).set(start)
+
+    def forget_partition(self, topic: str, partition: int) -> None:
+        """A partition no longer hosted here: its offsets leave /metrics."""
+        for gauge in (self.log_end_offset, self.high_watermark, self.log_start_offset):
+            with contextlib.suppress(KeyError):
+                gauge.remove(topic, str(partition))

@@ -12,6 +12,7 @@ from cluster.read_contract import ColdReader
 from ingest.api.app import build_app
 from ingest.broker import Broker
 from ingest.broker_config import BrokerConfig, kafka_advertised
+from ingest.broker_deps import BrokerDeps
 from ingest.kafka.listener import KafkaListener
 
 BrokerExtension = Callable[[Broker], Extension]
@@ -23,7 +24,7 @@ def serve(
     extensions: Sequence[BrokerExtension] = (),
 ) -> None:
     """Run one broker until SIGINT/SIGTERM."""
-    broker = Broker(config, cold_reader)
+    broker = Broker(config, BrokerDeps.of_process(config), cold_reader)
     added = [make(broker) for make in extensions]
 
     def started() -> None:

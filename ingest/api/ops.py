@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -42,7 +42,13 @@ async def readyz(request: Request) -> JSONResponse:
 
 async def metrics(request: Request) -> Response:
     auth.require_metrics_reader(request)  # with auth on: a key, DESCRIBE on the cluster
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+    broker: Broker = request.app.state.broker
+    # The process's metrics, and the node's own when it has a registry of its own (several
+    # brokers in one process: tests/harness/); a broker process's node registry is the default.
+    body = generate_latest(REGISTRY)
+    if broker.registry is not REGISTRY:
+        body += generate_latest(broker.registry)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 
 async def brokers(request: Request) -> JSONResponse:

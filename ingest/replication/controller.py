@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Engine
 
-from ingest import metrics
+from ingest.metrics import ReplicationMetrics
 from metadata.brokers import BrokerRepo
 from metadata.configs import SPECS
 from metadata.controller_lease import ControllerFence, ControllerLease
@@ -93,9 +93,11 @@ class Controller:
         broker_id: int,
         lease_ms: int,
         *,
+        metrics: ReplicationMetrics,
         logger: logging.Logger = log,
     ) -> None:
         self.broker_id = broker_id
+        self.metrics = metrics
         self.lease_ms = lease_ms
         self.log = logger
         self.lease = ControllerLease(engine)
@@ -105,9 +107,9 @@ class Controller:
         self._lock = threading.Lock()
         self._epoch: int | None = None
         self._reset()
-        metrics.ACTIVE_CONTROLLER.set_function(lambda: int(self._epoch is not None))
+        metrics.active_controller.set_function(lambda: int(self._epoch is not None))
         # The partitions found leaderless in this term: only the controller knows them all.
-        metrics.OFFLINE_PARTITIONS_COUNT.set_function(
+        metrics.offline_partitions_count.set_function(
             lambda: len(self._offline) if self._epoch is not None else 0
         )
 
@@ -272,7 +274,7 @@ class Controller:
                 },
             )
             return
-        _count(kind)
+        _count(self.metrics, kind)
         t.result.actions.append(
             ControllerAction(
                 kind,
@@ -304,11 +306,11 @@ class Controller:
         }
 
 
-def _count(kind: str) -> None:
+def _count(metrics: ReplicationMetrics, kind: str) -> None:
     """Kafka's controller meters (elections) and IsrShrinksPerSec, as counters."""
     if kind in ("elect", "unclean_elect"):
-        metrics.LEADER_ELECTIONS.inc()
+        metrics.leader_elections.inc()
     if kind == "unclean_elect":
-        metrics.UNCLEAN_LEADER_ELECTIONS.inc()
+        metrics.unclean_leader_elections.inc()
     if kind == "isr_shrink":
-        metrics.ISR_SHRINKS.inc()
+        metrics.isr_shrinks.inc()

@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import mmap
 
-from ingest import metrics
 from ingest.log.log_read import CorruptLogError
 from ingest.log_throttle import LogThrottle
 from ingest.replication.partition import Partition, Role
@@ -35,7 +34,7 @@ _THROTTLE = LogThrottle(every_s=10.0)
 
 def report(state: Partition, err: CorruptLogError) -> None:
     """A read of `state`'s log met a corrupt frame (the read itself fails with `err`)."""
-    metrics.CORRUPT_FRAMES.labels(state.topic, str(state.partition)).inc()
+    state.metrics.corrupt_frames.labels(state.topic, str(state.partition)).inc()
     follower = state.role is Role.FOLLOWER
     # Remembered in either role: a leader repairs as soon as it is a follower, before a
     # preferred-leader move could hand the partition back to its still-corrupt copy.
@@ -78,7 +77,7 @@ def repair(state: Partition) -> None:
             extra={"topic": state.topic, "partition": state.partition, "offset": at},
         )
         return
-    metrics.CORRUPT_REPAIRS.labels(state.topic, str(state.partition)).inc()
+    state.metrics.corrupt_repairs.labels(state.topic, str(state.partition)).inc()
     log.warning(
         "truncated below a corrupt frame to fetch it again from the leader",
         extra={

@@ -24,6 +24,7 @@ from starlette.responses import Response
 from cluster.http.limits import LimitError
 from cluster.internal_http import (
     FORWARDED_HEADER,
+    PeerLink,
     forwarded_path,
     internal_async_client,
 )
@@ -59,11 +60,18 @@ _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 
 class Forwarder:
-    def __init__(self, token: Callable[[], str], timeout_s: float, grace_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        token: Callable[[], str],
+        timeout_s: float,
+        grace_s: float = 5.0,
+        link: PeerLink = internal_async_client,
+    ) -> None:
         """`timeout_s` is the leader's own request timeout; `grace_s` on top lets the leader
-        answer with its own timeout error rather than this node giving up first."""
+        answer with its own timeout error rather than this node giving up first. `link`: how
+        it reaches the leader (HTTP; in-process brokers in tests/harness/)."""
         self._token = token
-        self._client = internal_async_client(token, httpx.Timeout(timeout_s + grace_s, connect=2.0))
+        self._client = link(token, httpx.Timeout(timeout_s + grace_s, connect=2.0))
 
     async def append(
         self,

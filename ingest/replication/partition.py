@@ -16,8 +16,11 @@ import time
 from collections.abc import Callable
 from enum import StrEnum
 
-from ingest import metrics
+from prometheus_client import CollectorRegistry
+
+from cluster.clock import SYSTEM_CLOCK, Clock
 from ingest.log.local_log import LocalLog
+from ingest.metrics import ReplicationMetrics
 from ingest.replication.group_commit import AppendResult, GroupCommit
 from ingest.replication.isr import FollowerProgress, high_watermark, lagging, may_join
 from ingest.unified.producer_state import ProducerStateManager
@@ -36,10 +39,6 @@ class Role(StrEnum):
     OFFLINE = "offline"  # no leader is elected: nothing can be written
 
 
-def _now_ms() -> float:
-    return time.monotonic() * 1000
-
-
 class Partition:
     def __init__(
         self,
@@ -47,7 +46,14 @@ class Partition:
         me: int,
         lease_ok: Callable[[], bool] = lambda: True,
         on_append: Callable[[], None] = lambda: None,
+        *,
+        metrics: ReplicationMetrics | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        # The broker's metrics and clock (its ReplicaManager passes them); alone (unit
+        # tests), metrics on a registry nobody scrapes.
+        self.metrics = metrics or ReplicationMetrics(CollectorRegistry())
+        self.clock = clock
         self.unified = UnifiedLog(log_)  # rebuilds the producer state from the log
         self.topic, self.partition, self.topic_id = log_.topic, log_.partition, log_.topic_id
         self.me = me
@@ -82,7 +88,6 @@ class Partition:
         self._changed = asyncio.Event()  # producers waiting for acks=all
         self._data = asyncio.Event()  # long-polling consumers, woken after the producers
         self._closed = False
-        self._labels = (self.topic, str(self.partition))
 
     @property
     def tp(self) -> TopicIdPartition:
@@ -135,11 +140,14 @@ class Partition:
         self.handing_off = False
         self.epoch_start_offset = self.unified.begin_epoch(self.leader_epoch)
         # Kafka: every follower counts as caught up at the moment we become leader.
-        now = _now_ms()
+        now = self._now_ms()
         self.followers = {
             r: FollowerProgress(last_caught_up_ms=now) for r in self.replicas if r != self.me
         }
         self._advance_hw()
+
+    def _now_ms(self) -> float:
+        return self.clock.monotonic() * 1000
 
     # -- leader: produce --------------------------------------------------------------------
 
@@ -238,7 +246,7 @@ class Partition:
 
     def record_follower_fetch(self, replica: int, fetch_offset: int) -> None:
         progress = self.followers.setdefault(replica, FollowerProgress())
-        progress.on_fetch(fetch_offset, self.log.log_end_offset, _now_ms())
+        progress.on_fetch(fetch_offset, self.log.log_end_offset, self._now_ms())
         self._advance_hw()
 
     def holds_everything(self, replica: int) -> bool:
@@ -261,7 +269,7 @@ class Partition:
 
     def isr_shrink(self, lag_ms: int) -> list[int] | None:
         """The new ISR without members lagging more than lag_ms, else None."""
-        out = lagging(self.me, self.isr, self.followers, _now_ms(), lag_ms)
+        out = lagging(self.me, self.isr, self.followers, self._now_ms(), lag_ms)
         return [r for r in self.isr if r not in out] if out else None
 
     def _advance_hw(self) -> None:
@@ -351,9 +359,8 @@ class Partition:
         self._commits.fail_all(TierlogError(code, f"{self.topic}-{self.partition}: {why}"))
 
     def _publish_offsets(self) -> None:
-        metrics.LOG_END_OFFSET.labels(*self._labels).set(self.log.log_end_offset)
-        metrics.HIGH_WATERMARK.labels(*self._labels).set(self.high_watermark)
-        metrics.LOG_START_OFFSET.labels(*self._labels).set(self.log.log_start_offset)
+        leo, start = self.log.log_end_offset, self.log.log_start_offset
+        self.metrics.publish_offsets(self.topic, self.partition, leo, self.high_watermark, start)
 
     def checkpoint_hw(self) -> None:
         """Persist the high watermark (Kafka's replication-offset-checkpoint), atomically."""
@@ -364,6 +371,4 @@ class Partition:
         self._fail_pending(ErrorCode.NOT_LEADER_OR_FOLLOWER, "the partition is closing")
         self.unified.close(self.high_watermark)
         self._wake()
-        for gauge in (metrics.LOG_END_OFFSET, metrics.HIGH_WATERMARK, metrics.LOG_START_OFFSET):
-            with contextlib.suppress(KeyError):
-                gauge.remove(*self._labels)
+        self.metrics.forget_partition(self.topic, self.partition)

@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
+from cluster.clock import SYSTEM_CLOCK, Clock
 from ingest.replication.handover import hand_over, handed_over
 from ingest.replication.partition import Partition, Role
 from metadata.partition_state import PartitionStateRepo
@@ -44,8 +45,10 @@ class PreferredLeaderMover:
         repo: PartitionStateRepo,
         refresh_metadata: Callable[[], Awaitable[None]],
         timing: Timing = DEFAULT_TIMING,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.me, self._partitions, self.repo = me, partitions, repo
+        self.clock = clock  # when a move is due (the catch-up wait stays on the loop's time)
         self._refresh, self.timing = refresh_metadata, timing
         self._in_sync_since: dict[TopicNamePartition, float] = {}
         self._last_try: dict[TopicNamePartition, float] = {}
@@ -63,7 +66,7 @@ class PreferredLeaderMover:
         )
 
     async def run_once(self) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         partitions = self._partitions()
         for key in [k for k in self._in_sync_since if k not in partitions]:
             self._in_sync_since.pop(key, None)

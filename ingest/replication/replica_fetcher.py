@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 
 import httpx
 
-from cluster.internal_http import internal_async_client
+from cluster.internal_http import PeerLink, internal_async_client
 from ingest.log_throttle import LogThrottle
 from ingest.replication import corruption
 from ingest.replication.partition import Partition, Role
@@ -46,6 +46,7 @@ class ReplicaFetcher:
         leader_url: Callable[[], str | None],
         token: Callable[[], str],
         refresh_metadata: Callable[[], Awaitable[None]],
+        link: PeerLink = internal_async_client,
     ) -> None:
         self.me, self.leader_id = me, leader_id
         self.leader_url, self.token, self.refresh_metadata = leader_url, token, refresh_metadata
@@ -53,7 +54,7 @@ class ReplicaFetcher:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._stalled = False  # the last response changed nothing for some partition
-        self._client = internal_async_client(token, httpx.Timeout(30.0, connect=2.0))
+        self._client = link(token, httpx.Timeout(30.0, connect=2.0))
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"fetcher-{self.leader_id}")

@@ -12,10 +12,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from cluster.clock import SYSTEM_CLOCK, Clock
+from cluster.internal_http import PeerLink, internal_async_client
 from cluster.metadata_cache import MetadataCache, TopicView
-from ingest import metrics
-from ingest.log.local_log import LogConfig
+from ingest.log.local_log import LocalLog, LogConfig
 from ingest.log.log_manager import LogManager
+from ingest.metrics import ReplicationMetrics
 from ingest.replication.handover import hand_over, handed_over
 from ingest.replication.partition import Partition, Role
 from ingest.replication.replica_fetcher import ReplicaFetcher
@@ -25,12 +27,12 @@ from metadata.types import PartitionRecord, TopicNamePartition
 log = logging.getLogger("tierlog.replica_manager")
 
 
-def _count_isr_change(old: list[int], new: list[int]) -> None:
+def _count_isr_change(metrics: ReplicationMetrics, old: list[int], new: list[int]) -> None:
     """Kafka's IsrShrinksPerSec / IsrExpandsPerSec, as counters."""
     if set(old) - set(new):
-        metrics.ISR_SHRINKS.inc()
+        metrics.isr_shrinks.inc()
     if set(new) - set(old):
-        metrics.ISR_EXPANDS.inc()
+        metrics.isr_expands.inc()
 
 
 def log_config(view: TopicView) -> LogConfig:
@@ -48,8 +50,15 @@ class ReplicaManager:
         on_append: Callable[[], None],
         token: Callable[[], str],
         refresh_metadata: Callable[[], Awaitable[None]],
+        *,
+        metrics: ReplicationMetrics,
+        clock: Clock = SYSTEM_CLOCK,
+        link: PeerLink = internal_async_client,
     ) -> None:
         self.me, self.logs, self.cache, self.repo = me, logs, cache, repo
+        # The node's metrics and clock, and how its fetchers reach leaders (HTTP; in-process
+        # routes in tests/harness/), all passed in by the broker.
+        self.metrics, self.clock, self._link = metrics, clock, link
         self._lease_ok, self._on_append = lease_ok, on_append
         self._token, self._refresh_metadata = token, refresh_metadata
         self.partitions: dict[TopicNamePartition, Partition] = {}
@@ -58,9 +67,9 @@ class ReplicaManager:
         # the storage keeps failing, so a flapping disk is not reopened every second).
         self._retry: dict[TopicNamePartition, tuple[float, float]] = {}
         # Read at scrape time: the gauge can never lag what /readyz says.
-        metrics.OFFLINE_PARTITIONS.set_function(lambda: len(self.offline()))
-        metrics.UNDER_REPLICATED.set_function(self._under_replicated)
-        metrics.UNDER_MIN_ISR.set_function(self._under_min_isr)
+        metrics.offline_replicas.set_function(lambda: len(self.offline()))
+        metrics.under_replicated.set_function(self._under_replicated)
+        metrics.under_min_isr.set_function(self._under_min_isr)
 
     # -- metadata → hosted partitions -------------------------------------------------------
 
@@ -87,14 +96,23 @@ class ReplicaManager:
             state = self.partitions.get(key)
             if state is None:
                 plog = self.logs.get_or_create(key[0], view.info.id, key[1], log_config(view))
-                state = self.partitions[key] = Partition(
-                    plog, self.me, self._lease_ok, self._on_append
-                )
+                state = self.partitions[key] = self._partition(plog)
             else:
                 state.log.update_config(log_config(view))
             state.apply(info)
         self._sync_fetchers()
-        metrics.PARTITIONS_LED.set(sum(s.role is Role.LEADER for s in self.partitions.values()))
+        led = sum(s.role is Role.LEADER for s in self.partitions.values())
+        self.metrics.partitions_led.set(led)
+
+    def _partition(self, plog: LocalLog) -> Partition:
+        return Partition(
+            plog,
+            self.me,
+            self._lease_ok,
+            self._on_append,
+            metrics=self.metrics,
+            clock=self.clock,
+        )
 
     def _drop(self, key: TopicNamePartition) -> None:
         state = self.partitions.pop(key)
@@ -118,6 +136,7 @@ class ReplicaManager:
                     functools.partial(self.cache.broker_url, leader_id),
                     self._token,
                     self._refresh_metadata,
+                    self._link,
                 )
                 fetcher.start()
             fetcher.partitions = parts
@@ -147,7 +166,7 @@ class ReplicaManager:
             if info is None:  # lost a race with the controller or a newer leader
                 await self._refresh_metadata()
             else:
-                _count_isr_change(state.isr, info.isr)
+                _count_isr_change(self.metrics, state.isr, info.isr)
                 log.info(
                     "ISR changed",
                     extra={
@@ -197,7 +216,7 @@ class ReplicaManager:
                 await self._hand_off(state)
             if failed and self.partitions.get(key) is state:
                 await self._reopen(key, state)
-        now = time.monotonic()
+        now = self.clock.monotonic()
         for key in [k for k, (at, wait) in self._retry.items() if now - at > 10 * wait]:
             del self._retry[key]  # online long enough: the next failure starts over at 1 s
 
@@ -221,7 +240,7 @@ class ReplicaManager:
 
     async def _reopen(self, key: TopicNamePartition, state: Partition) -> None:
         at, wait = self._retry.get(key, (0.0, 1.0))
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if now < at:
             return
         self._retry[key] = (now + wait, min(60.0, wait * 2))
@@ -233,7 +252,7 @@ class ReplicaManager:
             )
             return
         state.close()
-        new = self.partitions[key] = Partition(fresh, self.me, self._lease_ok, self._on_append)
+        new = self.partitions[key] = self._partition(fresh)
         info = self._info(key)
         if info is not None:
             new.apply(info)

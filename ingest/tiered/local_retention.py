@@ -127,7 +127,7 @@ class LocalRetention:
                     state.unified.advance_log_start(
                         min(plan.delete_before, state.log.log_end_offset)
                     )
-                    metrics.LOG_START_OFFSET.labels(*labels_of(state)).set(
+                    state.metrics.log_start_offset.labels(*labels_of(state)).set(
                         state.log.log_start_offset
                     )
                 gone = state.unified.delete_segments_before(plan.delete_before)
@@ -145,7 +145,7 @@ class LocalRetention:
     def _deleted(self, state: Partition, plan: RetentionPlan, size: int, count: int) -> None:
         metrics.LOCAL_RETENTION_DELETED_SEGMENTS.labels(state.topic).inc(count)
         metrics.LOCAL_RETENTION_DELETED_BYTES.labels(state.topic).inc(size)
-        metrics.LOG_START_OFFSET.labels(*labels_of(state)).set(state.log.log_start_offset)
+        state.metrics.log_start_offset.labels(*labels_of(state)).set(state.log.log_start_offset)
         self._gauges.hot_bytes(state)
         log.info(
             "local retention deleted segments",

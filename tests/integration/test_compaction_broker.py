@@ -5,15 +5,15 @@ below it; topics without tiering get retention.ms on their hot log. Real broker 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
-from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import Engine
 
 from compaction.manifest_ops import CompactionManifest
 from metadata.cold_manifest import ColdManifest
+from metadata.db import make_engine
 from metadata.types import TopicIdPartition
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.test_tiering_broker import (
@@ -28,9 +28,23 @@ from tests.integration.test_tiering_broker import (
 HOUR_MS = 3600 * 1000
 
 
-@pytest.fixture
-def cluster(fresh_db: str, tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(fresh_db, tmp_path, 2).start()
+# One cluster and database for the file (each test has a topic of its own): a cluster start
+# costs more than either check.
+@pytest.fixture(scope="module")
+def retention_db(db_factory: Callable[..., str]) -> str:
+    return db_factory()
+
+
+@pytest.fixture(scope="module")
+def engine(retention_db: str) -> Iterator[Engine]:
+    e = make_engine(retention_db)
+    yield e
+    e.dispose()
+
+
+@pytest.fixture(scope="module")
+def cluster(retention_db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(retention_db, tmp_path_factory.mktemp("retention"), 2).start()
     yield c
     c.stop()
 

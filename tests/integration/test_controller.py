@@ -7,9 +7,11 @@ from __future__ import annotations
 import logging
 
 import pytest
+from prometheus_client import CollectorRegistry
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
+from ingest.metrics import ReplicationMetrics
 from ingest.replication.controller import Controller, ControllerActions
 from metadata.brokers import BrokerRepo
 from metadata.controller_lease import ControllerLease
@@ -36,7 +38,10 @@ class ControllerWorld:
         self.brokers.deregister(broker_id)
 
     def controller(self, broker_id: int = 1) -> Controller:
-        return Controller(self.engine, broker_id, LONG)
+        # Metrics of its own: several controllers share this process.
+        return Controller(
+            self.engine, broker_id, LONG, metrics=ReplicationMetrics(CollectorRegistry())
+        )
 
     def topic(self, name: str = "t", **configs: object) -> PartitionRecord:
         self.topics.create(name, 1, 3, {k.replace("_", "."): v for k, v in configs.items()})

@@ -5,8 +5,7 @@ a follower repairs its copy from the leader, and tiering takes another replica's
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -18,13 +17,14 @@ from cluster.http.fetch_response import FRAMES_METADATA_KEY, REPLICA_READ_HEADER
 from cluster.internal_http import CLUSTER_TOKEN_HEADER
 from coldstore.object_store import ObjectStoreConfig
 from logformat.frame import HEADER_SIZE, decode_header
+from metadata.db import make_engine
 from metadata.partition_state import PartitionStateRepo
 from metadata.segment_registry import SegmentRegistry
 from metadata.types import TopicIdPartition
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.fetch_nodes import FetchNodeProcess, s3_env
-from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
+from tests.integration.s3 import MotoServer, moto_s3_fixture, new_bucket  # noqa: F401
 from tiering.worker import TieringWorker
 
 ARROW = "application/vnd.apache.arrow.stream"
@@ -36,18 +36,41 @@ def _value(i: int) -> str:
     return f"value-{i:05d}-" + "x" * 100
 
 
-@pytest.fixture
-def cluster(fresh_db: str, tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(fresh_db, tmp_path, 3).start()
+# One cluster, fetch node, database and bucket for the file (each test has a topic of its
+# own): three brokers and a fetch node per test cost more than the checks.
+@pytest.fixture(scope="module")
+def corrupt_db(db_factory: Callable[..., str]) -> str:
+    return db_factory()
+
+
+@pytest.fixture(scope="module")
+def engine(corrupt_db: str) -> Iterator[Engine]:
+    e = make_engine(corrupt_db)
+    yield e
+    e.dispose()
+
+
+@pytest.fixture(scope="module")
+def s3_bucket(moto_s3: MotoServer) -> ObjectStoreConfig:
+    return new_bucket(moto_s3)
+
+
+@pytest.fixture(scope="module")
+def cluster(corrupt_db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(corrupt_db, tmp_path_factory.mktemp("corruption"), 3).start()
     yield c
     c.stop()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def fetch_node(
-    cluster: Cluster, fresh_db: str, tmp_path: Path, s3_bucket: ObjectStoreConfig
+    cluster: Cluster,
+    corrupt_db: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    s3_bucket: ObjectStoreConfig,
 ) -> Iterator[FetchNodeProcess]:
-    node = FetchNodeProcess(fresh_db, tmp_path / "fetch.log", s3_env(s3_bucket)).start()
+    log = tmp_path_factory.mktemp("corruption-fetch") / "fetch.log"
+    node = FetchNodeProcess(corrupt_db, log, s3_env(s3_bucket)).start()
     yield node
     node.stop()
 

@@ -1,0 +1,30 @@
+"""What a broker is given rather than makes: built by the composition root (ingest/server.py
+for a broker process, tests/harness/ for brokers sharing a process and a manual clock)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import REGISTRY, CollectorRegistry
+from sqlalchemy.engine import Engine
+
+from cluster.clock import SYSTEM_CLOCK, Clock
+from cluster.internal_http import PeerLink, internal_async_client
+from ingest.broker_config import BrokerConfig
+from metadata.db import make_engine
+
+
+@dataclass(frozen=True)
+class BrokerDeps:
+    engine: Engine  # Postgres: no connection is made until the broker starts
+    clock: Clock = SYSTEM_CLOCK  # leases, replica lag, log reopen backoff, segment ages
+    # The node's metrics registry (ingest/metrics.py ReplicationMetrics and any component
+    # that registers per-node metrics): the process default, so /metrics is as before.
+    registry: CollectorRegistry = REGISTRY
+    peer_link: PeerLink = internal_async_client  # to other brokers: replica fetches, forwarding
+
+    @classmethod
+    def of_process(cls, config: BrokerConfig) -> BrokerDeps:
+        """A broker process's: the engine on its database URL, the system clock, the default
+        registry, HTTP between brokers."""
+        return cls(make_engine(config.database_url))

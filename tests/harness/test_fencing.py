@@ -1,0 +1,108 @@
+"""Fencing in process: an isolated leader whose lease lapses on the manual clock refuses
+writes, a new leader is elected in a new epoch, and the old leader's divergent tail is
+truncated when it follows again (KIP-101/279)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.harness.cluster import InProcessCluster
+from tests.harness.node import LEASE_MS, Node
+from tests.integration.cluster import wait_for
+
+LEASE_S = LEASE_MS / 1000
+
+
+def _partition(c: InProcessCluster, topic: str, via: int) -> dict[str, Any]:
+    return c.partition(topic, via=c.brokers[via])
+
+
+def _caught_up(c: InProcessCluster, topic: str, leader: Node) -> None:
+    for b in c.brokers.values():
+        wait_for(
+            "replicas caught up",
+            lambda b=b: b.segment_bytes(topic) == leader.segment_bytes(topic),
+        )
+
+
+def test_isolated_leader_cannot_acknowledge_and_its_tail_is_truncated(
+    cluster: InProcessCluster,
+) -> None:
+    """The old leader is cut off from Postgres and from its followers, never paused: it keeps
+    answering. Within its lease it takes an acks=1 write no one else has; once replaced, it
+    refuses writes outright (it cannot learn of the new leader, so it cannot forward); when
+    the links return it follows the new leader and its divergent tail is gone."""
+    c = cluster
+    c.create_topic("fence", min_insync_replicas=2)
+    c.produce("fence", [{"value": "a"}, {"value": "b"}])
+    old = c.leader("fence")
+    _caught_up(c, "fence", old)
+    other = next(i for i in c.brokers if i != old.broker_id)
+    c.isolate(old.broker_id)
+    r = old.http.post(
+        "/topics/fence/records",
+        params={"acks": "1"},
+        json={"records": [{"value": "only-on-the-old-leader", "partition": 0}]},
+    )
+    assert r.status_code == 200, r.text  # its lease still runs: acks=1 may be lost later
+    c.advance(LEASE_S)  # its lease lapses, by its own clock and by the database's
+    new = wait_for(
+        "a new leader",
+        lambda: (ld := _partition(c, "fence", other)["leader"]) not in (None, old.broker_id) and ld,
+        timeout=30,
+    )
+    for acks in ("all", "1"):
+        r = old.http.post(
+            "/topics/fence/records",
+            params={"acks": acks},
+            json={"records": [{"value": f"zombie-acks-{acks}", "partition": 0}]},
+        )
+        assert r.status_code != 200, r.text
+        assert r.json()["error_code"] == "NOT_LEADER_OR_FOLLOWER", r.text
+    c.produce("fence", [{"value": "c"}], via=new)
+    c.heal()
+    wait_for(
+        "old leader truncated and following",
+        lambda: old.segment_bytes("fence") == c.brokers[new].segment_bytes("fence"),
+        timeout=40,
+    )
+    values = [r["value"] for r in c.brokers[new].fetch_all("fence")]
+    assert values == ["a", "b", "c"]
+    wait_for("lapse logged", lambda: "broker lease lapsed" in c.logs.text(old.broker_id))
+
+
+def test_divergent_tail_of_old_leader_is_truncated(cluster: InProcessCluster) -> None:
+    c = cluster
+    c.create_topic("diverge", min_insync_replicas=1)
+    c.produce("diverge", [{"value": "common-1"}, {"value": "common-2"}])
+    old = c.leader("diverge")
+    followers = [b for b in c.brokers.values() if b.broker_id != old.broker_id]
+    _caught_up(c, "diverge", old)
+    # Cut the followers off the leader (a cut loses the answers of fetches in flight), write
+    # on the leader alone (acks=1), then cut it off Postgres too: its last frame now exists
+    # nowhere else. All of this within its lease: the clock has not moved.
+    for f in followers:
+        c.cut(f.broker_id, old.broker_id)
+    r = old.http.post(
+        "/topics/diverge/records",
+        params={"acks": "1"},
+        json={"records": [{"value": "only-on-old-leader", "partition": 0}]},
+    )
+    assert r.status_code == 200, r.text
+    c.isolate(old.broker_id)
+    c.advance(LEASE_S)
+    new = wait_for(
+        "a new leader",
+        lambda: (ld := c.partition("diverge")["leader"]) not in (None, old.broker_id) and ld,
+        timeout=20,
+    )
+    c.produce("diverge", [{"value": "new-epoch-1"}])
+    c.heal()
+    wait_for(
+        "old leader truncated and following",
+        lambda: old.segment_bytes("diverge") == c.brokers[new].segment_bytes("diverge"),
+        timeout=30,
+    )
+    values = [r["value"] for r in c.any().fetch_all("diverge")]
+    assert values == ["common-1", "common-2", "new-epoch-1"]
+    assert "truncated divergent tail" in c.logs.text(old.broker_id)
