@@ -18,12 +18,14 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from cluster.auth_throttle import Attempt
 from cluster.authorizer import ANONYMOUS, CLUSTER, Authorizer
 from cluster.http.api_docs import is_docs_path
 from cluster.http.responses import error_response
 from cluster.internal_http import CLUSTER_TOKEN_HEADER
 from logformat.errors import ErrorCode, TierlogError
 from metadata.acl import CLUSTER_NAME
+from metadata.api_keys import parse_key
 
 PRINCIPAL = "tierlog.principal"
 AUTHORIZER = "tierlog.authorizer"
@@ -64,7 +66,7 @@ class AuthMiddleware:
             principal = ANONYMOUS
         else:
             try:
-                principal = await self._authenticate(bearer)
+                principal = await self._authenticate(bearer, _address(scope))
             except TierlogError as exc:
                 await error_response(exc)(scope, receive, send)
                 return
@@ -80,13 +82,25 @@ class AuthMiddleware:
         scope[PRINCIPAL] = principal
         await self.app(scope, receive, send)
 
-    async def _authenticate(self, header: str | None) -> str | None:
+    async def _authenticate(self, header: str | None, address: str) -> str | None:
+        """The key's principal; a present but wrong key is a failed attempt (throttled after
+        a few, each one logged: cluster/auth_throttle.py), a missing one is not."""
         if header is None:
             return None
         scheme, _, key = header.strip().partition(" ")
-        if scheme.lower() != "bearer" or not key.strip():
+        key = key.strip()
+        parsed = parse_key(key)
+        attempt = Attempt("http", address, parsed.key_id if parsed else None, "bearer")
+        if scheme.lower() != "bearer" or not key:
+            await self.authorizer.throttle.turn(attempt)
+            self.authorizer.throttle.failed(attempt, "not a Bearer API key")
             return None
-        return await self.authorizer.authenticate(key.strip())  # also refreshes the ACLs
+        return await self.authorizer.login(key, attempt)  # also refreshes the ACLs
+
+
+def _address(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
 
 
 def _keyless(path: str) -> bool:

@@ -52,6 +52,7 @@ class KafkaContext:
         self.advertised = advertised
         self.groups = groups  # None: no groups extension mounted (COORDINATOR_NOT_AVAILABLE)
         self.principal = ANONYMOUS
+        self.peer = ""  # the client's address: for the audit of failed logins
         self.sasl_started = False  # a SaslHandshake chose PLAIN
         self.raw_sasl = False  # a v0 SaslHandshake: the next frame is a bare SASL token
         self.authenticated = False
@@ -63,6 +64,9 @@ class KafkaContext:
         self.backoff_s = 0.0
         self.turns = Turns()  # the connection's requests, one after another (turns.py)
         self._port_shift = advertised[1] - host_port(broker.config.advertised_url)[1]
+        # A TLS listener's distance from the registered (plaintext) one: other brokers'
+        # registered addresses are moved by it, as their listeners are laid out alike.
+        self.listener_shift = 0
 
     def allowed(self, resource_type: str, name: str, operation: str) -> bool:
         return self.broker.authorizer.allowed(self.principal, resource_type, name, operation)
@@ -87,7 +91,7 @@ class KafkaContext:
         registered = self.broker.cache.broker_kafka_address(broker_id)
         if registered:
             name, _, number = registered.rpartition(":")
-            return name.strip("[]"), int(number)
+            return name.strip("[]"), int(number) + self.listener_shift
         url = self.broker.cache.broker_url(broker_id)
         if url is None:
             return None

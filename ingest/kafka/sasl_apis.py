@@ -14,6 +14,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode as KafkaError
 
+from cluster.auth_throttle import Attempt
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.protocol import build
 from logformat.errors import TierlogError
@@ -44,15 +45,29 @@ def _plain(token: bytes) -> tuple[str, str] | None:
         return None
 
 
+class LoginFailed(Exception):
+    """A v0 handshake's bare token failed: the connection closes without an answer (the
+    failure has had its one audit line already)."""
+
+
 async def _principal(ctx: KafkaContext, token: bytes) -> str | None:
-    creds = _plain(token)
-    if creds is None:
-        return None
-    user, password = creds
+    """The PLAIN token's principal, or None; throttled and audited (cluster/auth_throttle.py),
+    and raising AuthThrottled when the caller's turn is too far off."""
+    user, password = _plain(token) or ("", "")
     parsed = parse_key(password)
+    key_id = user or (parsed.key_id if parsed else None)
+    attempt = Attempt("kafka", ctx.peer, key_id, PLAIN)
+    authorizer = ctx.broker.authorizer
     if parsed is None or user not in (parsed.key_id, ""):
+        await authorizer.throttle.turn(attempt)
+        authorizer.throttle.failed(
+            attempt,
+            "not a PLAIN token of a key id and its API key"
+            if parsed is None
+            else ("the username is not the API key's id"),
+        )
         return None
-    return await ctx.broker.authorizer.authenticate(password)
+    return await authorizer.login(password, attempt)
 
 
 async def raw_token(ctx: KafkaContext, token: bytes) -> bool:
