@@ -129,7 +129,7 @@ class NormalClient:
         )
         self.producer.flush(30)
         if got != [None]:
-            self.errors.append(f"produce {i}: {got}")
+            self.errors.append(f"produce {i}: {got!r}")
             return
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
