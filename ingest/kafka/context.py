@@ -22,6 +22,7 @@ from metadata.acl import CLUSTER_NAME
 if TYPE_CHECKING:
     from cluster.kafka_groups import ClassicGroups
     from ingest.broker import Broker
+    from ingest.kafka.sasl_scram import ScramExchange
 
 DENIED = {
     "topic": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
@@ -55,6 +56,7 @@ class KafkaContext:
         self.peer = ""  # the client's address: for the audit of failed logins
         self.sasl_started = False  # a SaslHandshake chose PLAIN
         self.raw_sasl = False  # a v0 SaslHandshake: the next frame is a bare SASL token
+        self.scram: ScramExchange | None = None  # a SCRAM exchange under way
         self.authenticated = False
         self.closing = False  # close once the current answer is sent (failed auth)
         # Quotas and the long-poll cap (client_limits.py): the loop time before which the

@@ -293,9 +293,10 @@ class KafkaListener:
 
     async def _respond(self, ctx: KafkaContext, frame: bytes) -> bytes | None:
         if ctx.raw_sasl:  # after a v0 SaslHandshake: the bare PLAIN token
-            if not await sasl_apis.raw_token(ctx, frame):
-                raise sasl_apis.LoginFailed("SASL/PLAIN authentication failed")
-            return _SIZE.pack(0)
+            answer = await sasl_apis.raw_token(ctx, frame)
+            if answer is None:
+                raise sasl_apis.LoginFailed("SASL authentication failed")
+            return _SIZE.pack(len(answer)) + answer
         return await self._answer(ctx, peek_header(frame), frame)
 
     async def _answer(self, ctx: KafkaContext, header: RequestHeader, frame: bytes) -> bytes | None:
