@@ -8,7 +8,9 @@ waited out *before* the key is looked up, so neither the rate of guesses nor the
 cost grows with the connections a guesser opens. An attempt whose turn is further off than
 `max_wait` is refused at once (HTTP 429 with Retry-After, Kafka SASL_AUTHENTICATION_FAILED),
 so waiting attempts cannot pile up. A key that authenticated recently skips the queue: a
-client whose key is right is not slowed by a guesser on its address or its key id.
+client whose key is right is not slowed by a guesser on its address or its key id. A guess
+is a credential not tried before: the same wrong key sent again (a misconfigured client
+retrying) is answered at once (the authorizer caches its verdict) and does not count again.
 
 Every failure is one WARNING line on `tierlog.auth` (protocol, address, key id, mechanism,
 why; never a traceback, never the secret) and counts in `tierlog_auth_failures_total`;
@@ -85,6 +87,7 @@ class AuthThrottle:
         self._clock = clock
         self._sources: dict[str, _Source] = {}
         self._good: dict[bytes, float] = {}
+        self._bad: dict[bytes, float] = {}  # wrong credentials seen within the window
 
     def _hot(self, name: str, now: float) -> _Source | None:
         """The source when it has failed `free` times within the window, else None."""
@@ -106,17 +109,24 @@ class AuthThrottle:
             names.append(f"key:{attempt.key_id}")
         return names
 
-    def _known_good(self, secret: bytes | None, now: float) -> bool:
+    @staticmethod
+    def _known(seen: dict[bytes, float], secret: bytes | None, now: float) -> bool:
         if secret is None:
             return False
-        until = self._good.get(hashlib.sha256(secret).digest())
+        until = seen.get(hashlib.sha256(secret).digest())
         return until is not None and until > now
+
+    @staticmethod
+    def _remember(seen: dict[bytes, float], secret: bytes, until: float) -> None:
+        if len(seen) >= _MAX_SOURCES:
+            seen.clear()
+        seen[hashlib.sha256(secret).digest()] = until
 
     async def turn(self, attempt: Attempt, secret: bytes | None = None) -> None:
         """Wait this attempt's turn (at once unless its source failed often of late);
         raises THROTTLING_QUOTA_EXCEEDED, with Retry-After, when it is too far off."""
         now = self._clock()
-        if self._known_good(secret, now):
+        if self._known(self._good, secret, now) or self._known(self._bad, secret, now):
             return
         hot = [s for n in self._names(attempt) if (s := self._hot(n, now)) is not None]
         if not hot:
@@ -137,12 +147,17 @@ class AuthThrottle:
         if wait > 0:
             await asyncio.sleep(wait)
 
-    def failed(self, attempt: Attempt, why: str) -> None:
+    def failed(self, attempt: Attempt, why: str, secret: bytes | None = None) -> None:
+        """Audit a failure; count it against its address and key id unless the same wrong
+        credential failed already within the window."""
         now = self._clock()
         if len(self._sources) >= _MAX_SOURCES:
             self._sources.clear()
-        counts = []
-        for name in self._names(attempt):
+        repeated = self._known(self._bad, secret, now)
+        if secret is not None and not repeated:
+            self._remember(self._bad, secret, now + self.settings.window_ms / 1000)
+        counts = [0]
+        for name in [] if repeated else self._names(attempt):
             src = self._sources.setdefault(name, _Source())
             src.failures.append(now)
             if len(src.failures) > 4 * max(1, self.settings.free):  # enough to decide
@@ -162,8 +177,5 @@ class AuthThrottle:
         )
 
     def succeeded(self, secret: bytes | None) -> None:
-        if secret is None:
-            return
-        if len(self._good) >= _MAX_SOURCES:
-            self._good.clear()
-        self._good[hashlib.sha256(secret).digest()] = self._clock() + _GOOD_FOR_S
+        if secret is not None:
+            self._remember(self._good, secret, self._clock() + _GOOD_FOR_S)

@@ -142,7 +142,7 @@ class Authorizer:
         await self.throttle.turn(attempt, secret)
         principal = await self.authenticate(key)
         if principal is None:
-            self.throttle.failed(attempt, "unknown, revoked or wrong API key")
+            self.throttle.failed(attempt, "unknown, revoked or wrong API key", secret)
         else:
             self.throttle.succeeded(secret)
         return principal

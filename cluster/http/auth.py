@@ -92,8 +92,9 @@ class AuthMiddleware:
         parsed = parse_key(key)
         attempt = Attempt("http", address, parsed.key_id if parsed else None, "bearer")
         if scheme.lower() != "bearer" or not key:
-            await self.authorizer.throttle.turn(attempt)
-            self.authorizer.throttle.failed(attempt, "not a Bearer API key")
+            raw = header.encode()
+            await self.authorizer.throttle.turn(attempt, raw)
+            self.authorizer.throttle.failed(attempt, "not a Bearer API key", raw)
             return None
         return await self.authorizer.login(key, attempt)  # also refreshes the ACLs
 

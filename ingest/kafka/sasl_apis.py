@@ -68,13 +68,11 @@ async def _principal(ctx: KafkaContext, token: bytes) -> str | None:
     attempt = Attempt("kafka", ctx.peer, key_id, PLAIN)
     authorizer = ctx.broker.authorizer
     if parsed is None or user not in (parsed.key_id, ""):
-        await authorizer.throttle.turn(attempt)
-        authorizer.throttle.failed(
-            attempt,
-            "not a PLAIN token of a key id and its API key"
-            if parsed is None
-            else ("the username is not the API key's id"),
-        )
+        await authorizer.throttle.turn(attempt, token)
+        why = "the username is not the API key's id"
+        if parsed is None:
+            why = "not a PLAIN token of a key id and its API key"
+        authorizer.throttle.failed(attempt, why, token)
         return None
     return await authorizer.login(password, attempt)
 

@@ -5,6 +5,7 @@ every state. One broker with auth on for the whole file."""
 
 from __future__ import annotations
 
+import secrets
 import shutil
 import socket
 import struct
@@ -230,8 +231,8 @@ def test_budgets_return_to_zero_whatever_state_a_connection_ends_in(env: Env) ->
 
 
 def _guess(env: Env, key_id: str, stop: threading.Event, verdicts: list[str]) -> None:
-    wrong = env.sec.key("alice")[:-8] + "deadbeef"
     while not stop.is_set():
+        wrong = env.sec.key("alice")[:-8] + secrets.token_hex(4)  # a new guess each time
         try:
             with connect(env.bootstrap, timeout=30) as s:
                 code, message = plain_login(s, key_id, wrong)
@@ -262,9 +263,10 @@ def test_a_wrong_password_logs_one_line_per_failure(env: Env) -> None:
 
 def test_guessing_is_throttled_and_audited(env: Env) -> None:
     """K10: 6 threads guess alice's key over SASL/PLAIN for a few seconds while she keeps
-    logging in: past a few failures the guesses take turns (one a second per address and
-    key id), those too far off are refused unheard, each failure is one log line and counts
-    in the metric; alice's logins all succeed. HTTP keys are throttled the same way."""
+        logging in: past a few failures the guesses take turns (one a second per address and
+        key id), those too far off are refused unheard, each failure is one log line and counts
+        in the metric; alice's logins all succeed. HTTP keys are throttled the same way. (Each
+    guess is a new wrong key: the same wrong key again is not a guess and does not count.)"""
     key = env.sec.key("alice")
     parsed = parse_key(key)
     assert parsed is not None
@@ -297,13 +299,13 @@ def test_guessing_is_throttled_and_audited(env: Env) -> None:
     after = env.gauges()['tierlog_auth_failures_total{mechanism="PLAIN",protocol="kafka"}']
     assert len(lines) == after - before == len(heard)
     assert "Traceback" not in log
-    bad = {"authorization": "Bearer " + key[:-8] + "deadbeef"}
+
+    def http_guess(_: int) -> httpx.Response:
+        bad = {"authorization": "Bearer " + key[:-8] + secrets.token_hex(4)}
+        return httpx.get(f"{env.broker.url}/topics", headers=bad, timeout=30)
+
     with ThreadPoolExecutor(12) as pool:
-        http = list(
-            pool.map(
-                lambda _: httpx.get(f"{env.broker.url}/topics", headers=bad, timeout=30), range(12)
-            )
-        )
+        http = list(pool.map(http_guess, range(12)))
     assert {r.status_code for r in http} == {401, 429}, [r.status_code for r in http]
     refused = [r for r in http if r.status_code == 429]
     assert all(int(r.headers["Retry-After"]) >= 1 for r in refused)

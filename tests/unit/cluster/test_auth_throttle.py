@@ -88,3 +88,15 @@ def test_each_failure_is_one_audit_line(caplog: pytest.LogCaptureFixture) -> Non
     assert rec.getMessage() == "authentication failed: wrong key"
     assert rec.exc_info is None
     assert (rec.peer, rec.key_id, rec.mechanism) == ("10.0.0.9", "abcdef012345", "PLAIN")  # type: ignore[attr-defined]
+
+
+def test_the_same_wrong_key_again_is_not_a_guess(caplog: pytest.LogCaptureFixture) -> None:
+    """A client retrying one wrong key is answered at once and counts once; every failure is
+    still a line."""
+    t, _ = _throttle()
+    with caplog.at_level(logging.WARNING, logger="tierlog.auth"):
+        for _ in range(10):
+            _turn(t, GUESS, b"tlk_same_wrong")
+            t.failed(GUESS, "wrong key", b"tlk_same_wrong")
+    assert len(caplog.records) == 10
+    _turn(t, GUESS, b"tlk_another")  # one distinct failure so far: not hot
