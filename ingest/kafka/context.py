@@ -38,7 +38,7 @@ def host_port(url: str) -> tuple[str, int]:
 
 
 class KafkaContext:
-    """Per connection. The caller is User:ANONYMOUS until SASL/PLAIN names its principal
+    """Per connection. The caller is User:ANONYMOUS until SASL names its principal
     (sasl_apis.py); with auth on, only ApiVersions and SASL are served before that."""
 
     def __init__(

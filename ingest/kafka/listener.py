@@ -3,7 +3,9 @@
 A connection's requests are read ahead of their answers (clients pipeline them, up to
 PIPELINED), served one after another in their own tasks (turns.py: produce lets the next
 one start once its records are queued) and answered in order, as a Kafka broker does.
-Frames are bounded by the broker's request size limit; a frame that cannot be parsed or an
+Frames are read by frames.py (before authentication: one at a time, small, from a budget of
+their own, within a deadline; after: the broker's request size limit and in-flight budget),
+and connections admitted by conn_gate.py; a frame that cannot be parsed or an
 API we do not serve closes the connection (Kafka's own answer) once the answers before it
 are sent. A version outside what ApiVersions offered is answered UNSUPPORTED_VERSION in that
 version (error_response.py); ApiVersions itself always answers (KIP-511, as v0). No request
@@ -305,7 +307,7 @@ class KafkaListener:
         if locked and header.api_key not in BEFORE_AUTH:
             raise ProtocolError(
                 f"API key {header.api_key} before SASL authentication (auth is on: "
-                "SASL/PLAIN with an API key first)"
+                "SASL with an API key first)"
             )
         if not supported(header.api_key, header.api_version):
             if header.api_key == API_VERSIONS:  # KIP-511: answer v0 with what we serve
