@@ -50,6 +50,7 @@ class ScramRepo:
     def set_for_key(self, key: str, mechanisms: tuple[str, ...] = MECHANISMS) -> tuple[str, str]:
         """Store SCRAM credentials of `key` (its own secret as the password) for each of
         `mechanisms`: (key id, principal). ValueError when the key is not a live key."""
+        mechanisms = tuple(dict.fromkeys(mechanisms))  # each once: one row per mechanism
         unknown = [m for m in mechanisms if m not in MECHANISMS]
         if unknown or not mechanisms:
             raise ValueError(f"mechanisms must be among {', '.join(MECHANISMS)}")

@@ -217,6 +217,8 @@ class KafkaListener:
             pass  # the client went away or went quiet
         except Exception:
             log.exception("kafka connection failed")
+        except asyncio.CancelledError:
+            pass  # the listener is stopping: the streams callback would log a cancelled task
         finally:
             self._connections.discard(task)
             admission.leave()

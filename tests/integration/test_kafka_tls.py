@@ -137,6 +137,26 @@ def test_a_wrong_password_fails_over_tls(env: Env, mechanism: str) -> None:
     assert exc.value.args[0].code() in (KafkaError._AUTHENTICATION, KafkaError._TRANSPORT)
 
 
+def test_scram_credentials_set_over_http(env: Env) -> None:
+    """PUT /security/keys/{id}/scram with the key in the body; a wrong key or field is 400."""
+    bob = env.sec.key("bob")
+    parsed = parse_key(bob)
+    assert parsed is not None
+    verify = ssl.create_default_context(cafile=str(env.cert))
+    http = env.sec.client(env.broker.url, "bob", verify=verify)
+    path = f"/security/keys/{parsed.key_id}/scram"
+    assert http.put(path, json={"key": bob[:-4] + "abcd"}).status_code == 400
+    assert http.put(path, json={"key": bob, "extra": 1}).status_code == 400
+    assert http.put(path, json={"key": bob, "mechanisms": ["MD5"]}).status_code == 400
+    done = http.put(path, json={"key": bob, "mechanisms": ["SCRAM-SHA-512"] * 2})
+    assert done.status_code == 200, done.text
+    assert done.json()["principal"] == "User:bob"
+    conf = {**_conf(env, "SCRAM-SHA-512"), "sasl.username": parsed.key_id, "sasl.password": bob}
+    assert Producer(conf).list_topics(timeout=20).brokers  # authenticated as bob
+    with pytest.raises(KafkaException):  # only SHA-512 was set
+        Producer({**conf, "sasl.mechanism": "SCRAM-SHA-256"}).list_topics(timeout=4)
+
+
 def test_the_ssl_listener_serves_anonymous_under_the_acls(env: Env) -> None:
     """SSL alone: the client is User:ANONYMOUS, who may describe the topic, not write it."""
     conf = {
