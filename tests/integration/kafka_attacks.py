@@ -147,7 +147,11 @@ class NormalClient:
     def _run(self) -> None:
         i = 1
         while not self._stop.is_set():
-            self._round_trip(i)
+            try:
+                self._round_trip(i)
+            except Exception as exc:  # a test that failed first stopped the broker under us
+                self.errors.append(f"round trip {i}: {exc!r}")
+                return
             i += 1
 
     def _watch_lease(self) -> None:
