@@ -19,10 +19,12 @@ import hmac
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from sqlalchemy.engine import Engine
 
+from cluster.auth_throttle import Attempt, AuthThrottle, ThrottleSettings
 from cluster.metadata_listener import MetadataListener
 from logformat.errors import ErrorCode, TierlogError
 from metadata.acl import AclBinding, allowed, allowed_on_any
@@ -33,6 +35,7 @@ log = logging.getLogger("tierlog.auth")
 
 ANONYMOUS = "User:ANONYMOUS"
 CLUSTER = "cluster"  # requests carrying the cluster credential (forwarding, fetch nodes)
+_HASHING_THREADS = 2  # key verifications at once: bounds their CPU as well
 _MAX_CACHED = 100_000  # entries; a flood of distinct bad keys clears the cache, not the heap
 
 
@@ -40,6 +43,7 @@ class AuthSettings(NamedTuple):
     enabled: bool = True
     super_users: frozenset[str] = frozenset()
     cache_ttl_s: float = 5.0
+    throttle: ThrottleSettings = ThrottleSettings()  # failed attempts (auth_throttle.py)
 
 
 class Authorizer:
@@ -63,6 +67,11 @@ class Authorizer:
         self._dirty = True
         self._reload_lock = asyncio.Lock()
         self._listener = MetadataListener(database_url, self._changed, SECURITY_CHANNEL)
+        self.throttle = AuthThrottle(settings.throttle)
+        # Key hashes (scrypt: ~0.1 s of CPU and 16 MiB each) run in threads of their own: in
+        # the default executor a burst of logins would queue the broker's lease heartbeat
+        # behind them until the lease lapsed (issue 24 K10).
+        self._hashing = ThreadPoolExecutor(_HASHING_THREADS, thread_name_prefix="key-verify")
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -82,6 +91,7 @@ class Authorizer:
 
     def stop(self) -> None:
         self._listener.stop()
+        self._hashing.shutdown(wait=False, cancel_futures=True)
 
     def _changed(self) -> None:  # listener thread: flags only, the event loop does the work
         self._dirty = True
@@ -107,7 +117,8 @@ class Authorizer:
         future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         self._verifying[key] = future
         try:
-            principal = await asyncio.to_thread(self._verify, key)
+            loop = asyncio.get_running_loop()
+            principal = await loop.run_in_executor(self._hashing, self._verify, key)
             if len(self._keys) >= _MAX_CACHED:
                 self._keys.clear()
             self._keys[key] = (time.monotonic() + self.settings.cache_ttl_s, principal)
@@ -123,6 +134,18 @@ class Authorizer:
             raise err from exc
         finally:
             del self._verifying[key]
+
+    async def login(self, key: str, attempt: Attempt) -> str | None:
+        """authenticate() for a client's attempt: it waits its turn when its address or key
+        id failed often of late, and a failure is audited (auth_throttle.py)."""
+        secret = key.encode()
+        await self.throttle.turn(attempt, secret)
+        principal = await self.authenticate(key)
+        if principal is None:
+            self.throttle.failed(attempt, "unknown, revoked or wrong API key", secret)
+        else:
+            self.throttle.succeeded(secret)
+        return principal
 
     def _verify(self, key: str) -> str | None:
         parsed = parse_key(key)

@@ -14,6 +14,16 @@ from cluster.http.limits import DEFAULT_MAX_REQUEST_BYTES, LimitSettings
 from ingest.data_limits import DataLimits
 
 
+class KafkaConnSettings(NamedTuple):
+    """The Kafka listener's connection limits before and around authentication
+    (ingest/kafka/conn_gate.py, ingest/kafka/frames.py; docs/limits.md)."""
+
+    preauth_max_frame_bytes: int = 512 * 1024  # Kafka's cap on a frame before SASL is done
+    auth_timeout_ms: int = 10_000  # Java clients give up connection setup after 10 s
+    max_preauth_connections: int = 1024  # not yet authenticated, broker-wide
+    preauth_inflight_bytes: int = 16 * 1024 * 1024  # their own budget, apart from the main one
+
+
 class BrokerConfig(NamedTuple):
     broker_id: int
     host: str
@@ -57,6 +67,11 @@ class BrokerConfig(NamedTuple):
     # advertised URL's host when listening on all interfaces).
     kafka_listen: tuple[str, int] | None = None
     kafka_advertised: tuple[str, int] | None = None
+    # TLS listeners (SASL_SSL: SASL over TLS; SSL: TLS only, the client User:ANONYMOUS) with
+    # the HTTP listener's --tls-cert/--tls-key; Metadata on them names their own ports.
+    kafka_sasl_ssl_listen: tuple[str, int] | None = None
+    kafka_ssl_listen: tuple[str, int] | None = None
+    kafka_conn: KafkaConnSettings = KafkaConnSettings()
 
 
 def env(name: str, default: str | None = None) -> str | None:

@@ -13,7 +13,8 @@ from ingest.api.app import build_app
 from ingest.broker import Broker
 from ingest.broker_config import BrokerConfig, kafka_advertised
 from ingest.broker_deps import BrokerDeps
-from ingest.kafka.listener import KafkaListener
+from ingest.kafka.listener import KafkaListener, ListenerShared
+from ingest.kafka.tls_listeners import tls_listeners
 
 BrokerExtension = Callable[[Broker], Extension]
 
@@ -33,16 +34,16 @@ def serve(
         gc.collect()
         gc.freeze()
 
-    kafka = kafka_listener(broker, kafka_groups_of(added))
+    kafka = kafka_listeners(broker, kafka_groups_of(added))
 
     async def start() -> None:
         await broker.start()
-        if kafka is not None:  # after start: its handlers need the hosted partitions
-            await kafka.start()
+        for listener in kafka:  # after start: their handlers need the hosted partitions
+            await listener.start()
 
     async def stop() -> None:
-        if kafka is not None:
-            await kafka.stop()
+        for listener in kafka:
+            await listener.stop()
         await broker.stop()
 
     gc.set_threshold(50_000, 20, 20)
@@ -52,11 +53,21 @@ def serve(
 
 
 def kafka_listener(broker: Broker, groups: ClassicGroups | None = None) -> KafkaListener | None:
-    """The Kafka listener when --kafka-listen is set, with the address it advertises and the
-    consumer groups it serves (an extension's)."""
+    """The plaintext Kafka listener when --kafka-listen is set, with the address it advertises
+    and the consumer groups it serves (an extension's)."""
     cfg = broker.config
     advertised = kafka_advertised(cfg)
     if cfg.kafka_listen is None or advertised is None:
         return None
     host, port = cfg.kafka_listen
     return KafkaListener(broker, host, port, advertised, groups)
+
+
+def kafka_listeners(broker: Broker, groups: ClassicGroups | None = None) -> list[KafkaListener]:
+    """Every Kafka listener the flags ask for (plaintext, SASL_SSL, SSL), sharing connection
+    counts and budgets (kafka_tls.py)."""
+    plain = kafka_listener(broker, groups)
+    listeners = [plain] if plain is not None else []
+    shared = plain.shared if plain is not None else ListenerShared(broker)
+    listeners += tls_listeners(broker, groups, shared)
+    return listeners

@@ -23,6 +23,7 @@ import base64
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from cluster.auth_throttle import Attempt
 from cluster.authorizer import ANONYMOUS, CLUSTER, Authorizer
 from cluster.http.api_docs import is_docs_path
 from cluster.http.responses import error_response
@@ -72,7 +73,7 @@ class AuthMiddleware:
             principal = ANONYMOUS
         else:
             try:
-                principal = await self._authenticate(bearer)
+                principal = await self._authenticate(bearer, _address(scope))
             except TierlogError as exc:
                 await error_response(exc)(scope, receive, send)
                 return
@@ -89,17 +90,31 @@ class AuthMiddleware:
         scope[PRINCIPAL] = principal
         await self.app(scope, receive, send)
 
-    async def _authenticate(self, header: str | None) -> str | None:
+    async def _authenticate(self, header: str | None, address: str) -> str | None:
+        """The key's principal; a present but wrong key is a failed attempt (throttled after
+        a few, each one logged: cluster/auth_throttle.py), a missing one is not."""
         if header is None:
             return None
         scheme, _, key = header.strip().partition(" ")
-        if scheme.lower() == "basic":
-            key = basic_key(key.strip()) or ""
-        elif scheme.lower() != "bearer":
+        mechanism = scheme.lower()
+        key = key.strip()
+        if mechanism == "basic":  # Confluent clients' basic.auth.user.info: id:key
+            key = basic_key(key) or ""
+        elif mechanism != "bearer":
+            key = ""
+        parsed = parse_key(key)
+        attempt = Attempt("http", address, parsed.key_id if parsed else None, mechanism)
+        if not key:
+            raw = header.encode()
+            await self.authorizer.throttle.turn(attempt, raw)
+            self.authorizer.throttle.failed(attempt, "not a Bearer or Basic API key", raw)
             return None
-        if not key.strip():
-            return None
-        return await self.authorizer.authenticate(key.strip())  # also refreshes the ACLs
+        return await self.authorizer.login(key, attempt)  # also refreshes the ACLs
+
+
+def _address(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
 
 
 def basic_key(credentials: str) -> str | None:

@@ -66,6 +66,28 @@ SECURITY_PATHS: dict[str, Any] = {
             "responses": {"200": json_response(_OBJ), **error_responses(400, 404)},
         },
     },
+    "/security/keys/{key_id}/scram": {
+        "parameters": [{"name": "key_id", "in": "path", "required": True, "schema": _STR}],
+        "put": {
+            "summary": "Store the key's SCRAM credentials for the Kafka listener "
+            "(SASL/SCRAM: username the key id, password the key); the body carries the key",
+            "requestBody": json_body(
+                {
+                    "type": "object",
+                    "required": ["key"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "key": _STR,
+                        "mechanisms": {
+                            "type": "array",
+                            "items": {"enum": ["SCRAM-SHA-256", "SCRAM-SHA-512"]},
+                        },
+                    },
+                }
+            ),
+            "responses": {"200": json_response(_OBJ), **error_responses(400, 413)},
+        },
+    },
     "/acls": {
         "get": {
             "summary": "ACL bindings (of one principal with ?principal=)",

@@ -20,6 +20,8 @@ from cluster.http.responses import JSONResponse, json_object, only_fields
 from logformat.errors import ErrorCode, TierlogError
 from metadata.acl import OPERATIONS, AclBinding, allowed, validate
 from metadata.quotas import QUOTA_KEYS, QuotaEntry, QuotaRepo, check_entity
+from metadata.scram import MECHANISMS as SCRAM_MECHANISMS
+from metadata.scram import ScramRepo
 from metadata.security import SecurityRepo, user_principal
 
 if TYPE_CHECKING:
@@ -117,6 +119,32 @@ async def revoke_key(request: Request) -> JSONResponse:
         raise TierlogError(ErrorCode.NOT_FOUND, f"no API key {key_id!r}")
     revoked = await asyncio.to_thread(repo.revoke, found.principal, key_id)
     return JSONResponse({"key_id": key_id, "principal": found.principal, "revoked": bool(revoked)})
+
+
+async def set_scram(request: Request) -> JSONResponse:
+    """Store SCRAM credentials of a key for the Kafka listener (metadata/scram.py). The body
+    carries the key itself: holding it is the authority (it can log in as itself anyway),
+    and only its salted SCRAM credential is stored."""
+    _only_params(request)
+    key_id = _printable("key_id", request.path_params["key_id"])
+    doc = await json_object(request, BODY_LIMIT)
+    unknown = sorted(set(doc) - {"key", "mechanisms"})
+    if unknown:
+        raise _invalid(f"unknown field(s): {', '.join(unknown)}")
+    key = _text(doc, "key")
+    mechanisms = doc.get("mechanisms", list(SCRAM_MECHANISMS))
+    if not isinstance(mechanisms, list) or not all(isinstance(m, str) for m in mechanisms):
+        raise _invalid("'mechanisms' must be a list of SCRAM-SHA-256 and/or SCRAM-SHA-512")
+    if key.split("_")[1:2] != [key_id]:
+        raise _invalid("'key' is not the API key with this key id")
+    broker: Broker = request.app.state.broker
+    try:
+        _, principal = await asyncio.to_thread(
+            ScramRepo(broker.engine).set_for_key, key, tuple(mechanisms)
+        )
+    except ValueError as exc:
+        raise _invalid(str(exc)) from None
+    return JSONResponse({"key_id": key_id, "principal": principal, "mechanisms": mechanisms})
 
 
 # -- ACLs -----------------------------------------------------------------------------------
@@ -271,6 +299,7 @@ routes = [
     Route("/security/keys", list_keys, methods=["GET"]),
     Route("/security/keys", create_key, methods=["POST"]),
     Route("/security/keys/{key_id}", revoke_key, methods=["DELETE"]),
+    Route("/security/keys/{key_id}/scram", set_scram, methods=["PUT"]),
     Route("/acls", list_acls, methods=["GET"]),
     Route("/acls", add_acl, methods=["POST"]),
     Route("/acls", remove_acl, methods=["DELETE"]),

@@ -30,8 +30,8 @@ NOTES: dict[int, str] = {
     37: "grow only; no manual replica assignment",
     44: "SET/DELETE on topics; APPEND/SUBTRACT on list configs (cleanup.policy)",
     60: "broker endpoints only (v1's controller endpoint type is refused)",
-    17: "PLAIN only; v0 sends the token bare",
-    36: "PLAIN: username = key id, password = the API key",
+    17: "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; v0 sends the tokens bare",
+    36: "username = key id, password = the API key (SCRAM: its credential set first)",
 }
 TRANSACTIONAL = {
     24: "AddPartitionsToTxn",

@@ -23,6 +23,7 @@ from metadata.acl import CLUSTER_NAME
 if TYPE_CHECKING:
     from cluster.kafka_groups import ClassicGroups
     from ingest.broker import Broker
+    from ingest.kafka.sasl_scram import ScramExchange
 
 DENIED = {
     "topic": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
@@ -38,7 +39,7 @@ def host_port(url: str) -> tuple[str, int]:
 
 
 class KafkaContext:
-    """Per connection. The caller is User:ANONYMOUS until SASL/PLAIN names its principal
+    """Per connection. The caller is User:ANONYMOUS until SASL names its principal
     (sasl_apis.py); with auth on, only ApiVersions and SASL are served before that."""
 
     def __init__(
@@ -53,8 +54,10 @@ class KafkaContext:
         self.advertised = advertised
         self.groups = groups  # None: no groups extension mounted (COORDINATOR_NOT_AVAILABLE)
         self.principal = ANONYMOUS
+        self.peer = ""  # the client's address: for the audit of failed logins
         self.sasl_started = False  # a SaslHandshake chose PLAIN
         self.raw_sasl = False  # a v0 SaslHandshake: the next frame is a bare SASL token
+        self.scram: ScramExchange | None = None  # a SCRAM exchange under way
         self.authenticated = False
         self.closing = False  # close once the current answer is sent (failed auth)
         # Quotas and the long-poll cap (client_limits.py): the loop time before which the
@@ -66,6 +69,9 @@ class KafkaContext:
         # True once the client hung up (the listener sets it): long work for it stops.
         self.client_gone: Callable[[], bool] = lambda: False
         self._port_shift = advertised[1] - host_port(broker.config.advertised_url)[1]
+        # A TLS listener's distance from the registered (plaintext) one: other brokers'
+        # registered addresses are moved by it, as their listeners are laid out alike.
+        self.listener_shift = 0
 
     def allowed(self, resource_type: str, name: str, operation: str) -> bool:
         return self.broker.authorizer.allowed(self.principal, resource_type, name, operation)
@@ -90,7 +96,7 @@ class KafkaContext:
         registered = self.broker.cache.broker_kafka_address(broker_id)
         if registered:
             name, _, number = registered.rpartition(":")
-            return name.strip("[]"), int(number)
+            return name.strip("[]"), int(number) + self.listener_shift
         url = self.broker.cache.broker_url(broker_id)
         if url is None:
             return None

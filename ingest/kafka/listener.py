@@ -3,7 +3,9 @@
 A connection's requests are read ahead of their answers (clients pipeline them, up to
 PIPELINED), served one after another in their own tasks (turns.py: produce lets the next
 one start once its records are queued) and answered in order, as a Kafka broker does.
-Frames are bounded by the broker's request size limit; a frame that cannot be parsed or an
+Frames are read by frames.py (before authentication: one at a time, small, from a budget of
+their own, within a deadline; after: the broker's request size limit and in-flight budget),
+and connections admitted by conn_gate.py; a frame that cannot be parsed or an
 API we do not serve closes the connection (Kafka's own answer) once the answers before it
 are sent. A version outside what ApiVersions offered is answered UNSUPPORTED_VERSION in that
 version (error_response.py); ApiVersions itself always answers (KIP-511, as v0). No request
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import struct
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -36,8 +39,10 @@ from ingest.kafka import (
 from ingest.kafka.budget import RequestBudget
 from ingest.kafka.client_limits import KafkaClientLimits
 from ingest.kafka.cluster_identity import ClusterIdentity
+from ingest.kafka.conn_gate import INFLIGHT, ConnectionGate
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.error_response import answer_unsupported
+from ingest.kafka.frames import ConnectionLimit, FrameReader
 from ingest.kafka.offload import offload
 from ingest.kafka.protocol import (
     API_VERSIONS,
@@ -104,15 +109,34 @@ HANDLERS: dict[int, Handler] = {
     INCREMENTAL_ALTER_CONFIGS: config_apis.handle_incremental_alter_configs,
     DESCRIBE_CLUSTER: cluster_apis.handle_describe_cluster,
 }
-IDLE_TIMEOUT_S = 600.0  # Kafka's connections.max.idle.ms
-INFLIGHT_WAIT_S = 1.0  # as long as an HTTP request waits for in-flight room
-PIPELINED = 32  # requests read ahead of their answers, per connection
+PIPELINED = 32  # requests read ahead of their answers, per connection (after SASL)
 _FLUSH_BYTES = 1 << 20  # answers buffered beyond this are flushed before the next one
 _SIZE = struct.Struct(">i")
 _INLINE_FRAME_BYTES = 64 * 1024  # requests parsed on the event loop below this
+_CLEANUP_S = 5.0  # a closing connection waits this long for its requests to end
+Answers = asyncio.Queue[asyncio.Task[bytes | None] | None]
+
+
+class ListenerShared:
+    """What a broker's Kafka listeners (plaintext and TLS) share: connection counts, the
+    in-flight budgets, the cluster identity and client limits."""
+
+    def __init__(self, broker: Broker) -> None:
+        cfg = broker.config
+        self.gate = ConnectionGate(cfg.http_limits, cfg.kafka_conn.max_preauth_connections)
+        self.budget = RequestBudget(cfg.max_inflight_bytes)
+        self.preauth_budget = RequestBudget(cfg.kafka_conn.preauth_inflight_bytes)
+        INFLIGHT.labels("main").set_function(lambda: self.budget.used)
+        INFLIGHT.labels("preauth").set_function(lambda: self.preauth_budget.used)
+        self.identity = ClusterIdentity(broker)
+        self.limits = KafkaClientLimits(broker.quotas, broker.long_polls)
 
 
 class KafkaListener:
+    """One listener: `sasl` (SASL_PLAINTEXT / SASL_SSL, or PLAINTEXT with auth off) or not
+    (SSL: TLS only, the client is User:ANONYMOUS to the ACLs, as Kafka's SSL listener without
+    client certificates); `tls` when it speaks TLS."""
+
     def __init__(
         self,
         broker: Broker,
@@ -120,20 +144,43 @@ class KafkaListener:
         port: int,
         advertised: tuple[str, int],
         groups: ClassicGroups | None = None,
+        *,
+        tls: ssl.SSLContext | None = None,
+        sasl: bool = True,
+        shared: ListenerShared | None = None,
     ) -> None:
         self.broker = broker
         self.groups = groups
         self.host, self.port, self.advertised = host, port, advertised
+        self.tls, self.sasl = tls, sasl
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
-        self._per_address: dict[str, int] = {}
-        self.budget = RequestBudget(broker.config.max_inflight_bytes)
-        self.identity = ClusterIdentity(broker)
-        self.limits = KafkaClientLimits(broker.quotas, broker.long_polls)
+        self.shared = shared or ListenerShared(broker)
+        self.listener_shift = 0  # see KafkaContext.listener_shift
+        self.budget = self.shared.budget
+        self.identity = self.shared.identity
+        self.limits = self.shared.limits
+
+    @property
+    def protocol(self) -> str:
+        if self.tls is None:
+            return "SASL_PLAINTEXT" if self.broker.authorizer.enabled else "PLAINTEXT"
+        return "SASL_SSL" if self.sasl else "SSL"
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._connected, self.host, self.port)
-        log.info("kafka listener started", extra={"host": self.host, "port": self.port})
+        # A TLS handshake happens before a connection is admitted: it gets the auth deadline.
+        handshake_s = self.broker.config.kafka_conn.auth_timeout_ms / 1000
+        self._server = await asyncio.start_server(
+            self._connected,
+            self.host,
+            self.port,
+            ssl=self.tls,
+            ssl_handshake_timeout=handshake_s if self.tls else None,
+        )
+        log.info(
+            "kafka listener started",
+            extra={"host": self.host, "port": self.port, "protocol": self.protocol},
+        )
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -146,59 +193,55 @@ class KafkaListener:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5)
 
-    def _admit(self, address: str) -> bool:
-        """The HTTP listener's connection caps (--max-connections, -per-address) apply here
-        too, counted separately: one client cannot take every socket the broker has."""
-        limits = self.broker.config.http_limits
-        if len(self._connections) >= limits.max_connections:
-            return False
-        return self._per_address.get(address, 0) < limits.max_connections_per_address
-
     async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         address = str(peer[0]) if isinstance(peer, tuple) else str(peer)
         task = asyncio.current_task()
-        if task is None or not self._admit(address):
-            log.warning("kafka connection refused: too many", extra={"peer": address})
+        preauth = self.sasl and self.broker.authorizer.enabled
+        admission = None if task is None else self.shared.gate.admit(address, preauth)
+        if task is None or admission is None:
             writer.close()
             return
         self._connections.add(task)
-        self._per_address[address] = self._per_address.get(address, 0) + 1
         ctx = KafkaContext(self.broker, self.advertised, self.groups, self.identity)
         ctx.client_gone = lambda: reader.at_eof() or writer.is_closing()
+        ctx.peer = address
+        ctx.listener_shift = self.listener_shift
+        ctx.authenticated = not self.sasl  # SSL: the TLS handshake was all there is
+        frames = FrameReader(self.broker.config, self.budget, self.shared.preauth_budget, admission)
         try:
-            await self._serve(ctx, reader, writer)
+            await self._serve(ctx, frames, reader, writer)
+        except ConnectionLimit as exc:
+            log.info("kafka connection closed: %s", exc, extra={"peer": address})
+        except sasl_apis.LoginFailed:
+            pass  # audited where it failed (cluster/auth_throttle.py): one line per login
         except (ProtocolError, ValueError) as exc:
             log.warning("kafka connection closed: %s", exc, extra={"peer": address})
-        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError, ssl.SSLError):
             pass  # the client went away or went quiet
         except Exception:
             log.exception("kafka connection failed")
+        except asyncio.CancelledError:
+            pass  # the listener is stopping: the streams callback would log a cancelled task
         finally:
             self._connections.discard(task)
-            left = self._per_address.pop(address, 1) - 1
-            if left:
-                self._per_address[address] = left
+            admission.leave()
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _read_size(self, reader: asyncio.StreamReader) -> int:
-        head = await asyncio.wait_for(reader.readexactly(4), IDLE_TIMEOUT_S)
-        size: int = _SIZE.unpack(head)[0]
-        limit = self.broker.config.max_request_bytes
-        if not 0 < size <= limit:
-            raise ProtocolError(f"request frame of {size} bytes (limit {limit})")
-        return size
-
     async def _serve(
-        self, ctx: KafkaContext, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        ctx: KafkaContext,
+        frames: FrameReader,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
     ) -> None:
         """Requests are read ahead while earlier ones are answered (clients pipeline them);
         each runs in its own task, taking turns (turns.py), and answers go out in order."""
-        answers: asyncio.Queue[asyncio.Task[bytes | None] | None] = asyncio.Queue(PIPELINED)
+        answers: Answers = asyncio.Queue(PIPELINED)
         sender = asyncio.create_task(self._send(ctx, answers, writer))
-        receiver = asyncio.create_task(self._receive(ctx, reader, answers))
+        receiver = asyncio.create_task(self._receive(ctx, frames, reader, answers))
         try:
             done, _ = await asyncio.wait((sender, receiver), return_when=asyncio.FIRST_COMPLETED)
             if sender not in done:
@@ -209,56 +252,45 @@ class KafkaListener:
             if receiver.done():
                 receiver.result()
         finally:
-            for task in (receiver, sender):
-                task.cancel()
-            if receiver.done() and not receiver.cancelled():
-                receiver.exception()  # seen: the sender's outcome is the one that counts
-            while not answers.empty():
-                queued = answers.get_nowait()
-                if queued is not None:
-                    queued.cancel()
+            await _cancel_all(receiver, sender, answers)
 
     async def _receive(
-        self,
-        ctx: KafkaContext,
-        reader: asyncio.StreamReader,
-        answers: asyncio.Queue[asyncio.Task[bytes | None] | None],
+        self, ctx: KafkaContext, frames: FrameReader, reader: asyncio.StreamReader, answers: Answers
     ) -> None:
-        # Once a request has begun it must arrive in time (slowloris), like an HTTP body.
-        body_timeout = self.broker.config.request_body_timeout_ms / 1000
         while not ctx.closing:
-            size = await self._read_size(reader)
-            if not await self.budget.acquire(size, INFLIGHT_WAIT_S):
-                raise ProtocolError(f"no room for {size} request bytes in flight")
+            frame, held = await frames.next(reader)
+            task = asyncio.create_task(self._request(ctx, frame))
+            # Released when the task ends in any way, cancelled before it ever ran included.
+            task.add_done_callback(lambda _t, held=held: held.release())  # type: ignore[misc]
             try:
-                frame = await asyncio.wait_for(reader.readexactly(size), body_timeout)
+                # A full queue stops the reading: TCP pushes back on the client.
+                await answers.put(task)
             except BaseException:
-                await self.budget.release(size)
+                task.cancel()
                 raise
-            # A full queue stops the reading: TCP pushes back on the client.
-            await answers.put(asyncio.create_task(self._request(ctx, frame, size)))
+            if frames.admission.preauth:
+                # Before authentication one request at a time (as Kafka's authenticator):
+                # the next frame's limits depend on how this one ends.
+                await asyncio.wait((task,))
+                if ctx.authenticated:
+                    frames.admission.authenticated()
 
-    async def _request(self, ctx: KafkaContext, frame: bytes, size: int) -> bytes | None:
-        try:
-            async with ctx.turns.turn():
-                if ctx.closing:  # read ahead of a refused request or failed authentication
-                    return None
-                try:
-                    return await self._respond(ctx, frame)
-                except BaseException:
-                    ctx.closing = True  # the connection closes: what was read after never runs
-                    raise
-        finally:
-            await self.budget.release(size)
+    async def _request(self, ctx: KafkaContext, frame: bytes) -> bytes | None:
+        async with ctx.turns.turn():
+            if ctx.closing:  # read ahead of a refused request or failed authentication
+                return None
+            try:
+                return await self._respond(ctx, frame)
+            except BaseException:
+                ctx.closing = True  # the connection closes: what was read after never runs
+                raise
 
     @staticmethod
-    async def _send(
-        ctx: KafkaContext,
-        answers: asyncio.Queue[asyncio.Task[bytes | None] | None],
-        writer: asyncio.StreamWriter,
-    ) -> None:
+    async def _send(ctx: KafkaContext, answers: Answers, writer: asyncio.StreamWriter) -> None:
         while (task := await answers.get()) is not None:
             response = await task
+            if writer.transport.is_closing():  # the client is gone (uvloop raises on write)
+                raise ConnectionResetError("the client closed the connection")
             if response is not None:
                 writer.write(response)
             if answers.empty() or writer.transport.get_write_buffer_size() > _FLUSH_BYTES:
@@ -269,9 +301,10 @@ class KafkaListener:
 
     async def _respond(self, ctx: KafkaContext, frame: bytes) -> bytes | None:
         if ctx.raw_sasl:  # after a v0 SaslHandshake: the bare PLAIN token
-            if not await sasl_apis.raw_token(ctx, frame):
-                raise ProtocolError("SASL/PLAIN authentication failed")
-            return _SIZE.pack(0)
+            answer = await sasl_apis.raw_token(ctx, frame)
+            if answer is None:
+                raise sasl_apis.LoginFailed("SASL authentication failed")
+            return _SIZE.pack(len(answer)) + answer
         return await self._answer(ctx, peek_header(frame), frame)
 
     async def _answer(self, ctx: KafkaContext, header: RequestHeader, frame: bytes) -> bytes | None:
@@ -280,7 +313,7 @@ class KafkaListener:
         if locked and header.api_key not in BEFORE_AUTH:
             raise ProtocolError(
                 f"API key {header.api_key} before SASL authentication (auth is on: "
-                "SASL/PLAIN with an API key first)"
+                "SASL with an API key first)"
             )
         if not supported(header.api_key, header.api_version):
             if header.api_key == API_VERSIONS:  # KIP-511: answer v0 with what we serve
@@ -323,3 +356,25 @@ async def _encoded(header: RequestHeader, body: Any, big: bool) -> bytes:
     if big:
         return await offload(encode_response, header, body)
     return encode_response(header, body)
+
+
+async def _cancel_all(
+    receiver: asyncio.Task[None], sender: asyncio.Task[None], answers: Answers
+) -> None:
+    """End a connection's tasks and every request read ahead, and wait until they have ended,
+    so each one's budget is back (their done callbacks) before the connection is gone. An
+    outcome not raised already is only looked at: the first error is the one reported."""
+    pending: list[asyncio.Task[Any]] = [receiver, sender]
+    while not answers.empty():
+        queued = answers.get_nowait()
+        if queued is not None:
+            pending.append(queued)
+    for task in pending:
+        task.add_done_callback(_seen)
+        task.cancel()
+    await asyncio.wait(pending, timeout=_CLEANUP_S)
+
+
+def _seen(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: no "Task exception was never retrieved" on the loop

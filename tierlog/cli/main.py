@@ -24,6 +24,7 @@ from tierlog.cli.extensions import (
     registry_on_broker,
     s3_configured,
 )
+from tierlog.cli.kafka_opts import add_kafka_listener_flags, kafka_conn_config
 from tierlog.cli.limits_opts import add_http_flags, add_limit_flags, http_limits, limit_config
 from tierlog.cli.quotas_cmd import add_quotas
 from tierlog.cli.security_cmd import add_security_commands
@@ -90,6 +91,7 @@ def _add_broker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="HOST:PORT Kafka clients are told to use for this broker (default: the listen "
         "address); registered, so every broker's Metadata names it",
     )
+    add_kafka_listener_flags(p)
     add_server_security(p)
     add_limit_flags(p)
     add_http_flags(p)
@@ -150,6 +152,7 @@ def _run_broker(args: argparse.Namespace) -> int:
                 parse_listen(args.kafka_advertised) if args.kafka_advertised else None
             ),
             **limit_config(args),
+            **kafka_conn_config(args),
         ),
         cold_reader=cold_tier(args.database_url),
         extensions=[groups_on_broker, lake_on_broker, registry_on_broker],

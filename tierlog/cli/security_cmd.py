@@ -44,6 +44,20 @@ def add_security_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     r.add_argument("user")
     r.add_argument("--key-id", default=None)
     r.set_defaults(func=_users_revoke)
+    sc = usub.add_parser(
+        "scram",
+        parents=[db],
+        help="store a key's SCRAM credentials (Kafka SASL/SCRAM: username the key id, "
+        "password the key); the key is read from stdin or --key-from-env",
+    )
+    sc.add_argument(
+        "--mechanism",
+        action="append",
+        choices=["SCRAM-SHA-256", "SCRAM-SHA-512"],
+        help="repeatable (default both)",
+    )
+    sc.add_argument("--key-from-env", metavar="VAR", default=None, help="read the key from $VAR")
+    sc.set_defaults(func=_users_scram)
 
     binding = argparse.ArgumentParser(add_help=False, parents=[db])
     binding.add_argument("--principal", required=True, help="User:NAME or User:*")
@@ -125,6 +139,20 @@ def _users_revoke(args: argparse.Namespace) -> int:
     if not revoked:
         raise TierlogError(ErrorCode.NOT_FOUND, f"no active key of {args.user} to revoke")
     print(f"revoked {len(revoked)} key(s): {', '.join(revoked)}", file=sys.stderr)
+    return 0
+
+
+def _users_scram(args: argparse.Namespace) -> int:
+    from metadata.scram import MECHANISMS, ScramRepo
+
+    env = args.key_from_env
+    key = os.environ.get(env, "") if env else sys.stdin.readline()  # never on the command line
+    mechanisms = tuple(args.mechanism or MECHANISMS)
+    try:
+        key_id, principal = ScramRepo(_repo(args).engine).set_for_key(key.strip(), mechanisms)
+    except ValueError as exc:
+        raise _invalid(exc) from None
+    print(f"SCRAM credentials ({', '.join(mechanisms)}) set for key {key_id} of {principal}")
     return 0
 
 

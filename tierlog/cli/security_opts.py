@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tierlog.cli.kafka_opts import add_failed_auth_flags, throttle_settings
+
 if TYPE_CHECKING:  # the server package is imported only when a server role runs
     from cluster.authorizer import AuthSettings
 
@@ -51,6 +53,7 @@ def add_server_security(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tls-cert", default=_env("TLS_CERT"), help="PEM certificate: serve HTTPS")
     p.add_argument("--tls-key", default=_env("TLS_KEY"), help="PEM private key of --tls-cert")
     add_tls_ca(p)
+    add_failed_auth_flags(p)
 
 
 def add_tls_ca(p: argparse.ArgumentParser) -> None:
@@ -105,12 +108,14 @@ def auth_settings(args: argparse.Namespace, role: str) -> AuthSettings | None:
     if args.auth_cache_ms < 0:
         print(f"tierlog {role}: --auth-cache-ms must be >= 0", file=sys.stderr)
         return None
+    from cluster.auth_throttle import ThrottleSettings
     from cluster.authorizer import AuthSettings
 
     return AuthSettings(
         enabled=not args.insecure,
         super_users=super_users(args.super_users or ""),
         cache_ttl_s=args.auth_cache_ms / 1000,
+        throttle=ThrottleSettings(**throttle_settings(args)),
     )
 
 

@@ -1,0 +1,98 @@
+"""SCRAM credentials of API keys (migration 0011), as Kafka stores a SCRAM user's.
+
+The username is the key's id and the password the whole API key, as for SASL/PLAIN; what is
+stored is RFC 5802's salted StoredKey and ServerKey (scramp derives them), never the key.
+A credential is set only by someone who holds the key (it is checked against the key's
+scrypt hash first) and is usable only while the key is not revoked.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from scramp import ScramMechanism
+from sqlalchemy import Column, DateTime, Integer, LargeBinary, MetaData, Table, Text, func, select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.engine import Engine
+
+from metadata.api_keys import parse_key, verify_secret
+from metadata.security import SecurityRepo, api_keys
+
+MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+ITERATIONS = 4096  # Kafka's default (and minimum) for SCRAM credentials
+
+_meta = MetaData()
+scram_credentials = Table(
+    "scram_credentials",
+    _meta,
+    Column("key_id", Text, primary_key=True),
+    Column("mechanism", Text, primary_key=True),
+    Column("salt", LargeBinary, nullable=False),
+    Column("stored_key", LargeBinary, nullable=False),
+    Column("server_key", LargeBinary, nullable=False),
+    Column("iterations", Integer, nullable=False),
+    Column("updated_at", DateTime(timezone=True), server_default=func.now()),
+)
+
+
+class ScramCredential(NamedTuple):
+    principal: str
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+class ScramRepo:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def set_for_key(self, key: str, mechanisms: tuple[str, ...] = MECHANISMS) -> tuple[str, str]:
+        """Store SCRAM credentials of `key` (its own secret as the password) for each of
+        `mechanisms`: (key id, principal). ValueError when the key is not a live key."""
+        mechanisms = tuple(dict.fromkeys(mechanisms))  # each once: one row per mechanism
+        unknown = [m for m in mechanisms if m not in MECHANISMS]
+        if unknown or not mechanisms:
+            raise ValueError(f"mechanisms must be among {', '.join(MECHANISMS)}")
+        parsed = parse_key(key)
+        stored = SecurityRepo(self.engine).find_key(parsed) if parsed else None
+        if parsed is None or stored is None or stored.revoked:
+            raise ValueError("not an active API key")
+        if not verify_secret(parsed.secret, stored.salt, stored.hash):
+            raise ValueError("not an active API key")
+        rows = []
+        for name in mechanisms:
+            salt, stored_key, server_key, n = ScramMechanism(name).make_auth_info(
+                key, iteration_count=ITERATIONS
+            )
+            rows.append(
+                {
+                    "key_id": parsed.key_id,
+                    "mechanism": name,
+                    "salt": salt,
+                    "stored_key": stored_key,
+                    "server_key": server_key,
+                    "iterations": n,
+                }
+            )
+        stmt = insert(scram_credentials).values(rows)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["key_id", "mechanism"],
+            set_={c: stmt.excluded[c] for c in ("salt", "stored_key", "server_key", "iterations")}
+            | {"updated_at": func.now()},
+        )
+        with self.engine.begin() as conn:
+            conn.execute(stmt)
+        return parsed.key_id, stored.principal
+
+    def find(self, key_id: str, mechanism: str) -> ScramCredential | None:
+        """The credential of a live (not revoked) key, else None."""
+        c = scram_credentials.c
+        query = (
+            select(api_keys.c.principal, c.salt, c.stored_key, c.server_key, c.iterations)
+            .join(api_keys, api_keys.c.id == c.key_id)
+            .where(c.key_id == key_id, c.mechanism == mechanism, api_keys.c.revoked_at.is_(None))
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else ScramCredential(*row)
