@@ -57,7 +57,7 @@ class Broker:
         self.cold_searcher = cold_reader if isinstance(cold_reader, ColdSearcher) else None
         self.engine = make_engine(config.database_url)
         self.brokers = BrokerRepo(self.engine)
-        self.topics = TopicRepo(self.engine)
+        self.topics = TopicRepo(self.engine, dict(config.topic_defaults))
         self.partition_repo = PartitionStateRepo(self.engine)
         self.cache = MetadataCache(self.topics, self.brokers)
         # Every refresh (NOTIFY, interval, on demand) reconciles the hosted replicas.

@@ -120,6 +120,28 @@ def _show(value: object) -> str:
     return "none" if value is None else str(value)
 
 
+def size(n: float) -> str:
+    """Bytes as a person reads them: 0 B, 900 B, 1.5 KiB, 12.0 MiB."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def in_s3(p: dict[str, Any], tiering: bool) -> str:
+    """How much of a partition the cold tier (S3) holds: `1200 of 2000 records, 1.1 MiB`."""
+    if not tiering:
+        return "- (remote.storage.enable=false)"
+    start, hw, cold = p["log_start_offset"], p["high_watermark"], p["cold"]
+    if start is None or hw is None:
+        return "?"
+    records = max(0, hw - start)
+    tiered = max(0, min(cold["end"], hw) - max(cold["start"], start)) if cold else 0
+    cold_bytes = p.get("cold_bytes")
+    return f"{tiered} of {records} records, " + ("?" if cold_bytes is None else size(cold_bytes))
+
+
 def describe_lines(doc: dict[str, Any]) -> list[str]:
     """kafka-topics --describe's lines for the API's topic document."""
     configs = ",".join(f"{k}={v}" for k, v in sorted(doc["configs"].items()) if v is not None)
@@ -127,6 +149,7 @@ def describe_lines(doc: dict[str, Any]) -> list[str]:
         f"Topic: {doc['name']}\tTopicId: {doc['id']}\tPartitionCount: {len(doc['partitions'])}"
         f"\tReplicationFactor: {doc['replication_factor']}\tConfigs: {configs}"
     ]
+    tiering = doc["configs"].get("remote.storage.enable") == "true"
     for p in doc["partitions"]:
         lines.append(
             f"\tTopic: {doc['name']}\tPartition: {p['partition']}\tLeader: {_show(p['leader'])}"
@@ -134,7 +157,7 @@ def describe_lines(doc: dict[str, Any]) -> list[str]:
             f"\tLogStartOffset: {_show(p['log_start_offset'])}"
             f"\tHighWatermark: {_show(p['high_watermark'])}"
             f"\tHot: {_range(p['hot'])}\tCold: {_range(p['cold'])}"
-            f"\tTieringLag: {_show(p['tiering_lag'])}"
+            f"\tTieringLag: {_show(p['tiering_lag'])}\tInS3: {in_s3(p, tiering)}"
         )
     return lines
 
