@@ -27,6 +27,7 @@ from tierlog.cli.quotas_cmd import add_quotas
 from tierlog.cli.security_cmd import add_security_commands
 from tierlog.cli.security_opts import add_server_security, auth_settings, scheme
 from tierlog.cli.topic_defaults import parse_topic_defaults
+from tierlog.cli.unreachable import refused, refused_message
 from tierlog.cli.worker_roles import add_worker_roles
 from tierlog.devstack.parent_watch import die_with_parent
 
@@ -279,6 +280,15 @@ class Terminated(KeyboardInterrupt):
 _SERVERS = frozenset({"dev", "broker", "fetch", "tiering", "compaction", "console"})
 
 
+def _url_source(argv: Sequence[str] | None) -> str:
+    given = argv if argv is not None else sys.argv[1:]
+    if any(a == "--url" or a.startswith("--url=") for a in given):
+        return "--url's"
+    return (
+        "TIERLOG_URL's" if _env("URL") else f"the default, {DEFAULT_URL}, as TIERLOG_URL is unset"
+    )
+
+
 def _terminate(_signum: int, _frame: object) -> None:
     raise Terminated
 
@@ -306,6 +316,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except TierlogError as exc:
+        if refused(exc) and isinstance(getattr(args, "url", None), str):
+            message = refused_message(exc, args.url, _url_source(argv))
+            print(f"tierlog: NETWORK_EXCEPTION: {message}", file=sys.stderr)
+            return 1
         print(f"tierlog: {exc.code.value}: {exc.message}", file=sys.stderr)
         return 1
     except Terminated:

@@ -48,8 +48,15 @@ def add_topics(
         "--output", choices=["text", "json"], default="text", help="json: the API's document"
     )
     d.set_defaults(func=_describe)
-    a = tsub.add_parser("alter", parents=[common], help="set (NAME=VALUE) or reset (NAME=) configs")
+    a = tsub.add_parser(
+        "alter",
+        parents=[common],
+        help="set configs (--config NAME=VALUE) or reset them to the default (--config NAME=)",
+        description="Set configs with --config NAME=VALUE (or bare NAME=VALUE after the "
+        "topic); --config NAME= restores a config's default. Repeatable.",
+    )
     a.add_argument("name")
+    a.add_argument("pairs", nargs="*", metavar="NAME=VALUE", help="as --config NAME=VALUE")
     a.add_argument("--config", action="append", default=[], metavar="NAME=VALUE", help="repeatable")
     a.set_defaults(func=_alter)
     rm = tsub.add_parser("delete", parents=[common], help="delete a topic and its records")
@@ -82,6 +89,13 @@ def admin_for(args: argparse.Namespace) -> Iterator[Admin]:
             raise TierlogError(
                 ErrorCode.REQUEST_TIMED_OUT, f"cannot reach {args.url}: {cause}"
             ) from exc
+
+
+def check_reachable(args: argparse.Namespace) -> None:
+    """One GET /healthz, no retries: for commands whose client retries a refused connection
+    until its timeout, so that a node that is not there is said at once."""
+    with admin_for(args) as admin:
+        admin.call("GET", "/healthz")
 
 
 def _create(args: argparse.Namespace) -> int:
@@ -174,7 +188,12 @@ def _describe(args: argparse.Namespace) -> int:
 
 def _alter(args: argparse.Namespace) -> int:
     with admin_for(args) as admin:
-        print_json(admin.alter_configs_json(args.name, _configs(args.config)))
+        configs = _configs([*args.pairs, *args.config])
+        if not configs:
+            raise TierlogError(
+                ErrorCode.INVALID_CONFIG, "nothing to alter: give --config NAME=VALUE"
+            )
+        print_json(admin.alter_configs_json(args.name, configs))
     return 0
 
 
