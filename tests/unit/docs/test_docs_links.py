@@ -125,3 +125,19 @@ def test_design_citations_name_sections_of_docs_design() -> None:
 def test_readme_is_a_short_page() -> None:
     words = len((ROOT / "README.md").read_text().split())
     assert words <= README_WORD_LIMIT, f"README.md has {words} words"
+
+
+def test_consume_commands_in_code_blocks_end_by_themselves() -> None:
+    """Issue 27 S11: the quickstart's `tierlog consume` waited for more records for ever. A
+    consume in a README or docs code block, run as written, stops at the end (-e), after a
+    count or an idle time; a group consumer (--group) is the one meant to keep reading."""
+    waiting = []
+    for page in _pages():
+        for block in re.findall(r"^```(?:sh|bash)\n(.*?)^```", page.read_text(), re.S | re.M):
+            for line in block.splitlines():
+                command = line.split("#", 1)[0]
+                if "tierlog consume" not in command or "--group" in command:
+                    continue
+                if not re.search(r"\s(-e|--exit-at-end|--max-messages|--timeout-ms)\b", command):
+                    waiting.append(f"{page.name}: {line.strip()}")
+    assert not waiting, "\n".join(waiting)
