@@ -222,6 +222,9 @@ def test_produce_form_sends_a_record_and_shows_where_it_went(browser: ConsoleSta
     assert page.find_element(By.ID, "produce-value").get_attribute("value") == "kept"
     after = browser.broker.fetch(TOPIC, 0, offset)["high_watermark"]
     assert after == offset + 1  # nothing was written by the refused form
+    # The refused form's page came with status 400, which the browser logs: expected here.
+    logged = severe_entries(browser.driver)
+    assert all("/messages/produce" in e["message"] and "400" in e["message"] for e in logged)
 
 
 def test_the_console_knows_the_cluster_runs_without_auth(stack: ConsoleStack) -> None:
