@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from coldstore.timestamp_policy import Clamped, clamp_timestamps
 from logformat.frame import CorruptFrameError, decode_header, decode_records, verify_crc
 from logformat.records import to_consumer_batch
 from logformat.schema import CONSUMER_SCHEMA
@@ -52,6 +53,9 @@ class ParquetFile(NamedTuple):
     records: int
     size_bytes: int
     row_groups: int
+    # Records whose timestamp the cold tier cannot hold: kept, clamped, the original in a
+    # header (coldstore/timestamp_policy.py); the caller reports them.
+    clamped: tuple[Clamped, ...] = ()
 
 
 def iter_consumer_batches(
@@ -151,7 +155,9 @@ def write_parquet(
     pending_bytes = 0
     try:
         with _segment_buffer(segment) as buf:
-            for batch in iter_consumer_batches(buf, from_offset, to_offset):
+            for raw in iter_consumer_batches(buf, from_offset, to_offset):
+                batch, clamped = clamp_timestamps(raw)
+                stats.clamped.extend(clamped)
                 stats.add(batch)
                 pending.append(batch)
                 pending_bytes += batch.nbytes
@@ -186,6 +192,7 @@ def write_parquet(
         stats.records,
         size,
         stats.row_groups,
+        tuple(stats.clamped),
     )
 
 
@@ -199,6 +206,7 @@ class _Stats:
         self.max_ts: int = -(2**63)
         self.records = 0
         self.row_groups = 0
+        self.clamped: list[Clamped] = []
 
     def add(self, batch: pa.RecordBatch) -> None:
         offsets = batch.column(0)

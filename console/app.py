@@ -26,6 +26,8 @@ from console.cluster_auth import AuthProbe, ClusterAuth
 from console.history import History, Sampler
 from console.pages import pages
 from console.render import render_error
+from console.rights import RightsCache
+from console.sessions import SessionStore
 
 log = logging.getLogger("tierlog.console")
 
@@ -98,10 +100,12 @@ def create_app(
     verify: str | bool = True,
     sampler_api_key: str | None = None,
     sample_interval_s: float = 5.0,
+    sessions: SessionStore | None = None,
 ) -> Starlette:
     """`broker_url`: any node of the cluster. `secret` signs CSRF tokens (random per process
     unless given: a restart then asks open forms to reload). `sampler_api_key` lets the
-    metric sampler list brokers when the cluster requires keys."""
+    metric sampler list brokers when the cluster requires keys. `sessions`: the sign-in
+    sessions and their lifetimes (console/sessions.py's defaults unless given)."""
     api = ClusterApi(broker_url, verify=verify)
     history = History(window_s=3600.0, interval_s=sample_interval_s)
     sampler = Sampler(api, history, sampler_api_key)
@@ -142,6 +146,8 @@ def create_app(
     app.state.sampler = sampler
     app.state.pages = page_list
     app.state.secret = secret or secrets.token_bytes(32)
+    app.state.sessions = sessions or SessionStore()
+    app.state.rights = RightsCache()
     app.state.cluster_auth = ClusterAuth(api)
     app.add_middleware(AuthProbe, auth=app.state.cluster_auth)
     app.add_middleware(SecurityHeaders)

@@ -1,9 +1,12 @@
-"""Sign-in and CSRF protection.
+"""Sign-in, sessions and CSRF protection.
 
-The API key a user signs in with is kept in an HttpOnly, SameSite=Strict cookie: scripts
-cannot read it and no other site's page can send it. Every form carries a CSRF token (and
-htmx sends it as the X-CSRF-Token header): an HMAC, under the console's secret, of a random
-nonce kept in a cookie of its own, so a page that cannot read our cookies cannot forge it."""
+Signing in checks the API key against the cluster and opens a server-side session
+(console/sessions.py): the browser's HttpOnly, SameSite=Strict cookie holds only the
+session's opaque id, never the key; signing out ends the session.
+
+Every form carries a CSRF token (and htmx sends it as the X-CSRF-Token header): an HMAC,
+under the console's secret, of a random nonce kept in a cookie of its own, so a page that
+cannot read our cookies cannot forge it."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import hashlib
 import hmac
 import secrets
 from typing import Any
+from urllib.parse import quote
 
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
@@ -19,8 +23,9 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from console.cluster_api import ConsoleApiError
+from console.sessions import SessionStore
 
-KEY_COOKIE = "tierlog_console_key"
+SESSION_COOKIE = "tierlog_console_session"
 NONCE_COOKIE = "tierlog_console_csrf"
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
@@ -29,7 +34,10 @@ MAX_FORM_BYTES = 64 * 1024
 
 
 def api_key(request: Request) -> str | None:
-    return request.cookies.get(KEY_COOKIE) or None
+    """The signed-in user's API key, from their session (None: not signed in, or the
+    session ended or expired)."""
+    sessions: SessionStore = request.app.state.sessions
+    return sessions.api_key(request.cookies.get(SESSION_COOKIE))
 
 
 def _nonce(request: Request) -> str:
@@ -95,9 +103,27 @@ async def login_page(request: Request) -> Response:
 
 
 def _next(request: Request) -> str:
-    target = request.query_params.get("next", "/")
-    # Only a path of this site: an open redirect would let a link send users elsewhere.
-    return target if target.startswith("/") and not target.startswith("//") else "/"
+    return same_origin_path(request.query_params.get("next", "/"))
+
+
+# Characters a same-origin path may keep as they are; anything else is percent-encoded.
+_PATH_SAFE = "/?=&%-._~!$'()*+,;:@"
+
+
+def same_origin_path(target: str) -> str:
+    """`target` if it is a path of this site, else "/". An open redirect would let a link
+    send a signed-in user elsewhere: browsers read `//host`, `/\\host` and `https:host` as
+    another origin, and drop tabs and newlines inside a URL (so `/<TAB>/host` is `//host`);
+    CR/LF would also split the Location/HX-Redirect header. The path is re-encoded so what
+    goes out is plain ASCII."""
+    if (
+        not target.startswith("/")
+        or target.startswith("//")
+        or "\\" in target
+        or any(ord(c) < 0x21 or ord(c) == 0x7F for c in target)
+    ):
+        return "/"
+    return quote(target, safe=_PATH_SAFE)
 
 
 async def login(request: Request) -> Response:
@@ -117,15 +143,19 @@ async def login(request: Request) -> Response:
     if error is not None:
         ctx: dict[str, Any] = {"next": _next(request)}
         return forms.rejected(request, "_login_form.html", "login.html", ctx, error)
+    sessions: SessionStore = request.app.state.sessions
+    sessions.end(request.cookies.get(SESSION_COOKIE))  # a new session id on every sign-in
     response = forms.redirect(request, _next(request))
-    set_cookie(response, request, KEY_COOKIE, key)
+    set_cookie(response, request, SESSION_COOKIE, sessions.create(key))
     return response
 
 
 async def logout(request: Request) -> Response:
     await checked_form(request)
+    sessions: SessionStore = request.app.state.sessions
+    sessions.end(request.cookies.get(SESSION_COOKIE))  # the old cookie stops working
     response = RedirectResponse("/login", status_code=303)
-    response.delete_cookie(KEY_COOKIE, path="/")
+    response.delete_cookie(SESSION_COOKIE, path="/")
     return response
 
 

@@ -38,7 +38,12 @@ def _error_of(response: httpx.Response) -> ConsoleApiError:
     if isinstance(doc, dict) and isinstance(doc.get("error_code"), str):
         return ConsoleApiError(doc["error_code"], str(doc.get("message", "")), response.status_code)
     text = response.text.strip()[:200] or response.reason_phrase
+    if response.status_code in _BODYLESS:  # a HEAD's refusal has no body to name it
+        return ConsoleApiError(_BODYLESS[response.status_code], text, response.status_code)
     return ConsoleApiError(UNKNOWN_SERVER_ERROR, f"HTTP {response.status_code}: {text}", 502)
+
+
+_BODYLESS = {401: "SASL_AUTHENTICATION_FAILED", 403: "CLUSTER_AUTHORIZATION_FAILED"}
 
 
 KEEPALIVE_S = 2.0

@@ -58,6 +58,15 @@ def payload(b64: str | None, binary: str = "hex") -> Payload:
     return Payload("text", text, len(raw))
 
 
+def time_text(ms: int) -> str:
+    """A record's time for people; a timestamp no calendar date holds (written by a client
+    before produce checked them, issue 24 K4) shows as its number, not as a failed page."""
+    try:
+        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    except (OverflowError, ValueError, OSError):
+        return f"out of range ({ms} ms)"
+
+
 def record_view(rec: dict[str, Any], partition: int, binary: str) -> dict[str, Any]:
     """A fetched or found record (value_format=base64) as the row templates show it."""
     headers = rec.get("headers") or []
@@ -71,7 +80,7 @@ def record_view(rec: dict[str, Any], partition: int, binary: str) -> dict[str, A
         "partition": partition,
         "offset": rec["offset"],
         "timestamp": ts,
-        "time": datetime.fromtimestamp(ts / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3],
+        "time": time_text(ts),
         "key": payload(rec.get("key_b64"), binary),
         "key_b64": rec.get("key_b64"),
         "value": payload(rec.get("value_b64"), binary),

@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 import jinja2
 from starlette.requests import Request
-from starlette.responses import HTMLResponse
+from starlette.responses import HTMLResponse, JSONResponse
 
 from console import auth
 from console.cluster_api import ConsoleApiError
@@ -81,3 +81,10 @@ def render_error(request: Request, error: ConsoleApiError, status_code: int) -> 
 def render_fragment(template: str, context: dict[str, Any]) -> str:
     """A partial template (no page around it), for answers scripts insert into a page."""
     return _env.get_template(template).render(context)
+
+
+def json_error(error: ConsoleApiError) -> JSONResponse:
+    """An error of a JSON endpoint (the charts' data): its status, name and message; a
+    missing sign-in is a 401 here, not a redirect a script would follow into a page."""
+    body = {"error_code": error.name, "message": error.message}
+    return JSONResponse(body, status_code=error.status)

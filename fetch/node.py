@@ -15,6 +15,7 @@ import logging
 from typing import NamedTuple
 
 from cluster.authorizer import Authorizer, AuthSettings
+from cluster.http.admission import ConcurrencyLimits
 from cluster.http.guard import HttpLimits
 from cluster.metadata_cache import MetadataCache
 from cluster.metadata_follower import MetadataFollower
@@ -38,6 +39,7 @@ class FetchNodeConfig(NamedTuple):
     tls_cert: str | None = None  # PEM files: the listener speaks HTTPS when both are set
     tls_key: str | None = None
     http_limits: HttpLimits = HttpLimits()  # header size/count/deadline, connection caps
+    concurrency: ConcurrencyLimits = ConcurrencyLimits()  # searches at once
 
 
 class FetchNode:

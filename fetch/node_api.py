@@ -17,6 +17,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from cluster.http import auth
+from cluster.http.admission import ConcurrencyMiddleware
 from cluster.http.api_docs import docs_routes
 from cluster.http.auth import AuthMiddleware
 from cluster.http.cross_site import CrossSiteGuard, own_origins
@@ -147,6 +148,7 @@ async def readyz(request: Request) -> JSONResponse:
 
 
 async def metrics(request: Request) -> Response:
+    auth.require_metrics_reader(request)  # with auth on: a key, DESCRIBE on the cluster
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 
@@ -209,6 +211,7 @@ def build_app(
     # through a fetch node are held to their consumer_byte_rate here too.
     limits = LimitSettings()
     app.add_middleware(limits_middleware(limits, node.engine, lambda: node.cluster_secret))
+    app.add_middleware(ConcurrencyMiddleware, limits=node.config.concurrency)  # inside auth
     app.add_middleware(AuthMiddleware, authorizer=node.authorizer)  # see ingest/api/app.py
     cfg = node.config
     origins = own_origins([], cfg.host, cfg.port, cfg.tls_cert is not None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
-from cluster.http.responses import field_int
+from cluster.http.responses import field_int, only_fields
 from groups.assignors import ASSIGNORS
 from logformat.errors import ErrorCode, TierlogError
 from metadata.configs import validate_topic_name
@@ -101,6 +101,7 @@ def _partition_map(value: object, what: str) -> frozenset[TopicNamePartition]:
 
 
 def join(doc: dict[str, Any]) -> JoinRequest:
+    only_fields(doc, ("topics", "assignor", "session_timeout_ms"))
     topics = _topic_list(doc.get("topics"), '"topics"')
     if not topics:
         raise _bad('"topics" must name at least one topic')
@@ -117,6 +118,7 @@ def join(doc: dict[str, Any]) -> JoinRequest:
 
 
 def heartbeat(doc: dict[str, Any]) -> HeartbeatRequest:
+    only_fields(doc, ("member_epoch", "owned", "topics"))
     epoch = field_int(doc, "member_epoch", None, 0, MAX_EPOCH)
     owned = _partition_map(doc.get("owned", {}), '"owned"')
     topics = None
@@ -134,6 +136,7 @@ def _offset_entries(value: object, *, need_offset: bool) -> tuple[OffsetEntry, .
     for item in value:
         if not isinstance(item, dict):
             raise _bad('each of "offsets" must be {"topic", "partition", "offset", "metadata"}')
+        only_fields(item, ("topic", "partition", "offset", "metadata"), 'an entry of "offsets"')
         topic = validate_topic_name(item.get("topic"))
         partition = _partition(item.get("partition"), '"partition"')
         offset = field_int(item, "offset", None if need_offset else 0, 0, MAX_OFFSET)
@@ -152,6 +155,7 @@ def _offset_entries(value: object, *, need_offset: bool) -> tuple[OffsetEntry, .
 
 
 def commit(doc: dict[str, Any]) -> CommitRequest:
+    only_fields(doc, ("member_id", "member_epoch", "offsets"))
     raw_member = doc.get("member_id")
     offsets = _offset_entries(doc.get("offsets"), need_offset=True)
     if raw_member is None or raw_member == "":  # Kafka's "no member": "" with epoch -1
@@ -165,6 +169,7 @@ def commit(doc: dict[str, Any]) -> CommitRequest:
 
 
 def reset(doc: dict[str, Any]) -> ResetRequest:
+    only_fields(doc, ("at", "offsets", "partitions", "topics", "dry_run"))
     at = doc.get("at")
     explicit = doc.get("offsets")
     if (at is None) == (explicit is None):

@@ -28,6 +28,7 @@ from ingest.replication.partition import Partition, Role
 from ingest.replication.preferred_leader import PreferredLeaderMover
 from ingest.replication.replica_leader import ReplicaFetchHandler
 from ingest.replication.replica_manager import ReplicaManager
+from ingest.service.schema_ids import SchemaIdCheck
 from ingest.tiered.local_retention import LocalRetention
 from ingest.tiered.segment_registrar import SealedSegmentRegistrar
 from ingest.tiered.tier_status import TierStatusReader
@@ -41,6 +42,7 @@ from metadata.controller_lease import ControllerLease
 from metadata.db import make_engine, migrate
 from metadata.partition_state import PartitionStateRepo
 from metadata.quotas import QuotaRepo
+from metadata.registry_store import RegistryStore
 from metadata.segment_registry import SegmentRegistry
 from metadata.topics import TopicRepo
 from metadata.types import TopicNamePartition
@@ -95,6 +97,8 @@ class Broker:
         # Client quotas and the long-poll cap, one of each for both listeners (HTTP, Kafka).
         self.quotas = QuotaManager(QuotaRepo(self.engine).load)
         self.long_polls = SlotCounter(config.max_long_polls)
+        # Broker-side schema validation of produced records, for both listeners.
+        self.schema_ids = SchemaIdCheck(RegistryStore(self.engine))
         self._background: set[asyncio.Future[Any]] = set()
         self.ready = False
         self._lease_until = 0.0  # monotonic deadline of our broker lease, by our own clock

@@ -8,6 +8,7 @@ from typing import NamedTuple
 from urllib.parse import urlsplit
 
 from cluster.authorizer import AuthSettings
+from cluster.http.admission import ConcurrencyLimits
 from cluster.http.guard import HttpLimits
 from cluster.http.limits import DEFAULT_MAX_REQUEST_BYTES, LimitSettings
 
@@ -50,6 +51,7 @@ class BrokerConfig(NamedTuple):
     max_request_decoded_bytes: int = 128 * 1024 * 1024
     max_compression_ratio: float = 100.0
     http_limits: HttpLimits = HttpLimits()  # header size/count/deadline, connection caps
+    concurrency: ConcurrencyLimits = ConcurrencyLimits()  # searches, admin requests at once
     # The Kafka wire-protocol listener (ingest/kafka/): off unless given. `kafka_advertised`
     # is the address Metadata names for this broker (default: the listen address, with the
     # advertised URL's host when listening on all interfaces).

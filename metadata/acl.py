@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-RESOURCE_TYPES = ("topic", "group", "cluster")
+RESOURCE_TYPES = ("topic", "group", "cluster", "subject")  # subject: the Schema Registry's
 PATTERN_TYPES = ("literal", "prefixed")
 OPERATIONS = ("read", "write", "create", "delete", "alter", "describe", "all")
 PERMISSIONS = ("allow", "deny")
@@ -42,6 +42,20 @@ class AclBinding(NamedTuple):
         return self.resource_name in (name, WILDCARD)
 
 
+def _check_principal(principal: str) -> None:
+    """Kafka's principal syntax for ACLs: `User:NAME`, or `User:*` for every user. A name is
+    not empty and holds no whitespace or control characters, and `*` only as the whole
+    wildcard (Kafka matches principals literally: `User:a*` would never match anyone)."""
+    name = principal[len("User:") :] if principal.startswith("User:") else ""
+    if name == ANY_USER[len("User:") :]:
+        return
+    if not name or "*" in name or any(c.isspace() or not c.isprintable() for c in name):
+        raise ValueError(
+            "principal must read User:NAME (or User:* for every user), NAME without "
+            f"spaces, control characters or '*'; got {principal!r}"
+        )
+
+
 def validate(binding: AclBinding) -> AclBinding:
     """The binding, or ValueError naming the first field out of Kafka's vocabulary."""
     checks = (
@@ -53,8 +67,7 @@ def validate(binding: AclBinding) -> AclBinding:
     for what, value, allowed in checks:
         if value not in allowed:
             raise ValueError(f"{what} must be one of {', '.join(allowed)}; got {value!r}")
-    if not binding.principal.startswith("User:") or len(binding.principal) <= len("User:"):
-        raise ValueError(f"principal must read User:NAME (or User:*); got {binding.principal!r}")
+    _check_principal(binding.principal)
     if not binding.resource_name:
         raise ValueError("resource name must not be empty")
     if binding.resource_type == "cluster" and binding.resource_name != CLUSTER_NAME:

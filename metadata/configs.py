@@ -88,6 +88,8 @@ def _cleanup_policy(name: str, raw: object) -> str:
     return ",".join(sorted(set(parts)))
 
 
+# Confluent's subject name strategies (their class names' last part).
+SUBJECT_STRATEGIES = ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
 _ARROW_ONLY = "is not supported: frames use Arrow IPC compression, which offers zstd and lz4"
 
 # name -> spec. Defaults are Kafka's, except remote.storage.enable (tiering is on by default).
@@ -153,6 +155,19 @@ SPECS: dict[str, _Spec] = {
     "unclean.leader.election.enable": _Spec(
         "false", _boolean, "allow electing a leader from outside the ISR"
     ),
+    # Broker-side schema validation (ingest/service/schema_ids.py), Confluent Server's names.
+    "confluent.key.schema.validation": _Spec(
+        "false", _boolean, "refuse batches whose keys lack a schema id registered for the topic"
+    ),
+    "confluent.key.subject.name.strategy": _Spec(
+        "TopicNameStrategy", _choice(*SUBJECT_STRATEGIES), "the subject a key's id must be under"
+    ),
+    "confluent.value.schema.validation": _Spec(
+        "false", _boolean, "refuse batches whose values lack a schema id registered for the topic"
+    ),
+    "confluent.value.subject.name.strategy": _Spec(
+        "TopicNameStrategy", _choice(*SUBJECT_STRATEGIES), "the subject a value's id must be under"
+    ),
 }
 
 
@@ -182,6 +197,10 @@ class TopicConfig:
     segment_bytes: int
     segment_ms: int
     unclean_leader_election_enable: bool
+    key_schema_validation: bool = False
+    key_subject_strategy: str = "TopicNameStrategy"
+    value_schema_validation: bool = False
+    value_subject_strategy: str = "TopicNameStrategy"
 
     @property
     def compact(self) -> bool:
@@ -299,6 +318,10 @@ def topic_config(overrides: Mapping[str, object]) -> TopicConfig:
         segment_bytes=i("segment.bytes"),
         segment_ms=i("segment.ms"),
         unclean_leader_election_enable=values["unclean.leader.election.enable"] == "true",
+        key_schema_validation=values["confluent.key.schema.validation"] == "true",
+        key_subject_strategy=values["confluent.key.subject.name.strategy"],
+        value_schema_validation=values["confluent.value.schema.validation"] == "true",
+        value_subject_strategy=values["confluent.value.subject.name.strategy"],
     )
 
 

@@ -177,7 +177,26 @@ def _encode(worker: BatchHost, claim: SegmentClaim, download: Future[Downloaded]
     finally:
         _add_time(worker, "parquet (on its threads)", time.perf_counter() - t0)
     got.path.unlink()  # free the disk before the upload
+    if parquet.clamped:
+        _report_clamped(claim, parquet)
     return parquet
+
+
+def _report_clamped(claim: SegmentClaim, parquet: ParquetFile) -> None:
+    """One line per file and a metric: records tiered with their timestamp clamped (the
+    policy of coldstore/timestamp_policy.py), rather than a segment retried forever."""
+    first = parquet.clamped[0]
+    metrics.BAD_RECORDS.labels(claim.topic, "timestamp_out_of_range").inc(len(parquet.clamped))
+    log.warning(
+        "records with a timestamp the cold tier cannot hold were tiered with it clamped "
+        "(the original is in their tierlog.original.timestamp header)",
+        extra={
+            **_ctx(claim),
+            "records": len(parquet.clamped),
+            "first_offset": first.offset,
+            "first_timestamp_ms": first.original_ms,
+        },
+    )
 
 
 def _upload(worker: BatchHost, claim: SegmentClaim, parquet: ParquetFile) -> Uploaded:

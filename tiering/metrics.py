@@ -29,6 +29,12 @@ TIERED_RECORDS = Counter("tierlog_tiering_records_total", "Records tiered", ["to
 DOWNLOADED_BYTES = Counter(
     "tierlog_tiering_downloaded_bytes_total", "Segment bytes copied from replicas"
 )
+BAD_RECORDS = Counter(
+    "tierlog_tiering_bad_records_total",
+    "Records tiered under the bad-record policy (coldstore/timestamp_policy.py): kept, with "
+    "the field the cold tier cannot hold clamped and the original in a header",
+    ["topic", "reason"],
+)
 FAILURES = Counter("tierlog_tiering_failures_total", "Failed tiering attempts", ["step"])
 SEGMENT_SECONDS = Histogram(
     "tierlog_tiering_segment_seconds",

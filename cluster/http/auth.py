@@ -8,12 +8,17 @@ middleware, which reads it) runs:
   ``"User:ANONYMOUS"`` when auth is off or on the open paths (and /docs, the API docs page);
 - ``scope["tierlog.authorizer"]``: the node's Authorizer, for the routes' checks.
 
+Confluent's registry clients send a key as HTTP Basic (``basic.auth.user.info``): the user
+is the key's id (``<id>`` or ``tlk_<id>``) and the password the whole key (or its secret).
+
 Missing, unknown or revoked keys get 401 SASL_AUTHENTICATION_FAILED with
 ``WWW-Authenticate: Bearer``. /internal/... is left to its own cluster-credential check
 (a public key there gets 403 CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
+
+import base64
 
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -24,10 +29,13 @@ from cluster.http.responses import error_response
 from cluster.internal_http import CLUSTER_TOKEN_HEADER
 from logformat.errors import ErrorCode, TierlogError
 from metadata.acl import CLUSTER_NAME
+from metadata.api_keys import PREFIX, parse_key
 
 PRINCIPAL = "tierlog.principal"
 AUTHORIZER = "tierlog.authorizer"
-OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json"})
+# /metrics is not open: it names every topic, principal and group (issue 24 K7); with auth
+# on, a scraper sends a key whose principal may DESCRIBE the cluster (require_metrics_reader).
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
 _TOKEN = CLUSTER_TOKEN_HEADER.encode()
 
 DENIED = {
@@ -72,7 +80,8 @@ class AuthMiddleware:
                 why = "missing" if bearer is None else "invalid, unknown or revoked"
                 error = TierlogError(
                     ErrorCode.SASL_AUTHENTICATION_FAILED,
-                    f"authentication failed: API key {why} (send Authorization: Bearer <key>)",
+                    f"authentication failed: API key {why} (send Authorization: Bearer <key>, "
+                    "or Basic with the key's id as user and the key as password)",
                 )
                 response = error_response(error, headers={"WWW-Authenticate": "Bearer"})
                 await response(scope, receive, send)
@@ -84,9 +93,28 @@ class AuthMiddleware:
         if header is None:
             return None
         scheme, _, key = header.strip().partition(" ")
-        if scheme.lower() != "bearer" or not key.strip():
+        if scheme.lower() == "basic":
+            key = basic_key(key.strip()) or ""
+        elif scheme.lower() != "bearer":
+            return None
+        if not key.strip():
             return None
         return await self.authorizer.authenticate(key.strip())  # also refreshes the ACLs
+
+
+def basic_key(credentials: str) -> str | None:
+    """The API key in HTTP Basic credentials `base64(id:key)`, or None when they do not
+    name one key (the user must be the key's id)."""
+    try:
+        user, sep, password = base64.b64decode(credentials, validate=True).decode().partition(":")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    key_id = user.removeprefix(f"{PREFIX}_")
+    if not sep or not key_id:
+        return None
+    key = password if password.startswith(f"{PREFIX}_") else f"{PREFIX}_{key_id}_{password}"
+    parsed = parse_key(key)
+    return key if parsed is not None and parsed.key_id == key_id else None
 
 
 def _keyless(path: str) -> bool:
@@ -127,6 +155,12 @@ def denied(request: Request, resource_type: str, name: str, operation: str) -> T
 
 def require_cluster(request: Request, operation: str) -> None:
     require(request, "cluster", CLUSTER_NAME, operation)
+
+
+def require_metrics_reader(request: Request) -> None:
+    """/metrics names every topic, group and principal: DESCRIBE on the cluster (what Kafka
+    asks for DescribeCluster and DescribeConfigs of the cluster) to read it."""
+    require_cluster(request, "describe")
 
 
 def require_any_topic_or_cluster(request: Request, operation: str) -> None:

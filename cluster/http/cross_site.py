@@ -62,8 +62,15 @@ def _has_body(scope: Scope) -> bool:
     return _header(scope, b"transfer-encoding") is not None
 
 
+# Confluent's registry clients send this type (registry/, mounted under /schema-registry);
+# like JSON, a browser cannot send it cross-site without a preflight.
+SCHEMA_REGISTRY = ("application/vnd.schemaregistry.v1+json", "application/vnd.schemaregistry+json")
+
+
 def accepted_types(path: str) -> tuple[str, ...]:
     """The media types a public endpoint's body may have."""
+    if path.startswith("/schema-registry/"):
+        return (JSON, *SCHEMA_REGISTRY)
     return (JSON, ARROW_STREAM) if _PRODUCE.match(path) else (JSON,)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 import orjson
@@ -67,6 +67,23 @@ async def json_object(request: Request, limit: int) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise TierlogError(ErrorCode.INVALID_REQUEST, "request body must be a JSON object")
     return doc
+
+
+def only_fields(
+    doc: dict[str, Any],
+    allowed: Collection[str],
+    what: str = "the request body",
+    code: ErrorCode = ErrorCode.INVALID_REQUEST,
+) -> None:
+    """Refuse (400) a body naming a field the endpoint does not take: a misspelt or
+    misplaced field silently ignored would answer 200 for a change never made."""
+    unknown = sorted(set(doc) - set(allowed))
+    if unknown:
+        raise TierlogError(
+            code,
+            f"unknown field(s) in {what}: {', '.join(map(repr, unknown))} "
+            f"(it takes {', '.join(sorted(allowed))})",
+        )
 
 
 def query_int(request: Request, name: str, default: int | None, lo: int, hi: int) -> int:
@@ -147,7 +164,8 @@ def exception_handlers(log: logging.Logger) -> dict[Any, Handler]:
 
     async def unexpected(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error", extra={"method": request.method, "path": request.url.path})
-        message = f"internal error: {exc}"
+        # The exception's text stays in the log: it may quote SQL, paths or other callers' data.
+        message = f"internal error ({type(exc).__name__}); the node's log has the details"
         return error_response(TierlogError(ErrorCode.UNKNOWN_SERVER_ERROR, message))
 
     return {

@@ -33,8 +33,10 @@ _TAIL = """
 Errors are JSON `{"error_code": "UNKNOWN_TOPIC_OR_PARTITION", "message": "..."}` with Kafka's
 error names and the matching HTTP status (400, 404, 409, 413, 415, 416, 429, 503); the
 document names that body `Error` (`components/schemas`). With auth on, every call but
-`/healthz`, `/readyz`, `/metrics`, `/openapi.json` and `/docs` may answer 401 (no valid key)
-or 403 (the ACLs refuse it); see [access-control.md](access-control.md).
+`/healthz`, `/readyz`, `/openapi.json` and `/docs` may answer 401 (no valid key) or 403 (the
+ACLs refuse it); `/metrics` wants DESCRIBE on the cluster. See
+[access-control.md](access-control.md), and [limits.md](limits.md) for every limit and its
+knob.
 """
 
 

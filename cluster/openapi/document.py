@@ -193,7 +193,7 @@ OPENAPI: dict[str, Any] = {
         },
         "/metrics": {
             "get": {
-                "summary": "Prometheus metrics",
+                "summary": "Prometheus metrics (with auth on: a key with DESCRIBE on the cluster)",
                 "responses": {
                     "200": {
                         "description": "text exposition format",
@@ -227,7 +227,7 @@ OPENAPI["components"] = {
     "schemas": {**SCHEMAS, **GROUP_SCHEMAS},
 }
 OPENAPI["security"] = [{"apiKey": []}]
-_OPEN_PATHS = ("/healthz", "/readyz", "/metrics", "/openapi.json")  # auth.OPEN_PATHS
+_OPEN_PATHS = ("/healthz", "/readyz", "/openapi.json")  # auth.OPEN_PATHS
 _WRITES = ("post", "put", "patch", "delete")
 for _path, _item in OPENAPI["paths"].items():
     for _method, _op in _item.items():

@@ -18,7 +18,8 @@ from console.cluster_api import ClusterApi, ConsoleApiError
 from console.group_lag import chart_data, group_path, lag_source, record
 from console.group_reset import FIELDS, TARGETS, reset_body
 from console.page import Page
-from console.render import render
+from console.render import json_error, render
+from console.rights import rights
 
 LIST_DESCRIBES = 100  # groups described for the list's lag columns (the rest show none)
 NONE = "\u2013"  # an en dash: no value
@@ -115,7 +116,16 @@ async def group_detail(request: Request) -> Response:
 
 
 async def lag_json(request: Request) -> Response:
-    return JSONResponse(chart_data(request.app.state.history, request.path_params["group"]))
+    """The group's lag history, for a key that may describe the group (else 403; 401 when
+    not signed in)."""
+    group = request.path_params["group"]
+    try:
+        if group not in (await rights(request)).groups:
+            why = "this API key may not describe the group (or there is no such group)"
+            raise ConsoleApiError("GROUP_AUTHORIZATION_FAILED", why, 403)
+    except ConsoleApiError as exc:
+        return json_error(exc)
+    return JSONResponse(chart_data(request.app.state.history, group))
 
 
 async def reset(request: Request) -> Response:

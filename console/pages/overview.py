@@ -12,9 +12,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from console import auth
+from console.cluster_api import ConsoleApiError
 from console.history import History
 from console.page import Page
-from console.render import render
+from console.render import json_error, render
+from console.rights import rights
 from console.topic_details import describe_all
 
 # (title, unit, history series, legend labels)
@@ -83,10 +85,16 @@ async def status_fragment(request: Request) -> Response:
 
 
 async def history_json(request: Request) -> Response:
-    """The sampler's series the charts draw: {"series": {name: [[unix_s, value], ...]}}."""
+    """The sampler's series the charts draw: {"series": {name: [[unix_s, value], ...]}},
+    only those the signed-in key may see (console/rights.py); 401 when not signed in."""
     history: History = request.app.state.history
+    try:
+        may = await rights(request)
+    except ConsoleApiError as exc:
+        return json_error(exc)
     wanted = request.query_params.get("series", "")
-    names = [n for n in wanted.split(",") if n] or history.names()
+    asked = [n for n in wanted.split(",") if n] or history.names()
+    names = [n for n in asked if may.may_see(n)]
     return JSONResponse(
         {
             "window_s": history.window_s,

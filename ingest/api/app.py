@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
+from cluster.http.admission import ConcurrencyMiddleware
 from cluster.http.api_docs import docs_routes
 from cluster.http.auth import AuthMiddleware
 from cluster.http.cross_site import CrossSiteGuard, own_origins
@@ -60,6 +61,8 @@ def build_app(
             broker.long_polls,
         )
     )
+    # Searches and admin requests at once (K9): inside auth, whose principal it counts by.
+    app.add_middleware(ConcurrencyMiddleware, limits=broker.config.concurrency)
     app.add_middleware(AuthMiddleware, authorizer=broker.authorizer)
     cfg = broker.config  # cross-site writes are refused before anything else runs
     origins = own_origins([cfg.advertised_url], cfg.host, cfg.port, cfg.tls_cert is not None)

@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from cluster.http import auth
 from cluster.http.responses import JSONResponse
 from cluster.openapi.document import OPENAPI, for_auth
 
@@ -40,6 +41,7 @@ async def readyz(request: Request) -> JSONResponse:
 
 
 async def metrics(request: Request) -> Response:
+    auth.require_metrics_reader(request)  # with auth on: a key, DESCRIBE on the cluster
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 

@@ -63,6 +63,7 @@ async def produce(request: Request) -> Response:
     body = await read_body(request, broker.config.max_request_bytes)
     # Everything is validated and framed before anything is written: bad input writes nothing.
     plan = await _plan(request, broker, view, media, body)
+    await broker.schema_ids.check_plan(topic, view.config, plan)
     forwarded = FORWARDED_HEADER in request.headers
     writes = [_append(broker, view, a.partition, a.frames, acks, forwarded) for a in plan.appends]
     if acks == 0:

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from cluster.http import auth
-from cluster.http.responses import JSONResponse, json_object
+from cluster.http.responses import JSONResponse, json_object, only_fields
 from logformat.errors import ErrorCode, TierlogError
 from metadata.acl import OPERATIONS, AclBinding, allowed, validate
 from metadata.quotas import QUOTA_KEYS, QuotaEntry, QuotaRepo, check_entity
@@ -89,6 +89,7 @@ async def create_key(request: Request) -> JSONResponse:
     auth.require_cluster(request, "alter")
     _only_params(request)
     doc = await json_object(request, BODY_LIMIT)
+    only_fields(doc, ("user", "description"))
     user = _text(doc, "user")
     description = doc.get("description")
     if description is not None and not isinstance(description, str):
@@ -151,7 +152,9 @@ async def list_acls(request: Request) -> JSONResponse:
 async def add_acl(request: Request) -> JSONResponse:
     auth.require_cluster(request, "alter")
     _only_params(request)
-    binding = _binding(await json_object(request, BODY_LIMIT))
+    doc = await json_object(request, BODY_LIMIT)
+    only_fields(doc, _ACL_FIELDS)
+    binding = _binding(doc)
     created = await asyncio.to_thread(_repo(request).add_acl, binding)
     return JSONResponse(
         {"acl": binding._asdict(), "created": created}, status_code=201 if created else 200

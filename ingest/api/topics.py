@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from cluster.http import auth
-from cluster.http.responses import JSONResponse, field_int, json_object
+from cluster.http.responses import JSONResponse, field_int, json_object, only_fields
 from ingest.api.partition_stats import led_stats
 from ingest.tiered.tier_status import TierStatus
 from logformat.errors import ErrorCode, TierlogError
@@ -118,6 +118,9 @@ async def describe(broker: Broker, view: TopicView) -> dict[str, Any]:
     }
 
 
+CREATE_FIELDS = ("name", "partitions", "replication_factor", "configs")
+
+
 def _configs_arg(doc: dict[str, Any]) -> dict[str, Any]:
     configs = doc.get("configs", {})
     if not isinstance(configs, dict):
@@ -133,6 +136,7 @@ async def _after_change(broker: Broker) -> None:
 async def create_topic(request: Request) -> JSONResponse:
     broker: Broker = request.app.state.broker
     doc = await json_object(request, ADMIN_BODY_LIMIT)
+    only_fields(doc, CREATE_FIELDS)
     name = doc.get("name")
     if not isinstance(name, str):
         raise TierlogError(ErrorCode.INVALID_TOPIC_EXCEPTION, '"name" must be a string')
@@ -194,6 +198,11 @@ async def alter_configs(request: Request) -> JSONResponse:
     auth.require(request, "topic", topic, "alter")  # Kafka: ALTER_CONFIGS
     await broker.cache.require_topic(topic)
     doc = await json_object(request, ADMIN_BODY_LIMIT)
+    # {"retention.ms": ...} without the wrapper would otherwise be a silent no-op (K14).
+    only_fields(doc, ("configs",), 'the body {"configs": {...}}', ErrorCode.INVALID_CONFIG)
+    if "configs" not in doc:
+        why = 'the body must be {"configs": {"name": value, "other": null}}'
+        raise TierlogError(ErrorCode.INVALID_CONFIG, why)
     configs = _configs_arg(doc)
     to_set = {k: v for k, v in configs.items() if v is not None}
     to_delete = [k for k, v in configs.items() if v is None]
@@ -209,6 +218,7 @@ async def add_partitions(request: Request) -> JSONResponse:
     auth.require(request, "topic", topic, "alter")  # Kafka's CreatePartitions: ALTER
     await broker.cache.require_topic(topic)
     doc = await json_object(request, ADMIN_BODY_LIMIT)
+    only_fields(doc, ("partitions",), 'the body {"partitions": N}', ErrorCode.INVALID_PARTITIONS)
     total = field_int(doc, "partitions", None, 1, MAX_PARTITIONS, ErrorCode.INVALID_PARTITIONS)
     await asyncio.to_thread(broker.topics.add_partitions, topic, total)
     await _after_change(broker)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from typing import Any, NamedTuple
 
@@ -37,10 +38,19 @@ log = logging.getLogger("tierlog.kafka")
 
 
 class _Outcome:
-    __slots__ = ("base_offset", "error", "log_start")
+    __slots__ = ("base_offset", "error", "log_start", "message", "record_errors")
 
-    def __init__(self, error: KafkaError, base_offset: int = -1, log_start: int = -1) -> None:
+    def __init__(
+        self,
+        error: KafkaError,
+        base_offset: int = -1,
+        log_start: int = -1,
+        message: str | None = None,
+        record_errors: tuple[tuple[int, str], ...] = (),
+    ) -> None:
         self.error, self.base_offset, self.log_start = error, base_offset, log_start
+        # error_message and record_errors (KIP-467): which record a refused batch failed on
+        self.message, self.record_errors = message, record_errors
 
 
 async def _decode(ctx: KafkaContext, data: bytes) -> KafkaBatch:
@@ -72,6 +82,7 @@ async def _queue(
     check_tiering_backlog(ctx, state)  # the same backpressure as HTTP produce
     kb = await _decode(ctx, data or b"")
     batch = checked_records(kb.records, view.config, int(time.time() * 1000))
+    await broker.schema_ids.check_batch(topic, view.config, batch)
     producer = (
         ProducerFields(kb.producer_id, kb.producer_epoch, kb.base_sequence)
         if kb.producer_id >= 0
@@ -85,7 +96,9 @@ async def _queue(
 
 def _failed(exc: BaseException, topic: str, partition: int) -> _Outcome:
     if isinstance(exc, TierlogError):
-        return _Outcome(kafka_error(exc))
+        index = exc.extra.get("index")
+        records = ((index, exc.message),) if isinstance(index, int) else ()
+        return _Outcome(kafka_error(exc), message=exc.message, record_errors=records)
     # one partition's fault must not take the connection down
     log.error("kafka produce failed", exc_info=exc, extra={"topic": topic, "partition": partition})
     return _Outcome(KafkaError.unknown_server_error)
@@ -138,6 +151,16 @@ async def _produce(ctx: KafkaContext, request: Any) -> list[_Outcome]:
     )
 
 
+def _record_errors(response_cls: Any, o: _Outcome) -> tuple[Any, ...]:
+    """The refused records of a partition, in versions that carry them (v8+)."""
+    if not o.record_errors:
+        return ()
+    cls = getattr(sys.modules[response_cls.__module__], "BatchIndexAndErrorMessage", None)
+    if cls is None:
+        return ()
+    return tuple(build(cls, batch_index=i, batch_index_error_message=m) for i, m in o.record_errors)
+
+
 async def handle_produce(ctx: KafkaContext, request: Any, response_cls: Any) -> Any | None:
     """The response, or None under acks=0 (Kafka sends none)."""
     if request.transactional_id is not None:  # transactions are not served: say so
@@ -163,8 +186,8 @@ async def handle_produce(ctx: KafkaContext, request: Any, response_cls: Any) -> 
                     base_offset=o.base_offset,
                     log_append_time=None,
                     log_start_offset=o.log_start,
-                    record_errors=(),
-                    error_message=None,
+                    record_errors=_record_errors(response_cls, o),
+                    error_message=o.message,
                 )
             )
         topics.append(build(topic_cls, name=t.name, partition_responses=tuple(parts)))

@@ -78,6 +78,10 @@ def test_forwarded_produce_and_proxied_reads(
         assert [t["name"] for t in via.get("/topics").json()["topics"]] == ["t"]
         assert sec.client(node.url, "stranger").get("/topics").json() == {"topics": []}
         assert sec.client(node.url, None).get("/topics/t").status_code == 401
+        # /metrics names every topic: a key with DESCRIBE on the cluster (issue 24 K7).
+        assert sec.client(node.url, None).get("/metrics").status_code == 401
+        assert sec.client(node.url, "stranger").get("/metrics").status_code == 403
+        assert "tierlog_" in sec.client(node.url, "admin").get("/metrics").text
         # Its OpenAPI document (an open path) lists what it serves, and only that.
         doc = sec.client(node.url, None).get("/openapi.json").json()
         assert doc["info"]["title"] == "tierlog fetch node"

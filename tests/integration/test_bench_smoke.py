@@ -69,6 +69,13 @@ EXPECTED = {
         "job               | work",
         "hot log cleaner",
     ],
+    "schemas": [
+        "tierlog schema registry benchmark: 1 broker (--insecure)",
+        "case                                                 count  seconds      per s  vs base",
+        "GET /schemas/ids/{id}, cached",
+        "produce over Kafka, validation on",
+        "every look-up answered its id's schema; each topic's log holds every record sent",
+    ],
     "kafka_protocol": [
         "tierlog Kafka protocol benchmark: acks=all, 4 partitions",
         "  records/s    MB/s vs HTTP CPU us/rec: brokers clients",

@@ -165,6 +165,7 @@ def test_the_console_is_a_client_of_broker_1(config: dict[str, Any]) -> None:
     env = console["environment"]
     assert not {"TIERLOG_DATABASE_URL", "AWS_SECRET_ACCESS_KEY"} & set(env)
     assert env["TIERLOG_API_KEY"] == TEST_ADMIN_KEY
+    assert env["TIERLOG_SCHEMA_REGISTRY_URL"] == "http://broker-1:8080/schema-registry"
 
 
 def test_environment_overrides_are_interpolated() -> None:

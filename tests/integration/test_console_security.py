@@ -16,6 +16,7 @@ from tests.integration.console_browser import (  # noqa: F401
     secure_browser_fixture,
     secure_console_fixture,
 )
+from tests.integration.console_login import SESSION_COOKIE
 from tests.integration.secured import Secured, eventually
 
 Env = tuple[BrokerProcess, Secured, httpx.Client]
@@ -38,7 +39,7 @@ def env(secure_console: ConsoleStack) -> Env:
 
 @pytest.fixture
 def browser(secure_browser: ConsoleStack, env: Env) -> ConsoleStack:
-    if not secure_browser.driver.get_cookie("tierlog_console_key"):
+    if not secure_browser.driver.get_cookie(SESSION_COOKIE):
         secure_browser.sign_in()
     return secure_browser
 

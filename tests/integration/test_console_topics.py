@@ -12,6 +12,8 @@ from tests.integration.console_browser import (  # noqa: F401
     secure_browser_fixture,
     secure_console_fixture,
 )
+from tests.integration.console_login import SESSION_COOKIE, signed_in
+from tests.integration.secured import ADMIN
 
 
 def _submit(stack: ConsoleStack, form: str, **fields: str) -> None:
@@ -31,7 +33,7 @@ def _has(css: str, text: str) -> object:
 
 
 def _signed_in(stack: ConsoleStack) -> ConsoleStack:
-    if stack.driver.get_cookie("tierlog_console_key") is None:
+    if stack.driver.get_cookie(SESSION_COOKIE) is None:
         stack.sign_in()
     return stack
 
@@ -48,12 +50,13 @@ def test_sign_in_with_an_api_key(secure_browser: ConsoleStack) -> None:
     browser.wait(_has("#login-card .error", "SASL_AUTHENTICATION_FAILED"))
     browser.screenshot("login-error")
     browser.sign_in()
-    cookie = browser.driver.get_cookie("tierlog_console_key")
+    cookie = browser.driver.get_cookie(SESSION_COOKIE)
     assert cookie is not None and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert browser.secured is not None and browser.secured.key(ADMIN) != cookie["value"]
     assert browser.driver.execute_script("return document.cookie") == ""  # no script reads it
     browser.find("form[action='/logout'] button").click()
     browser.wait(_has("h1", "Sign in"))
-    assert browser.driver.get_cookie("tierlog_console_key") is None
+    assert browser.driver.get_cookie(SESSION_COOKIE) is None
 
 
 def test_create_a_topic_and_see_it_in_the_list_and_its_page(secure_browser: ConsoleStack) -> None:
@@ -116,10 +119,10 @@ def test_grow_then_delete_with_confirmation(secure_browser: ConsoleStack) -> Non
 
 def test_api_errors_render_as_pages_never_traces(secure_console: ConsoleStack) -> None:
     assert secure_console.secured is not None
-    signed_in = {"tierlog_console_key": secure_console.secured.key("User:admin")}
-    r = httpx.get(f"{secure_console.url}/topics/no-such-topic", cookies=signed_in)
+    with signed_in(secure_console.url, secure_console.secured.key("User:admin")) as admin:
+        r = admin.get("/topics/no-such-topic")
     assert r.status_code == 404 and "UNKNOWN_TOPIC_OR_PARTITION" in r.text
     assert "Traceback" not in r.text and "<nav>" in r.text
-    # A key the cluster does not know (revoked since sign-in): back to the login page.
-    r = httpx.get(f"{secure_console.url}/topics", cookies={"tierlog_console_key": "tlk_gone"})
+    # No such session (ended, expired, or made up): back to the login page.
+    r = httpx.get(f"{secure_console.url}/topics", cookies={SESSION_COOKIE: "gone"})
     assert r.status_code == 303 and r.headers["location"] == "/login?next=/topics"

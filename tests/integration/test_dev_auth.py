@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from tests.integration.cluster import wait_for
+from tests.integration.console_login import signed_in
 from tests.integration.dev_process import DevInstance, child_pid, dev_argv, dev_env, dev_root
 from tierlog.devstack.dev import KAFKA_PORT_SHIFT, fetch_port
 from tierlog.devstack.supervisor import RESTART_DELAY_ENV
@@ -68,6 +69,9 @@ def test_banner_prints_the_admin_key_and_dev_env(dev: DevInstance) -> None:
     kafka = f"127.0.0.1:{dev.port + KAFKA_PORT_SHIFT}"  # 9092 for dev's default 8080
     assert f"Kafka clients: {kafka};" in banner and variables["TIERLOG_KAFKA_BOOTSTRAP"] == kafka
     assert variables["TIERLOG_URL"] == dev.base
+    registry = f"{dev.base}/schema-registry"
+    assert variables["TIERLOG_SCHEMA_REGISTRY_URL"] == registry
+    assert f"Schema Registry at {registry} " in banner
     assert variables["TIERLOG_DATABASE_URL"].startswith("postgresql")
     assert {"TIERLOG_S3_ENDPOINT", "TIERLOG_S3_BUCKET", "TIERLOG_FETCH_URL"} <= set(variables)
     assert (dev.data_dir / "dev.env").stat().st_mode & 0o077 == 0  # it holds secrets
@@ -85,7 +89,8 @@ def test_banner_prints_the_admin_key_and_dev_env(dev: DevInstance) -> None:
     assert console == f"http://127.0.0.1:{dev.port - 10}" and f"web console at {console}" in banner
     r = httpx.get(f"{console}/topics")
     assert r.status_code == 303 and r.headers["location"] == "/login?next=/topics"
-    r = httpx.get(f"{console}/topics", cookies={"tierlog_console_key": key})
+    with signed_in(console, key) as session:
+        r = session.get("/topics")
     assert r.status_code == 200 and "banner-check" in r.text
 
 

@@ -16,7 +16,11 @@ from tierlog.devstack.banner import (
 )
 from tierlog.devstack.dev import _broker, _NodeArgs
 
-ENV = {"TIERLOG_S3_ENDPOINT": "http://127.0.0.1:8333", "TIERLOG_S3_BUCKET": "tierlog"}
+ENV = {
+    "TIERLOG_S3_ENDPOINT": "http://127.0.0.1:8333",
+    "TIERLOG_S3_BUCKET": "tierlog",
+    "TIERLOG_SCHEMA_REGISTRY_URL": "http://127.0.0.1:8080/schema-registry",
+}
 URLS = DevUrls(
     ["http://127.0.0.1:8080"], ["127.0.0.1:9092"], "http://127.0.0.1:8090", "http://127.0.0.1:8070"
 )
@@ -36,6 +40,7 @@ def test_the_banner_is_a_short_block_of_one_line_per_service() -> None:
         "brokers at http://127.0.0.1:8080 (open, no auth: loopback only)",
         "Kafka clients: 127.0.0.1:9092; librdkafka clients (kcat) take -X "
         "partitioner=murmur2_random",
+        "Schema Registry at http://127.0.0.1:8080/schema-registry (every broker serves it)",
         "fetch node at http://127.0.0.1:8090",
         "S3 at http://127.0.0.1:8333 bucket tierlog",
         "workers: tiering, compaction",

@@ -6,6 +6,8 @@ import argparse
 import os
 import sys
 
+from console.sessions import DEFAULT_IDLE_S, DEFAULT_TTL_S
+
 DEFAULT_LISTEN = "127.0.0.1:8070"
 
 
@@ -38,6 +40,18 @@ def add_console(sub: argparse._SubParsersAction[argparse.ArgumentParser], defaul
         default=5.0,
         help="seconds between scrapes of the brokers' metrics for the charts (default 5)",
     )
+    p.add_argument(
+        "--session-ttl",
+        type=float,
+        default=DEFAULT_TTL_S,
+        help=f"seconds a sign-in lasts, used or not (default {DEFAULT_TTL_S:.0f})",
+    )
+    p.add_argument(
+        "--session-idle",
+        type=float,
+        default=DEFAULT_IDLE_S,
+        help=f"seconds without a request that end a sign-in (default {DEFAULT_IDLE_S:.0f})",
+    )
     p.add_argument("--log-level", default=os.environ.get("TIERLOG_LOG_LEVEL", "INFO"))
     p.set_defaults(func=run_console)
 
@@ -47,6 +61,7 @@ def run_console(args: argparse.Namespace) -> int:
 
     from cluster.http.server import parse_listen
     from console.app import create_app
+    from console.sessions import SessionStore
     from tierlog import logs
 
     try:
@@ -60,12 +75,16 @@ def run_console(args: argparse.Namespace) -> int:
     if not 0.5 <= args.sample_interval <= 300:
         print("tierlog console: --sample-interval must be 0.5 to 300 seconds", file=sys.stderr)
         return 2
+    if not (0 < args.session_idle <= args.session_ttl):
+        print("tierlog console: want 0 < --session-idle <= --session-ttl", file=sys.stderr)
+        return 2
     logs.setup("console", args.log_level, args.listen)
     app = create_app(
         args.broker,
         verify=args.ca_file or True,
         sampler_api_key=args.api_key,
         sample_interval_s=args.sample_interval,
+        sessions=SessionStore(args.session_ttl, args.session_idle),
     )
     print(f"tierlog console: http://{host}:{port}/ (cluster {args.broker})", file=sys.stderr)
     uvicorn.Server(

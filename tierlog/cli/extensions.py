@@ -1,6 +1,6 @@
 """What the composition root adds to the nodes it starts: consumer groups on brokers and fetch
-nodes (groups/), a topic's Delta table view (fetch/lake.py) on both, and the cold tier's
-reader (fetch/) under a broker. Only here do the roles
+nodes (groups/), a topic's Delta table view (fetch/lake.py) on both, the Schema Registry on
+brokers (registry/), and the cold tier's reader (fetch/) under a broker. Only here do the roles
 meet; each package below imports none of the others."""
 
 from __future__ import annotations
@@ -37,6 +37,14 @@ def groups_on_fetch_node(node: FetchNode) -> Extension:
     from groups.mount import GroupsMount
 
     mount = GroupsMount(node.config.database_url, node.cache, lambda: node.cluster_secret)
+    return Extension(mount.routes, mount.running)
+
+
+def registry_on_broker(broker: Broker) -> Extension:
+    """The Schema Registry (Confluent's REST API) under /schema-registry on every broker."""
+    from registry.mount import RegistryMount
+
+    mount = RegistryMount(broker.config.database_url)
     return Extension(mount.routes, mount.running)
 
 

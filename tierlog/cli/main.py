@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from logformat.errors import TierlogError
+from tierlog.cli.concurrency_opts import add_concurrency_flags, concurrency_limits
 from tierlog.cli.console_cmd import add_console
 from tierlog.cli.extensions import (
     cold_tier,
@@ -20,6 +21,7 @@ from tierlog.cli.extensions import (
     groups_on_fetch_node,
     lake_on_broker,
     lake_on_fetch_node,
+    registry_on_broker,
     s3_configured,
 )
 from tierlog.cli.limits_opts import add_http_flags, add_limit_flags, http_limits, limit_config
@@ -102,6 +104,7 @@ def _add_broker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     add_server_security(p)
     add_limit_flags(p)
     add_http_flags(p)
+    add_concurrency_flags(p)
     p.set_defaults(func=_run_broker)
 
 
@@ -158,6 +161,7 @@ def _run_broker(args: argparse.Namespace) -> int:
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
             http_limits=http_limits(args),
+            concurrency=concurrency_limits(args),
             kafka_listen=parse_listen(args.kafka_listen) if args.kafka_listen else None,
             kafka_advertised=(
                 parse_listen(args.kafka_advertised) if args.kafka_advertised else None
@@ -165,7 +169,7 @@ def _run_broker(args: argparse.Namespace) -> int:
             **limit_config(args),
         ),
         cold_reader=cold_tier(args.database_url),
-        extensions=[groups_on_broker, lake_on_broker],
+        extensions=[groups_on_broker, lake_on_broker, registry_on_broker],
     )
     return 0
 
@@ -182,6 +186,7 @@ def _add_fetch(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
     add_server_security(p)
     add_http_flags(p)
+    add_concurrency_flags(p)
     p.set_defaults(func=_run_fetch)
 
 
@@ -208,6 +213,7 @@ def _run_fetch(args: argparse.Namespace) -> int:
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         http_limits=http_limits(args),
+        concurrency=concurrency_limits(args),
     )
     serve(config, cold_tier(args.database_url), [groups_on_fetch_node, lake_on_fetch_node])
     return 0

@@ -51,6 +51,9 @@ def add_security_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     what.add_argument("--topic", help="a topic name, a prefix (with --prefixed) or *")
     what.add_argument("--group", help="a group id, a prefix (with --prefixed) or *")
     what.add_argument("--cluster", action="store_true", help="the cluster resource")
+    what.add_argument(
+        "--subject", help="a Schema Registry subject, a prefix (with --prefixed) or *"
+    )
     binding.add_argument("--prefixed", action="store_true", help="the name is a prefix")
     binding.add_argument(
         "--operation",
@@ -132,6 +135,8 @@ def _bindings(args: argparse.Namespace) -> list[AclBinding]:
         rtype, name = "cluster", CLUSTER_NAME
     elif args.topic is not None:
         rtype, name = "topic", args.topic
+    elif args.subject is not None:
+        rtype, name = "subject", args.subject
     else:
         rtype, name = "group", args.group
     pattern = "prefixed" if args.prefixed else "literal"

@@ -60,6 +60,11 @@ def banner_lines(
         f"brokers at {', '.join(urls.brokers)} ({security})",
         f"Kafka clients: {','.join(urls.kafka)}; librdkafka clients (kcat) take "
         "-X partitioner=murmur2_random to place keys as HTTP and Java clients do",
+        *(
+            [f"Schema Registry at {env['TIERLOG_SCHEMA_REGISTRY_URL']} (every broker serves it)"]
+            if "TIERLOG_SCHEMA_REGISTRY_URL" in env
+            else []
+        ),
         f"fetch node at {urls.fetch}",
         f"S3 at {env['TIERLOG_S3_ENDPOINT']} bucket {env['TIERLOG_S3_BUCKET']}",
         f"workers: {', '.join(workers)} (a child that dies is restarted within "

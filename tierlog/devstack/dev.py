@@ -145,6 +145,9 @@ def _broker(i: int, brokers: int, port: int, data_dir: Path, args: _NodeArgs) ->
     )
 
 
+SCHEMA_REGISTRY_PATH = "/schema-registry"  # registry/mount.py's BASE_PATH
+
+
 def _kafka_addresses(broker_urls: list[str]) -> list[str]:
     return [f"127.0.0.1:{int(u.rsplit(':', 1)[1]) + KAFKA_PORT_SHIFT}" for u in broker_urls]
 
@@ -196,6 +199,8 @@ def run_dev(
             "TIERLOG_URL": broker_urls[0],  # the client commands' default node
             "TIERLOG_BROKER_URLS": ",".join(broker_urls),
             "TIERLOG_KAFKA_BOOTSTRAP": ",".join(_kafka_addresses(broker_urls)),
+            # Confluent's Schema Registry API, served by every broker (registry/)
+            "TIERLOG_SCHEMA_REGISTRY_URL": f"{broker_urls[0]}{SCHEMA_REGISTRY_PATH}",
             "TIERLOG_FETCH_URL": fetch_url,
             "TIERLOG_CONSOLE_URL": console_url,
         }
