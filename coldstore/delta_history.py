@@ -1,4 +1,4 @@
-"""A topic's Delta table history, read from the log entries themselves (DESIGN §4).
+"""A topic's Delta table history, read from the log entries themselves (docs/design.md §4).
 
 What each version did: when, which operation, how many data files (and bytes, records) it
 added and removed, and the offset range of each partition it added. Read with plain S3

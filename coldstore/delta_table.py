@@ -1,4 +1,4 @@
-"""A topic's Delta table: add already-uploaded Parquet files to the log (DESIGN §4).
+"""A topic's Delta table: add already-uploaded Parquet files to the log (docs/design.md §4).
 
 The data file is uploaded by ObjectStore first and then *referenced* by a Delta add action
 (deltalake's transaction API): never rewritten, so the bytes the manifest points at are

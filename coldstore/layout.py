@@ -1,4 +1,4 @@
-"""Where cold data lives in the bucket (DESIGN §4).
+"""Where cold data lives in the bucket (docs/design.md §4).
 
     {prefix}/topics/{topic}/                      the topic's Delta table (its root)
     {prefix}/topics/{topic}/_delta_log/...        the Delta log

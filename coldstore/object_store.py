@@ -1,4 +1,4 @@
-"""The byte mover: S3 objects in, S3 objects out (DESIGN §4, §8).
+"""The byte mover: S3 objects in, S3 objects out (docs/design.md §4, §8).
 
 Keys are whole bucket keys, prefix included (what the manifest records), so a stored key
 stays valid whatever the process's configuration; `layout.py` builds them.

@@ -1,4 +1,4 @@
-"""Sealed segment → one Parquet data file of the topic's Delta table (DESIGN §4).
+"""Sealed segment → one Parquet data file of the topic's Delta table (docs/design.md §4).
 
 Rows are CONSUMER_SCHEMA (absolute int64 offsets; the partition is in the Delta path, not in
 the file), in offset order, zstd, with min/max statistics and a page index on `offset` and

@@ -1,1 +1,1 @@
-"""Retention, small-file merge and key compaction of the cold tier (DESIGN §1, §2, §4)."""
+"""Retention, small-file merge and key compaction of the cold tier (docs/design.md §1, §2, §4)."""

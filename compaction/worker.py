@@ -1,6 +1,6 @@
 """The compaction worker (`tierlog compaction`): retention, small-file merge and key
 compaction of every partition's cold files, then the sweep that deletes removed objects once
-their grace period is over, and the tables of deleted topics (DESIGN §1, §2, §4).
+their grace period is over, and the tables of deleted topics (docs/design.md §1, §2, §4).
 
 Each pass visits every partition under its Postgres advisory lock (so any number of workers
 can run: they skip the partitions another one holds) and does, in order:

@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from console import auth
 from console.cluster_api import ClusterApi, ConsoleApiError
+from console.cluster_auth import AuthProbe, ClusterAuth
 from console.history import History, Sampler
 from console.pages import pages
 from console.render import render_error
@@ -147,5 +148,7 @@ def create_app(
     app.state.secret = secret or secrets.token_bytes(32)
     app.state.sessions = sessions or SessionStore()
     app.state.rights = RightsCache()
+    app.state.cluster_auth = ClusterAuth(api)
+    app.add_middleware(AuthProbe, auth=app.state.cluster_auth)
     app.add_middleware(SecurityHeaders)
     return app

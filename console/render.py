@@ -59,6 +59,8 @@ def render(
         "nav": request.app.state.pages,
         "csrf_token": auth.csrf_token(request),
         "signed_in": auth.api_key(request) is not None,
+        # False: the cluster runs without auth (no key needed); None: not known yet.
+        "auth_required": request.app.state.cluster_auth.required,
         "broker_url": request.app.state.api.base_url,
         "active": context.get("active", ""),
         **context,

@@ -66,6 +66,9 @@ def summary(topic: dict[str, Any]) -> dict[str, Any]:
         "retention_bytes": topic["configs"].get("retention.bytes"),
         "tiering": topic["configs"].get("remote.storage.enable") == "true",
         "lag_records": _total([p.get("tiering_lag") for p in parts]),
+        # Of those, the records waiting for their segment to roll (not counted in the bytes
+        # and seconds, which are sealed segments' as Kafka's RemoteCopyLag counts them).
+        "lag_open_records": _total([p.get("tiering_lag_open_records", 0) for p in parts]),
         "lag_bytes": _total([p.get("tiering_lag_bytes") for p in parts]),
         "lag_seconds": None if any(s is None for s in seconds) else max(seconds, default=0),
     }

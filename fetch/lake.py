@@ -1,4 +1,4 @@
-"""`GET /topics/{topic}/lake`: a topic's Delta table as the cold tier holds it (DESIGN §4).
+"""`GET /topics/{topic}/lake`: a topic's Delta table as the cold tier holds it (docs/design.md §4).
 
 The live data files come from the Postgres manifest (committed rows: each file's offset and
 timestamp range, size, records and the Delta version that added it); the versions come from

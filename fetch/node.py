@@ -1,4 +1,4 @@
-"""`tierlog fetch`: a node with no partitions that serves consumers (DESIGN §2 "fetch").
+"""`tierlog fetch`: a node with no partitions that serves consumers (docs/design.md §2 "fetch").
 
 Cold reads (offsets in the committed cold range) it serves itself, straight from S3, so
 replaying history loads neither the brokers' disks nor their event loops; hot reads it hands

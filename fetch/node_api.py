@@ -1,5 +1,5 @@
-"""The fetch node's HTTP API: the public fetch and offsets endpoints (DESIGN §5), topic reads,
-and operations. Responses are the brokers' byte for byte: the same encoder
+"""The fetch node's HTTP API: the public fetch and offsets endpoints (docs/design.md §5),
+topic reads, and operations. Responses are the brokers' byte for byte: the same encoder
 (cluster/http/fetch_response.py), the same error documents.
 """
 

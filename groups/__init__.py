@@ -1,4 +1,4 @@
-"""Consumer groups, KIP-848 style and stateless over HTTP (DESIGN §1, §5): the server
+"""Consumer groups, KIP-848 style and stateless over HTTP (docs/design.md §1, §5): the server
 computes each group's target assignment and reconciles members to it through heartbeats;
 all state is in Postgres (metadata/groups.py), so any node answers any member.
 

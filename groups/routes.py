@@ -1,4 +1,4 @@
-"""HTTP routes of consumer groups (DESIGN §5), mountable on a broker or a fetch node.
+"""HTTP routes of consumer groups (docs/design.md §5), mountable on a broker or a fetch node.
 
 ``group_routes`` takes everything it needs (the engine, the high-watermark and offset
 lookups, a thread pool for the blocking repository calls), so any Starlette app can mount

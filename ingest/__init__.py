@@ -1,4 +1,4 @@
-"""The broker (DESIGN §2-3): HTTP produce/fetch, the hot log and replication.
+"""The broker (docs/design.md §2-3): HTTP produce/fetch, the hot log and replication.
 
 In layers, following the data: api/ (HTTP) -> produce.py -> replication/ (Partition: group
 commit, ISR, high watermark; followers, controller) -> unified/ (UnifiedLog: producer state over

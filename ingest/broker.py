@@ -68,7 +68,7 @@ class Broker:
         self.cold_searcher = cold_reader if isinstance(cold_reader, ColdSearcher) else None
         self.engine = deps.engine
         self.brokers = BrokerRepo(self.engine)
-        self.topics = TopicRepo(self.engine)
+        self.topics = TopicRepo(self.engine, dict(config.topic_defaults))
         self.partition_repo = PartitionStateRepo(self.engine)
         self.cache = MetadataCache(self.topics, self.brokers)
         # Every refresh (NOTIFY, interval, on demand) reconciles the hosted replicas.

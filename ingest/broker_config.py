@@ -40,6 +40,9 @@ class BrokerConfig(NamedTuple):
     request_timeout_ms: int = 30_000  # how long acks=all waits for the ISR
     default_partitions: int = 1
     default_replication_factor: int = 1
+    # Configs a new topic gets unless its creator names them (`--topic-default NAME=VALUE`;
+    # `tierlog dev` sets small segments): stored as the topic's own at creation.
+    topic_defaults: tuple[tuple[str, str], ...] = ()
     tiering_duty_ms: int = 1000  # segment registration and local retention run this often
     # Backpressure from tiering (ingest/tiered/untiered_bound.py): sealed bytes not yet in the
     # cold tier above which client produce gets 503 + Retry-After; 0 turns it off.

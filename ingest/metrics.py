@@ -115,7 +115,7 @@ class ReplicationMetrics:
     """One broker's replication metrics (hosted partitions, ISR, controller), registered on
     the registry it is given: the default one in a broker process, a fresh
     `CollectorRegistry()` per broker when several share a process. Names, labels and help
-    texts are the ones dashboards know (README "Metrics" maps them to Kafka's JMX names).
+    texts are the ones dashboards know (docs/running.md "Metrics" maps them to Kafka's JMX names).
     Kafka's ...PerSec meters are counters here: rate() gives the per-second figure."""
 
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:

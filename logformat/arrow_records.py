@@ -1,4 +1,4 @@
-"""Arrow produce (the fast path): a user's Arrow data → RECORD_SCHEMA batches (DESIGN §5).
+"""Arrow produce (the fast path): a user's Arrow data → RECORD_SCHEMA batches (docs/design.md §5).
 
 Accepted columns are documented in logformat.records. Everything here is vectorized with
 pyarrow.compute: O(1) Python operations per batch (per partition when splitting), never

@@ -1,4 +1,4 @@
-"""Kafka-style error names with the HTTP status each maps to (DESIGN §5)."""
+"""Kafka-style error names with the HTTP status each maps to (docs/design.md §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Frames: the unit written, replicated and fetched (DESIGN §3).
+"""Frames: the unit written, replicated and fetched (docs/design.md §3).
 
 A frame is a fixed little-endian header followed by one Arrow IPC RecordBatch message in
 RECORD_SCHEMA (no schema message: the schema is fixed).

@@ -1,4 +1,4 @@
-"""Kafka's default partitioner: murmur2 for keyed records, sticky for null keys (DESIGN §1).
+"""Kafka's default partitioner: murmur2 for keyed records, sticky for null keys (docs/design.md §1).
 
 `murmur2` is bit-for-bit `org.apache.kafka.common.utils.Utils.murmur2` (a signed 32-bit
 result, as Java returns it), so a key lands on the partition a Kafka client would pick:

@@ -1,4 +1,4 @@
-"""Produce input → RECORD_SCHEMA batches, and stored records → consumer output (DESIGN §5).
+"""Produce input → RECORD_SCHEMA batches, and stored records → consumer output (docs/design.md §5).
 
 JSON produce (`parse_json_records`), one object per record, fields:
   - "key" / "value": a JSON string is stored as its UTF-8 bytes; any other JSON value

@@ -1,4 +1,4 @@
-"""Stored records → consumer output: CONSUMER_SCHEMA batches and fetch JSON (DESIGN §5).
+"""Stored records → consumer output: CONSUMER_SCHEMA batches and fetch JSON (docs/design.md §5).
 
 The rendering rules are documented in logformat.records (the produce side they mirror).
 """

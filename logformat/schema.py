@@ -1,4 +1,5 @@
-"""The fixed Arrow schema of records inside a frame (DESIGN §3) and of cold Parquet rows (§4)."""
+"""The fixed Arrow schema of records inside a frame (docs/design.md §3) and of cold Parquet rows
+(§4)."""
 
 from __future__ import annotations
 

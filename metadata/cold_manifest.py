@@ -1,4 +1,4 @@
-"""The cold manifest: one row per uploaded data file and its state (DESIGN §4).
+"""The cold manifest: one row per uploaded data file and its state (docs/design.md §4).
 
     copy_started ──▶ copied ──▶ committed ──▶ delete_started ──▶ deleted
          └─────────────┴──(superseded attempt)──▶ delete_started

@@ -1,4 +1,4 @@
-"""Consumer groups: one locked unit of work per change, and plain reads (DESIGN §5, §7).
+"""Consumer groups: one locked unit of work per change, and plain reads (docs/design.md §5, §7).
 
 Every change to a group is one transaction: lock the group's row (``SELECT … FOR UPDATE``),
 read its members, the database clock and the topics involved, let the caller decide (a pure

@@ -1,4 +1,4 @@
-"""Sealed segments to tier and their claims (DESIGN §4; Kafka's RemoteLogMetadataManager,
+"""Sealed segments to tier and their claims (docs/design.md §4; Kafka's RemoteLogMetadataManager,
 with metadata/cold_manifest.py for the cold files).
 
 hot_segments (one row per sealed segment, registered by the partition's leader):

@@ -134,8 +134,11 @@ def _insert_partitions(
 
 
 class TopicRepo:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, defaults: Mapping[str, str] | None = None) -> None:
         self.engine = engine
+        # The broker's defaults for new topics (Kafka's log.segment.bytes, log.roll.ms, ...):
+        # a create that does not name a config gets these, stored as the topic's own.
+        self.defaults = validate_configs(defaults or {})
 
     # -- changes ------------------------------------------------------------------------------
 
@@ -152,7 +155,10 @@ class TopicRepo:
         rf = _count(
             replication_factor, "replication_factor", ErrorCode.INVALID_REPLICATION_FACTOR, 1000
         )
-        overrides = validate_configs(configs or {})
+        given = configs or {}
+        overrides = validate_configs(
+            {**self.defaults, **given} if isinstance(given, Mapping) else given
+        )
         check_min_insync(overrides, rf)
         with self.engine.begin() as conn:
             # The unique index decides duplicates, even between racing creators.

@@ -1,4 +1,4 @@
-"""Spark over tierlog topics (DESIGN §6): the `tierlog` Python data source (batch and
+"""Spark over tierlog topics (docs/design.md §6): the `tierlog` Python data source (batch and
 streaming, no extra JVM jars), and a delta-spark session helper for the JVM Delta reader."""
 
 from spark_tables.options import store_options

@@ -1,4 +1,4 @@
-"""The DataFrame's columns (DESIGN §6): topic, partition, offset, timestamp, key, value,
+"""The DataFrame's columns (docs/design.md §6): topic, partition, offset, timestamp, key, value,
 headers; key/value as binary or text, and JSON values parsed into a struct.
 
     topic STRING NOT NULL, partition INT NOT NULL, offset BIGINT NOT NULL,

@@ -1,4 +1,4 @@
-"""The JVM path (DESIGN §6): the topics' tables are plain Delta tables, so Spark's own Delta
+"""The JVM path (docs/design.md §6): the topics' tables are plain Delta tables, so Spark's own Delta
 reader reads them too, given delta-spark and hadoop-aws on the classpath.
 
     spark = delta_session(ObjectStoreConfig.from_env())

@@ -1,4 +1,4 @@
-"""Records not tiered yet, from the brokers' public HTTP API (DESIGN §5).
+"""Records not tiered yet, from the brokers' public HTTP API (docs/design.md §5).
 
 - `describe`: per partition, the log start and the high watermark (GET /topics/{t}).
 - `read_hot`: the records of [start, end) through the fetch API as Arrow batches

@@ -1,4 +1,4 @@
-"""The `tierlog` source's options, parsed once where Spark plans the read (DESIGN §6).
+"""The `tierlog` source's options, parsed once where Spark plans the read (docs/design.md §6).
 
     spark.read.format("tierlog").option("topic", "orders")      # or .load("orders")
 

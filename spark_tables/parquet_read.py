@@ -1,4 +1,4 @@
-"""Cold data files straight from S3 with pyarrow (DESIGN §4, §6): footers, row-group
+"""Cold data files straight from S3 with pyarrow (docs/design.md §4, §6): footers, row-group
 selection by statistics, and the reads themselves, counted.
 
 A file is opened (one HEAD); its footer comes with the plan when the planner already read

@@ -1,4 +1,4 @@
-"""Which bytes a scan reads: cold files and row groups, and hot offset ranges (DESIGN §6).
+"""Which bytes a scan reads: cold files and row groups, and hot offset ranges (docs/design.md §6).
 
 Input: per partition the offset range [lo, hi) to read, where the hot tier starts (None:
 cold only), the cold file list, and the filter bounds. Output: Spark input partitions in

@@ -1,5 +1,5 @@
 """spark.readStream.format("tierlog"): history from the cold files, then live records from
-the brokers up to the high watermark (DESIGN §6).
+the brokers up to the high watermark (docs/design.md §6).
 
 The Spark offset is {"<partition>": next offset to read, ...}, Kafka's per-partition form;
 Spark checkpoints it, so a restarted query resumes exactly where its last committed batch

@@ -1,6 +1,6 @@
 """Shared pytest fixtures.
 
-Postgres (real, per DESIGN §9). Every URL is a ``postgresql+psycopg://`` string usable by
+Postgres (real, per docs/design.md §9). Every URL is a ``postgresql+psycopg://`` string usable by
 ``metadata.db.make_engine`` and by broker processes (``TIERLOG_DATABASE_URL``).
 
 - ``database_url`` (session): the server's ``tierlog`` database. ``TIERLOG_DATABASE_URL`` if set

@@ -1,4 +1,4 @@
-"""Copy a sealed segment from an in-sync replica to a local temp file (DESIGN §2, §4).
+"""Copy a sealed segment from an in-sync replica to a local temp file (docs/design.md §2, §4).
 
 Which replica: an alive in-sync follower first (tiering then costs the leader nothing), the
 leader last. Replicas roll their segments independently, so a follower's segment with the same

@@ -1,4 +1,5 @@
-"""The tiering worker: sealed hot segments → Parquet → S3 → Delta → manifest (DESIGN §2, §4).
+"""The tiering worker: sealed hot segments → Parquet → S3 → Delta → manifest (docs/design.md §2,
+§4).
 
 Segments are tiered in batches (tiering/batch.py does one batch):
 

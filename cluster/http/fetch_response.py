@@ -1,7 +1,7 @@
 """The public fetch request and response, shared by brokers and fetch nodes.
 
 One encoder for both tiers and both kinds of node, so a record reads back the same bytes
-whether a broker's hot log, a broker's cold read or a fetch node served it (DESIGN §5:
+whether a broker's hot log, a broker's cold read or a fetch node served it (docs/design.md §5:
 "hot or cold is invisible to the caller").
 """
 

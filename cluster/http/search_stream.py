@@ -24,6 +24,7 @@ _SUMMED = (
     "files_scanned",
     "files_total",
     "bytes_scanned",
+    "cold_bytes_scanned",
     "bytes_total",
     "table_bytes",
     "row_groups_read",

@@ -73,6 +73,11 @@ _PARTITION_DESC = {
             "type": ["number", "null"],
             "description": "age of the oldest sealed segment not yet in S3 (0: none waits)",
         },
+        "tiering_lag_open_records": {
+            "type": ["integer", "null"],
+            "description": "of tiering_lag, the records in the active segment: they wait for "
+            "it to roll (segment.ms, segment.bytes), not for tiering",
+        },
     },
 }
 _RECORD_IN = {

@@ -24,9 +24,12 @@ _LINES = """One JSON document per line (application/x-ndjson), as the search goe
   "headers"}` (key/value rendered as by fetch's value_format; hits of one partition come in
   offset order, partitions interleave);
 - `{"type": "progress", "hits", "files_scanned", "files_total", "bytes_scanned",
-  "bytes_total", "table_bytes", "row_groups_read", "row_groups_total", "hot_records_scanned",
-  "hot_records_total", "partitions_done", "partitions"}`: totals over the partitions so far
-  (bytes_total: the cold files left after pruning by offset/time; table_bytes: all of them);
+  "cold_bytes_scanned", "bytes_total", "table_bytes", "row_groups_read", "row_groups_total",
+  "hot_records_scanned", "hot_records_total", "partitions_done", "partitions"}`: totals over
+  the partitions so far (bytes_scanned: bytes fetched from S3 plus the hot records' Arrow
+  bytes; cold_bytes_scanned: the table's bytes read, each at most once, never more than
+  bytes_total; bytes_total: the cold files left after pruning by offset/time; table_bytes:
+  all of them);
 - `{"type": "error", "partition", "error_code", "message"}`: that partition failed, the
   others go on;
 - last, `{"type": "done", "capped", "errors", "elapsed_ms", ...the progress fields}`.

@@ -30,6 +30,7 @@ from console.message_view import (
     tail,
 )
 from console.page import Page
+from console.produce_form import produce
 from console.registry_view import decode_values
 from console.render import render, render_fragment
 from console.topic_details import topic_path
@@ -62,11 +63,11 @@ def _partition(request: Request, count: int) -> int | None:
     return _int(request, "partition", 0, 0, max(0, count - 1))
 
 
-async def messages(request: Request) -> Response:
+async def messages(request: Request, topic: str | None = None) -> Response:
     api, key = request.app.state.api, auth.api_key(request)
     listing = await api.get("/topics", key)
     names = sorted(t["name"] for t in listing.get("topics", []))
-    topic = request.query_params.get("topic") or (names[0] if names else "")
+    topic = topic or request.query_params.get("topic") or (names[0] if names else "")
     binary = _choice(request, "binary", BINARY_FORMATS)
     ctx: dict[str, Any] = {
         "active": "messages",
@@ -79,6 +80,10 @@ async def messages(request: Request) -> Response:
         "error": None,
         "nexts": "",
         "search": _search_defaults(request),
+        # The produce form: where the last record went, or its error and what was typed.
+        "produced": request.query_params.get("produced"),
+        "produce_error": getattr(request.state, "produce_error", None),
+        "typed": getattr(request.state, "produce_typed", {}),
     }
     if not topic:
         return render(request, "messages/index.html", ctx)
@@ -196,6 +201,10 @@ def _error_line(exc: ConsoleApiError) -> bytes:
     return orjson.dumps({"type": "error", "error_code": exc.name, "message": exc.message}) + b"\n"
 
 
+async def _produce(request: Request) -> Response:
+    return await produce(request, messages)
+
+
 PAGE = Page(
     name="messages",
     title="Messages",
@@ -204,5 +213,6 @@ PAGE = Page(
         Route("/messages", messages, methods=["GET"]),
         Route("/messages/tail", tail_rows, methods=["GET"]),
         Route("/messages/search", search, methods=["GET"]),
+        Route("/messages/produce", _produce, methods=["POST"]),
     ],
 )

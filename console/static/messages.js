@@ -25,7 +25,7 @@
 
   function describe(p, final) {
     const parts = [`${p.hits} hit${p.hits === 1 ? "" : "s"}`];
-    parts.push(`${p.files_scanned}/${p.files_total} cold files (${mib(p.bytes_scanned)} read of a ${mib(p.table_bytes)} table)`);
+    parts.push(`${p.files_scanned}/${p.files_total} cold files (${mib(p.cold_bytes_scanned)} read of a ${mib(p.table_bytes)} table)`);
     parts.push(`${p.hot_records_scanned}/${p.hot_records_total} hot records`);
     if (final) {
       parts.push(`${p.elapsed_ms} ms`);

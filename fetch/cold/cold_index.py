@@ -1,4 +1,4 @@
-"""Offset → cold file, through the Postgres manifest (DESIGN §4: "Fetch resolves an offset
+"""Offset → cold file, through the Postgres manifest (docs/design.md §4: "Fetch resolves an offset
 through it"), never by listing the bucket.
 
 Every lookup is an index probe on cold_files (topic_id, partition, base_offset) restricted to

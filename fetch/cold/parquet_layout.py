@@ -1,5 +1,5 @@
 """A cold file's Parquet layout: its footer, its row groups' byte ranges and offset/timestamp
-statistics, and decoding chosen row groups from fetched byte ranges (DESIGN §4).
+statistics, and decoding chosen row groups from fetched byte ranges (docs/design.md §4).
 
 Files are written by coldstore/parquet_writer.py: CONSUMER_SCHEMA rows sorted by offset, row
 groups of a few MB, min/max statistics on `offset` and `timestamp`. A reader therefore needs

@@ -1,4 +1,4 @@
-"""What fetch needs of the object store: async ranged GETs (DESIGN §4).
+"""What fetch needs of the object store: async ranged GETs (docs/design.md §4).
 
 coldstore.object_store.AsyncObjectStore (aiobotocore) fits this Protocol; fetch does not import
 tiering (they are independent layers), the composition root (tierlog/) passes one in.

@@ -1,1 +1,1 @@
-"""The broker's public HTTP API (DESIGN §5), one module per resource."""
+"""The broker's public HTTP API (docs/design.md §5), one module per resource."""

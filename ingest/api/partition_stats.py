@@ -9,9 +9,20 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ingest.log.log_types import SegmentInfo
 from ingest.replication.partition import Partition
 from ingest.tiered.tier_status import TierStatus
 from ingest.tiered.untiered_bound import Untiered
+
+
+def open_segment_records(segments: list[SegmentInfo], hw: int, tiered_end: int | None) -> int:
+    """Records of the tiering lag that sit in the active (open) segment: they wait for it to
+    roll (segment.ms / segment.bytes), not for the tiering worker, so the sealed lag in bytes
+    and seconds does not count them (issue 27 S8: "2 records" beside "0 bytes, 0 s")."""
+    active = segments[-1] if segments and not segments[-1].sealed else None
+    if active is None:
+        return 0
+    return max(0, hw - max(active.base_offset, tiered_end or 0))
 
 
 def led_stats(state: Partition, tiering: bool, tier: TierStatus | None) -> dict[str, Any]:
@@ -24,12 +35,16 @@ def led_stats(state: Partition, tiering: bool, tier: TierStatus | None) -> dict[
         "hot_bytes": sum(s.size for s in segments),
         "tiering_lag_bytes": 0,
         "tiering_lag_seconds": 0.0,
+        "tiering_lag_open_records": 0,
     }
     if tiering:
         if tier is None:  # the manifest could not be read: unknown, not zero
             stats["tiering_lag_bytes"] = stats["tiering_lag_seconds"] = None
+            stats["tiering_lag_open_records"] = None
         else:
             waiting = Untiered(segments, tier.tiered_end)
             stats["tiering_lag_bytes"] = waiting.bytes
             stats["tiering_lag_seconds"] = round(waiting.age_s(int(time.time() * 1000)), 3)
+            hw = state.high_watermark
+            stats["tiering_lag_open_records"] = open_segment_records(segments, hw, tier.tiered_end)
     return stats

@@ -95,6 +95,8 @@ def _partition_doc(
         "cold_bytes": tier.cold_bytes if tier is not None else (None if tiering else 0),
         "tiering_lag_bytes": offsets.get("tiering_lag_bytes") if offsets else None,
         "tiering_lag_seconds": offsets.get("tiering_lag_seconds") if offsets else None,
+        # Of tiering_lag, the records in the open segment (tiered once it rolls).
+        "tiering_lag_open_records": offsets.get("tiering_lag_open_records") if offsets else None,
     }
 
 

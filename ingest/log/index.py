@@ -1,4 +1,4 @@
-"""The broker's index: ONE RocksDB (rocksdict) per broker at `{data_dir}/index` (DESIGN §3).
+"""The broker's index: ONE RocksDB (rocksdict) per broker at `{data_dir}/index` (docs/design.md §3).
 
 Keys are `kind (1 byte) + partition key (20 bytes) + suffix`, all integers big-endian, so each
 kind of entry of one partition is a contiguous, ordered range:

@@ -1,4 +1,4 @@
-"""One partition's hot log: segments + the broker index (Kafka's LocalLog, DESIGN §3).
+"""One partition's hot log: segments + the broker index (Kafka's LocalLog, docs/design.md §3).
 
 Offsets are assigned here (dense, from log_end_offset), frames are written to the active segment
 with one system call per group commit, and one index WriteBatch follows. Readers need no lock:

@@ -1,4 +1,4 @@
-"""Crash recovery of one partition's hot log at open (Kafka's LogLoader, DESIGN §3).
+"""Crash recovery of one partition's hot log at open (Kafka's LogLoader, docs/design.md §3).
 
 One job: bring a partition directory and its RocksDB index entries back to a consistent state
 before the log serves anything. `prepare_dir` wipes a directory left by another incarnation of

@@ -1,4 +1,4 @@
-"""One segment file of frames, Kafka's LogSegment minus its index files (DESIGN §3).
+"""One segment file of frames, Kafka's LogSegment minus its index files (docs/design.md §3).
 
 A segment is `{base_offset:020d}.log` in a partition directory: frames back to back, written
 with os.write on an O_APPEND descriptor. There is no user-space buffer, so once a write returns

@@ -1,4 +1,4 @@
-"""Fetch and list-offsets across the hot and the cold tier (DESIGN §4, §5).
+"""Fetch and list-offsets across the hot and the cold tier (docs/design.md §4, §5).
 
 The broker reads its own log for offsets at or above its local log start; below it, a
 `ColdReader` (implemented in fetch/, handed in by the composition root, tierlog/cli/main.py)

@@ -1,4 +1,4 @@
-"""Idempotent-producer state of one partition (Kafka's ProducerStateManager, DESIGN §1, §3).
+"""Idempotent-producer state of one partition (Kafka's ProducerStateManager, docs/design.md §1, §3).
 
 Per producer id: its current epoch, the timestamp of its last batch (for expiry) and its last
 `max_batches` (5) appended batches (first/last sequence, base/last offset), so that a retried

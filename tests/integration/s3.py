@@ -1,4 +1,5 @@
-"""A real HTTP S3 endpoint for tests: moto's server in its own process on 127.0.0.1 (DESIGN §9).
+"""A real HTTP S3 endpoint for tests: moto's server in its own process on 127.0.0.1 (docs/design.md
+§9).
 
 Use from a test module (not a conftest: others own those):
 

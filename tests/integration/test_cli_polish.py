@@ -76,7 +76,8 @@ def test_topics_describe_like_kafka_topics(broker: BrokerProcess) -> None:
     for line, (p, hw) in zip(lines[1:], ((0, 0), (1, 3)), strict=True):
         assert re.fullmatch(
             rf"\tTopic: described\tPartition: {p}\tLeader: 1\tReplicas: 1\tIsr: 1\t"
-            rf"LogStartOffset: 0\tHighWatermark: {hw}\tHot: 0-{hw}\tCold: -\tTieringLag: \d+",
+            rf"LogStartOffset: 0\tHighWatermark: {hw}\tHot: 0-{hw}\tCold: -\tTieringLag: \d+"
+            rf"\tInS3: 0 of {hw} records, 0 B",
             line,
         ), line  # (no tiering worker here: the lag is what is not tiered yet)
     doc = tierlog("topics", "describe", "described", "--output", "json", *url).stdout

@@ -1,5 +1,5 @@
 """Offset → cold file through the manifest (fetch/cold/cold_index.py) on a real Postgres: correct
-answers, and the same few index pages touched whatever the number of cold files (DESIGN §4:
+answers, and the same few index pages touched whatever the number of cold files (docs/design.md §4:
 fetch resolves offsets through the manifest, never by listing the bucket)."""
 
 from __future__ import annotations

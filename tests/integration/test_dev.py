@@ -1,9 +1,11 @@
 """`tierlog dev` end to end: its own Postgres and S3, a broker, tiering into a Delta table,
-Ctrl-C, data across restarts. The tests share one dev instance (its start, with initdb and
-SeaweedFS, takes seconds); the last one stops and restarts it."""
+the README's tour as written, Ctrl-C, data across restarts. The tests share one dev instance
+(its start, with initdb and SeaweedFS, takes seconds); the last one stops and restarts it."""
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,6 +18,7 @@ import pytest
 
 from coldstore.layout import table_uri
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
+from logformat.partitioner import partition_for_key
 from tests.integration.cluster import wait_for
 from tests.integration.dev_process import DevInstance, dev_root
 from tierlog.devstack.dev import fetch_port
@@ -26,8 +29,12 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def _dev_instance() -> Iterator[DevInstance]:
     path = dev_root()
+    # The README's tour runs in `path` as in a checkout: its relative paths (.tierlog/dev.env,
+    # .venv/bin/activate, examples/) resolve there.
+    for name in (".venv", "examples"):
+        (path / name).symlink_to(ROOT / name)
     # The tiering worker looks for sealed segments every 200 ms (1 s by default).
-    dev = DevInstance(path, env={"TIERLOG_POLL_MS": "200"})
+    dev = DevInstance(path, data_dir=".tierlog", env={"TIERLOG_POLL_MS": "200"})
     try:
         yield dev
     finally:
@@ -129,14 +136,82 @@ def test_dev_tiers_records_into_a_delta_table_in_its_s3(dev: DevInstance) -> Non
     assert counts == {p: (n, 0, n - 1) for p, n in hw.items()}, out.stdout
 
 
+def _tour_script(kcat: bool) -> str:
+    """The shell blocks of the README's "A 5-minute tour", in order, each announced (so a
+    failure shows where it stopped); kcat's only where kcat is installed (apt's kcat). The
+    Spark block, `python examples/spark_query.py greetings`, is the example
+    test_dev_tiers_records_into_a_delta_table_in_its_s3 runs against this dev (a second
+    Spark start would cost the suite a minute or more)."""
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("\n## A 5-minute tour\n")
+    section = readme[start : readme.index("\n## ", start + 1)]
+    blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
+    assert len(blocks) == 4, blocks
+    assert blocks[2].startswith("python examples/spark_query.py greetings "), blocks[2]
+    run = [blocks[0], blocks[1], *([blocks[3]] if kcat else [])]
+    return "".join(f"echo '== tour block {i}' >&2\n{b}" for i, b in enumerate(run, 1))
+
+
+def test_the_readmes_tour_runs_as_written_and_reaches_s3(dev: DevInstance) -> None:
+    """A newcomer's first minutes (issue 27): the tour's commands, run as written in a shell
+    with nothing but dev.env, produce, consume, find the records in the topic's Delta table
+    in S3 within 60 s (`lake describe --wait 60`: the default segment.ms of dev's topics
+    seals them), see them in `topics describe`, and read them with kcat."""
+    kcat = shutil.which("kcat") is not None
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TIERLOG_", "AWS_"))}
+    env.pop("VIRTUAL_ENV", None)
+    env["PATH"] = os.pathsep.join(
+        p for p in env["PATH"].split(os.pathsep) if not p.startswith(str(ROOT / ".venv"))
+    )
+    out = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", _tour_script(kcat)],
+        cwd=dev.root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert {"alice\thello", "bob\thi", "carol\they"} <= set(lines), out.stdout  # consumed
+    table_line = next(line for line in lines if line.startswith("Topic: greetings\tTable: "))
+    assert "\tRecords: 3\t" in table_line, out.stdout  # lake describe, after its wait
+    records = [("alice", "hello"), ("bob", "hi"), ("carol", "hey")]
+    placed = {key: partition_for_key(key.encode(), 3) for key, _ in records}
+    per_partition = {p: [k for k, _ in records if placed[k] == p] for p in set(placed.values())}
+    for p, keys in per_partition.items():  # topics describe: all of it in S3
+        row = next(line for line in lines if f"\tPartition: {p}\tLeader:" in line)
+        n = len(keys)
+        assert re.search(rf"\tInS3: {n} of {n} records, [\d.]+ (B|KiB)$", row), row
+    # The records are in the Delta table, read with dev.env's credentials.
+    config = ObjectStoreConfig.from_env(dev.env_file())
+    rows = (
+        deltalake.DeltaTable(
+            table_uri(config, "greetings"), storage_options=config.storage_options()
+        )
+        .to_pyarrow_table()
+        .to_pylist()
+    )
+    assert {(r["partition"], r["key"], r["value"]) for r in rows} == {
+        (placed["alice"], b"alice", b"hello"),
+        (placed["bob"], b"bob", b"hi"),
+        (placed["carol"], b"carol", b"hey"),
+    }
+    if kcat:  # kcat reads the same three records, at the partitions and offsets HTTP chose
+        read = {line for line in lines if re.fullmatch(r"\d+:\d+ \w+=\w+", line)}
+        assert read == {
+            f"{placed[k]}:{per_partition[placed[k]].index(k)} {k}={v}" for k, v in records
+        }, out.stdout
+
+
 def test_dev_runs_the_quickstart_and_keeps_data(dev: DevInstance) -> None:
     data_dir, log, base = dev.data_dir, dev.log, dev.base
     try:
         # The README's curl quickstart, as HTTP calls.
-        r = httpx.post(f"{base}/topics", json={"name": "greetings", "partitions": 3})
+        r = httpx.post(f"{base}/topics", json={"name": "quickstart", "partitions": 3})
         assert r.status_code == 201, r.text
         r = httpx.post(
-            f"{base}/topics/greetings/records",
+            f"{base}/topics/quickstart/records",
             json={
                 "records": [
                     {"key": "alice", "value": {"hello": "world"}},
@@ -169,7 +244,7 @@ def test_dev_runs_the_quickstart_and_keeps_data(dev: DevInstance) -> None:
         assert store.get("dev-test/marker") == b"kept"
         for o, value in zip(placed, [{"hello": "world"}, "hi"], strict=True):
             doc = httpx.get(
-                f"{base}/topics/greetings/partitions/{o['partition']}/records",
+                f"{base}/topics/quickstart/partitions/{o['partition']}/records",
                 params={"offset": o["offset"]},
             ).json()
             assert doc["records"][0]["value"] == value

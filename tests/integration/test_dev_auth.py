@@ -1,7 +1,8 @@
 """`tierlog dev --auth`: the nodes require API keys and ACLs, the banner prints an admin key,
-dev.env holds what the user's shell needs, and the README's Security section, run as
-written, works against it. The tests share one dev instance, which also holds the ports that
-a second dev finds taken; the last test ends it (a child that keeps failing)."""
+dev.env holds what the user's shell needs, and docs/access-control.md's walkthrough (the
+README's Security section links it), run as written, works against it. The tests share one
+dev instance, which also holds the ports that a second dev finds taken; the last test ends it
+(a child that keeps failing)."""
 
 from __future__ import annotations
 
@@ -45,9 +46,8 @@ def dev() -> Iterator[DevInstance]:
 
 
 def _readme_security_script(port: int) -> str:
-    """The first shell block of the README's Security section, on dev's port."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("\n## Security\n") :]
+    """The first shell block of docs/access-control.md, on dev's port."""
+    section = (ROOT / "docs" / "access-control.md").read_text()
     block = re.search(r"```sh\n(.*?)```", section, re.S)
     assert block is not None
     return block.group(1).replace("localhost:8080", f"127.0.0.1:{port}")

@@ -1,4 +1,5 @@
-"""Consumer groups over HTTP against real broker processes (DESIGN §1, §5): any broker answers
+"""Consumer groups over HTTP against real broker processes (docs/design.md §1, §5): any broker
+answers
 any member; partitions move on leave and on session expiry but never have two owners; stale
 epochs are fenced; committed offsets survive restarts; resets only on empty groups."""
 

@@ -1,6 +1,7 @@
-"""The README's client examples, run as written on a test broker (its URL and Kafka address in
-place of dev's): the Python client's twice (the second run finds its topic and its group's
-offsets), and the "Kafka clients" section's kcat lines and confluent-kafka program."""
+"""The client examples the README links to, run as written on a test broker (its URL and Kafka
+address in place of dev's): docs/python-client.md's twice (the second run finds its topic and
+its group's offsets), and docs/kafka.md's kcat lines and confluent-kafka program, whose keys
+land on the partitions HTTP would pick (issue 27 S9: murmur2_random)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from logformat.errors import ErrorCode
+from logformat.partitioner import partition_for_key
 from tests.integration.brokers import BrokerProcess
 from tests.integration.ports import free_port
 from tierlog import Admin
@@ -43,8 +45,7 @@ def module_broker(readme_broker: tuple[BrokerProcess, str]) -> BrokerProcess:
 
 
 def _readme_example(url: str) -> str:
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("\n## Python client\n") :]
+    section = (ROOT / "docs" / "python-client.md").read_text()
     block = re.search(r"```python\n(.*?)```", section, re.S)
     assert block is not None
     return block.group(1).replace("http://127.0.0.1:8080", url)
@@ -84,9 +85,7 @@ def test_create_topic_exist_ok_and_the_cli_if_not_exists(module_broker: BrokerPr
 
 
 def _blocks(lang: str) -> list[str]:
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index("\n## Kafka clients\n")
-    section = readme[start : readme.index("\n## ", start + 1)]
+    section = (ROOT / "docs" / "kafka.md").read_text()
     return re.findall(rf"```{lang}\n(.*?)```", section, re.S)
 
 
@@ -111,6 +110,16 @@ def test_readme_kafka_examples_run_as_written(readme_broker: tuple[BrokerProcess
     # kcat's consume (%p:%o %k=%s), then the same two records over HTTP (tierlog consume).
     consumed = sorted(line.split(" ", 1)[1] for line in lines if re.match(r"\d+:\d+ ", line))
     assert consumed == ["alice=10", "bob=20"], out.stdout
+    # kcat put each key where HTTP and Kafka's Java client put it (murmur2), not CRC32's choice.
+    placed = {
+        line.split(" ", 1)[1]: int(line.split(":")[0])
+        for line in lines
+        if re.match(r"\d+:\d+ ", line)
+    }
+    assert placed == {
+        "alice=10": partition_for_key(b"alice", 3),
+        "bob=20": partition_for_key(b"bob", 3),
+    }
     assert {"alice\t10", "bob\t20"} <= set(lines), out.stdout  # tierlog consume, over HTTP
     assert "3 partitions" in out.stdout  # kcat -L
     program = _blocks("python")[0].replace("127.0.0.1:9092", bootstrap)
@@ -122,3 +131,5 @@ def test_readme_kafka_examples_run_as_written(readme_broker: tuple[BrokerProcess
     # The group read all five records: kcat's two and the program's three.
     assert len(printed) == 5, out.stdout
     assert sum("b'carol'" in line and "('source', b'kafka')" in line for line in printed) == 3
+    carol = {int(line.split()[0]) for line in printed if "b'carol'" in line}
+    assert carol == {partition_for_key(b"carol", 3)}

@@ -1,4 +1,4 @@
-"""The JVM path (DESIGN §6): a topic's table read by Spark's own Delta reader through s3a,
+"""The JVM path (docs/design.md §6): a topic's table read by Spark's own Delta reader through s3a,
 with delta_session's configuration, equals what the tierlog source reads.
 
 Needs the delta-spark and hadoop-aws jars (Maven Central or the ivy cache): skipped, with the

@@ -1,6 +1,7 @@
 """Segment → Parquet → S3 → Delta commit, against moto's real HTTP server.
 
-Covers DESIGN §4: partitioned table, add actions referencing uploaded files (never rewritten),
+Covers docs/design.md §4: partitioned table, add actions referencing uploaded files (never
+rewritten),
 idempotent retries through the Delta txn action, concurrent writers via S3 conditional put.
 """
 

@@ -1,7 +1,7 @@
 """Client commands: `tierlog topics`, `produce`, `consume`, `groups`, `replay`, each in its
-own module (topics_cmd, produce_cmd, consume_cmd, groups_cmd, replay_cmd, search_cmd); they
-use the Python client (tierlog.client), search its streamed answer directly; `schemas`
-(schemas_cmd) the Schema Registry's REST API."""
+own module (topics_cmd, produce_cmd, consume_cmd, groups_cmd, replay_cmd, search_cmd,
+lake_cmd); they use the Python client (tierlog.client), search its streamed answer directly;
+`schemas` (schemas_cmd) the Schema Registry's REST API."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import argparse
 from tierlog.cli.consume_cmd import add_consume
 from tierlog.cli.credentials import add_credentials
 from tierlog.cli.groups_cmd import add_groups
+from tierlog.cli.lake_cmd import add_lake
 from tierlog.cli.produce_cmd import add_produce
 from tierlog.cli.replay_cmd import add_replay
 from tierlog.cli.schemas_cmd import add_schemas
@@ -30,3 +31,4 @@ def add_client_commands(
     add_replay(sub, common)
     add_search(sub, common)
     add_schemas(sub, common)
+    add_lake(sub, common)

@@ -19,6 +19,7 @@ from typing import BinaryIO
 from logformat.errors import ErrorCode, TierlogError
 from tierlog.cli.credentials import creds
 from tierlog.cli.record_format import compile_format
+from tierlog.cli.topics_cmd import check_reachable
 from tierlog.cli.value_format import add_value_format, decoding_printer
 from tierlog.client import Consumer, ConsumerRecord, TopicPartition
 
@@ -150,6 +151,7 @@ def run_consume(args: argparse.Namespace) -> int:
         return 2
     printer, close_registry = decoding_printer(_printer(args), args)
     reset = "earliest" if args.from_beginning else "latest"
+    check_reachable(args)
     consumer = Consumer(args.url, group_id=args.group, auto_offset_reset=reset, **creds(args))
     try:
         # First, even with a group: a subscription to a missing topic would wait for it for

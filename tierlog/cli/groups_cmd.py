@@ -6,6 +6,7 @@ import argparse
 from datetime import UTC, datetime
 
 from tierlog.cli.credentials import creds
+from tierlog.cli.topics_cmd import check_reachable
 from tierlog.client import Admin
 
 
@@ -71,6 +72,7 @@ def format_age(ms: int | None) -> str:
 
 
 def _list(args: argparse.Namespace) -> int:
+    check_reachable(args)
     with Admin(args.url, **creds(args)) as admin:
         for g in admin.list_groups():
             print(f"{g.name}\tstate={g.state}\tmembers={g.members}\tassignor={g.assignor}")
@@ -78,6 +80,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
+    check_reachable(args)
     with Admin(args.url, **creds(args)) as admin:
         g = admin.describe_group(args.group)
     print(f"group {g.name}: {g.state}, epoch {g.group_epoch}, assignor {g.assignor}")
@@ -108,6 +111,7 @@ def _reset(args: argparse.Namespace) -> int:
         to = args.to_datetime
     else:
         to = args.to_offset
+    check_reachable(args)
     with Admin(args.url, **creds(args)) as admin:
         rows = admin.reset_group_offsets(
             args.group, args.topic, to=to, partitions=args.partition, dry_run=args.dry_run
@@ -122,6 +126,7 @@ def _reset(args: argparse.Namespace) -> int:
 
 
 def _delete(args: argparse.Namespace) -> int:
+    check_reachable(args)
     with Admin(args.url, **creds(args)) as admin:
         admin.delete_group(args.group)
     print(f"deleted group {args.group}")

@@ -29,6 +29,8 @@ from tierlog.cli.limits_opts import add_http_flags, add_limit_flags, http_limits
 from tierlog.cli.quotas_cmd import add_quotas
 from tierlog.cli.security_cmd import add_security_commands
 from tierlog.cli.security_opts import add_server_security, auth_settings, scheme
+from tierlog.cli.topic_defaults import parse_topic_defaults
+from tierlog.cli.unreachable import refused, refused_message
 from tierlog.cli.worker_roles import add_worker_roles
 from tierlog.devstack.parent_watch import die_with_parent
 
@@ -79,6 +81,15 @@ def _add_broker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         type=int,
         default=int(_env("DEFAULT_REPLICATION_FACTOR", "1") or 1),
     )
+    p.add_argument(
+        "--topic-default",
+        action="append",
+        default=None,
+        metavar="NAME=VALUE",
+        help="a config new topics get unless their creator sets it (Kafka's broker-level "
+        "log.segment.bytes, log.roll.ms, ...); repeatable; TIERLOG_TOPIC_DEFAULTS takes "
+        "NAME=VALUE,NAME=VALUE",
+    )
     p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
     p.add_argument(
         "--kafka-listen",
@@ -127,6 +138,11 @@ def _run_broker(args: argparse.Namespace) -> int:
     from ingest.server import serve
 
     auth, host, port = setup
+    try:
+        topic_defaults = parse_topic_defaults(args.topic_default, _env("TOPIC_DEFAULTS"))
+    except TierlogError as exc:
+        print(f"tierlog broker: --topic-default: {exc.message}", file=sys.stderr)
+        return 2
     advertised = args.advertised_url or f"{scheme(args)}://{host}:{port}"
     serve(
         BrokerConfig(
@@ -142,6 +158,7 @@ def _run_broker(args: argparse.Namespace) -> int:
             replica_lag_ms=args.replica_lag_ms,
             request_timeout_ms=args.request_timeout_ms,
             default_replication_factor=args.default_replication_factor,
+            topic_defaults=topic_defaults,
             auth=auth,
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
@@ -227,15 +244,32 @@ def _add_dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="require API keys and ACLs, as outside dev; prints an admin key (User:admin)",
     )
-    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    p.add_argument(
+        "--kafka-defaults",
+        action="store_true",
+        help="new topics get Kafka's segment defaults (segment.bytes 1 GiB, segment.ms 7 days) "
+        "instead of dev's 1 MiB and 5 s, which send records to S3 within seconds",
+    )
+    p.add_argument(
+        "--log-level",
+        default=None,
+        help="DEBUG, INFO, WARNING or ERROR (default: WARNING on a terminal, so the banner "
+        "is not lost among start-up lines; INFO otherwise)",
+    )
     p.set_defaults(func=_run_dev)
 
 
 def _run_dev(args: argparse.Namespace) -> int:
     from tierlog.devstack.dev import run_dev
 
+    log_level = args.log_level or ("WARNING" if sys.stderr.isatty() else "INFO")
     return run_dev(
-        Path(args.data_dir).resolve(), args.brokers, args.port, args.log_level, auth=args.auth
+        Path(args.data_dir).resolve(),
+        args.brokers,
+        args.port,
+        log_level,
+        auth=args.auth,
+        kafka_defaults=args.kafka_defaults,
     )
 
 
@@ -253,6 +287,15 @@ class Terminated(KeyboardInterrupt):
 
 
 _SERVERS = frozenset({"dev", "broker", "fetch", "tiering", "compaction", "console"})
+
+
+def _url_source(argv: Sequence[str] | None) -> str:
+    given = argv if argv is not None else sys.argv[1:]
+    if any(a == "--url" or a.startswith("--url=") for a in given):
+        return "--url's"
+    return (
+        "TIERLOG_URL's" if _env("URL") else f"the default, {DEFAULT_URL}, as TIERLOG_URL is unset"
+    )
 
 
 def _terminate(_signum: int, _frame: object) -> None:
@@ -282,6 +325,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except TierlogError as exc:
+        if refused(exc) and isinstance(getattr(args, "url", None), str):
+            message = refused_message(exc, args.url, _url_source(argv))
+            print(f"tierlog: NETWORK_EXCEPTION: {message}", file=sys.stderr)
+            return 1
         print(f"tierlog: {exc.code.value}: {exc.message}", file=sys.stderr)
         return 1
     except Terminated:

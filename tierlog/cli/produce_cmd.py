@@ -2,7 +2,10 @@
 an optional key per line (--key-sep), headers on every record (-H NAME=VALUE).
 
 On a terminal it shows its progress; it prints a summary when done and when interrupted
-(Ctrl-C, SIGTERM), saying what was acknowledged.
+(Ctrl-C, SIGTERM), saying what was acknowledged. A request refused for a quota (429) or
+because tiering is behind (503 THROTTLING_QUOTA_EXCEEDED) wrote nothing: it is sent again
+after the broker's Retry-After, as the Python Producer does, for up to --retry-timeout-ms;
+a final failure says how many records were acknowledged before it.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import argparse
 import base64
 import sys
+import time
 from typing import Any
 
 from rich.console import Console
@@ -19,6 +23,9 @@ from logformat.errors import ErrorCode, TierlogError
 from tierlog.cli.progress import Tally, progress
 from tierlog.cli.topics_cmd import admin_for
 from tierlog.client import Admin
+from tierlog.client.errors import ApiError
+
+THROTTLE_BACKOFF_S = 0.1  # the first wait when the broker names none, doubling to 1 s
 
 
 def add_produce(
@@ -41,6 +48,13 @@ def add_produce(
     p.add_argument("--acks", default="all", choices=["all", "1", "0"])
     p.add_argument("--batch-size", type=int, default=500, help="records per request")
     p.add_argument("--no-progress", action="store_true", help="no progress display")
+    p.add_argument(
+        "--retry-timeout-ms",
+        type=int,
+        default=120_000,
+        help="how long one request may be throttled and resent before the command fails "
+        "(Kafka's delivery.timeout.ms, 120 s)",
+    )
     p.set_defaults(func=run_produce)
 
 
@@ -67,6 +81,14 @@ def run_produce(args: argparse.Namespace) -> int:
         console.print(
             f"interrupted: {sent.records:,} record(s) acknowledged by {args.topic} "
             f"({sent.summary()}); the batch in flight may or may not be written",
+            highlight=False,
+        )
+        raise
+    except TierlogError:
+        console.print(
+            f"failed: {sent.records:,} record(s) acknowledged by {args.topic} before this "
+            f"error ({sent.summary()}); stdin's lines after the first {sent.records:,} were "
+            f"not written",
             highlight=False,
         )
         raise
@@ -115,9 +137,32 @@ def _produce_lines(
         batch.append(record)
         nbytes += len(raw)
         if len(batch) >= args.batch_size:
-            admin.produce_json(args.topic, batch, acks=args.acks)
+            send_throttled(admin, args, batch)
             report.acknowledged(len(batch), nbytes)
             batch, nbytes = [], 0
     if batch:
-        admin.produce_json(args.topic, batch, acks=args.acks)
+        send_throttled(admin, args, batch)
         report.acknowledged(len(batch), nbytes)
+
+
+def send_throttled(admin: Admin, args: argparse.Namespace, batch: list[dict[str, Any]]) -> None:
+    """One produce request, sent again while the broker throttles it (nothing was written:
+    a quota's 429 and tiering's 503 come before the body is read), after its Retry-After."""
+    deadline = time.monotonic() + args.retry_timeout_ms / 1000
+    delay = THROTTLE_BACKOFF_S
+    while True:
+        try:
+            admin.produce_json(args.topic, batch, acks=args.acks)
+            return
+        except ApiError as exc:
+            if exc.name != ErrorCode.THROTTLING_QUOTA_EXCEEDED.value:
+                raise
+            wait = max(delay, exc.retry_after_s)
+            if time.monotonic() + wait >= deadline:
+                raise TierlogError(
+                    exc.code,
+                    f"{exc.message} (still throttled after {args.retry_timeout_ms} ms of "
+                    "retries: --retry-timeout-ms)",
+                ) from exc
+        time.sleep(wait)
+        delay = min(delay * 2, 1.0)

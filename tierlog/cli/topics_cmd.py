@@ -48,8 +48,15 @@ def add_topics(
         "--output", choices=["text", "json"], default="text", help="json: the API's document"
     )
     d.set_defaults(func=_describe)
-    a = tsub.add_parser("alter", parents=[common], help="set (NAME=VALUE) or reset (NAME=) configs")
+    a = tsub.add_parser(
+        "alter",
+        parents=[common],
+        help="set configs (--config NAME=VALUE) or reset them to the default (--config NAME=)",
+        description="Set configs with --config NAME=VALUE (or bare NAME=VALUE after the "
+        "topic); --config NAME= restores a config's default. Repeatable.",
+    )
     a.add_argument("name")
+    a.add_argument("pairs", nargs="*", metavar="NAME=VALUE", help="as --config NAME=VALUE")
     a.add_argument("--config", action="append", default=[], metavar="NAME=VALUE", help="repeatable")
     a.set_defaults(func=_alter)
     rm = tsub.add_parser("delete", parents=[common], help="delete a topic and its records")
@@ -82,6 +89,13 @@ def admin_for(args: argparse.Namespace) -> Iterator[Admin]:
             raise TierlogError(
                 ErrorCode.REQUEST_TIMED_OUT, f"cannot reach {args.url}: {cause}"
             ) from exc
+
+
+def check_reachable(args: argparse.Namespace) -> None:
+    """One GET /healthz, no retries: for commands whose client retries a refused connection
+    until its timeout, so that a node that is not there is said at once."""
+    with admin_for(args) as admin:
+        admin.call("GET", "/healthz")
 
 
 def _create(args: argparse.Namespace) -> int:
@@ -120,6 +134,28 @@ def _show(value: object) -> str:
     return "none" if value is None else str(value)
 
 
+def size(n: float) -> str:
+    """Bytes as a person reads them: 0 B, 900 B, 1.5 KiB, 12.0 MiB."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def in_s3(p: dict[str, Any], tiering: bool) -> str:
+    """How much of a partition the cold tier (S3) holds: `1200 of 2000 records, 1.1 MiB`."""
+    if not tiering:
+        return "- (remote.storage.enable=false)"
+    start, hw, cold = p["log_start_offset"], p["high_watermark"], p["cold"]
+    if start is None or hw is None:
+        return "?"
+    records = max(0, hw - start)
+    tiered = max(0, min(cold["end"], hw) - max(cold["start"], start)) if cold else 0
+    cold_bytes = p.get("cold_bytes")
+    return f"{tiered} of {records} records, " + ("?" if cold_bytes is None else size(cold_bytes))
+
+
 def describe_lines(doc: dict[str, Any]) -> list[str]:
     """kafka-topics --describe's lines for the API's topic document."""
     configs = ",".join(f"{k}={v}" for k, v in sorted(doc["configs"].items()) if v is not None)
@@ -127,6 +163,7 @@ def describe_lines(doc: dict[str, Any]) -> list[str]:
         f"Topic: {doc['name']}\tTopicId: {doc['id']}\tPartitionCount: {len(doc['partitions'])}"
         f"\tReplicationFactor: {doc['replication_factor']}\tConfigs: {configs}"
     ]
+    tiering = doc["configs"].get("remote.storage.enable") == "true"
     for p in doc["partitions"]:
         lines.append(
             f"\tTopic: {doc['name']}\tPartition: {p['partition']}\tLeader: {_show(p['leader'])}"
@@ -134,7 +171,7 @@ def describe_lines(doc: dict[str, Any]) -> list[str]:
             f"\tLogStartOffset: {_show(p['log_start_offset'])}"
             f"\tHighWatermark: {_show(p['high_watermark'])}"
             f"\tHot: {_range(p['hot'])}\tCold: {_range(p['cold'])}"
-            f"\tTieringLag: {_show(p['tiering_lag'])}"
+            f"\tTieringLag: {_show(p['tiering_lag'])}\tInS3: {in_s3(p, tiering)}"
         )
     return lines
 
@@ -151,7 +188,12 @@ def _describe(args: argparse.Namespace) -> int:
 
 def _alter(args: argparse.Namespace) -> int:
     with admin_for(args) as admin:
-        print_json(admin.alter_configs_json(args.name, _configs(args.config)))
+        configs = _configs([*args.pairs, *args.config])
+        if not configs:
+            raise TierlogError(
+                ErrorCode.INVALID_CONFIG, "nothing to alter: give --config NAME=VALUE"
+            )
+        print_json(admin.alter_configs_json(args.name, configs))
     return 0
 
 

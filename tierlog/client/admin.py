@@ -1,4 +1,4 @@
-"""Admin: topics, configs, partitions, brokers and consumer groups (DESIGN §5).
+"""Admin: topics, configs, partitions, brokers and consumer groups (docs/design.md §5).
 
 admin = Admin("http://127.0.0.1:8080")
 admin.create_topic("clicks", partitions=6, configs={"retention.ms": "86400000"})

@@ -1,4 +1,4 @@
-"""The Consumer: Kafka's consumer API over tierlog's HTTP fetch and groups (DESIGN §1, §5).
+"""The Consumer: Kafka's consumer API over tierlog's HTTP fetch and groups (docs/design.md §1, §5).
 
     consumer = Consumer("http://127.0.0.1:8080", group_id="billing", auto_offset_reset="earliest")
     consumer.subscribe(["payments"], listener=MyListener())

@@ -1,4 +1,4 @@
-"""A consumer's membership of a group: KIP-848's protocol over HTTP (DESIGN §5 "Groups").
+"""A consumer's membership of a group: KIP-848's protocol over HTTP (docs/design.md §5 "Groups").
 
 The server computes assignments; the member joins, then heartbeats every
 heartbeat_interval_ms with the partitions it owns, and each answer names the partitions it

@@ -2,7 +2,7 @@
 
 Bootstrap URLs are the way in; partition leaders' URLs are learnt from metadata. A URL that
 refused a connection is set aside for a short while, so requests fall back to another node
-(any node answers any request, forwarding to the leader: DESIGN §5).
+(any node answers any request, forwarding to the leader: docs/design.md §5).
 """
 
 from __future__ import annotations

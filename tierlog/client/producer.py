@@ -1,4 +1,4 @@
-"""The Producer: Kafka's producer API over tierlog's HTTP produce (DESIGN §1, §5).
+"""The Producer: Kafka's producer API over tierlog's HTTP produce (docs/design.md §1, §5).
 
     with Producer("http://127.0.0.1:8080") as producer:
         future = producer.send("clicks", b"value", key=b"user-1")

@@ -2,7 +2,7 @@
 
 The leader appends a producer's batches for a partition strictly in sequence order and
 recognises a retried batch (same producer id, epoch and base sequence) among the last five,
-answering with its original offsets (DESIGN §1). The client side of that contract:
+answering with its original offsets (docs/design.md §1). The client side of that contract:
 
 - a batch gets its sequence when first sent and keeps it for every retry;
 - at most `max_in_flight` (1..5) batches are in flight per partition (the sender also caps

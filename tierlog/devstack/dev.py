@@ -18,24 +18,32 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 from tierlog import logs
+from tierlog.devstack.banner import (
+    DEV_TOPIC_DEFAULTS,
+    DevUrls,
+    banner_lines,
+    describe_defaults,
+    render,
+)
 from tierlog.devstack.dev_env import ADMIN, admin_key, env_file, own_environment, write_env_file
 from tierlog.devstack.local_s3 import LocalS3
 from tierlog.devstack.local_server import port_free
 from tierlog.devstack.localpg import LocalPostgres
-from tierlog.devstack.supervisor import (
-    GIVE_UP_AFTER,
-    RESTART_WITHIN_S,
-    Child,
-    Supervisor,
-    restart_delay_s,
-)
+from tierlog.devstack.supervisor import Child, Supervisor, restart_delay_s
 
 log = logging.getLogger("tierlog.devstack.dev")
 
 # Worker roles started beside the brokers; each default worker id is unique.
 _WORKER_ROLES = ("tiering", "compaction")
+
+
+class _NodeArgs(NamedTuple):
+    log_level: str
+    auth: bool
+    topic_defaults: tuple[tuple[str, str], ...]  # --topic-default NAME=VALUE of each broker
 
 
 def _role_argv(role: str, log_level: str, *extra: str) -> list[str]:
@@ -123,8 +131,8 @@ def _start_postgres(env: dict[str, str], data_dir: Path) -> tuple[LocalPostgres 
     return pg, database_url
 
 
-def _broker(i: int, brokers: int, port: int, data_dir: Path, args: tuple[str, bool]) -> list[str]:
-    log_level, auth = args
+def _broker(i: int, brokers: int, port: int, data_dir: Path, args: _NodeArgs) -> list[str]:
+    log_level, auth, topic_defaults = args
     return _role_argv(
         "broker",
         log_level,
@@ -133,30 +141,7 @@ def _broker(i: int, brokers: int, port: int, data_dir: Path, args: tuple[str, bo
         *("--data-dir", str(data_dir / f"broker-{i}")),
         *("--default-replication-factor", str(min(3, brokers))),
         *_security_argv(auth),
-    )
-
-
-def _banner(
-    env: dict[str, str], brokers: list[str], fetch_url: str, console_url: str, data_dir: Path
-) -> str:
-    key = env.get("TIERLOG_API_KEY")
-    security = (
-        f"API keys and ACLs on; admin key ({ADMIN}, a super user): {key}"
-        if key
-        else "open, no auth: loopback only"
-    )
-    return (
-        f"tierlog dev is up: web console at {console_url} ; "
-        f"brokers at {', '.join(brokers)} ({security}); "
-        f"Kafka clients: {','.join(_kafka_addresses(brokers))}; "
-        f"Schema Registry at {env['TIERLOG_SCHEMA_REGISTRY_URL']} (every broker serves it); "
-        f"fetch node at {fetch_url}; "
-        f"S3 at {env['TIERLOG_S3_ENDPOINT']} bucket {env['TIERLOG_S3_BUCKET']}; "
-        f"workers: {', '.join(_WORKER_ROLES)} (a child that dies is restarted within "
-        f"{RESTART_WITHIN_S} s; dev gives up after {GIVE_UP_AFTER} fast failures in a row). "
-        f"Variables for your shell (database URL, S3, URLs"
-        f"{', TIERLOG_API_KEY' if key else ''}): set -a; . {env_file(data_dir)}; set +a. "
-        f"Data in {data_dir}. Ctrl-C stops everything."
+        *(arg for name, value in topic_defaults for arg in ("--topic-default", f"{name}={value}")),
     )
 
 
@@ -168,7 +153,12 @@ def _kafka_addresses(broker_urls: list[str]) -> list[str]:
 
 
 def run_dev(
-    data_dir: Path, brokers: int, port: int, log_level: str = "INFO", auth: bool = False
+    data_dir: Path,
+    brokers: int,
+    port: int,
+    log_level: str = "INFO",
+    auth: bool = False,
+    kafka_defaults: bool = False,
 ) -> int:
     broker_ports = {f"broker-{i}": port + i - 1 for i in range(1, brokers + 1)}
     kafka_ports = {f"{name} kafka": p + KAFKA_PORT_SHIFT for name, p in broker_ports.items()}
@@ -217,7 +207,8 @@ def run_dev(
         if auth:
             shown["TIERLOG_API_KEY"] = admin_key(data_dir, env["TIERLOG_DATABASE_URL"])
         write_env_file(env_file(data_dir), shown)
-        node_args = (log_level, auth)
+        topic_defaults = () if kafka_defaults else DEV_TOPIC_DEFAULTS
+        node_args = _NodeArgs(log_level, auth, topic_defaults)
         supervisor.start_ready(
             [
                 (
@@ -236,8 +227,10 @@ def run_dev(
             supervisor.start(Child(role, _role_argv(role, log_level), env))
         console = _console_child(broker_urls[0], console_port(port), env, shown, log_level)
         supervisor.start_ready([(console, console_url)])
-        banner = _banner(shown, broker_urls, fetch_url, console_url, data_dir)
-        print(banner, file=sys.stderr, flush=True)
+        urls = DevUrls(broker_urls, _kafka_addresses(broker_urls), fetch_url, console_url)
+        defaults = describe_defaults(topic_defaults) or None
+        lines = banner_lines(shown, urls, _WORKER_ROLES, defaults, env_file(data_dir))
+        print(render(lines), file=sys.stderr, flush=True)
         supervisor.watch()
     except RuntimeError as exc:  # LocalPostgresError, LocalS3Error, a child that won't start
         # or that keeps failing (supervisor.GaveUp)

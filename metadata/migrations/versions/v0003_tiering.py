@@ -1,4 +1,4 @@
-"""Tiering: sealed hot segments to tier, and the cold manifest (DESIGN §4, §7).
+"""Tiering: sealed hot segments to tier, and the cold manifest (docs/design.md §4, §7).
 
 Revision ID: 0003
 Revises: 0002

@@ -1,4 +1,5 @@
-"""Consumer groups (KIP-848 style): groups, their members, committed offsets (DESIGN §5, §7).
+"""Consumer groups (KIP-848 style): groups, their members, committed offsets (docs/design.md §5,
+§7).
 
 Revision ID: 0004
 Revises: 0003

@@ -1,4 +1,5 @@
-"""Cold reads: an index of committed cold files in offset order (DESIGN §4 "Fetch resolves an
+"""Cold reads: an index of committed cold files in offset order (docs/design.md §4 "Fetch resolves
+an
 offset through it").
 
 Revision ID: 0005
