@@ -22,6 +22,12 @@ OFFLINE_PARTITIONS = Gauge(
     "tierlog_offline_replicas",
     "Hosted partitions whose log is offline after a storage error",
 )
+OFFLINE_BY_REASON = Gauge(
+    "tierlog_offline_replicas_by_reason",
+    "Offline hosted partitions by why their storage failed (disk_full: ENOSPC; not_writable; "
+    "io_error)",
+    ["reason"],
+)
 CORRUPT_FRAMES = Counter(
     "tierlog_corrupt_frame_reads_total",
     "Reads that met a stored frame failing its CRC or offset check (not served)",
