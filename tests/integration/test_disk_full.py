@@ -42,7 +42,7 @@ def cluster(
         pytest.skip(f"no small file system for the brokers' data dirs: {exc}")
     c = Cluster(db_factory(), root, 3)
     try:
-        yield c.start()
+        yield c.start(ready_timeout=120)  # a loaded machine starts brokers slowly
     finally:
         c.stop()
         for d in dirs:
