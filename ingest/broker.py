@@ -120,6 +120,10 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._logs: LogManager | None = None
         self._stopping = False
+        # SIGTERM received: the server stops serving follower fetches before stop() runs, and
+        # a leader shrinking its ISR meanwhile left partitions with no in-sync replica to
+        # elect when it deregistered (offline until it came back: a rolling restart stalled).
+        self.draining = False
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -272,8 +276,12 @@ class Broker:
         if self.replicas is not None:
             self.replicas.request_isr_change(state, new_isr)
 
+    def begin_drain(self) -> None:
+        """Shutdown has begun (called from the signal handler: only sets a flag)."""
+        self.draining = True
+
     async def _shrink_isr(self) -> None:
-        if self.replicas is not None and self.lease_ok():
+        if self.replicas is not None and self.lease_ok() and not self.draining:
             self.replicas.shrink_lagging(self.config.replica_lag_ms)
 
     async def _move_to_preferred(self) -> None:

@@ -139,6 +139,13 @@ class ReplicationMetrics:
             "Hosted partitions whose log is offline after a storage error",
             registry=registry,
         )
+        self.offline_by_reason = Gauge(
+            "tierlog_offline_replicas_by_reason",
+            "Offline hosted partitions by why their storage failed (disk_full: ENOSPC; "
+            "not_writable; io_error)",
+            ["reason"],
+            registry=registry,
+        )
         self.corrupt_frames = Counter(
             "tierlog_corrupt_frame_reads_total",
             "Reads that met a stored frame failing its CRC or offset check (not served)",

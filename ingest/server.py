@@ -49,7 +49,15 @@ def serve(
     gc.set_threshold(50_000, 20, 20)
     lifespan = node_lifespan(start, stop, added, started)
     app = build_app(broker, lifespan, routes_of(added))
-    run_server(app, config.host, config.port, config.tls_cert, config.tls_key, config.http_limits)
+    run_server(
+        app,
+        config.host,
+        config.port,
+        config.tls_cert,
+        config.tls_key,
+        config.http_limits,
+        on_exit=broker.begin_drain,
+    )
 
 
 def kafka_listener(broker: Broker, groups: ClassicGroups | None = None) -> KafkaListener | None:

@@ -31,10 +31,11 @@ async def readyz(request: Request) -> JSONResponse:
     # A broker whose lease lapsed (slow start, Postgres unreachable) is dead to the others.
     if broker.ready and broker.cache.loaded and broker.lease_ok():
         # Still ready with offline logs (it serves its other partitions), but it says which.
-        offline = broker.replicas.offline() if broker.replicas is not None else []
+        replicas = broker.replicas
         body: dict[str, object] = {"status": "ready", "broker_id": broker.config.broker_id}
-        if offline:
-            body["offline_partitions"] = offline
+        if replicas is not None and replicas.offline():
+            body["offline_partitions"] = replicas.offline()
+            body["offline_reasons"] = replicas.offline_reasons()  # e.g. "disk full (ENOSPC)"
         return JSONResponse(body)
     status = "lease lapsed" if broker.ready and broker.cache.loaded else "starting"
     return JSONResponse({"status": status, "broker_id": broker.config.broker_id}, status_code=503)

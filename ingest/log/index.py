@@ -22,14 +22,14 @@ itself stays on, so a killed process keeps a consistent index).
 from __future__ import annotations
 
 import logging
-import os
 import struct
-import time
 import uuid
 from collections.abc import Iterator
 from typing import NamedTuple, cast
 
-from rocksdict import DBCompressionType, Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import Rdict, WriteBatch
+
+from ingest.log.index_db import IndexDb
 
 log = logging.getLogger(__name__)
 
@@ -85,11 +85,15 @@ class SegmentMeta(NamedTuple):
 class PartitionIndex:
     """The entries of one partition (topic id + partition), with key prefixes precomputed."""
 
-    def __init__(self, db: Rdict, pk: bytes) -> None:
-        self._db = db
+    def __init__(self, store: IndexDb, pk: bytes) -> None:
+        self._store = store
         self.pk = pk
         self._f, self._t, self._s = FRAME + pk, TIME + pk, STATE + pk
         self._g, self._e, self._p = SEGMENT + pk, EPOCH + pk, PRODUCER + pk
+
+    @property
+    def _db(self) -> Rdict:
+        return self._store.db  # the current handle: the broker's DB may have been reopened
 
     def _items(self, start: bytes, *, backwards: bool = False) -> Iterator[tuple[bytes, bytes]]:
         # raw mode: keys and values are bytes (rocksdict's stubs say "any key type").
@@ -339,39 +343,27 @@ class LogIndex:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.recreated = False  # True when a corrupt DB was set aside: every log reindexes
-        opts = Options(raw_mode=True)
-        opts.create_if_missing(True)
-        opts.set_max_background_jobs(2)
-        opts.set_write_buffer_size(64 << 20)
-        opts.set_keep_log_file_num(3)
-        opts.set_compression_type(DBCompressionType.lz4())
-        try:
-            self._db = Rdict(path, opts)
-        except Exception as exc:  # rocksdict raises plain Exception for corruption
-            if not os.path.isdir(path):
-                raise
-            aside = f"{path}.corrupt-{int(time.time())}"
-            log.error(
-                "index unreadable, rebuilding from segments",
-                extra={"path": path, "moved_to": aside, "error": str(exc)},
-            )
-            os.rename(path, aside)
-            self._db = Rdict(path, opts)
-            self.recreated = True
-        wo = WriteOptions()
-        wo.sync = False
-        self._db.set_write_options(wo)
+        self._store = IndexDb(path)
+        self.recreated = self._store.recreated  # a corrupt DB was set aside: every log reindexes
+
+    @property
+    def failure(self) -> OSError | None:
+        """The write that failed (RocksDB takes no more until reopened), or None."""
+        return self._store.failure
+
+    def reopen(self) -> None:
+        """Make a failed index writable again (index_db.py); raises while it cannot be."""
+        self._store.reopen()
 
     def partition(self, topic_id: str, partition: int) -> PartitionIndex:
-        return PartitionIndex(self._db, partition_key(topic_id, partition))
+        return PartitionIndex(self._store, partition_key(topic_id, partition))
 
     @staticmethod
     def batch() -> WriteBatch:
         return WriteBatch(raw_mode=True)
 
     def write(self, batch: WriteBatch) -> None:
-        self._db.write(batch)
+        self._store.write(batch)
 
     def drop_partition(self, topic_id: str, partition: int) -> None:
         batch = self.batch()
@@ -385,8 +377,7 @@ class LogIndex:
         self.write(batch)
 
     def flush(self) -> None:
-        self._db.flush()
+        self._store.flush()
 
     def close(self) -> None:
-        self._db.flush()
-        self._db.close()
+        self._store.close()

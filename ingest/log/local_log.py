@@ -31,6 +31,7 @@ from ingest.log.log_types import NO_MAX_TIMESTAMP as _NO_MAX
 from ingest.log.log_types import LogConfig, PartitionDir, SegmentInfo
 from ingest.log.log_types import now_ms as _now_ms
 from ingest.log.segment import BytesLike, Segment, remove_dir
+from ingest.log.storage_errors import storage_error
 from logformat.errors import ErrorCode, TierlogError
 
 __all__ = ["LocalLog", "LogConfig", "ReadResult", "SegmentInfo"]
@@ -163,15 +164,9 @@ class LocalLog:
             seg, max_ts = write_groups(self.index, batch, seg, (bufs, entries), limits, roll)
             self.epochs.put(batch, epochs)
             self.log_index.write(batch)
-        except Exception as exc:  # OSError from the file, or RocksDB's own errors
-            # Like Kafka taking a log dir offline: the file may hold frames the index and LEO
-            # do not; appending on would reuse offsets. Reopening (recovery) repairs both.
-            self._failed = exc
-            log.exception(
-                "append failed, log offline",
-                extra={"topic": self.topic, "partition": self.partition},
-            )
-            raise TierlogError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from exc
+        except Exception as exc:  # Kafka's offline log dir: the file may hold frames the index
+            # and LEO do not; appending on would reuse offsets. Reopening repairs both.
+            raise self._went_offline(exc, "append failed, log offline") from exc
         self._max_ts = max_ts
         self.epochs.advance(epochs)
         self._leo = seg.next_offset
@@ -373,12 +368,21 @@ class LocalLog:
     @contextlib.contextmanager
     def _batch(self, *, state: bool = True) -> Iterator[WriteBatch]:
         """One index batch, written when the block ends; with `state`, the partition state
-        (log start, recovery checkpoint, not clean) as the block left it goes with it."""
+        (log start, recovery checkpoint, not clean) as the block left it goes with it. A
+        failed write in it (a roll's fsync on a full disk) takes the log offline."""
         batch = self.log_index.batch()
-        yield batch
-        if state:
-            self._put_state(batch, clean=False)
-        self.log_index.write(batch)
+        try:
+            yield batch
+            if state:
+                self._put_state(batch, clean=False)
+            self.log_index.write(batch)
+        except OSError as exc:
+            raise self._went_offline(exc, "log write failed, log offline") from exc
+
+    def _went_offline(self, exc: Exception, what: str) -> TierlogError:
+        self._failed = exc
+        log.exception(what, extra={"topic": self.topic, "partition": self.partition})
+        return storage_error(exc)
 
     def _put_state(self, batch: WriteBatch, *, clean: bool) -> None:
         self.index.put_state(batch, PartitionCheckpoint(self._lso, self._checkpoint, clean))

@@ -6,7 +6,8 @@ here:
 
 - a follower marks the offset where its copy went bad; its replica fetcher truncates the log
   there (at a frame boundary) before its next fetch and fetches the rest from the leader
-  again, so normal replication repairs it byte for byte. Until then its high watermark still
+  again, so normal replication repairs it byte for byte (below the high watermark only once
+  it is out of the ISR: `repair`). Until then its high watermark still
   covers the bad frame, but every read of it fails the check and is not served;
 - a leader cannot repair itself from anyone: it answers KAFKA_STORAGE_ERROR for the bad frames
   (clients retry, fetch nodes fail over to an in-sync follower, followers append nothing) and
@@ -59,15 +60,23 @@ def report(state: Partition, err: CorruptLogError) -> None:
     )
 
 
-def repair(state: Partition) -> None:
+def repair(state: Partition) -> bool:
     """Before a follower fetches: cut its log below a reported corrupt frame, so the fetch
-    asks the leader for it (and everything after it) again."""
+    asks the leader for it (and everything after it) again. False: do not fetch yet.
+
+    A follower still in the ISR never cuts below its high watermark: elected meanwhile (its
+    leader failing over), it would lose committed records, as a chaos run did (seed 2626:
+    offsets 117-392 of a partition, read by consumers, gone). It stops fetching instead, so its
+    leader drops it from the ISR by replica lag, and cuts once metadata says it is out."""
     at = state.repair_from
     if at is None or state.role is not Role.FOLLOWER:
-        return  # a leader's bad frame waits for its hand-off: no one to fetch it from yet
-    state.repair_from = None
+        return True  # a leader's bad frame waits for its hand-off: no one to fetch it from yet
     if at >= state.log.log_end_offset:
-        return
+        state.repair_from = None
+        return True
+    if at < state.high_watermark and state.me in state.isr:
+        return False  # out of the ISR first (see above)
+    state.repair_from = None
     try:
         state.truncate_to(at)
     except Exception:  # e.g. the log is offline: leave the bad frame unserved, try again later
@@ -76,7 +85,7 @@ def repair(state: Partition) -> None:
             "could not truncate below a corrupt frame",
             extra={"topic": state.topic, "partition": state.partition, "offset": at},
         )
-        return
+        return False
     state.metrics.corrupt_repairs.labels(state.topic, str(state.partition)).inc()
     log.warning(
         "truncated below a corrupt frame to fetch it again from the leader",
@@ -87,6 +96,7 @@ def repair(state: Partition) -> None:
             "log_end_offset": state.log.log_end_offset,
         },
     )
+    return True
 
 
 def check_segment(fd: int, size: int, base_offset: int) -> int | None:

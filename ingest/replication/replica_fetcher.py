@@ -75,7 +75,8 @@ class ReplicaFetcher:
                 continue
             if state.log.failure is not None:
                 continue  # offline until ReplicaManager.heal_offline reopens it
-            corruption.repair(state)  # a corrupt frame found here: fetch it again
+            if not corruption.repair(state):  # a corrupt frame found here: fetch it again
+                continue  # ... once out of the ISR: until then, not fetching drops it
             epochs = state.log.leader_epochs()
             parts.append(
                 FetchPartition(

@@ -10,11 +10,13 @@ import asyncio
 import functools
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 
 from cluster.clock import SYSTEM_CLOCK, Clock
 from cluster.internal_http import PeerLink, internal_async_client
 from cluster.metadata_cache import MetadataCache, TopicView
+from ingest.log import storage_errors
 from ingest.log.local_log import LocalLog, LogConfig
 from ingest.log.log_manager import LogManager
 from ingest.metrics import ReplicationMetrics
@@ -210,18 +212,49 @@ class ReplicaManager:
 
     async def heal_offline(self) -> None:
         """Hand off what this broker cannot serve; reopen logs that failed."""
+        index_ok = await self._heal_index()
         for key, state in list(self.partitions.items()):
             failed = state.log.failure is not None
             if state.role is Role.LEADER and (failed or state.handoff_wanted):
                 await self._hand_off(state)
-            if failed and self.partitions.get(key) is state:
+            if failed and index_ok and self.partitions.get(key) is state:
                 await self._reopen(key, state)
         now = self.clock.monotonic()
         for key in [k for k, (at, wait) in self._retry.items() if now - at > 10 * wait]:
             del self._retry[key]  # online long enough: the next failure starts over at 1 s
+        reasons = Counter(storage_errors.reason(why) for why in self._failures().values())
+        for why in storage_errors.REASONS:
+            self.metrics.offline_by_reason.labels(why).set(reasons[why])
+
+    def _failures(self) -> dict[str, Exception]:
+        """Each offline log (`topic-partition`) and the failure that took it offline."""
+        return {
+            f"{s.topic}-{s.partition}": s.log.failure
+            for s in self.partitions.values()
+            if s.log.failure is not None
+        }
 
     def offline(self) -> list[str]:
-        return [f"{t}-{p}" for (t, p), s in self.partitions.items() if s.log.failure is not None]
+        return list(self._failures())
+
+    def offline_reasons(self) -> dict[str, str]:
+        """Each offline log and why, in words (/readyz)."""
+        return {tp: storage_errors.describe(exc) for tp, exc in self._failures().items()}
+
+    async def _heal_index(self) -> bool:
+        """Whether the broker's index takes writes; after a failed write (RocksDB then takes
+        none, on any partition) it is reopened once its disk has room again."""
+        index = self.logs.index
+        if index.failure is None:
+            return True
+        if not await asyncio.to_thread(storage_errors.has_room, index.path):
+            return False
+        try:
+            await asyncio.to_thread(index.reopen)
+        except Exception as exc:  # still failing, or a reader holds it: try again next tick
+            log.debug("index not reopened yet", extra={"error": str(exc)})
+            return False
+        return True
 
     async def _hand_off(self, state: Partition) -> None:
         info = await hand_over(self.repo, self.me, state)
@@ -242,6 +275,10 @@ class ReplicaManager:
         at, wait = self._retry.get(key, (0.0, 1.0))
         now = self.clock.monotonic()
         if now < at:
+            return
+        if not await asyncio.to_thread(storage_errors.has_room, state.log.dir):
+            # A full disk: reopening would succeed and fail again at the first append. Not an
+            # attempt, so the log comes back within a second of space being freed.
             return
         self._retry[key] = (now + wait, min(60.0, wait * 2))
         try:

@@ -1,4 +1,5 @@
-"""`python -m tests.chaos --rounds N --seed S`: a chaos run longer than CI's, or a replay."""
+"""`python -m tests.chaos --rounds N --seed S`: a chaos run longer than CI's, or a replay;
+`--minutes N`: a soak, faults (half of the steps two at once) until N minutes have passed."""
 
 from __future__ import annotations
 
@@ -23,6 +24,15 @@ def main(argv: list[str] | None = None) -> int:
         help=f"comma-separated faults to leave out (default, unless --faults is given: "
         f"{KNOWN_BROKEN!r}, open bugs)",
     )
+    parser.add_argument(
+        "--minutes", type=float, help="a soak: steps go on until this many minutes have passed"
+    )
+    parser.add_argument(
+        "--overlap",
+        type=float,
+        default=0.5,
+        help="the share of steps that are two faults at once (default 0.5; CI's run: 1.0)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the logs and data dirs")
     args = parser.parse_args(argv)
     try:
@@ -31,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     seed = args.seed if args.seed is not None else random.randrange(2**32)
     root = Path(tempfile.mkdtemp(prefix="tierlog-chaos-"))
-    outcome = run(root, seed, args.rounds, faults)
+    outcome = run(root, seed, args.rounds, faults, overlap=args.overlap, minutes=args.minutes)
     print(outcome.report())
     if args.keep or outcome.violations:
         print(f"logs and data in {root}")

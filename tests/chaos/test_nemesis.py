@@ -9,7 +9,14 @@ import pytest
 
 from logformat.frame import CorruptFrameError, decode_header, encode_frame, verify_crc
 from logformat.records import build_batch
-from tests.chaos.nemesis import FAULTS, KNOWN_BROKEN, Nemesis, corrupt_frame, select
+from tests.chaos.nemesis import (
+    FAULTS,
+    KNOWN_BROKEN,
+    POSTGRES_WIDE,
+    Nemesis,
+    corrupt_frame,
+    select,
+)
 
 
 def test_select_includes_and_excludes_by_name() -> None:
@@ -70,3 +77,19 @@ def test_corrupt_frame_leaves_headers_intact_and_fails_the_crc(tmp_path: Path) -
             assert pos < at < pos + header.size
         pos += header.size
     assert bad == 1
+
+
+def test_overlapping_steps_cover_every_fault_and_never_pair_two_postgres_faults() -> None:
+    faults = list(FAULTS)
+    plan = _with_rng(7).overlapping(len(faults) // 2 + 1, faults, 1.0)
+    covered = [name for step in plan for name in step]
+    # Every kind in the first len/2 steps, two at a time (pairs permitting), then more.
+    assert set(covered[: len(faults)]) == set(faults), plan
+    assert all(1 <= len(step) <= 2 for step in plan)
+    for step in plan:
+        assert len(set(step)) == len(step), step
+        assert len(set(step) & POSTGRES_WIDE) <= 1, step
+    assert plan == _with_rng(7).overlapping(len(faults) // 2 + 1, faults, 1.0)  # replays
+    singles = _with_rng(7).overlapping(len(faults), faults, 0.0)
+    assert all(len(step) == 1 for step in singles)
+    assert sorted(s[0] for s in singles) == sorted(faults)

@@ -11,6 +11,7 @@ import random
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -55,11 +56,14 @@ class ChaosProducer(threading.Thread):
         partitions: int,
         stop: threading.Event,
         seed: int,
+        urls: Callable[[], list[str]] | None = None,
     ) -> None:
+        """`urls`: the running brokers' addresses as clients reach them (default: their own)."""
         super().__init__(name=name, daemon=True)
         self.cluster, self.history, self.kind, self.keys = cluster, history, kind, keys
         self.partitions, self.stop = partitions, stop
         self.rng = random.Random(seed)
+        self.urls = urls or (lambda: [b.url for b in cluster.alive()])
         self.retries = 0
         history.producer(name, kind)
 
@@ -113,10 +117,8 @@ class ChaosProducer(threading.Thread):
             time.sleep(0.2)
 
     def _broker(self) -> str:
-        alive = self.cluster.alive()
-        return (
-            self.rng.choice(alive).url if alive else next(iter(self.cluster.brokers.values())).url
-        )
+        alive = self.urls()
+        return self.rng.choice(alive) if alive else next(iter(self.cluster.brokers.values())).url
 
     def _send(
         self,
@@ -158,12 +160,20 @@ class ChaosConsumer(threading.Thread):
     """Reads every partition from the start, in order, through any running broker."""
 
     def __init__(
-        self, cluster: Cluster, history: History, name: str, partitions: int, stop: threading.Event
+        self,
+        cluster: Cluster,
+        history: History,
+        name: str,
+        partitions: int,
+        stop: threading.Event,
+        urls: Callable[[], list[str]] | None = None,
     ) -> None:
+        """`urls`: where to read (default: the running brokers; a fetch node's, say)."""
         super().__init__(name=name, daemon=True)
         self.cluster, self.history, self.partitions, self.stop = cluster, history, partitions, stop
         self.next = dict.fromkeys(range(partitions), 0)
         self.rng = random.Random(name)
+        self.urls = urls or (lambda: [b.url for b in cluster.alive()])
 
     def run(self) -> None:
         try:
@@ -175,10 +185,10 @@ class ChaosConsumer(threading.Thread):
             self.history.error(f"{self.name} crashed: {exc!r}")
 
     def _poll(self, http: httpx.Client, p: int) -> bool:
-        alive = self.cluster.alive()
+        alive = self.urls()
         if not alive:
             return False
-        url = self.rng.choice(alive).url
+        url = self.rng.choice(alive)
         try:
             r = http.get(
                 f"{url}/topics/{TOPIC}/partitions/{p}/records",

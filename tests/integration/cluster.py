@@ -75,11 +75,11 @@ class Cluster:
         IdempotentProducer): for tests that need data in place, not a produce outcome."""
         return self._producer.send(topic, records, partition, **kw)
 
-    def start(self) -> Cluster:
+    def start(self, ready_timeout: float = 60) -> Cluster:
         for b in self.brokers.values():
             b.start(wait=False)
         for b in self.brokers.values():
-            b.wait_ready()
+            b.wait_ready(ready_timeout)
         try:
             wait_for(
                 "all brokers alive",

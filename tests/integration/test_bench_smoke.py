@@ -4,9 +4,10 @@ measured, and prints its table. bench/long_polls.py and the bench/client*.py one
 own test files (test_long_polls.py, test_client_bulk.py, test_client_poll_arrow.py).
 
 spark_scan's JVM spends most of its start waiting, so it runs beside the others (started by a
-module fixture, collected by the last test). So do replication and pipeline, one after the
-other in a lane of their own (a thread the module fixture starts, collected by their tests):
-they mostly wait on leases, paced load and the Delta table catching up."""
+module fixture, collected by the last test). So do replication, pipeline and rolling_restart,
+one after the other in a lane of their own (a thread the module fixture starts, collected by
+their tests): they mostly wait on leases, restarts, paced load and the Delta table catching
+up."""
 
 from __future__ import annotations
 
@@ -76,6 +77,12 @@ EXPECTED = {
         "produce over Kafka, validation on",
         "every look-up answered its id's schema; each topic's log holds every record sent",
     ],
+    "rolling_restart": [
+        "tierlog rolling restart benchmark: 3 brokers RF=3, min.insync.replicas=2, acks=all",
+        "phase                         seconds  produces   p50 ms   p99 ms",
+        "p99 during / before:",
+        "rolling restart: every guarantee held",
+    ],
     "kafka_protocol": [
         "tierlog Kafka protocol benchmark: acks=all, 4 partitions",
         "  records/s    MB/s vs HTTP CPU us/rec: brokers clients",
@@ -84,7 +91,7 @@ EXPECTED = {
         "the Kafka consumer read the key and value bytes HTTP reads there",
     ],
 }
-BACKGROUND = ("replication", "pipeline")  # run by the Lane, in this order
+BACKGROUND = ("replication", "pipeline", "rolling_restart")  # run by the Lane, in this order
 SPARK_EXPECTED = [
     "| query | rows | seconds | rows/s |",
     "| full scan (all columns), tierlog (S3) | 4,000 |",

@@ -6,6 +6,9 @@
 - S3 frozen (every request to the fault proxy stalls): a cold replay from offset 0 gets a
   prompt 503 REQUEST_TIMED_OUT naming S3, from a broker and from the fetch node, instead of
   waiting for minutes of socket timeouts and retries.
+- Postgres frozen before the first cold read (issue 26): the broker (HTTP and Kafka Fetch)
+  and the fetch node answer REQUEST_TIMED_OUT naming Postgres within the manifest deadline,
+  hot reads go on, and cold reads work again once it thaws.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from kio.schema.errors import ErrorCode as KafkaError
 from sqlalchemy.engine import Engine
 
 from coldstore.object_store import ObjectStoreConfig
@@ -29,6 +33,8 @@ from metadata.types import TopicIdPartition
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import FAST, wait_for
 from tests.integration.fetch_nodes import FetchNodeProcess, s3_env
+from tests.integration.kafka_wire import call, fetch_request, fetch_response
+from tests.integration.ports import free_port
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
 from tests.integration.s3_faults import FaultyS3Proxy
 from tiering.worker import TieringWorker
@@ -180,3 +186,114 @@ def test_cold_reads_fail_fast_naming_s3_when_s3_is_frozen(
         r = http.get("/topics/cold/partitions/0/records", params={"offset": 0})
         assert r.status_code == 200, r.text
         assert r.json()["records"][0]["offset"] == 0
+
+
+MANIFEST_TIMEOUT_MS = 2000  # the documented 5 s default, shortened for the test
+COLD_ENV = {"TIERLOG_COLD_MANIFEST_TIMEOUT_MS": str(MANIFEST_TIMEOUT_MS)}
+
+
+@pytest.fixture
+def cold_on_private_pg(
+    private_pg: tuple[str, Path],
+    tmp_path: Path,
+    s3_bucket: ObjectStoreConfig,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[tuple[BrokerProcess, FetchNodeProcess, str, Path]]:
+    """A broker (HTTP and Kafka) and a fetch node on a Postgres of the test's own, the first
+    half of a topic tiered and gone from the broker's disk, and no cold read made yet: the
+    first cold read has to ask the manifest (nothing of it is cached)."""
+    url, pgdata = private_pg
+    env = {**s3_env(s3_bucket), **COLD_ENV}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    kafka = f"127.0.0.1:{free_port()}"
+    broker = BrokerProcess(url, tmp_path / "data-1", 1, [*FAST, "--kafka-listen", kafka])
+    node = FetchNodeProcess(url, tmp_path / "fetch.log", env)
+    engine = make_engine(url)
+    try:
+        broker.start(wait=False)
+        node.launch()
+        broker.wait_ready()
+        r = broker.http.post(
+            "/topics",
+            json={
+                "name": "cold",
+                "partitions": 1,
+                "configs": {"segment.bytes": 2048, "local.retention.ms": 1000},
+            },
+        )
+        assert r.status_code == 201, r.text
+        tid = str(r.json()["id"])
+        for i in range(0, N, 3):
+            broker.produce("cold", [{"value": f"value-{j:04d}" * 10} for j in range(i, i + 3)])
+        _tier_half(engine, s3_bucket, tid)
+        wait_for(
+            "tiered segments deleted locally",
+            lambda: int(broker.http.get("/topics/cold").json()["partitions"][0]["hot"]["start"]),
+        )
+        yield broker, node.wait_ready(), kafka, pgdata
+    finally:
+        engine.dispose()
+        node.stop()
+        broker.stop()
+
+
+def _tier_half(engine: Engine, bucket: ObjectStoreConfig, tid: str) -> None:
+    manifest = ColdManifest(engine)
+    worker = TieringWorker(engine, bucket, "cold-worker")
+    try:
+
+        def tiered_far() -> bool:
+            worker.run_once()
+            return (manifest.tiered_end_offset(TopicIdPartition(tid, 0)) or 0) >= N // 2
+
+        wait_for("half the topic tiered", tiered_far, timeout=90, every=0.3)
+    finally:
+        worker.close()
+
+
+def _timed_out_on_postgres(r: httpx.Response) -> None:
+    assert r.status_code == 503, r.text
+    doc = r.json()
+    assert doc["error_code"] == "REQUEST_TIMED_OUT", doc
+    assert doc["dependency"] == "postgres", doc
+    assert f"within {MANIFEST_TIMEOUT_MS // 1000} s" in doc["message"], doc
+
+
+def _kafka_fetch_error(bootstrap: str, offset: int) -> int:
+    resp = fetch_response(call(bootstrap, fetch_request("cold", offset, 0)))
+    return int(resp.responses[0].partitions[0].error_code)
+
+
+def test_cold_reads_answer_in_time_naming_postgres_when_it_freezes_mid_read(
+    cold_on_private_pg: tuple[BrokerProcess, FetchNodeProcess, str, Path],
+) -> None:
+    broker, node, kafka, pgdata = cold_on_private_pg
+    pids = _postgres_pids(pgdata)
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        # The client waits far longer than the deadline: the answer is the server's, and a
+        # read that hangs fails here as httpx.ReadTimeout, never as a pass.
+        for http in (broker.http, node.http):
+            r = http.get("/topics/cold/partitions/0/records", params={"offset": 0}, timeout=60)
+            _timed_out_on_postgres(r)
+            hot = http.get(
+                "/topics/cold/partitions/0/records", params={"offset": N - 1}, timeout=60
+            )
+            assert hot.status_code == 200, hot.text  # hot reads do not wait on the manifest
+            assert hot.json()["records"][0]["offset"] == N - 1
+        # Kafka's Fetch: the same error, by its Kafka code (7), for the partition.
+        assert _kafka_fetch_error(kafka, 0) == KafkaError.request_timed_out.value
+        assert _kafka_fetch_error(kafka, N - 1) == KafkaError.none.value
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+
+    def replayed(http: httpx.Client) -> bool:  # thawed: the stuck queries free themselves
+        r = http.get("/topics/cold/partitions/0/records", params={"offset": 0}, timeout=60)
+        return r.status_code == 200 and r.json()["records"][0]["offset"] == 0
+
+    for http in (broker.http, node.http):
+        wait_for("cold reads back after the thaw", lambda http=http: replayed(http))
+    wait_for("Kafka cold reads back", lambda: _kafka_fetch_error(kafka, 0) == 0)

@@ -17,6 +17,7 @@ import pytest
 
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import Cluster
+from tests.integration.http_sockets import connect, fate
 
 MiB = 1024 * 1024
 ATTACKER = "127.0.0.2"
@@ -107,7 +108,7 @@ async def _header_bomb(port: int, total: int) -> tuple[bytes, int]:
     """One endless header value, 64 KiB at a time: what came back and how much got sent."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(ATTACKER, 0))
     writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Bomb: ")
-    sent, answer = 0, b""
+    sent = 0
     chunk = b"a" * 65536
     try:
         while sent < total:
@@ -117,9 +118,7 @@ async def _header_bomb(port: int, total: int) -> tuple[bytes, int]:
     except (ConnectionError, OSError, TimeoutError):
         pass
     try:
-        answer = await asyncio.wait_for(reader.read(), 10)
-    except (ConnectionError, OSError):
-        pass
+        answer = await fate(reader, 10)  # a server that never closes fails, not passes
     finally:
         writer.close()
     return answer, sent
@@ -151,25 +150,13 @@ def test_header_bombs_get_431_and_the_leader_keeps_working(cluster: Cluster) -> 
     watch.check_after()
 
 
-async def _connect(address: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    return await asyncio.open_connection("127.0.0.1", port, local_addr=(address, 0))
-
-
-async def _fate(reader: asyncio.StreamReader, timeout: float) -> bytes:
-    """Everything the server sends until it closes the connection; fails if it never does."""
-    try:
-        return await asyncio.wait_for(reader.read(), timeout)
-    except (ConnectionError, OSError):
-        return b""
-
-
 def test_slowloris_is_capped_per_address_and_timed_out(cluster: Cluster) -> None:
     watch = Watch(cluster)
     port = watch.leader.port
 
     async def attack() -> list[bytes]:
         # 600 connections from one address, half of them trickling a request line.
-        conns = await asyncio.gather(*(_connect(ATTACKER, port) for _ in range(600)))
+        conns = await asyncio.gather(*(connect(ATTACKER, port) for _ in range(600)))
         for i, (_, writer) in enumerate(conns):
             if i % 2:
                 writer.write(b"GET /topics HTTP/1.1\r\nHost: x\r\n")
@@ -178,7 +165,7 @@ def test_slowloris_is_capped_per_address_and_timed_out(cluster: Cluster) -> None
             if i % 2 and not writer.is_closing():
                 writer.write(b"X-Slow: 1\r\n")  # a trickle does not extend the deadline
         # Every socket is closed by the broker: at once over the cap, else at the deadline.
-        fates = await asyncio.gather(*(_fate(reader, 15) for reader, _ in conns))
+        fates = await asyncio.gather(*(fate(reader, 15) for reader, _ in conns))
         for _, writer in conns:
             writer.close()
         return fates
@@ -201,14 +188,14 @@ def test_health_checks_answer_when_connections_exceed_the_cap(broker_factory: Fa
     broker = broker_factory(extra_args=["--max-connections", "50", "--header-timeout-ms", "3000"])
 
     async def flood() -> None:
-        conns = await asyncio.gather(*(_connect(ATTACKER, broker.port) for _ in range(80)))
+        conns = await asyncio.gather(*(connect(ATTACKER, broker.port) for _ in range(80)))
         await asyncio.sleep(0.3)
         async with httpx.AsyncClient(base_url=broker.url, timeout=10) as http:
             assert (await http.get("/healthz")).status_code == 200
             assert (await http.get("/readyz")).status_code == 200
             # Everything else meets the server-wide cap while the flood holds its sockets.
             assert (await http.get("/topics")).status_code == 503
-        await asyncio.gather(*(_fate(reader, 15) for reader, _ in conns))
+        await asyncio.gather(*(fate(reader, 15) for reader, _ in conns))
         for _, writer in conns:
             writer.close()
         async with httpx.AsyncClient(base_url=broker.url, timeout=10) as http:

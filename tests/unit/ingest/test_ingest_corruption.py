@@ -101,7 +101,12 @@ def test_a_follower_repairs_by_truncating_below_the_corrupt_frame(env, frame) ->
         with pytest.raises(CorruptLogError):
             await fetch(state, 0, 1_000, 1 << 20, 0)  # a fetch node's follower read
         assert state.repair_from == bad
-        corruption.repair(state)  # what the replica fetcher does before its next fetch
+        # In the ISR it never cuts below the high watermark (elected, it would lose committed
+        # records): it does not fetch, so its leader drops it, and then it cuts.
+        assert not corruption.repair(state)  # what the replica fetcher does before a fetch
+        assert state.repair_from == bad and log.log_end_offset > bad
+        state.apply(PartitionRecord("orders", env.topic_id, 0, 1, 5, [1, 2, 3], [1, 3], 8))
+        assert corruption.repair(state)
         assert state.repair_from is None
         assert log.log_end_offset == bad and state.high_watermark == bad
         got = await fetch(state, 0, 1_000, 1 << 20, 0)  # the whole frames below it still serve
@@ -127,9 +132,10 @@ def test_a_leader_answers_errors_then_repairs_once_a_follower(env, frame) -> Non
         assert state.handoff_wanted and log.log_end_offset == end
         # Handed off, its first fetch as a follower cuts below the bad frame it found as leader,
         # with no second read needed to find it again.
-        state.apply(PartitionRecord("orders", env.topic_id, 0, 2, 6, [2, 1], [2, 1], 8))
+        # (hand_over takes the resigning leader out of the ISR)
+        state.apply(PartitionRecord("orders", env.topic_id, 0, 2, 6, [2, 1], [2], 8))
         assert state.role is Role.FOLLOWER
-        corruption.repair(state)
+        assert corruption.repair(state)
         assert state.repair_from is None and log.log_end_offset == bad
 
     asyncio.run(run())
