@@ -146,7 +146,7 @@ def _pipeline(
 ) -> tuple[list[Step], Step | None, list[float], int]:
     (tmp / "cluster").mkdir()
     db = new_database(url, "cluster")
-    c = Cluster(db, tmp / "cluster", 3, env=s3_env).start()
+    c = Cluster(db, tmp / "cluster", 3, env=s3_env).start(ready_timeout=120)
     workers = _workers(args.workers, {**s3_env, "TIERLOG_DATABASE_URL": db}, tmp / "tiering.log")
     watcher = DeltaWatcher(uri, opts, args.watch_ms / 1000)
     try:

@@ -46,11 +46,12 @@ class RightsCache:
         self.ttl_s = ttl_s
         self._cache: dict[str, tuple[float, Rights]] = {}
 
-    async def of(self, api: ClusterApi, key: str | None) -> Rights:
+    async def of(self, api: ClusterApi, key: str | None, fresh: bool = False) -> Rights:
+        """`fresh`: ask the cluster again even within the TTL (a group that appeared since)."""
         digest = hashlib.sha256((key or "").encode()).hexdigest()
         now = time.monotonic()
         hit = self._cache.get(digest)
-        if hit is not None and hit[0] > now:
+        if hit is not None and hit[0] > now and not fresh:
             return hit[1]
         rights = await _ask(api, key)
         if len(self._cache) >= MAX_CACHED:
@@ -74,7 +75,7 @@ async def _may_read_metrics(api: ClusterApi, key: str | None) -> bool:
     return True
 
 
-async def rights(request: Request) -> Rights:
+async def rights(request: Request, fresh: bool = False) -> Rights:
     """The signed-in key's rights (ConsoleApiError 401 when it must sign in)."""
     cache: RightsCache = request.app.state.rights
-    return await cache.of(request.app.state.api, auth.api_key(request))
+    return await cache.of(request.app.state.api, auth.api_key(request), fresh)

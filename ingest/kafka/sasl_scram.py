@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from scramp import ScramException, ScramMechanism
 
@@ -20,7 +20,18 @@ from cluster.auth_throttle import Attempt
 from metadata.scram import MECHANISMS, ScramCredential, ScramRepo
 
 if TYPE_CHECKING:
-    from ingest.kafka.context import KafkaContext
+    from ingest.broker import Broker
+
+
+class KafkaContext(Protocol):
+    """What an exchange reads of its connection (ingest/kafka/context.py's KafkaContext,
+    described here: the context holds the exchange, so importing it would be a cycle)."""
+
+    @property
+    def peer(self) -> str: ...
+    @property
+    def broker(self) -> Broker: ...
+
 
 FAILED = (
     "authentication failed: the SCRAM username must be an API key's id with a SCRAM "

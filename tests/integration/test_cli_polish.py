@@ -54,7 +54,15 @@ def test_version_and_help_texts() -> None:
     version = importlib.metadata.version("tierlog")
     assert tierlog("--version").stdout == f"tierlog {version}\n"
     options = _option_help(tierlog("dev", "--help").stdout)
-    assert set(options) == {"--help", "--brokers", "--port", "--data-dir", "--auth", "--log-level"}
+    assert set(options) == {
+        "--help",
+        "--brokers",
+        "--port",
+        "--data-dir",
+        "--auth",
+        "--kafka-defaults",
+        "--log-level",
+    }
     assert all(options.values()), options  # every option says what it does
     topics = tierlog("topics", "--help").stdout
     for action in ("create", "list", "describe", "alter", "delete"):
