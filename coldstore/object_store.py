@@ -66,8 +66,9 @@ class ObjectStoreConfig(NamedTuple):
     multipart_chunksize: int = 16 * MiB
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> ObjectStoreConfig:
-        env = os.environ if environ is None else environ
+    def from_env(cls, env: Mapping[str, str]) -> ObjectStoreConfig:
+        """From TIERLOG_S3_* and boto3's AWS_* variables in `env` (the composition root hands
+        over the process's environment: this library reads none itself)."""
         return cls(
             bucket=env.get("TIERLOG_S3_BUCKET") or "tierlog",
             prefix=(env.get("TIERLOG_S3_PREFIX") or "").strip("/"),
@@ -372,6 +373,6 @@ class AsyncObjectStore:
         return int(resp["ContentLength"])
 
 
-def storage_options(config: ObjectStoreConfig | None = None) -> dict[str, str]:
-    """deltalake storage_options for `config` (default: from the environment)."""
-    return (config or ObjectStoreConfig.from_env()).storage_options()
+def storage_options(config: ObjectStoreConfig) -> dict[str, str]:
+    """deltalake storage_options for `config`."""
+    return config.storage_options()

@@ -66,10 +66,10 @@ class ColdTierConfig(NamedTuple):
     s3_timeout_s: float = 20.0  # one ranged GET, retries included, at most this
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> ColdTierConfig:
+    def from_env(cls, env: Mapping[str, str]) -> ColdTierConfig:
         """TIERLOG_COLD_CACHE_MB, _DECODED_MB, _PREFETCH_MB (window), _DECODE_THREADS,
-        _MANIFEST_TIMEOUT_MS, _S3_TIMEOUT_MS."""
-        env = os.environ if environ is None else environ
+        _MANIFEST_TIMEOUT_MS, _S3_TIMEOUT_MS, from `env` (the composition root hands over the
+        process's environment)."""
 
         def mib(name: str, default: int) -> int:
             raw = env.get(f"TIERLOG_COLD_{name}")
