@@ -26,6 +26,8 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from failures.families import UnavailableError
+
 MiB = 1 << 20
 _DELETE_BATCH = 1000  # the DeleteObjects API limit
 _NOT_FOUND = frozenset(("404", "NoSuchKey", "NotFound", "NoSuchBucket"))
@@ -41,8 +43,11 @@ class ObjectNotFoundError(KeyError):
     """No object at that key."""
 
 
-class S3UnavailableError(RuntimeError):
+class S3UnavailableError(UnavailableError):
     """S3 answered a server error (5xx) even after botocore's retries: try again later."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("S3", message)
 
 
 # What a caller that can wait (a node starting up) retries: the endpoint unreachable or

@@ -23,6 +23,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from cluster.read_contract import ColdRange, ColdRead
 from cluster.search_contract import ColdSearchPlan, FileHits, SearchQuery
+from failures.classify import family
+from failures.families import Family, StorageError, UnavailableError
 from fetch.cold import metrics
 from fetch.cold.cold_caches import ColdCaches
 from fetch.cold.cold_index import ColdIndex, ManifestQueries
@@ -291,5 +293,10 @@ def _lower_priority() -> None:
 
 
 def _unavailable(what: str, exc: BaseException) -> TierlogError:
+    """The cold tier's adapter: S3 or Postgres away is an outage, a corrupt object a storage
+    error (both retriable: another read may succeed); the client sees KAFKA_STORAGE_ERROR."""
     log.warning("cold read failed: %s: %r", what, exc)
-    return TierlogError(ErrorCode.KAFKA_STORAGE_ERROR, f"{what}: {exc}")
+    if family(exc) in (Family.UNAVAILABLE, Family.THROTTLED):
+        dependency = "Postgres" if isinstance(exc, SQLAlchemyError) else "S3"
+        return UnavailableError(dependency, f"{what}: {exc}", ErrorCode.KAFKA_STORAGE_ERROR)
+    return StorageError(f"{what}: {exc}")
