@@ -264,3 +264,48 @@ def worker_settings(role: str, poll_env: str, poll_ms: int) -> tuple[Setting[Any
 
 def _optional(name: str, doc: str, **kw: Any) -> Setting[str | None]:
     return Setting(name, str, None, doc, **kw)
+
+
+# The cold-tier reader of brokers and fetch nodes (fetch/cold/cold_tier.py's ColdTierConfig).
+COLD_CACHE_MB = Setting(
+    "cold_cache_mb",
+    int,
+    256,
+    "MiB of raw S3 byte ranges cached (demand reads and prefetch): the reader's memory bound",
+    validate=at_least(1),
+)
+COLD_DECODED_MB = Setting(
+    "cold_decoded_mb", int, 128, "MiB of decoded row groups cached", validate=at_least(1)
+)
+COLD_PREFETCH_MB = Setting(
+    "cold_prefetch_mb",
+    int,
+    64,
+    "MiB a sequential cold reader is read ahead (the prefetch window)",
+    validate=at_least(0),
+)
+COLD_DECODE_THREADS = Setting(
+    "cold_decode_threads", int, 2, "threads decoding Parquet row groups", validate=at_least(1)
+)
+COLD_MANIFEST_TIMEOUT_MS = Setting(
+    "cold_manifest_timeout_ms",
+    int,
+    5000,
+    "a cold manifest query (Postgres) is waited for at most this, else REQUEST_TIMED_OUT",
+    validate=at_least(1),
+)
+COLD_S3_TIMEOUT_MS = Setting(
+    "cold_s3_timeout_ms",
+    int,
+    20_000,
+    "one ranged S3 GET, retries included, is waited for at most this",
+    validate=at_least(1),
+)
+COLD: tuple[Setting[Any], ...] = (
+    COLD_CACHE_MB,
+    COLD_DECODED_MB,
+    COLD_PREFETCH_MB,
+    COLD_DECODE_THREADS,
+    COLD_MANIFEST_TIMEOUT_MS,
+    COLD_S3_TIMEOUT_MS,
+)

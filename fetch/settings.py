@@ -43,5 +43,6 @@ FETCH = SettingsTable(
         *node.HTTP_LIMITS,
         *node.CONCURRENCY,
         *node.S3,
+        *node.COLD,
     ),
 )

@@ -338,5 +338,6 @@ BROKER = SettingsTable(
         *node.HTTP_LIMITS,
         *node.CONCURRENCY,
         *node.S3,
+        *node.COLD,
     ),
 )

@@ -160,7 +160,7 @@ def run_broker(args: argparse.Namespace) -> int:
     store = object_store(s)
     serve(
         config,
-        cold_reader=cold_tier(config.database_url, store),
+        cold_reader=cold_tier(s, config.database_url, store),
         extensions=[groups_on_broker, lake_on_node(store), registry_on_broker],
     )
     return 0
@@ -197,5 +197,6 @@ def run_fetch(args: argparse.Namespace) -> int:
         http_limits=http_limits(s),
         concurrency=concurrency_limits(s),
     )
-    serve(config, cold_tier(database_url, store), [groups_on_fetch_node, lake_on_node(store)])
+    cold = cold_tier(s, database_url, store)
+    serve(config, cold, [groups_on_fetch_node, lake_on_node(store)])
     return 0

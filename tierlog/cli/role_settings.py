@@ -77,7 +77,7 @@ def s3_config(s: Settings) -> ObjectStoreConfig:
     )
 
 
-def cold_tier(database_url: str, store: ObjectStoreConfig | None) -> ColdReader | None:
+def cold_tier(s: Settings, database_url: str, store: ObjectStoreConfig | None) -> ColdReader | None:
     """fetch's cold reader over the async object store, when S3 is configured: how a broker
     serves offsets below its local log start, and how a fetch node reads S3."""
     if store is None:
@@ -85,7 +85,17 @@ def cold_tier(database_url: str, store: ObjectStoreConfig | None) -> ColdReader 
     from coldstore.object_store import AsyncObjectStore
     from fetch.cold.cold_tier import ColdTier, ColdTierConfig
 
-    return ColdTier(database_url, AsyncObjectStore(store), ColdTierConfig.from_env(os.environ))
+    mib = 1 << 20
+    base = ColdTierConfig()
+    config = base._replace(
+        cache_bytes=s[node.COLD_CACHE_MB] * mib,
+        decoded_bytes=s[node.COLD_DECODED_MB] * mib,
+        decode_threads=s[node.COLD_DECODE_THREADS],
+        manifest_timeout_s=s[node.COLD_MANIFEST_TIMEOUT_MS] / 1000,
+        s3_timeout_s=s[node.COLD_S3_TIMEOUT_MS] / 1000,
+        prefetch=base.prefetch._replace(window_bytes=s[node.COLD_PREFETCH_MB] * mib),
+    )
+    return ColdTier(database_url, AsyncObjectStore(store), config)
 
 
 def throttle_settings(s: Settings) -> ThrottleSettings:
