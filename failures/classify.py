@@ -8,6 +8,7 @@ import asyncio
 import errno
 
 import httpx
+import psycopg
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -67,6 +68,8 @@ def family(exc: BaseException) -> Family:
         return family_of(exc.code)
     if isinstance(exc, sa.SQLAlchemyError):
         return _sqlalchemy(exc)
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):  # psycopg direct
+        return Family.UNAVAILABLE
     if isinstance(exc, ClientError):
         return _client_error(exc)
     if isinstance(exc, _BOTO_NETWORK):

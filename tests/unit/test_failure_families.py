@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 
 import httpx
+import psycopg
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 from kio.schema.errors import ErrorCode as KafkaError
@@ -57,6 +58,7 @@ def _client_error(code: str, status: int) -> ClientError:
         (_client_error("AccessDenied", 403), Family.AUTHORIZATION, False),
         (S3UnavailableError("5xx"), Family.UNAVAILABLE, True),
         (httpx.ConnectError("refused"), Family.UNAVAILABLE, True),
+        (psycopg.OperationalError("connection refused"), Family.UNAVAILABLE, True),
         (ConnectionRefusedError(), Family.UNAVAILABLE, True),
         (OSError(errno.ENOSPC, "No space left on device"), Family.STORAGE, True),
         (OSError(errno.ENOENT, "gone"), Family.INTERNAL, False),
