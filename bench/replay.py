@@ -155,7 +155,7 @@ def setup(args: argparse.Namespace, tmp: Path) -> tuple[LocalPostgres, LocalS3, 
     # Caches well below the data, so every replay pass reads S3 again.
     os.environ["TIERLOG_COLD_CACHE_MB"] = str(args.cache_mb)
     os.environ["TIERLOG_COLD_DECODED_MB"] = str(args.cache_mb // 2)
-    ObjectStore(ObjectStoreConfig.from_env()).ensure_bucket()
+    ObjectStore(ObjectStoreConfig.from_env(os.environ)).ensure_bucket()
     return pg, s3, url
 
 
@@ -192,7 +192,7 @@ def load_topic(
         produced.produced(table.column("value"))
     engine = make_engine(url)
     manifest = ColdManifest(engine)
-    worker = TieringWorker(engine, ObjectStoreConfig.from_env(), "bench-worker")
+    worker = TieringWorker(engine, ObjectStoreConfig.from_env(os.environ), "bench-worker")
     try:
         deadline = time.monotonic() + 600
         while True:

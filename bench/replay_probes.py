@@ -5,6 +5,7 @@ fetch node's Prometheus metrics, and the raw limit of the S3 endpoint (ranged GE
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import time
 
@@ -53,7 +54,7 @@ def raw_limit(files: list[tuple[str, int]], concurrency: int, chunk: int) -> tup
 
     async def run() -> tuple[float, int, int]:
         ranges = [(k, s, min(s + chunk, size)) for k, size in files for s in range(0, size, chunk)]
-        async with AsyncObjectStore(ObjectStoreConfig.from_env()) as store:
+        async with AsyncObjectStore(ObjectStoreConfig.from_env(os.environ)) as store:
             sem = asyncio.Semaphore(concurrency)
             total = 0
 

@@ -115,7 +115,7 @@ def load(args: argparse.Namespace, broker: BrokerProcess, url: str) -> tuple[int
     set_segment_ms(broker, 1000)
     engine = make_engine(url)
     tp = TopicIdPartition(tid, 0)
-    worker = TieringWorker(engine, ObjectStoreConfig.from_env(), "bench-worker")
+    worker = TieringWorker(engine, ObjectStoreConfig.from_env(os.environ), "bench-worker")
     try:
         deadline = time.monotonic() + 900
         while True:

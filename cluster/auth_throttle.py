@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 from prometheus_client import Counter
 
+from cluster import node_settings as node
 from logformat.errors import ErrorCode, TierlogError
 
 log = logging.getLogger("tierlog.auth")
@@ -47,10 +48,16 @@ _GOOD_FOR_S = 3600.0  # a key that authenticated skips the queue this long
 
 
 class ThrottleSettings(NamedTuple):
-    free: int = 3  # failures per source in the window before attempts take turns
-    delay_ms: int = 1000  # one attempt per source per this, once it has failed `free` times
-    window_ms: int = 60_000
-    max_wait_ms: int = 5000  # a turn further off than this is refused at once
+    free: int = (
+        node.FAILED_AUTH_FREE.default
+    )  # failures per source in the window before attempts take turns
+    delay_ms: int = (
+        node.FAILED_AUTH_DELAY_MS.default
+    )  # one attempt per source per this, once it has failed `free` times
+    window_ms: int = node.FAILED_AUTH_WINDOW_MS.default
+    max_wait_ms: int = (
+        node.FAILED_AUTH_MAX_WAIT_MS.default
+    )  # a turn further off than this is refused at once
 
 
 class AuthThrottled(TierlogError):

@@ -6,18 +6,20 @@ brokers do the same for their controller quorum."""
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from typing import TypeVar
+
+from cluster.node_settings import STARTUP_WAIT_S
 
 T = TypeVar("T")
 
 log = logging.getLogger("tierlog.startup")
 
-# How long a starting node waits for Postgres or S3 before it gives up (and exits non-zero).
-STARTUP_WAIT_ENV = "TIERLOG_STARTUP_WAIT_S"
-DEFAULT_STARTUP_WAIT_S = 60.0
+# How long a starting node waits for Postgres or S3 before it gives up (and exits non-zero):
+# --startup-wait-s / TIERLOG_STARTUP_WAIT_S (cluster/node_settings.py), set at start-up.
+DEFAULT_STARTUP_WAIT_S: float = STARTUP_WAIT_S.default
+_wait_s = [DEFAULT_STARTUP_WAIT_S]
 _FIRST_BACKOFF_S, _MAX_BACKOFF_S = 0.5, 5.0
 
 
@@ -25,17 +27,15 @@ class DependencyUnavailableError(RuntimeError):
     """A dependency stayed unreachable for the whole start-up wait."""
 
 
+def set_startup_wait_s(seconds: float) -> None:
+    """This process's start-up wait (the composition root sets it from the role's settings)."""
+    if seconds < 0:
+        raise ValueError(f"a start-up wait must be zero or more seconds, not {seconds}")
+    _wait_s[0] = seconds
+
+
 def startup_wait_s() -> float:
-    raw = os.environ.get(STARTUP_WAIT_ENV)
-    if not raw:
-        return DEFAULT_STARTUP_WAIT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{STARTUP_WAIT_ENV}={raw!r} is not a number of seconds") from None
-    if value < 0:
-        raise ValueError(f"{STARTUP_WAIT_ENV}={raw!r} must be zero or more seconds")
-    return value
+    return _wait_s[0]
 
 
 def wait_for(
@@ -47,7 +47,7 @@ def wait_for(
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
     """`attempt()`'s result, calling it again while it raises one of `retry_on`, until
-    `timeout_s` (default: TIERLOG_STARTUP_WAIT_S, else 60 s) have passed."""
+    `timeout_s` (default: the role's --startup-wait-s, else 60 s) have passed."""
     budget = startup_wait_s() if timeout_s is None else timeout_s
     deadline = time.monotonic() + budget
     backoff, misses = _FIRST_BACKOFF_S, 0

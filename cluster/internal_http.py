@@ -2,16 +2,16 @@
 tiering's segment downloads, fetch nodes' hot reads and offset lookups, the groups' lookups.
 
 Every request carries the cluster credential (read per request: a node loads the cluster
-secret from Postgres after it builds its clients), and HTTPS trusts the CA bundle named by
-TIERLOG_TLS_CA (each role's `--tls-ca` sets it), so a cluster whose certificates come from a
-private CA can talk to itself; else httpx's default (certifi's bundle, or SSL_CERT_FILE /
-SSL_CERT_DIR). A request that must not carry the credential passes `auth=None`.
+secret from Postgres after it builds its clients), and HTTPS trusts the CA bundle the
+composition root names with `trust_ca` (each role's `--tls-ca` / TIERLOG_TLS_CA), so a cluster
+whose certificates come from a private CA can talk to itself; else httpx's default (certifi's
+bundle, or SSL_CERT_FILE / SSL_CERT_DIR). A request that must not carry the credential passes
+`auth=None`.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import ssl
 from collections.abc import Callable, Generator
 from urllib.parse import quote
@@ -19,13 +19,20 @@ from urllib.parse import quote
 import httpx
 from starlette.requests import Request
 
-ENV = "TIERLOG_TLS_CA"
 CLUSTER_TOKEN_HEADER = "x-tierlog-cluster-token"
 FORWARDED_HEADER = "x-tierlog-forwarded"  # a request one node passed on to another
 
 
+_trusted_ca: list[str | None] = [None]  # one per process: set once, at start-up
+
+
+def trust_ca(path: str | None) -> None:
+    """Make `path` (a PEM CA bundle) the trust of this process's node-to-node clients."""
+    _trusted_ca[0] = path
+
+
 def internal_verify() -> ssl.SSLContext | bool:
-    path = os.environ.get(ENV)
+    path = _trusted_ca[0]
     return _context(path) if path else True
 
 

@@ -13,6 +13,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 
+from cluster.duty import FailurePolicy
 from cluster.metadata_cache import MetadataCache
 from cluster.metadata_listener import MetadataListener
 
@@ -74,6 +75,8 @@ class MetadataFollower:
             self._loop.call_soon_threadsafe(self._wanted.set)
 
     async def _run(self) -> None:
+        # Postgres away: one line per failure; a bug: its traceback, counted (cluster/duty.py).
+        policy = FailurePolicy("metadata-refresh", RETRY_PAUSE_S)
         while not self._stopping:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._interval_s):
@@ -81,6 +84,8 @@ class MetadataFollower:
             self._wanted.clear()
             try:
                 await self.refresh_now()
-            except Exception:
-                log.exception("metadata refresh failed")
-                await asyncio.sleep(RETRY_PAUSE_S)
+            except Exception as exc:  # the policy tells an outage from a bug
+                policy.failed(exc)
+                await asyncio.sleep(RETRY_PAUSE_S)  # prompt: a refresh is wanted once it works
+            else:
+                policy.succeeded()

@@ -3,16 +3,14 @@ metadata (MetadataFollower) or security (Authorizer) spread without waiting for 
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 
 import psycopg
 from sqlalchemy.engine import make_url
 
+from cluster.duty import FailurePolicy
 from metadata.db import NOTIFY_CHANNEL
-
-log = logging.getLogger("tierlog.metadata_listener")
 
 
 def libpq_url(url: str) -> str:
@@ -39,15 +37,18 @@ class MetadataListener:
         self._stop.set()
 
     def _run(self) -> None:
+        # Postgres away: one line, reconnect; a bug: its traceback, counted (cluster/duty.py).
+        policy = FailurePolicy("metadata-listener", 1.0)
         while not self._stop.is_set():
             try:
                 with psycopg.connect(self._url, autocommit=True, connect_timeout=5) as conn:
                     conn.execute(f"LISTEN {self._channel}")
+                    policy.succeeded()
                     self._on_notify()  # changes may have happened while we were not listening
                     while not self._stop.is_set():
                         for _ in conn.notifies(timeout=1.0, stop_after=1):
                             self._on_notify()
-            except Exception as exc:
+            except Exception as exc:  # the policy tells an outage from a bug
                 if not self._stop.is_set():
-                    log.warning("metadata listener reconnecting", extra={"error": str(exc)})
+                    policy.failed(exc)  # logs it: one line for an outage, a traceback for a bug
                     self._stop.wait(1.0)

@@ -26,6 +26,8 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from failures.families import UnavailableError
+
 MiB = 1 << 20
 _DELETE_BATCH = 1000  # the DeleteObjects API limit
 _NOT_FOUND = frozenset(("404", "NoSuchKey", "NotFound", "NoSuchBucket"))
@@ -41,8 +43,11 @@ class ObjectNotFoundError(KeyError):
     """No object at that key."""
 
 
-class S3UnavailableError(RuntimeError):
+class S3UnavailableError(UnavailableError):
     """S3 answered a server error (5xx) even after botocore's retries: try again later."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("S3", message)
 
 
 # What a caller that can wait (a node starting up) retries: the endpoint unreachable or
@@ -66,8 +71,9 @@ class ObjectStoreConfig(NamedTuple):
     multipart_chunksize: int = 16 * MiB
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> ObjectStoreConfig:
-        env = os.environ if environ is None else environ
+    def from_env(cls, env: Mapping[str, str]) -> ObjectStoreConfig:
+        """From TIERLOG_S3_* and boto3's AWS_* variables in `env` (the composition root hands
+        over the process's environment: this library reads none itself)."""
         return cls(
             bucket=env.get("TIERLOG_S3_BUCKET") or "tierlog",
             prefix=(env.get("TIERLOG_S3_PREFIX") or "").strip("/"),
@@ -372,6 +378,6 @@ class AsyncObjectStore:
         return int(resp["ContentLength"])
 
 
-def storage_options(config: ObjectStoreConfig | None = None) -> dict[str, str]:
-    """deltalake storage_options for `config` (default: from the environment)."""
-    return (config or ObjectStoreConfig.from_env()).storage_options()
+def storage_options(config: ObjectStoreConfig) -> dict[str, str]:
+    """deltalake storage_options for `config`."""
+    return config.storage_options()

@@ -32,6 +32,7 @@ from coldstore.layout import data_file_relpath, table_key, table_uri
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from coldstore.parquet_writer import DEFAULT_ROW_GROUP_BYTES
 from compaction import metrics
+from compaction import settings as table
 from compaction.manifest_ops import COMPACTED_MARK, MERGED_MARK, CompactionManifest
 from compaction.plan import Expired, plan_key_compaction, plan_merges, plan_retention
 from compaction.rewrite import (
@@ -51,10 +52,10 @@ _GET_THREADS = 8  # concurrent GETs: a rewrite's input is many small objects
 
 
 class Settings(NamedTuple):
-    target_file_bytes: int = 64 * MiB  # merges and key compaction write files of about this
+    target_file_bytes: int = table.TARGET_FILE_BYTES.default  # compaction/settings.py
     merge_min_files: int = 4  # a bin under half the target merges once it has this many
-    min_grace_ms: int = 60_000  # floor under file.delete.delay.ms before objects go
-    stale_upload_ms: int = 24 * 3600 * 1000  # multipart uploads open this long are abandoned
+    min_grace_ms: int = table.MIN_GRACE_MS.default  # floor under file.delete.delay.ms
+    stale_upload_ms: int = table.STALE_UPLOAD_MS.default  # open uploads abandoned after
     upload_check_s: float = 600.0  # how often to list open multipart uploads
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES
     temp_dir: str | None = None

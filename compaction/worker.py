@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 from sqlalchemy.engine import Engine
 
+from cluster.duty import FailurePolicy
 from cluster.worker_health import Health
 from coldstore.object_store import ObjectStoreConfig
 from compaction import metrics
@@ -73,15 +74,18 @@ class CompactionWorker:
         self, poll_ms: int, stop_event: threading.Event, health: Health | None = None
     ) -> None:
         log.info("compaction worker started", extra={"worker": self.worker_id})
+        # Postgres or S3 away: back off until they are back; a bug: its traceback, counted.
+        policy = FailurePolicy("compaction", poll_ms / 1000, context={"worker": self.worker_id})
         while not stop_event.is_set():
             try:
                 self.run_once()
-            except Exception:  # Postgres or S3 down: keep going, they come back
-                log.exception("compaction pass failed", extra={"worker": self.worker_id})
+                policy.succeeded()
+            except Exception as exc:  # the policy tells an outage from a bug
+                policy.failed(exc)
                 metrics.FAILURES.labels("loop").inc()
             if health is not None:
                 health.beat()
-            stop_event.wait(poll_ms / 1000)
+            stop_event.wait(policy.next_delay())
         log.info("compaction worker stopped", extra={"worker": self.worker_id})
 
     def run_once(self, now_ms: int | None = None) -> PassSummary:

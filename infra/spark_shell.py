@@ -1,11 +1,13 @@
 """PYTHONSTARTUP of the spark image: `spark` with the tierlog source and Delta Lake, both
 pointed at the compose stack's S3 (TIERLOG_S3_* / AWS_*) and brokers (TIERLOG_BROKER_URL)."""
 
+import os
+
 from coldstore.object_store import ObjectStoreConfig
 from spark_tables import register
 from spark_tables.delta_session import delta_session, s3a_uri
 
-store = ObjectStoreConfig.from_env()
+store = ObjectStoreConfig.from_env(os.environ)
 spark = delta_session(store, app_name="tierlog-shell")
 register(spark)
 print(

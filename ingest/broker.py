@@ -12,6 +12,7 @@ from sqlalchemy.exc import OperationalError
 
 from cluster.authorizer import Authorizer
 from cluster.dependency_wait import wait_for
+from cluster.duty import Backoff, Duty
 from cluster.http.inflight import SlotCounter
 from cluster.http.quota_manager import QuotaManager
 from cluster.metadata_cache import MetadataCache
@@ -139,7 +140,7 @@ class Broker:
         await self._register()
         # Renew the lease from now on: the rest of start-up (log recovery, the cold reader's
         # S3 clients) can outlast a lease, and a lapse makes the controller see a restart.
-        self._tasks = [self._every(cfg.heartbeat_ms, self._heartbeat, "heartbeat")]
+        self._tasks = [self._every(cfg.heartbeat_ms, self._heartbeat, "heartbeat", backs_off=False)]
         self._tasks.append(asyncio.create_task(watch_loop_lag(), name="loop-lag"))
         if self.cold_reader is not None:
             await self.cold_reader.start()
@@ -160,7 +161,9 @@ class Broker:
         await self.metadata.load()
         self.metadata.start()
         self._tasks += [
-            self._every(cfg.controller_tick_ms, self._controller_tick, "controller"),
+            self._every(
+                cfg.controller_tick_ms, self._controller_tick, "controller", backs_off=False
+            ),
             self._every(max(100, cfg.replica_lag_ms // 4), self._shrink_isr, "isr-shrink"),
             self._every(1000, self._roll, "segment-roll"),
             self._every(5000, self._checkpoint, "hw-checkpoint"),
@@ -207,17 +210,26 @@ class Broker:
         log.info("broker stopped", extra={"broker_id": self.config.broker_id})
 
     def _every(
-        self, interval_ms: int, duty: Callable[[], Awaitable[None]], name: str
+        self,
+        interval_ms: int,
+        duty: Callable[[], Awaitable[None]],
+        name: str,
+        *,
+        backs_off: bool = True,
     ) -> asyncio.Task[None]:
-        async def loop() -> None:
-            while not self._stopping:
-                await asyncio.sleep(interval_ms / 1000)
-                try:
-                    await duty()
-                except Exception:
-                    log.exception("background duty failed", extra={"duty": name})
-
-        return asyncio.create_task(loop(), name=name)
+        """A broker-wide duty (cluster/duty.py): an outage backs it off (not the lease's
+        heartbeat or the controller: they must act as soon as Postgres is back), a bug is
+        logged with its traceback and counted."""
+        period_s = interval_ms / 1000
+        every = Duty(
+            name,
+            duty,
+            period_s,
+            context={"broker_id": self.config.broker_id},
+            backoff=Backoff() if backs_off else Backoff(max_s=period_s),
+            stopped=lambda: self._stopping,
+        )
+        return every.start()
 
     # -- membership and lease ---------------------------------------------------------------
 

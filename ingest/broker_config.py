@@ -1,8 +1,8 @@
-"""A broker's settings: flags first, then TIERLOG_* environment variables, then defaults."""
+"""A broker's typed, frozen settings. The defaults are the settings table's
+(ingest/settings.py), where flags, TIERLOG_* variables and docs/settings.md come from."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import urlsplit
@@ -10,7 +10,8 @@ from urllib.parse import urlsplit
 from cluster.authorizer import AuthSettings
 from cluster.http.admission import ConcurrencyLimits
 from cluster.http.guard import HttpLimits
-from cluster.http.limits import DEFAULT_MAX_REQUEST_BYTES, LimitSettings
+from cluster.http.limits import LimitSettings
+from ingest import settings as table
 from ingest.data_limits import DataLimits
 
 
@@ -18,10 +19,10 @@ class KafkaConnSettings(NamedTuple):
     """The Kafka listener's connection limits before and around authentication
     (ingest/kafka/conn_gate.py, ingest/kafka/frames.py; docs/limits.md)."""
 
-    preauth_max_frame_bytes: int = 512 * 1024  # Kafka's cap on a frame before SASL is done
-    auth_timeout_ms: int = 10_000  # Java clients give up connection setup after 10 s
-    max_preauth_connections: int = 1024  # not yet authenticated, broker-wide
-    preauth_inflight_bytes: int = 16 * 1024 * 1024  # their own budget, apart from the main one
+    preauth_max_frame_bytes: int = table.KAFKA_PREAUTH_MAX_FRAME_BYTES.default  # Kafka: 512 KiB
+    auth_timeout_ms: int = table.KAFKA_AUTH_TIMEOUT_MS.default  # Java clients: 10 s
+    max_preauth_connections: int = table.KAFKA_MAX_PREAUTH_CONNECTIONS.default  # broker-wide
+    preauth_inflight_bytes: int = table.KAFKA_PREAUTH_INFLIGHT_BYTES.default  # own budget
 
 
 class BrokerConfig(NamedTuple):
@@ -31,36 +32,35 @@ class BrokerConfig(NamedTuple):
     advertised_url: str
     data_dir: Path
     database_url: str
-    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
-    lease_ms: int = 3000  # a broker whose lease lapses is dead to the cluster
-    heartbeat_ms: int = 500
-    metadata_refresh_ms: int = 1000  # a fallback: NOTIFY normally wakes refreshes at once
-    controller_tick_ms: int = 200
-    replica_lag_ms: int = 10_000  # Kafka's replica.lag.time.max.ms (30 s there)
-    request_timeout_ms: int = 30_000  # how long acks=all waits for the ISR
-    default_partitions: int = 1
-    default_replication_factor: int = 1
+    max_request_bytes: int = table.MAX_REQUEST_BYTES.default
+    lease_ms: int = table.LEASE_MS.default  # a broker whose lease lapses is dead to the cluster
+    heartbeat_ms: int = table.HEARTBEAT_MS.default
+    metadata_refresh_ms: int = table.METADATA_REFRESH_MS.default  # NOTIFY normally wakes first
+    controller_tick_ms: int = table.CONTROLLER_TICK_MS.default
+    replica_lag_ms: int = table.REPLICA_LAG_MS.default  # Kafka's replica.lag.time.max.ms
+    request_timeout_ms: int = table.REQUEST_TIMEOUT_MS.default  # acks=all waits this long
+    default_partitions: int = table.DEFAULT_PARTITIONS.default
+    default_replication_factor: int = table.DEFAULT_REPLICATION_FACTOR.default
     # Configs a new topic gets unless its creator names them (`--topic-default NAME=VALUE`;
     # `tierlog dev` sets small segments): stored as the topic's own at creation.
     topic_defaults: tuple[tuple[str, str], ...] = ()
-    tiering_duty_ms: int = 1000  # segment registration and local retention run this often
+    tiering_duty_ms: int = table.TIERING_DUTY_MS.default  # registration, local retention
     # Backpressure from tiering (ingest/tiered/untiered_bound.py): sealed bytes not yet in the
     # cold tier above which client produce gets 503 + Retry-After; 0 turns it off.
-    max_untiered_bytes: int = 8 * 1024**3
-    # The log cleaner's pass interval (hot key compaction); TIERLOG_CLEANER_INTERVAL_MS too.
-    cleaner_interval_ms: int = int(os.environ.get("TIERLOG_CLEANER_INTERVAL_MS", "15000"))
+    max_untiered_bytes: int = table.MAX_UNTIERED_BYTES.default
+    cleaner_interval_ms: int = table.CLEANER_INTERVAL_MS.default  # hot key compaction passes
     auth: AuthSettings = AuthSettings()  # API keys + ACLs unless explicitly turned off
     tls_cert: str | None = None  # PEM files: the listener speaks HTTPS when both are set
     tls_key: str | None = None
     # Overload protection (cluster/http/limits.py): Kafka's queued.max.request.bytes, a cap on
     # waiting fetches, and how long a request body may take to arrive (slowloris).
-    max_inflight_bytes: int = 256 * 1024 * 1024
-    max_long_polls: int = 1024
-    request_body_timeout_ms: int = 30_000
+    max_inflight_bytes: int = table.MAX_INFLIGHT_BYTES.default
+    max_long_polls: int = table.MAX_LONG_POLLS.default
+    request_body_timeout_ms: int = table.REQUEST_BODY_TIMEOUT_MS.default
     # Expansion limits on produce (logformat/expansion.py): what a body may decode to.
-    max_request_records: int = 1_000_000
-    max_request_decoded_bytes: int = 128 * 1024 * 1024
-    max_compression_ratio: float = 100.0
+    max_request_records: int = table.MAX_REQUEST_RECORDS.default
+    max_request_decoded_bytes: int = table.MAX_REQUEST_DECODED_BYTES.default
+    max_compression_ratio: float = table.MAX_COMPRESSION_RATIO.default
     # Headers, fetch size, entries per request: both protocols (ingest/service/limits.py).
     data_limits: DataLimits = DataLimits()
     http_limits: HttpLimits = HttpLimits()  # header size/count/deadline, connection caps
@@ -75,10 +75,6 @@ class BrokerConfig(NamedTuple):
     kafka_sasl_ssl_listen: tuple[str, int] | None = None
     kafka_ssl_listen: tuple[str, int] | None = None
     kafka_conn: KafkaConnSettings = KafkaConnSettings()
-
-
-def env(name: str, default: str | None = None) -> str | None:
-    return os.environ.get(f"TIERLOG_{name}", default)
 
 
 def kafka_advertised(config: BrokerConfig) -> tuple[str, int] | None:

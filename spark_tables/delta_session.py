@@ -1,7 +1,7 @@
 """The JVM path (docs/design.md §6): the topics' tables are plain Delta tables, so Spark's own Delta
 reader reads them too, given delta-spark and hadoop-aws on the classpath.
 
-    spark = delta_session(ObjectStoreConfig.from_env())
+    spark = delta_session(ObjectStoreConfig.from_env(os.environ))
     spark.read.format("delta").load(s3a_uri(config, "orders"))
 
 `delta_session` configures the builder with configure_spark_with_delta_pip (the delta-spark
@@ -122,7 +122,7 @@ def delta_session(
     from delta import configure_spark_with_delta_pip
     from pyspark.sql import SparkSession
 
-    store = store or ObjectStoreConfig.from_env()
+    store = store or ObjectStoreConfig.from_env(os.environ)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (
         SparkSession.builder.appName(app_name)

@@ -38,7 +38,6 @@ resolved values inside the plan, so they need no configuration of their own.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -86,11 +85,10 @@ class SourceOptions:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
-def parse_options(
-    options: Mapping[str, str], environ: Mapping[str, str] | None = None
-) -> SourceOptions:
-    """Spark's (case-insensitive) option map → SourceOptions; raises OptionError."""
-    env = os.environ if environ is None else environ
+def parse_options(options: Mapping[str, str], env: Mapping[str, str]) -> SourceOptions:
+    """Spark's (case-insensitive) option map → SourceOptions, over the S3 variables of `env`
+    (spark_tables/source.py, the entry point Spark calls, hands over the environment);
+    raises OptionError."""
     opts = {k.lower(): v for k, v in options.items() if v is not None}
     topic = opts.get("topic") or opts.get("path")
     if not topic:

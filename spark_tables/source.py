@@ -11,6 +11,7 @@ input partitions themselves (planner.ColdSlice / HotRange).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
@@ -37,7 +38,9 @@ class TierlogDataSource(DataSource):
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
-        self.source_options = parse_options(options)  # bad options fail at load(), not later
+        # Spark instantiates this class: it is the data source's composition root, the one
+        # place that hands the environment on. Bad options fail at load(), not later.
+        self.source_options = parse_options(options, os.environ)
 
     @classmethod
     def name(cls) -> str:

@@ -30,6 +30,7 @@ from collections import defaultdict
 
 from sqlalchemy.engine import Engine
 
+from cluster.duty import FailurePolicy
 from cluster.worker_health import Health
 from coldstore.delta_table import DeltaTopicTable
 from coldstore.layout import table_uri
@@ -91,18 +92,21 @@ class TieringWorker:
         health: Health | None = None,
     ) -> None:
         log.info("tiering worker started", extra={"worker": self.worker_id})
+        # Postgres or S3 away: back off until they are back; a bug: its traceback, counted.
+        policy = FailurePolicy("tiering", poll_ms / 1000, context={"worker": self.worker_id})
         while not stop_event.is_set():
             try:
                 n = self.run_once()
                 self.update_lag_metrics()
-            except Exception:  # Postgres or S3 down: keep going, they come back
-                log.exception("tiering loop failed", extra={"worker": self.worker_id})
+                policy.succeeded()
+            except Exception as exc:  # the policy tells an outage from a bug
+                policy.failed(exc)
                 metrics.FAILURES.labels("loop").inc()
                 n = 0
             if health is not None:
                 health.beat()
-            if n < self.max_segments_per_run:  # drained: wait for new segments
-                stop_event.wait(poll_ms / 1000)
+            if n < self.max_segments_per_run:  # drained (or failed): wait
+                stop_event.wait(policy.next_delay())
         log.info("tiering worker stopped", extra={"worker": self.worker_id})
 
     def run_once(self) -> int:

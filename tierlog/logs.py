@@ -9,7 +9,6 @@ stream stay apart; `extra=` fields stay fields in both formats.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 
@@ -76,9 +75,9 @@ def _text(value: object) -> str:
     return text if text and " " not in text else orjson.dumps(text).decode()
 
 
-def chosen_format(role: str) -> str:
-    """json or console, from TIERLOG_LOG_FORMAT (auto: console on a TTY)."""
-    wanted = os.environ.get("TIERLOG_LOG_FORMAT", "auto").strip().lower() or "auto"
+def chosen_format(role: str, wanted: str = "auto") -> str:
+    """json or console, from --log-format / TIERLOG_LOG_FORMAT (auto: console on a TTY)."""
+    wanted = wanted.strip().lower() or "auto"
     if wanted not in FORMATS:
         raise SystemExit(
             f"tierlog {role}: TIERLOG_LOG_FORMAT must be one of {', '.join(FORMATS)}, "
@@ -89,10 +88,10 @@ def chosen_format(role: str) -> str:
     return wanted
 
 
-def setup(role: str, level: str = "INFO", node: str | None = None) -> None:
+def setup(role: str, level: str = "INFO", node: str | None = None, fmt: str = "auto") -> None:
     formatter: NodeFormatter = (
         ConsoleFormatter(role, node)
-        if chosen_format(role) == "console"
+        if chosen_format(role, fmt) == "console"
         else JSONFormatter(role, node)
     )
     handler = logging.StreamHandler(sys.stderr)

@@ -22,6 +22,7 @@ from prometheus_client import Counter as PromCounter
 from prometheus_client import Gauge
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from cluster import node_settings as node
 from cluster.authorizer import ANONYMOUS, CLUSTER
 from cluster.http.limits import LimitError
 from cluster.http.responses import error_response
@@ -50,9 +51,9 @@ REFUSED = PromCounter(
 
 
 class ConcurrencyLimits(NamedTuple):
-    searches_per_principal: int = 4
-    searches_per_node: int = 16
-    admin_per_node: int = 4
+    searches_per_principal: int = node.MAX_SEARCHES_PER_PRINCIPAL.default
+    searches_per_node: int = node.MAX_SEARCHES.default
+    admin_per_node: int = node.MAX_ADMIN_REQUESTS.default
 
 
 def _kind(method: str, path: str) -> str | None:

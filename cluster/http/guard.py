@@ -26,6 +26,7 @@ import orjson
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from cluster import metrics
+from cluster import node_settings as node
 from logformat.errors import ErrorCode
 
 HEALTH_PATHS = frozenset({b"/healthz", b"/readyz"})
@@ -33,12 +34,12 @@ _HEAD_END = b"\r\n\r\n"
 
 
 class HttpLimits(NamedTuple):
-    max_header_bytes: int = 32 * 1024
-    max_headers: int = 100
-    header_timeout_s: float = 10.0
-    idle_timeout_s: float = 5.0
-    max_connections: int = 4096
-    max_connections_per_address: int = 512
+    max_header_bytes: int = node.MAX_HEADER_BYTES.default
+    max_headers: int = node.MAX_HEADERS.default
+    header_timeout_s: float = node.HEADER_TIMEOUT_MS.default / 1000
+    idle_timeout_s: float = node.IDLE_TIMEOUT_MS.default / 1000
+    max_connections: int = node.MAX_CONNECTIONS.default
+    max_connections_per_address: int = node.MAX_CONNECTIONS_PER_ADDRESS.default
     health_reserve: int = 32
 
 

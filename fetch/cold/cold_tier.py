@@ -13,7 +13,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple, TypeVar
 
@@ -21,8 +21,11 @@ import pyarrow as pa
 from botocore.exceptions import BotoCoreError, ClientError
 from sqlalchemy.exc import SQLAlchemyError
 
+from cluster import node_settings as node
 from cluster.read_contract import ColdRange, ColdRead
 from cluster.search_contract import ColdSearchPlan, FileHits, SearchQuery
+from failures.classify import family
+from failures.families import Family, StorageError, UnavailableError
 from fetch.cold import metrics
 from fetch.cold.cold_caches import ColdCaches
 from fetch.cold.cold_index import ColdIndex, ManifestQueries
@@ -57,40 +60,15 @@ _STORE_ERRORS = (
 
 
 class ColdTierConfig(NamedTuple):
-    cache_bytes: int = 256 * MiB  # raw byte ranges (demand + prefetch): the memory bound
-    decoded_bytes: int = 128 * MiB  # decoded row groups
-    decode_threads: int = 2
+    """Defaults: the settings table's (cluster/node_settings.py, TIERLOG_COLD_*)."""
+
+    cache_bytes: int = node.COLD_CACHE_MB.default * MiB  # raw ranges: the memory bound
+    decoded_bytes: int = node.COLD_DECODED_MB.default * MiB  # decoded row groups
+    decode_threads: int = node.COLD_DECODE_THREADS.default
     db_threads: int = 2
     prefetch: PrefetchConfig = PrefetchConfig()
-    manifest_timeout_s: float = 5.0  # a manifest query (Postgres) waited for at most this
-    s3_timeout_s: float = 20.0  # one ranged GET, retries included, at most this
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> ColdTierConfig:
-        """TIERLOG_COLD_CACHE_MB, _DECODED_MB, _PREFETCH_MB (window), _DECODE_THREADS,
-        _MANIFEST_TIMEOUT_MS, _S3_TIMEOUT_MS."""
-        env = os.environ if environ is None else environ
-
-        def mib(name: str, default: int) -> int:
-            raw = env.get(f"TIERLOG_COLD_{name}")
-            return int(raw) * MiB if raw else default
-
-        def seconds(name: str, default: float) -> float:
-            raw = env.get(f"TIERLOG_COLD_{name}")
-            return int(raw) / 1000 if raw else default
-
-        base = cls()
-        threads = env.get("TIERLOG_COLD_DECODE_THREADS")
-        return base._replace(
-            manifest_timeout_s=seconds("MANIFEST_TIMEOUT_MS", base.manifest_timeout_s),
-            s3_timeout_s=seconds("S3_TIMEOUT_MS", base.s3_timeout_s),
-            cache_bytes=mib("CACHE_MB", base.cache_bytes),
-            decoded_bytes=mib("DECODED_MB", base.decoded_bytes),
-            decode_threads=int(threads) if threads else base.decode_threads,
-            prefetch=base.prefetch._replace(
-                window_bytes=mib("PREFETCH_MB", base.prefetch.window_bytes)
-            ),
-        )
+    manifest_timeout_s: float = node.COLD_MANIFEST_TIMEOUT_MS.default / 1000  # Postgres
+    s3_timeout_s: float = node.COLD_S3_TIMEOUT_MS.default / 1000  # one ranged GET, retries too
 
 
 class ColdTier:
@@ -291,5 +269,10 @@ def _lower_priority() -> None:
 
 
 def _unavailable(what: str, exc: BaseException) -> TierlogError:
+    """The cold tier's adapter: S3 or Postgres away is an outage, a corrupt object a storage
+    error (both retriable: another read may succeed); the client sees KAFKA_STORAGE_ERROR."""
     log.warning("cold read failed: %s: %r", what, exc)
-    return TierlogError(ErrorCode.KAFKA_STORAGE_ERROR, f"{what}: {exc}")
+    if family(exc) in (Family.UNAVAILABLE, Family.THROTTLED):
+        dependency = "Postgres" if isinstance(exc, SQLAlchemyError) else "S3"
+        return UnavailableError(dependency, f"{what}: {exc}", ErrorCode.KAFKA_STORAGE_ERROR)
+    return StorageError(f"{what}: {exc}")

@@ -25,6 +25,7 @@ import logging
 from collections import OrderedDict
 from typing import NamedTuple
 
+from cluster import node_settings as node
 from fetch.cold.cold_caches import ColdCaches
 from fetch.cold.cold_reader import Position
 from fetch.cold.parquet_layout import FileLayout
@@ -43,7 +44,7 @@ class StreamKey(NamedTuple):
 class PrefetchConfig(NamedTuple):
     chunk_bytes: int = 16 << 20
     whole_file_bytes: int = 32 << 20
-    window_bytes: int = 64 << 20
+    window_bytes: int = node.COLD_PREFETCH_MB.default << 20  # cluster/node_settings.py
     files_ahead: int = 2
     max_streams: int = 1024
 

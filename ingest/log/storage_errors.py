@@ -9,7 +9,7 @@ import errno
 import os
 import shutil
 
-from logformat.errors import ErrorCode, TierlogError
+from failures.families import StorageError
 
 # Free bytes a data dir needs before a log that failed on a full disk is reopened: room for
 # the index's WAL and a few produce batches, so the first appends after healing succeed.
@@ -54,9 +54,9 @@ def describe(exc: BaseException) -> str:
     return f"{_WORDS[reason(exc)]}: {exc}"
 
 
-def storage_error(exc: BaseException) -> TierlogError:
+def storage_error(exc: BaseException) -> StorageError:
     """What a client is answered for a write the storage failed: retriable, and saying why."""
-    return TierlogError(ErrorCode.KAFKA_STORAGE_ERROR, describe(exc))
+    return StorageError(describe(exc))
 
 
 def has_room(path: str, need: int = MIN_FREE_BYTES) -> bool:

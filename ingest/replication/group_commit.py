@@ -14,11 +14,12 @@ import asyncio
 from collections.abc import Callable
 from typing import NamedTuple
 
+from failures.families import StorageError
 from ingest import metrics
 from ingest.unified.producer_appends import PendingAppends
 from ingest.unified.producer_types import Verdict
 from ingest.unified.unified_log import UnifiedLog
-from logformat.errors import ErrorCode, TierlogError
+from logformat.errors import TierlogError
 from logformat.frame import decode_header
 
 
@@ -139,7 +140,7 @@ def _results(item: tuple[int, list[Verdict]], ranges: list[tuple[int, int]]) -> 
 def _storage_error(exc: Exception) -> TierlogError:
     if isinstance(exc, TierlogError):
         return exc
-    return TierlogError(ErrorCode.KAFKA_STORAGE_ERROR, f"log write failed: {exc}")
+    return StorageError(f"log write failed: {exc}")
 
 
 def _fail(batch: list[Request], error: TierlogError) -> None:

@@ -14,6 +14,8 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from cluster.metadata_cache import MetadataCache
 from ingest import metrics
 from ingest.log.local_log import SegmentInfo
@@ -76,7 +78,9 @@ class SealedSegmentRegistrar:
         for state, seg in todo:
             try:
                 self._registry.register_sealed(state.tp, seg.base_offset, seg.next_offset, seg.size)
-            except Exception:  # the topic was deleted meanwhile (FK), or Postgres is away
+            # The topic was deleted meanwhile (FK), or Postgres is away: this segment waits for
+            # the next turn. Anything else is a bug, for the duty's policy (cluster/duty.py).
+            except SQLAlchemyError:
                 log.exception(
                     "segment registration failed",
                     extra={"topic": state.topic, "partition": state.partition},

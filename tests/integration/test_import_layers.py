@@ -14,6 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = (
     "logformat",
+    "failures",
     "metadata",
     "cluster",
     "coldstore",

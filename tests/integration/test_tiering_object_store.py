@@ -96,7 +96,7 @@ def test_ensure_bucket_and_from_env(moto_s3, monkeypatch):
     monkeypatch.setenv("TIERLOG_S3_PREFIX", "envprefix")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    config = ObjectStoreConfig.from_env()
+    config = ObjectStoreConfig.from_env(os.environ)
     store = ObjectStore(config)
     store.ensure_bucket()
     store.ensure_bucket()  # already there: fine

@@ -3,56 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from console.sessions import DEFAULT_IDLE_S, DEFAULT_TTL_S
-
-DEFAULT_LISTEN = "127.0.0.1:8070"
+from console import settings as console
+from console.settings import CONSOLE
 
 
 def add_console(sub: argparse._SubParsersAction[argparse.ArgumentParser], default_url: str) -> None:
+    """The console's flags, from its settings table (console/settings.py). `default_url` is
+    what the client commands default to, TIERLOG_URL's: --broker's default is the same."""
+    del default_url  # the table reads TIERLOG_URL itself, once
     p = sub.add_parser("console", help="run the web console against a cluster (HTTP API)")
-    p.add_argument(
-        "--broker",
-        default=os.environ.get("TIERLOG_URL", default_url),
-        help=f"URL of any node of the cluster (default TIERLOG_URL or {default_url})",
-    )
-    p.add_argument(
-        "--listen",
-        default=os.environ.get("TIERLOG_CONSOLE_LISTEN", DEFAULT_LISTEN),
-        help=f"HOST:PORT to serve the console on (default {DEFAULT_LISTEN})",
-    )
-    p.add_argument(
-        "--api-key",
-        default=os.environ.get("TIERLOG_API_KEY"),
-        help="key the metric sampler lists brokers with when the cluster requires keys "
-        "(default TIERLOG_API_KEY); users sign in with their own",
-    )
-    p.add_argument(
-        "--ca-file",
-        default=os.environ.get("TIERLOG_CA_FILE"),
-        help="CA bundle that signed the nodes' TLS certificates (default: the system's)",
-    )
-    p.add_argument(
-        "--sample-interval",
-        type=float,
-        default=5.0,
-        help="seconds between scrapes of the brokers' metrics for the charts (default 5)",
-    )
-    p.add_argument(
-        "--session-ttl",
-        type=float,
-        default=DEFAULT_TTL_S,
-        help=f"seconds a sign-in lasts, used or not (default {DEFAULT_TTL_S:.0f})",
-    )
-    p.add_argument(
-        "--session-idle",
-        type=float,
-        default=DEFAULT_IDLE_S,
-        help=f"seconds without a request that end a sign-in (default {DEFAULT_IDLE_S:.0f})",
-    )
-    p.add_argument("--log-level", default=os.environ.get("TIERLOG_LOG_LEVEL", "INFO"))
+    CONSOLE.add_flags(p)
     p.set_defaults(func=run_console)
 
 
@@ -63,30 +25,29 @@ def run_console(args: argparse.Namespace) -> int:
     from console.app import create_app
     from console.sessions import SessionStore
     from tierlog import logs
+    from tierlog.cli.role_settings import resolved
 
+    s = resolved(CONSOLE, args)
+    if s is None:
+        return 2
     try:
-        host, port = parse_listen(args.listen)
+        host, port = parse_listen(s[console.LISTEN])
     except ValueError as exc:
         print(f"tierlog console: {exc}", file=sys.stderr)
         return 2
-    if not args.broker.startswith(("http://", "https://")):
-        print(f"tierlog console: --broker wants an http(s) URL: {args.broker!r}", file=sys.stderr)
-        return 2
-    if not 0.5 <= args.sample_interval <= 300:
-        print("tierlog console: --sample-interval must be 0.5 to 300 seconds", file=sys.stderr)
-        return 2
-    if not (0 < args.session_idle <= args.session_ttl):
+    ttl, idle = s[console.SESSION_TTL], s[console.SESSION_IDLE]
+    if not (0 < idle <= ttl):
         print("tierlog console: want 0 < --session-idle <= --session-ttl", file=sys.stderr)
         return 2
-    logs.setup("console", args.log_level, args.listen)
+    logs.setup("console", s[console.LOG_LEVEL], s[console.LISTEN], s[console.LOG_FORMAT])
     app = create_app(
-        args.broker,
-        verify=args.ca_file or True,
-        sampler_api_key=args.api_key,
-        sample_interval_s=args.sample_interval,
-        sessions=SessionStore(args.session_ttl, args.session_idle),
+        s[console.BROKER],
+        verify=s[console.CA_FILE] or True,
+        sampler_api_key=s[console.API_KEY],
+        sample_interval_s=s[console.SAMPLE_INTERVAL],
+        sessions=SessionStore(ttl, idle),
     )
-    print(f"tierlog console: http://{host}:{port}/ (cluster {args.broker})", file=sys.stderr)
+    print(f"tierlog console: http://{host}:{port}/ (cluster {s[console.BROKER]})", file=sys.stderr)
     uvicorn.Server(
         uvicorn.Config(
             app,

@@ -5,14 +5,13 @@ meet; each package below imports none of the others."""
 
 from __future__ import annotations
 
-import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from cluster.extension import Extension
 
 if TYPE_CHECKING:
-    from cluster.metadata_cache import MetadataCache
-    from cluster.read_contract import ColdReader
+    from coldstore.object_store import ObjectStoreConfig
     from fetch.node import FetchNode
     from ingest.broker import Broker
 
@@ -48,36 +47,16 @@ def registry_on_broker(broker: Broker) -> Extension:
     return Extension(mount.routes, mount.running)
 
 
-def lake_on_broker(broker: Broker) -> Extension:
-    """GET /topics/{topic}/lake on a broker (the console's Lake page asks any broker)."""
-    return _lake(broker.config.database_url, broker.cache)
+def lake_on_node(
+    store: ObjectStoreConfig | None,
+) -> Callable[[Broker | FetchNode], Extension]:
+    """GET /topics/{topic}/lake on a broker or fetch node (the console's Lake page asks any
+    node), over the role's S3 (None: not configured)."""
 
+    def mount(node: Broker | FetchNode) -> Extension:
+        from fetch.lake import LakeEndpoint
 
-def lake_on_fetch_node(node: FetchNode) -> Extension:
-    return _lake(node.config.database_url, node.cache)
+        endpoint = LakeEndpoint(node.config.database_url, node.cache, store)
+        return Extension(endpoint.routes, endpoint.running)
 
-
-def _lake(database_url: str, cache: MetadataCache) -> Extension:
-    from coldstore.object_store import ObjectStoreConfig
-    from fetch.lake import LakeEndpoint
-
-    endpoint = LakeEndpoint(
-        database_url, cache, ObjectStoreConfig.from_env() if s3_configured() else None
-    )
-    return Extension(endpoint.routes, endpoint.running)
-
-
-def s3_configured() -> bool:
-    return bool(os.environ.get("TIERLOG_S3_ENDPOINT") or os.environ.get("TIERLOG_S3_BUCKET"))
-
-
-def cold_tier(database_url: str) -> ColdReader | None:
-    """fetch's cold reader over the async object store, when S3 is configured: how a broker
-    serves offsets below its local log start, and how a fetch node reads S3."""
-    if not s3_configured():
-        return None
-    from coldstore.object_store import AsyncObjectStore, ObjectStoreConfig
-    from fetch.cold.cold_tier import ColdTier, ColdTierConfig
-
-    store = AsyncObjectStore(ObjectStoreConfig.from_env())
-    return ColdTier(database_url, store, ColdTierConfig.from_env())
+    return mount

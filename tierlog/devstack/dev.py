@@ -178,7 +178,7 @@ def run_dev(
     except ValueError as exc:
         print(f"tierlog dev: {exc}", file=sys.stderr)
         return 1
-    logs.setup("dev", log_level)
+    logs.setup("dev", log_level, fmt=os.environ.get("TIERLOG_LOG_FORMAT", "") or "auto")
     data_dir.mkdir(parents=True, exist_ok=True)
     pg: LocalPostgres | None = None
     s3: LocalS3 | None = None

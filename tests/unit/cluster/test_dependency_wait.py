@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from cluster.dependency_wait import (
-    STARTUP_WAIT_ENV,
     DependencyUnavailableError,
+    set_startup_wait_s,
     startup_wait_s,
     wait_for,
 )
@@ -48,11 +48,20 @@ def test_other_errors_are_not_retried() -> None:
         wait_for("thing", broken, retry_on=(ConnectionError,), timeout_s=60)
 
 
-def test_the_budget_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(STARTUP_WAIT_ENV, raising=False)
+def test_the_budget_comes_from_the_settings_table() -> None:
+    """TIERLOG_STARTUP_WAIT_S is parsed once, by the role's table; the composition root
+    hands the value to set_startup_wait_s."""
+    from cluster.node_settings import STARTUP_WAIT_S
+    from cluster.settings_table import SettingsError, SettingsTable
+
+    table = SettingsTable("t", "", (STARTUP_WAIT_S,))
     assert startup_wait_s() == 60.0
-    monkeypatch.setenv(STARTUP_WAIT_ENV, "2.5")
-    assert startup_wait_s() == 2.5
-    monkeypatch.setenv(STARTUP_WAIT_ENV, "soon")
-    with pytest.raises(ValueError, match="not a number of seconds"):
-        startup_wait_s()
+    try:
+        set_startup_wait_s(table.resolve({"TIERLOG_STARTUP_WAIT_S": "2.5"})[STARTUP_WAIT_S])
+        assert startup_wait_s() == 2.5
+    finally:
+        set_startup_wait_s(60.0)
+    with pytest.raises(SettingsError, match="TIERLOG_STARTUP_WAIT_S must be a number"):
+        table.resolve({"TIERLOG_STARTUP_WAIT_S": "soon"})
+    with pytest.raises(SettingsError, match="TIERLOG_STARTUP_WAIT_S must be 0 or more"):
+        table.resolve({"TIERLOG_STARTUP_WAIT_S": "-1"})

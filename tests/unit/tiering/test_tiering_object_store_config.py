@@ -48,9 +48,10 @@ def test_from_env_custom_endpoint():
     assert ObjectStoreConfig.from_env({"AWS_REGION": "ap-south-1"}).region == "ap-south-1"
 
 
-def test_storage_options_reads_environment(monkeypatch):
-    monkeypatch.setenv("TIERLOG_S3_ENDPOINT", "https://s3.example.test")
-    opts = storage_options()
+def test_storage_options_of_an_https_endpoint():
+    opts = storage_options(
+        ObjectStoreConfig.from_env({"TIERLOG_S3_ENDPOINT": "https://s3.example.test"})
+    )
     assert opts["AWS_ENDPOINT_URL"] == "https://s3.example.test"
     assert "AWS_ALLOW_HTTP" not in opts  # https needs no opt-in
 
