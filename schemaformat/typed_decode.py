@@ -125,6 +125,7 @@ class Plan(NamedTuple):
 
     struct: pa.StructType | None  # None: no schema decodes anything in the batch
     refused: dict[int, str]
+    latest: int | None = None  # value_schema_latest: the id every value is decoded with
 
 
 class Typed(NamedTuple):
@@ -142,7 +143,6 @@ class TypedDecoder:
             raise ValueError(f"lake.mode {mode!r} has no typed column")
         self.mode, self.lookup = mode, lookup
         self._readers: dict[int, ValueReader | str] = {}  # or why there is none
-        self._latest: int | None = None
 
     def reader(self, schema_id: int) -> ValueReader | str:
         hit = self._readers.get(schema_id)
@@ -160,7 +160,6 @@ class TypedDecoder:
         """The schema ids a batch's values use (cheap: no value is decoded)."""
         if self.mode == LATEST:
             latest = self.lookup.latest_id()
-            self._latest = latest
             return set() if latest is None else {latest}
         framed = pc.and_(
             pc.greater_equal(pc.binary_length(values), 5),
@@ -172,7 +171,8 @@ class TypedDecoder:
     def plan(self, table: pa.StructType | None, ids: Iterable[int]) -> Plan:
         """Merge the ids' types, oldest id first, into the table's typed column type."""
         struct, refused = table, {}
-        for schema_id in sorted(ids):
+        ids = sorted(ids)
+        for schema_id in ids:
             reader = self.reader(schema_id)
             if isinstance(reader, str):
                 continue  # its records carry the reason
@@ -180,7 +180,8 @@ class TypedDecoder:
                 struct = reader.struct if struct is None else merge(struct, reader.struct)
             except TypeConflict as error:
                 refused[schema_id] = f"schema id {schema_id} does not fit the table: {error}"
-        return Plan(struct if isinstance(struct, pa.StructType) else None, refused)
+        latest = ids[-1] if self.mode == LATEST and ids else None
+        return Plan(struct if isinstance(struct, pa.StructType) else None, refused, latest)
 
     def decode(self, values: pa.Array, plan: Plan) -> Typed:
         rows: list[Any] = []
@@ -205,10 +206,10 @@ class TypedDecoder:
             if self.mode == ID_PREFIX:
                 framed = unframe(value)
                 schema_id, body = framed.schema_id, framed.body
-            elif self._latest is None:
+            elif plan.latest is None:
                 return None, "the topic's value subject has no schema", "unknown_schema"
             else:
-                schema_id, body = self._latest, value
+                schema_id, body = plan.latest, value
         except WireFormatError as error:
             return None, str(error), "no_schema_id"
         if schema_id in plan.refused:
