@@ -24,6 +24,8 @@ from prometheus_client import REGISTRY
 
 from coldstore.layout import table_uri
 from coldstore.object_store import ObjectStoreConfig
+from compaction.jobs import Settings
+from compaction.worker import CompactionWorker
 from metadata.db import make_engine
 from schemaformat.kinds import kinds
 from tests.integration.brokers import BrokerProcess
@@ -38,6 +40,7 @@ class Env:
         self.registry = SchemaRegistryClient({"url": f"{broker.url}/schema-registry"})
         self.engine = make_engine(broker.database_url, pool_size=2)
         self.worker = TieringWorker(self.engine, s3, "typed-lake-worker")
+        self.avro_offsets: list[int] = []
 
     def topic(self, name: str, mode: str = "value_schema_id_prefix") -> None:
         self.broker.create_topic(name, segment_bytes=1024, lake_mode=mode)
@@ -151,6 +154,26 @@ def test_avro_through_three_versions_with_a_poisoned_record(env: Env) -> None:
     assert "too short for a schema id" in errors[2]
     typed_type = env.schema(topic).field("value_typed").type
     assert [f.name for f in typed_type] == ["id", "item", "note", "ship"]
+    env.avro_offsets = env.produce(topic, [values[0]])  # a file of v1 only, for compaction
+    env.avro_offsets[:0] = [r["offset"] for r in rows]
+    env.tier(topic, env.avro_offsets)
+
+
+def test_merged_files_keep_the_typed_columns_in_the_latest_schema(env: Env) -> None:
+    topic = "typed-avro"
+    uri, options = table_uri(env.s3, topic), env.s3.storage_options()
+    before = len(DeltaTable(uri, storage_options=options).file_uris())
+    settings = Settings(min_grace_ms=0, target_file_bytes=1 << 20, merge_min_files=2)
+    worker = CompactionWorker(env.engine, env.s3, "typed-compaction", settings)
+    try:
+        worker.run_once()
+    finally:
+        worker.close()
+    assert len(DeltaTable(uri, storage_options=options).file_uris()) < before  # merged
+    rows = env.tier(topic, env.avro_offsets)
+    expected = [EXPECTED[0], EXPECTED[1], None, EXPECTED[2], EXPECTED[0]]
+    assert [r["value_typed"] for r in rows] == expected
+    assert "too short for a schema id" in rows[2]["value_error"]
 
 
 def _untyped(topic: str, reason: str) -> float:
