@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from schemaformat.arrow_merge import TypeConflict, merge
 from schemaformat.arrow_types import (
+    JSON_TEXT,
     UnsupportedSchema,
     avro_struct,
     json_struct,
@@ -54,6 +55,7 @@ class ValueReader:
 
     def __init__(self, schema: ParsedSchema) -> None:
         self.schema_type = schema.schema_type
+        self.arrow_ready = False  # values need conform() to be Arrow's
         if schema.schema_type == "AVRO":
             import fastavro
 
@@ -61,6 +63,12 @@ class ValueReader:
             self._avro = fastavro.parse_schema(avro_schema.to_json())
             self.struct = avro_struct(avro_schema)
             self._wrap = not _is_record(avro_schema.to_json())
+            # fastavro's values are what Arrow takes for these types, except uuids, times of
+            # day and values kept as JSON text: without those, conforming is Arrow's job.
+            text = schema.text()
+            self.arrow_ready = not _has_json_text(self.struct) and not any(
+                t in text for t in ('"uuid"', '"time-millis"', '"time-micros"')
+            )
         elif schema.schema_type == "PROTOBUF":
             self._message = getattr(schema, "message_class")([0])  # noqa: B009
             self.struct = protobuf_struct(self._message.DESCRIPTOR)
@@ -110,6 +118,16 @@ class ValueReader:
         except DecodeError as error:
             raise WireFormatError(f"the Protobuf payload does not decode: {error}") from None
         return proto_value(message)
+
+
+def _has_json_text(t: pa.DataType) -> bool:
+    if pa.types.is_struct(t):
+        return any(f.metadata == JSON_TEXT or _has_json_text(f.type) for f in t)
+    if pa.types.is_list(t) or pa.types.is_map(t):
+        return _has_json_text(t.value_field.type if pa.types.is_list(t) else t.item_type) or (
+            (t.value_field if pa.types.is_list(t) else t.item_field).metadata == JSON_TEXT
+        )
+    return False
 
 
 def _is_record(doc: Any) -> bool:
@@ -187,39 +205,74 @@ class TypedDecoder:
         rows: list[Any] = []
         errors: list[str | None] = []
         reasons: Counter[str] = Counter()
+        raw: list[tuple[int, int]] = []  # (row, schema id) of rows not conformed yet
         top = pa.field("", plan.struct) if plan.struct is not None else None
         for value in values.to_pylist():
-            row, error, reason = self._one(value, plan, top)
+            row, error, reason, schema_id = self._one(value, plan, top)
+            if schema_id is not None:
+                raw.append((len(rows), schema_id))
             rows.append(row)
             errors.append(error)
             if reason:
                 reasons[reason] += 1
         struct = plan.struct if plan.struct is not None else pa.struct([])
-        return Typed(pa.array(rows, struct), pa.array(errors, pa.string()), reasons)
+        try:
+            typed = pa.array(rows, struct)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            # A row Arrow refused (a fast-path row, or a decimal wider than its precision):
+            # each row checked alone, so only the bad ones lose their typed value.
+            self._refit(rows, errors, reasons, dict(raw), top)
+            typed = pa.array(rows, struct)
+        return Typed(typed, pa.array(errors, pa.string()), reasons)
+
+    @staticmethod
+    def _refit(
+        rows: list[Any],
+        errors: list[str | None],
+        reasons: Counter[str],
+        raw: dict[int, int],
+        top: pa.Field | None,
+    ) -> None:
+        assert top is not None  # rows with values imply a struct
+        for i, row in enumerate(rows):
+            if row is None:
+                continue
+            try:
+                fitted = conform(row, top) if i in raw else row
+                pa.array([fitted], top.type)
+                rows[i] = fitted
+            except (pa.ArrowException, TypeError, ValueError, OverflowError) as error:
+                where = f"schema id {raw[i]}: " if i in raw else ""
+                rows[i], errors[i] = None, f"{where}the value does not fit its column: {error}"
+                reasons["decode"] += 1
 
     def _one(
         self, value: bytes | None, plan: Plan, top: pa.Field | None
-    ) -> tuple[Any, str | None, str]:
+    ) -> tuple[Any, str | None, str, int | None]:
+        """(row, error, reason, the schema id when the row is left for Arrow to convert)."""
         if value is None:
-            return None, None, ""
+            return None, None, "", None
         try:
             if self.mode == ID_PREFIX:
                 framed = unframe(value)
                 schema_id, body = framed.schema_id, framed.body
             elif plan.latest is None:
-                return None, "the topic's value subject has no schema", "unknown_schema"
+                return None, "the topic's value subject has no schema", "unknown_schema", None
             else:
                 schema_id, body = plan.latest, value
         except WireFormatError as error:
-            return None, str(error), "no_schema_id"
+            return None, str(error), "no_schema_id", None
         if schema_id in plan.refused:
-            return None, plan.refused[schema_id], "type_conflict"
+            return None, plan.refused[schema_id], "type_conflict", None
         reader = self.reader(schema_id)
         if isinstance(reader, str):
-            return None, reader, "unknown_schema"
+            return None, reader, "unknown_schema", None
         if top is None:
-            return None, "no schema of the batch has a column type", "unknown_schema"
+            return None, "no schema of the batch has a column type", "unknown_schema", None
         try:
-            return conform(reader.read(body, self.mode == ID_PREFIX), top), None, ""
+            value = reader.read(body, self.mode == ID_PREFIX)
+            if reader.arrow_ready:  # Arrow converts it as it is (checked per batch)
+                return value, None, "", schema_id
+            return conform(value, top), None, "", None
         except (WireFormatError, ValueError) as error:
-            return None, f"schema id {schema_id}: {error}", "decode"
+            return None, f"schema id {schema_id}: {error}", "decode", None

@@ -279,3 +279,23 @@ def test_json_schema_values_parse_against_the_latest_schema() -> None:
     assert typed.typed.to_pylist()[1:] == [None, None]
     errors = typed.errors.to_pylist()
     assert "id: expected int64, got a string" in errors[1] and "not JSON" in errors[2]
+
+
+def test_a_value_arrow_refuses_loses_only_its_own_typed_value() -> None:
+    # An Avro decimal's bytes may hold more digits than its precision: Arrow refuses it.
+    decimal_type = {"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 2}
+    doc = {"type": "record", "name": "R", "fields": [{"name": "d", "type": decimal_type}]}
+    wide = {**doc, "fields": [{"name": "d", "type": {**decimal_type, "precision": 20}}]}
+    ok = frame(1, avro_bytes(doc, {"d": decimal.Decimal("12.34")}))
+    too_wide = frame(1, avro_bytes(wide, {"d": decimal.Decimal("123456789.12")}))
+    decoder = TypedDecoder(ID_PREFIX, Lookup({1: avro(doc)}))
+    _, typed = decode(decoder, [ok, too_wide, ok])
+    assert typed.typed.to_pylist() == [
+        {"d": decimal.Decimal("12.34")},
+        None,
+        {"d": decimal.Decimal("12.34")},
+    ]
+    errors = typed.errors.to_pylist()
+    assert errors[0] is None and errors[2] is None
+    assert "schema id 1: the value does not fit its column" in errors[1]
+    assert typed.reasons == {"decode": 1}
