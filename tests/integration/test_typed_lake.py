@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
@@ -315,3 +315,22 @@ def test_the_docs_example_runs_as_written(env: Env) -> None:
     # amounts are the ids: per city, the sum of the ids i < 300 with i % 3 == its index
     for city, total in (("Lima", 14950.0), ("Oslo", 14850.0), ("Pune", 15050.0)):
         assert re.search(rf"{city}\W+{total}", run.stdout), run.stdout
+
+
+def test_value_schema_latest_parses_plain_json_with_the_subjects_latest_schema(
+    env: Env,
+) -> None:
+    topic = "typed-latest"
+    env.topic(topic, "value_schema_latest")
+    env.registry.set_compatibility(f"{topic}-value", "NONE")
+    env.registry.register_schema(f"{topic}-value", Schema(json.dumps(JSON_VERSIONS[0]), "JSON"))
+    env.registry.register_schema(f"{topic}-value", Schema(json.dumps(JSON_VERSIONS[2]), "JSON"))
+    values: list[bytes | None] = [
+        b'{"id": 1, "item": "a"}',
+        b'{"id": 1099511627776, "item": "c", "ship": {"city": "Oslo"}}',
+        b"not json",
+    ]
+    rows = env.tier(topic, env.produce(topic, values))
+    assert [r["value"] for r in rows] == values
+    assert [r["value_typed"] for r in rows] == [EXPECTED[0], EXPECTED[2], None]
+    assert "not JSON" in rows[2]["value_error"]
