@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
@@ -35,6 +36,7 @@ from compaction.worker import CompactionWorker
 from metadata.db import make_engine
 from schemaformat.kinds import kinds
 from tests.integration.brokers import BrokerProcess
+from tests.integration.fetch_nodes import s3_env
 from tests.integration.ports import free_port
 from tests.integration.s3 import MotoServer, moto_s3_fixture, new_bucket  # noqa: F401
 from tiering.worker import TieringWorker
@@ -104,9 +106,10 @@ def env(
     root = tmp_path_factory.mktemp("typed-lake")
     port = free_port()
     args = ["--kafka-listen", f"127.0.0.1:{port}", "--topic-default", "segment.ms=1000"]
-    broker = BrokerProcess(db_factory(), root / "data", 1, args)
+    bucket = new_bucket(moto_s3)  # the broker's too: it serves GET /topics/{topic}/lake
+    broker = BrokerProcess(db_factory(), root / "data", 1, args, env=s3_env(bucket))
     broker.start()
-    e = Env(broker, f"127.0.0.1:{port}", new_bucket(moto_s3))
+    e = Env(broker, f"127.0.0.1:{port}", bucket)
     try:
         yield e
     finally:
@@ -167,6 +170,32 @@ def test_avro_through_three_versions_with_a_poisoned_record(env: Env) -> None:
     env.avro_offsets = env.produce(topic, [values[0]])  # a file of v1 only, for compaction
     env.avro_offsets[:0] = [r["offset"] for r in rows]
     env.tier(topic, env.avro_offsets)
+
+
+def test_the_lake_answer_names_the_version_that_added_each_column(env: Env) -> None:
+    """GET /topics/{topic}/lake (the console's Lake page) against deltalake's own reading of
+    each version: a column's version is the first whose schema has it."""
+    topic = "typed-avro"
+    doc = httpx.get(f"{env.broker.url}/topics/{topic}/lake", timeout=60).json()
+    columns = {c["path"]: c for c in doc["columns"]}
+    assert columns["value_typed.ship.city"]["type"] == "string"
+    assert columns["value_typed.id"]["type"] == "long"
+    uri, options = table_uri(env.s3, topic), env.s3.storage_options()
+    for path in ("offset", "value_typed", "value_typed.note", "value_typed.ship.city"):
+        added = columns[path]["added_in"]
+        assert _has(DeltaTable(uri, storage_options=options, version=added), path), path
+        if added > 0:
+            older = DeltaTable(uri, storage_options=options, version=added - 1)
+            assert not _has(older, path), path
+
+
+def _has(table: DeltaTable, path: str) -> bool:
+    t: Any = pa.schema(table.schema().to_arrow())
+    for name in path.split("."):
+        if name not in t.names:
+            return False
+        t = t.field(name).type
+    return True
 
 
 def test_merged_files_keep_the_typed_columns_in_the_latest_schema(env: Env) -> None:
