@@ -38,6 +38,7 @@ class DeltaCommit(NamedTuple):
     bytes_removed: int
     records_added: int
     added_ranges: list[OffsetRange]  # per partition, over the files this version added
+    schema_string: str | None = None  # the metaData action's table schema, if it set one
 
 
 def _stats(add: dict[str, Any]) -> tuple[int, int | None, int | None]:
@@ -61,6 +62,7 @@ def parse_commit(version: int, text: str) -> DeltaCommit:
     info: dict[str, Any] = {}
     added = removed = bytes_added = bytes_removed = records = 0
     ranges: dict[int, OffsetRange] = {}
+    schema: str | None = None
     for line in text.splitlines():
         if not line.strip():
             continue
@@ -76,6 +78,8 @@ def parse_commit(version: int, text: str) -> DeltaCommit:
             part = (add.get("partitionValues") or {}).get(PARTITION_COLUMN)
             if part is not None and low is not None and high is not None:
                 _merge(ranges, int(part), int(low), int(high))
+        elif "metaData" in action:
+            schema = (action["metaData"] or {}).get("schemaString")
         elif "remove" in action:
             removed += 1
             bytes_removed += int(action["remove"].get("size") or 0)
@@ -90,6 +94,7 @@ def parse_commit(version: int, text: str) -> DeltaCommit:
         bytes_removed,
         records,
         sorted(ranges.values()),
+        schema if isinstance(schema, str) else None,
     )
 
 

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import pyarrow as pa
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from deltalake.fs import DeltaStorageHandler
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
@@ -152,6 +152,35 @@ class DeltaTopicTable:
         else:
             self._table.update_incremental()
         return self._table
+
+    def column_type(self, name: str) -> pa.DataType | None:
+        """The type of a column of the table's schema (None: the table has no such column)."""
+        with self._lock:
+            schema = pa.schema(self._load().schema().to_arrow())
+        return schema.field(name).type if name in schema.names else None
+
+    def merge_columns(self, fields: Sequence[pa.Field]) -> int:
+        """Delta schema evolution: the columns `fields` (nullable; structs gain the fields they
+        lack) added to the table's schema by a metadata-only commit, unless it has them all
+        already. deltalake's transaction API carries no metadata action, so this is a commit
+        of its own, made just before the commit of the first file that uses the columns: a
+        reader in between sees the new columns, all null. Returns the table's version."""
+        with self._lock:
+            table = self._load()
+            have = pa.schema(table.schema().to_arrow())
+            if all(f.name in have.names and _holds(have.field(f.name), f) for f in fields):
+                return table.version()
+            empty = pa.table({f.name: pa.array([], f.type) for f in fields}, pa.schema(fields))
+            write_deltalake(
+                table,
+                empty,
+                mode="append",
+                schema_mode="merge",
+                partition_by=[PARTITION_COLUMN],
+                commit_properties=CommitProperties(max_commit_retries=_MAX_COMMIT_RETRIES),
+            )
+            table.update_incremental()
+            return table.version()
 
     # -- commits --------------------------------------------------------------------------
 
@@ -345,6 +374,21 @@ class DeltaTopicTable:
         """The table's live data files, by partition then offset."""
         with self._lock:
             return live_files(self._load())
+
+
+def _holds(have: pa.Field, want: pa.Field) -> bool:
+    """Whether the table's column `have` already holds every field of `want`."""
+    a, b = have.type, want.type
+    if pa.types.is_struct(b):
+        if not pa.types.is_struct(a):
+            return False
+        names = [f.name for f in a]
+        return all(f.name in names and _holds(a.field(f.name), f) for f in b)
+    if pa.types.is_list(b) or pa.types.is_large_list(b):
+        return hasattr(a, "value_field") and _holds(a.value_field, b.value_field)
+    if pa.types.is_map(b):
+        return pa.types.is_map(a) and _holds(a.item_field, b.item_field)
+    return True  # a leaf: same name is enough here; tiering's plan checked the types
 
 
 def _key_prefix(uri: str) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,6 +42,16 @@ class CorruptSegmentError(CorruptFrameError):
 
 class EmptyRangeError(ValueError):
     """No record of the segment falls in [from_offset, to_offset)."""
+
+
+class ExtraColumns(Protocol):
+    """Columns computed from each batch of records and written beside them (tiering's typed
+    value columns, docs/lake-tables.md): their fields, and their arrays for one batch."""
+
+    @property
+    def fields(self) -> list[pa.Field]: ...
+
+    def columns(self, batch: pa.RecordBatch) -> list[pa.Array]: ...
 
 
 class ParquetFile(NamedTuple):
@@ -114,7 +124,7 @@ def iter_consumer_batches(
 
 
 @contextlib.contextmanager
-def _segment_buffer(source: Source) -> Iterator[pa.Buffer | bytes | bytearray | memoryview]:
+def segment_buffer(source: Source) -> Iterator[pa.Buffer | bytes | bytearray | memoryview]:
     if isinstance(source, bytes | bytearray | memoryview):
         yield source
         return
@@ -132,17 +142,20 @@ def write_parquet(
     to_offset: int | None = None,
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
     compression_level: int = DEFAULT_ZSTD_LEVEL,
+    extra: ExtraColumns | None = None,
 ) -> ParquetFile:
     """Write the records of `segment` (a segment file path, or its bytes) with offsets in
-    [from_offset, to_offset) as Parquet to `out_path`, or to memory when it is None."""
+    [from_offset, to_offset) as Parquet to `out_path`, or to memory when it is None; with
+    `extra`, its columns after the record columns."""
     if row_group_bytes <= 0:
         raise ValueError("row_group_bytes must be positive")
     sink: str | pa.BufferOutputStream = (
         os.fspath(out_path) if out_path is not None else pa.BufferOutputStream()
     )
+    schema = CONSUMER_SCHEMA if extra is None else _with(CONSUMER_SCHEMA, extra.fields)
     writer = pq.ParquetWriter(
         sink,
-        CONSUMER_SCHEMA,
+        schema,
         compression="zstd",
         compression_level=compression_level,
         write_statistics=STATS_COLUMNS,  # not key/value: big, useless min/max in the footer
@@ -150,13 +163,17 @@ def write_parquet(
         use_dictionary=["key"],  # keys repeat; values mostly don't
         sorting_columns=[pq.SortingColumn(0)],  # tells readers rows are sorted by offset
     )
-    stats = _Stats()
+    stats = _Stats(schema)
     pending: list[pa.RecordBatch] = []
     pending_bytes = 0
     try:
-        with _segment_buffer(segment) as buf:
+        with segment_buffer(segment) as buf:
             for raw in iter_consumer_batches(buf, from_offset, to_offset):
                 batch, clamped = clamp_timestamps(raw)
+                if extra is not None:
+                    batch = pa.RecordBatch.from_arrays(
+                        [*batch.columns, *extra.columns(batch)], schema=schema
+                    )
                 stats.clamped.extend(clamped)
                 stats.add(batch)
                 pending.append(batch)
@@ -196,10 +213,17 @@ def write_parquet(
     )
 
 
+def _with(schema: pa.Schema, fields: list[pa.Field]) -> pa.Schema:
+    for f in fields:
+        schema = schema.append(f)
+    return schema
+
+
 class _Stats:
     """What the file holds, for the Delta add action and the manifest."""
 
-    def __init__(self) -> None:
+    def __init__(self, schema: pa.Schema = CONSUMER_SCHEMA) -> None:
+        self.schema = schema
         self.base_offset = -1
         self.last_offset = -1
         self.min_ts: int = 2**63 - 1
@@ -228,7 +252,7 @@ class _Stats:
         final: bool,
     ) -> tuple[list[pa.RecordBatch], int]:
         """Write whole row groups of what is pending; return the rest (all of it if final)."""
-        table = pa.Table.from_batches(pending, CONSUMER_SCHEMA)
+        table = pa.Table.from_batches(pending, self.schema)
         rows = table.num_rows
         # Rows per group from the average row size seen so far in this group's data.
         per_group = max(1, row_group_bytes * rows // max(1, pending_bytes))

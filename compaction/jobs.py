@@ -36,6 +36,7 @@ from compaction import settings as table
 from compaction.manifest_ops import COMPACTED_MARK, MERGED_MARK, CompactionManifest
 from compaction.plan import Expired, plan_key_compaction, plan_merges, plan_retention
 from compaction.rewrite import (
+    concat,
     keep_mask,
     latest_offsets,
     read_data_file,
@@ -190,7 +191,7 @@ class PartitionJobs:
         out = []
         for group in groups:
             blobs = self._get_all(group)
-            data = pa.concat_tables([read_data_file(blobs[f.id]) for f in group])
+            data = concat([read_data_file(blobs[f.id]) for f in group])
             pieces = split_by_bytes(
                 data, sum(f.size_bytes for f in group), self.settings.target_file_bytes
             )
@@ -233,7 +234,7 @@ class PartitionJobs:
             rows = read_data_file(blobs.pop(f.id))
             records_in += rows.num_rows
             kept.append(rows.filter(keep_mask(rows, latest, horizon)))
-        data = pa.concat_tables(kept)
+        data = concat(kept)
         size_in = sum(f.size_bytes for f in plan.files)
         metrics.COMPACTED_RECORDS_IN.labels(t.topic).inc(records_in)
         metrics.COMPACTED_RECORDS_OUT.labels(t.topic).inc(data.num_rows)

@@ -1,14 +1,15 @@
 """Rewriting cold data: read data files, keep the latest record per key, write new files.
 
 Written files follow coldstore/parquet_writer.py's conventions exactly (its writer options):
-CONSUMER_SCHEMA, zstd, offset-sorted, row groups of about `row_group_bytes`, min/max
+CONSUMER_SCHEMA (then a typed lake table's value_typed / value_error columns, kept as read:
+docs/lake-tables.md), zstd, offset-sorted, row groups of about `row_group_bytes`, min/max
 statistics and a page index on offset and timestamp, dictionary on key only.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,13 +24,25 @@ from coldstore.parquet_writer import (
 )
 from logformat.schema import CONSUMER_SCHEMA
 
+TYPED_COLUMNS = ("value_typed", "value_error")  # tiering/typed_columns.py's
+
 
 def read_data_file(data: bytes, columns: Sequence[str] | None = None) -> pa.Table:
-    """A cold data file's rows (all columns unless `columns`), in CONSUMER_SCHEMA types."""
+    """A cold data file's rows (all columns unless `columns`), in CONSUMER_SCHEMA types,
+    then the typed columns it has."""
     table = pq.read_table(pa.BufferReader(data), columns=list(columns) if columns else None)
     if columns is None:
-        return table.select(CONSUMER_SCHEMA.names).cast(CONSUMER_SCHEMA)
+        records = table.select(CONSUMER_SCHEMA.names).cast(CONSUMER_SCHEMA)
+        for name in (n for n in TYPED_COLUMNS if n in table.column_names):
+            records = records.append_column(table.schema.field(name), table.column(name))
+        return records
     return table
+
+
+def concat(tables: Iterable[pa.Table]) -> pa.Table:
+    """Rows of several files: typed columns a file lacks are null, and structs of different
+    schema versions merge (the union of their fields), as the table's schema did."""
+    return pa.concat_tables(tables, promote_options="permissive")
 
 
 def write_table(
@@ -42,14 +55,17 @@ def write_table(
     """Write offset-sorted CONSUMER_SCHEMA rows as one data file; returns what it holds."""
     if table.num_rows == 0:
         raise ValueError("a data file needs at least one record")
-    table = table.cast(CONSUMER_SCHEMA).combine_chunks()
+    schema = CONSUMER_SCHEMA
+    for name in (n for n in TYPED_COLUMNS if n in table.column_names):
+        schema = schema.append(table.schema.field(name))
+    table = table.select(schema.names).cast(schema).combine_chunks()
     offsets = table.column("offset")
     if table.num_rows > 1 and not pc.all(pc.less(offsets[:-1], offsets[1:])).as_py():
         raise ValueError("rows are not in strictly increasing offset order")
     per_group = max(1, row_group_bytes * table.num_rows // max(1, table.nbytes))
     with pq.ParquetWriter(
         os.fspath(out_path),
-        CONSUMER_SCHEMA,
+        schema,
         compression="zstd",
         compression_level=compression_level,
         write_statistics=STATS_COLUMNS,

@@ -22,6 +22,7 @@ from starlette.routing import Route
 from cluster.http import auth
 from cluster.http.responses import JSONResponse, error_response, query_int
 from cluster.metadata_cache import MetadataCache, TopicView
+from coldstore.delta_columns import ColumnVersions
 from coldstore.delta_history import DeltaCommit, DeltaHistory
 from coldstore.layout import table_key, table_uri
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
@@ -95,6 +96,7 @@ class LakeEndpoint:
         self._manifest = ColdManifest(self._engine)
         self._store = ObjectStore(store_config) if store_config is not None else None
         self._executor = ThreadPoolExecutor(THREADS, thread_name_prefix="tierlog-lake")
+        self._columns: dict[str, ColumnVersions] = {}  # per table root: log entries read
         self.routes = [Route("/topics/{topic}/lake", self.describe, methods=["GET"])]
 
     @contextlib.asynccontextmanager
@@ -135,6 +137,8 @@ class LakeEndpoint:
             versions = await self._run(history.versions)
             page = [v for v in reversed(versions) if v < before][:limit]
             commits = await self._run(history.commits, page)
+            known = self._columns.setdefault(root, ColumnVersions())
+            columns = await self._run(known.columns, history, versions)
         except TierlogError:
             raise
         except Exception as exc:  # S3 unreachable or refusing: say so, never a 500
@@ -154,6 +158,7 @@ class LakeEndpoint:
                 "size_bytes": sum(f["size_bytes"] for f in files),
                 "records": sum(f["records"] for f in files),
             },
+            "columns": [c._asdict() for c in columns],
             "versions": [_commit(c) for c in commits],
             "next_before": page[-1] if page and older else None,
         }

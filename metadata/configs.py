@@ -90,6 +90,8 @@ def _cleanup_policy(name: str, raw: object) -> str:
 
 # Confluent's subject name strategies (their class names' last part).
 SUBJECT_STRATEGIES = ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
+# lake.mode: bytes only, each value decoded by its id prefix, or by the subject's latest schema.
+LAKE_MODES = ("key_value", "value_schema_id_prefix", "value_schema_latest")
 _ARROW_ONLY = "is not supported: frames use Arrow IPC compression, which offers zstd and lz4"
 
 # name -> spec. Defaults are Kafka's, except remote.storage.enable (tiering is on by default).
@@ -168,6 +170,14 @@ SPECS: dict[str, _Spec] = {
     "confluent.value.subject.name.strategy": _Spec(
         "TopicNameStrategy", _choice(*SUBJECT_STRATEGIES), "the subject a value's id must be under"
     ),
+    # The layout of the topic's Delta table (docs/lake-tables.md), Redpanda's
+    # redpanda.iceberg.mode values; read by tiering for each file it writes.
+    "lake.mode": _Spec(
+        "key_value",
+        _choice(*LAKE_MODES),
+        "key_value: bytes only; value_schema_id_prefix / value_schema_latest: also a typed "
+        "value column",
+    ),
 }
 
 
@@ -201,6 +211,7 @@ class TopicConfig:
     key_subject_strategy: str = "TopicNameStrategy"
     value_schema_validation: bool = False
     value_subject_strategy: str = "TopicNameStrategy"
+    lake_mode: str = "key_value"
 
     @property
     def compact(self) -> bool:
@@ -322,6 +333,7 @@ def topic_config(overrides: Mapping[str, object]) -> TopicConfig:
         key_subject_strategy=values["confluent.key.subject.name.strategy"],
         value_schema_validation=values["confluent.value.schema.validation"] == "true",
         value_subject_strategy=values["confluent.value.subject.name.strategy"],
+        lake_mode=values["lake.mode"],
     )
 
 

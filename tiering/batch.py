@@ -32,8 +32,10 @@ from coldstore.delta_table import BatchCommit, DeltaTopicTable, PendingFile
 from coldstore.layout import data_file_key, table_key
 from coldstore.parquet_writer import ParquetFile, write_parquet
 from metadata.segment_registry import ClaimLostError, ColdFile, FileSpec, SegmentClaim
+from schemaformat.typed_decode import TypedDecoder
 from tiering import metrics
 from tiering.segment_source import Downloaded
+from tiering.typed_columns import TYPED, BatchTypes, TypedColumns, typed_columns
 
 if TYPE_CHECKING:
     import os
@@ -96,11 +98,32 @@ class BatchHost(Protocol):
 
     def table(self, claim: SegmentClaim) -> DeltaTopicTable: ...
 
+    def typed_decoder(self, claim: SegmentClaim) -> TypedDecoder | None: ...
+
+
+class Typing(NamedTuple):
+    """A typed lake table's batch (lake.mode): the topic's decoder and the batch's type."""
+
+    decoder: TypedDecoder
+    types: BatchTypes
+
+
+def _typing(worker: BatchHost, claim: SegmentClaim) -> Typing | None:
+    decoder = worker.typed_decoder(claim)
+    if decoder is None:
+        return None
+    return Typing(decoder, BatchTypes(worker.table(claim).column_type(TYPED)))
+
 
 def tier_batch(worker: BatchHost, claims: list[SegmentClaim]) -> int:
     """Tier the claimed segments of one topic in one Delta commit; returns how many are
     tiered. A failure releases the segments it concerns, never the whole worker loop."""
     started = time.monotonic()
+    try:
+        typing = _typing(worker, claims[0])
+    except Exception as exc:  # Postgres or S3 down: the segments wait for the next attempt
+        _release_all(worker, claims, "typed columns", exc)
+        return 0
     with (
         tempfile.TemporaryDirectory(prefix="tierlog-tiering-", dir=worker.temp_dir) as tmp,
         ThreadPoolExecutor(1, "tiering-download") as fetcher,
@@ -110,7 +133,7 @@ def tier_batch(worker: BatchHost, claims: list[SegmentClaim]) -> int:
         encoded = []
         for i, claim in enumerate(claims):
             got = fetcher.submit(_download, worker, claim, Path(tmp) / str(i))
-            encoded.append((claim, encoder.submit(_encode, worker, claim, got)))
+            encoded.append((claim, encoder.submit(_encode, worker, claim, got, typing)))
         pending: list[tuple[SegmentClaim, Future[Uploaded]]] = []
         for claim, fut in encoded:
             parquet = _wait(worker, claim, fut, "waiting for encoding", "parquet")
@@ -125,7 +148,7 @@ def tier_batch(worker: BatchHost, claims: list[SegmentClaim]) -> int:
     if not live:
         return 0
     try:
-        done, version = _timed(worker, "Delta commit", lambda: _commit(worker, live))
+        done, version = _timed(worker, "Delta commit", lambda: _commit(worker, live, typing))
     except Exception as exc:
         _release_all(worker, [u.claim for u in live], "delta", exc)
         return 0
@@ -159,17 +182,25 @@ def _download(worker: BatchHost, claim: SegmentClaim, tmp: Path) -> Downloaded:
     return got
 
 
-def _encode(worker: BatchHost, claim: SegmentClaim, download: Future[Downloaded]) -> ParquetFile:
+def _encode(
+    worker: BatchHost, claim: SegmentClaim, download: Future[Downloaded], typing: Typing | None
+) -> ParquetFile:
     """On an encoder thread: the segment's Parquet file, beside its copy (then deleted)."""
     got = download.result()  # a failed download raises its _StepError
     t0 = time.perf_counter()
     kwargs = {} if worker.row_group_bytes is None else {"row_group_bytes": worker.row_group_bytes}
+    extra: TypedColumns | None = None
     try:
+        if typing is not None:
+            extra = typed_columns(
+                typing.decoder, typing.types, got.path, claim.base_offset, claim.end_offset
+            )
         parquet = write_parquet(
             got.path,
             got.path.parent / "data.parquet",
             from_offset=claim.base_offset,
             to_offset=claim.end_offset,
+            extra=extra,
             **kwargs,
         )
     except Exception as exc:
@@ -179,7 +210,19 @@ def _encode(worker: BatchHost, claim: SegmentClaim, download: Future[Downloaded]
     got.path.unlink()  # free the disk before the upload
     if parquet.clamped:
         _report_clamped(claim, parquet)
+    if extra is not None and extra.reasons:
+        _report_untyped(claim, extra)
     return parquet
+
+
+def _report_untyped(claim: SegmentClaim, extra: TypedColumns) -> None:
+    """Records tiered with no typed value (the reason in their value_error column)."""
+    for reason, n in extra.reasons.items():
+        metrics.UNTYPED_RECORDS.labels(claim.topic, reason).inc(n)
+    log.warning(
+        "records tiered without a typed value: see their value_error column",
+        extra={**_ctx(claim), "reasons": dict(extra.reasons), "refused": extra.plan.refused},
+    )
 
 
 def _report_clamped(claim: SegmentClaim, parquet: ParquetFile) -> None:
@@ -308,11 +351,14 @@ def _add_time(worker: BatchHost, step: str, seconds: float) -> None:
 
 
 def _commit(
-    worker: BatchHost, live: list[Uploaded]
+    worker: BatchHost, live: list[Uploaded], typing: Typing | None
 ) -> tuple[list[tuple[SegmentClaim, FileSpec]], int]:
     """One Delta commit of every file; returns, per segment, the file that the table holds
-    for it (ours, or a lapsed attempt's that got there first) and a version showing them."""
+    for it (ours, or a lapsed attempt's that got there first) and a version showing them.
+    A typed table's schema first gains the columns the batch's files add."""
     table = worker.table(live[0].claim)
+    if typing is not None:
+        table.merge_columns(typing.types.fields())
     commit = table.commit_files(
         [PendingFile(u.claim.partition, u.parquet, u.file.object_key) for u in live]
     )

@@ -46,3 +46,9 @@ BATCH_SEGMENTS = Histogram(
     "Segments tiered by one Delta commit",
     buckets=(1, 2, 4, 8, 16, 32, 64),
 )
+UNTYPED_RECORDS = Counter(
+    "tierlog_tiering_untyped_records_total",
+    "Records of a typed lake table (lake.mode) tiered with a null value_typed: the reason is "
+    "in their value_error column (no_schema_id, unknown_schema, decode, type_conflict)",
+    ["topic", "reason"],
+)

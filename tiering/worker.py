@@ -36,9 +36,14 @@ from coldstore.delta_table import DeltaTopicTable
 from coldstore.layout import table_uri
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
+from metadata.configs import topic_config
+from metadata.registry_store import RegistryStore
 from metadata.segment_registry import SegmentClaim, SegmentRegistry
+from metadata.topics import TopicRepo
+from schemaformat.typed_decode import TYPED_MODES, TypedDecoder
 from tiering import metrics
 from tiering.batch import BatchSettings, tier_batch
+from tiering.schema_lookup import StoreLookup
 from tiering.segment_source import SegmentSource
 
 log = logging.getLogger(__name__)
@@ -70,6 +75,8 @@ class TieringWorker:
         self.store = ObjectStore(store_config)
         self._source: SegmentSource | None = None
         self._tables: dict[str, DeltaTopicTable] = {}
+        self._topics = TopicRepo(engine)
+        self._decoders: dict[tuple[str, str], TypedDecoder] = {}
         self.step_seconds: dict[str, float] = defaultdict(float)  # since start: bench, logs
 
     @property
@@ -156,3 +163,20 @@ class TieringWorker:
             table.ensure_created()
             self._tables[claim.topic_id] = table
         return table
+
+    def typed_decoder(self, claim: SegmentClaim) -> TypedDecoder | None:
+        """The decoder of a topic whose lake.mode types values (read for every batch, so a
+        change takes effect from the next file); None for key_value. Cached per topic id and
+        mode: it caches the schemas it has read, and an id names one schema forever."""
+        info = self._topics.get(claim.topic)
+        if info is None or info.id != claim.topic_id:
+            return None
+        mode = topic_config(info.configs).lake_mode
+        if mode not in TYPED_MODES:
+            return None
+        key = (claim.topic_id, mode)
+        decoder = self._decoders.get(key)
+        if decoder is None:
+            lookup = StoreLookup(RegistryStore(self.engine), claim.topic)
+            decoder = self._decoders[key] = TypedDecoder(mode, lookup)
+        return decoder

@@ -43,6 +43,15 @@ _VERSION = {
         "offset_ranges": {"type": "array", "items": _RANGE},
     },
 }
+_COLUMN = {
+    "type": "object",
+    "description": "a column of the table's current schema, nested fields as dotted paths",
+    "properties": {
+        "path": {"type": "string", "description": "e.g. value_typed.ship.city"},
+        "type": {"type": "string", "description": "the Delta type"},
+        "added_in": {"type": "integer", "description": "the first version that has it"},
+    },
+}
 _LAKE = {
     "type": "object",
     "required": ["topic", "table_uri", "files", "versions"],
@@ -54,6 +63,7 @@ _LAKE = {
         "files": {"type": "array", "items": _FILE},
         "partitions": {"type": "array", "items": {"type": "object"}},
         "totals": {"type": "object"},
+        "columns": {"type": "array", "items": _COLUMN},
         "versions": {"type": "array", "items": _VERSION},
         "next_before": {
             "type": ["integer", "null"],

@@ -90,6 +90,12 @@ EXPECTED = {
         "1 broker        consume: Kafka, confluent-kafka",
         "the Kafka consumer read the key and value bytes HTTP reads there",
     ],
+    "typed_lake": [
+        "tierlog typed lake benchmark: 5,000 Avro records",
+        "case                       records/s   seconds     file MB  vs key_value",
+        "table bytes typed / bytes-only:",
+        "both files hold every record; typed values equal the encoded; sums agree",
+    ],
 }
 BACKGROUND = ("replication", "pipeline", "rolling_restart")  # run by the Lane, in this order
 SPARK_EXPECTED = [

@@ -169,3 +169,12 @@ def test_invalid_topic_names(name: object) -> None:
     with pytest.raises(TierlogError) as e:
         validate_topic_name(name)
     assert e.value.code is ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+def test_lake_mode_takes_redpandas_names_and_defaults_to_key_value() -> None:
+    assert topic_config({}).lake_mode == "key_value"
+    for mode in ("key_value", "value_schema_id_prefix", "value_schema_latest"):
+        assert topic_config({"lake.mode": mode.upper()}).lake_mode == mode
+        assert validate_configs({"lake.mode": mode}) == {"lake.mode": mode}
+    error = invalid(validate_configs, {"lake.mode": "typed"})
+    assert "lake.mode" in str(error) and "value_schema_id_prefix" in str(error)

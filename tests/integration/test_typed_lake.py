@@ -1,0 +1,396 @@
+"""Typed lake tables (issue 29) on real processes: a broker (its Kafka listener and its
+Schema Registry), confluent-kafka's serializers producing Avro, Protobuf and JSON Schema
+values through three schema versions, moto's S3, and a tiering worker in this process. The
+Delta table read back (deltalake) holds, for every record, its exact value bytes and its
+typed value equal to what was produced; records that do not decode are tiered with a null
+typed value and the reason; a type change under NONE is refused for the table."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pyarrow as pa
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from deltalake import DeltaTable
+from prometheus_client import REGISTRY
+
+from coldstore.layout import table_uri
+from coldstore.object_store import ObjectStoreConfig
+from compaction.jobs import Settings
+from compaction.worker import CompactionWorker
+from metadata.db import make_engine
+from schemaformat.kinds import kinds
+from tests.integration.brokers import BrokerProcess
+from tests.integration.fetch_nodes import s3_env
+from tests.integration.ports import free_port
+from tests.integration.s3 import MotoServer, moto_s3_fixture, new_bucket  # noqa: F401
+from tiering.worker import TieringWorker
+
+
+class Env:
+    def __init__(self, broker: BrokerProcess, kafka: str, s3: ObjectStoreConfig) -> None:
+        self.broker, self.kafka, self.s3 = broker, kafka, s3
+        self.registry = SchemaRegistryClient({"url": f"{broker.url}/schema-registry"})
+        self.engine = make_engine(broker.database_url, pool_size=2)
+        self.worker = TieringWorker(self.engine, s3, "typed-lake-worker")
+        self.avro_offsets: list[int] = []
+
+    def topic(self, name: str, mode: str = "value_schema_id_prefix", **configs: Any) -> None:
+        self.broker.create_topic(name, segment_bytes=1024, lake_mode=mode, **configs)
+
+    def produce(
+        self, topic: str, values: list[bytes | None], keys: list[bytes] | None = None
+    ) -> list[int]:
+        """Each value in its own produce and flush (frames, hence segments, stay small);
+        returns their offsets. Keys are k0, k1, ... unless given."""
+        p = Producer({"bootstrap.servers": self.kafka, "linger.ms": 0})
+        errors: list[Any] = []
+        offsets: list[int] = []
+        for i, value in enumerate(values):
+            key = keys[i] if keys else b"k%d" % i
+            p.produce(topic, key=key, value=value, on_delivery=_report(errors, offsets))
+            assert p.flush(30) == 0
+        assert errors == []
+        return offsets
+
+    def tier(self, topic: str, offsets: list[int]) -> list[dict[str, Any]]:
+        """Tier until the table holds the records at `offsets` (tombstones roll the last
+        segment); their rows, in that order."""
+        uri, options = table_uri(self.s3, topic), self.s3.storage_options()
+        for _ in range(200):
+            self.worker.run_once()
+            try:
+                table = DeltaTable(uri, storage_options=options).to_pyarrow_table()
+            except Exception:  # not created yet
+                table = None
+            rows = {} if table is None else {r["offset"]: r for r in table.to_pylist()}
+            if all(o in rows for o in offsets):
+                return [rows[o] for o in offsets]
+            self.produce(topic, [None])
+        raise AssertionError(f"{topic}: {offsets} were not tiered")
+
+    def schema(self, topic: str) -> pa.Schema:
+        uri, options = table_uri(self.s3, topic), self.s3.storage_options()
+        return pa.schema(DeltaTable(uri, storage_options=options).schema().to_arrow())
+
+
+def _report(errors: list[Any], offsets: list[int]) -> Callable[[Any, Any], None]:
+    def report(error: Any, message: Any) -> None:
+        if error:
+            errors.append(error)
+        else:
+            offsets.append(message.offset())
+
+    return report
+
+
+@pytest.fixture(scope="module")
+def env(
+    db_factory: Callable[..., str], tmp_path_factory: pytest.TempPathFactory, moto_s3: MotoServer
+) -> Iterator[Env]:
+    root = tmp_path_factory.mktemp("typed-lake")
+    port = free_port()
+    args = ["--kafka-listen", f"127.0.0.1:{port}", "--topic-default", "segment.ms=1000"]
+    bucket = new_bucket(moto_s3)  # the broker's too: it serves GET /topics/{topic}/lake
+    broker = BrokerProcess(db_factory(), root / "data", 1, args, env=s3_env(bucket))
+    broker.start()
+    e = Env(broker, f"127.0.0.1:{port}", bucket)
+    try:
+        yield e
+    finally:
+        e.worker.close()
+        e.engine.dispose()
+        broker.stop()
+
+
+def _ctx(topic: str) -> SerializationContext:
+    return SerializationContext(topic, MessageField.VALUE)
+
+
+AVRO_SHIP = {
+    "name": "ship",
+    "type": [
+        "null",
+        {"type": "record", "name": "Ship", "fields": [{"name": "city", "type": "string"}]},
+    ],
+    "default": None,
+}
+AVRO_NOTE = {"name": "note", "type": ["null", "string"], "default": None}
+
+
+def _avro(id_type: str, *extra: dict[str, Any]) -> str:
+    fields = [{"name": "id", "type": id_type}, {"name": "item", "type": "string"}, *extra]
+    return json.dumps({"type": "record", "name": "Order", "namespace": "shop", "fields": fields})
+
+
+AVRO_VERSIONS = [_avro("int"), _avro("int", AVRO_NOTE), _avro("long", AVRO_NOTE, AVRO_SHIP)]
+PRODUCED = [
+    {"id": 1, "item": "a"},
+    {"id": 2, "item": "b", "note": "n2"},
+    {"id": 2**40, "item": "c", "note": None, "ship": {"city": "Oslo"}},
+]
+EXPECTED = [
+    {"id": 1, "item": "a", "note": None, "ship": None},
+    {"id": 2, "item": "b", "note": "n2", "ship": None},
+    {"id": 2**40, "item": "c", "note": None, "ship": {"city": "Oslo"}},
+]
+
+
+def test_avro_through_three_versions_with_a_poisoned_record(env: Env) -> None:
+    topic = "typed-avro"
+    env.topic(topic)
+    values: list[bytes | None] = []
+    for schema, record in zip(AVRO_VERSIONS, PRODUCED, strict=True):
+        values.append(AvroSerializer(env.registry, schema)(record, _ctx(topic)))
+    values.insert(2, b"\x00\x00\x00")  # poisoned: magic byte, truncated id, mid-batch
+    rows = env.tier(topic, env.produce(topic, values))
+    assert [r["value"] for r in rows] == values  # the bytes stay: replay is byte-exact
+    typed = [r["value_typed"] for r in rows]
+    assert typed == [EXPECTED[0], EXPECTED[1], None, EXPECTED[2]]
+    errors = [r["value_error"] for r in rows]
+    assert errors[:2] == [None, None] and errors[3] is None
+    assert "too short for a schema id" in errors[2]
+    typed_type = env.schema(topic).field("value_typed").type
+    assert [f.name for f in typed_type] == ["id", "item", "note", "ship"]
+    env.avro_offsets = env.produce(topic, [values[0]])  # a file of v1 only, for compaction
+    env.avro_offsets[:0] = [r["offset"] for r in rows]
+    env.tier(topic, env.avro_offsets)
+
+
+def test_the_lake_answer_names_the_version_that_added_each_column(env: Env) -> None:
+    """GET /topics/{topic}/lake (the console's Lake page) against deltalake's own reading of
+    each version: a column's version is the first whose schema has it."""
+    topic = "typed-avro"
+    doc = httpx.get(f"{env.broker.url}/topics/{topic}/lake", timeout=60).json()
+    columns = {c["path"]: c for c in doc["columns"]}
+    assert columns["value_typed.ship.city"]["type"] == "string"
+    assert columns["value_typed.id"]["type"] == "long"
+    uri, options = table_uri(env.s3, topic), env.s3.storage_options()
+    for path in ("offset", "value_typed", "value_typed.note", "value_typed.ship.city"):
+        added = columns[path]["added_in"]
+        assert _has(DeltaTable(uri, storage_options=options, version=added), path), path
+        if added > 0:
+            older = DeltaTable(uri, storage_options=options, version=added - 1)
+            assert not _has(older, path), path
+
+
+def _has(table: DeltaTable, path: str) -> bool:
+    t: Any = pa.schema(table.schema().to_arrow())
+    for name in path.split("."):
+        if name not in t.names:
+            return False
+        t = t.field(name).type
+    return True
+
+
+def test_merged_files_keep_the_typed_columns_in_the_latest_schema(env: Env) -> None:
+    topic = "typed-avro"
+    uri, options = table_uri(env.s3, topic), env.s3.storage_options()
+    before = len(DeltaTable(uri, storage_options=options).file_uris())
+    settings = Settings(min_grace_ms=0, target_file_bytes=1 << 20, merge_min_files=2)
+    worker = CompactionWorker(env.engine, env.s3, "typed-compaction", settings)
+    try:
+        worker.run_once()
+    finally:
+        worker.close()
+    assert len(DeltaTable(uri, storage_options=options).file_uris()) < before  # merged
+    rows = env.tier(topic, env.avro_offsets)
+    expected = [EXPECTED[0], EXPECTED[1], None, EXPECTED[2], EXPECTED[0]]
+    assert [r["value_typed"] for r in rows] == expected
+    assert "too short for a schema id" in rows[2]["value_error"]
+
+
+def test_key_compaction_keeps_the_typed_columns(env: Env) -> None:
+    topic = "typed-compacted"
+    env.topic(topic, cleanup_policy="compact", min_compaction_lag_ms=0)
+    v1, v2 = (AvroSerializer(env.registry, s) for s in AVRO_VERSIONS[:2])
+    values: list[bytes | None] = [
+        v1({"id": 1, "item": "a"}, _ctx(topic)),
+        v1({"id": 2, "item": "b"}, _ctx(topic)),
+        v2({"id": 3, "item": "c", "note": "n3"}, _ctx(topic)),  # a newer schema, same key
+        b"\x00\x00\x00",  # poisoned, the latest of its key
+    ]
+    keys = [b"a", b"b", b"a", b"b"]  # not k0: the tiering helper's tombstones use k0
+    env.tier(topic, env.produce(topic, values, keys))
+    uri, options = table_uri(env.s3, topic), env.s3.storage_options()
+    settings = Settings(min_grace_ms=0, target_file_bytes=1 << 20)
+    worker = CompactionWorker(env.engine, env.s3, "typed-key-compaction", settings)
+    try:
+        worker.run_once()
+    finally:
+        worker.close()
+    rows = DeltaTable(uri, storage_options=options).to_pyarrow_table().to_pylist()
+    latest = {r["key"]: r for r in rows if r["value"] is not None}
+    assert sorted(latest) == [b"a", b"b"]  # one record per key is left
+    assert latest[b"a"]["value"] == values[2]
+    assert latest[b"a"]["value_typed"] == {"id": 3, "item": "c", "note": "n3"}
+    assert latest[b"b"]["value"] == values[3] and latest[b"b"]["value_typed"] is None
+    assert "too short for a schema id" in latest[b"b"]["value_error"]
+
+
+def _untyped(topic: str, reason: str) -> float:
+    labels = {"topic": topic, "reason": reason}
+    return REGISTRY.get_sample_value("tierlog_tiering_untyped_records_total", labels) or 0.0
+
+
+def test_a_type_change_under_none_is_refused_for_the_table_and_counted(env: Env) -> None:
+    topic = "typed-none"
+    env.topic(topic)
+    env.registry.set_compatibility(f"{topic}-value", "NONE")
+    first = AvroSerializer(env.registry, _avro("long"))({"id": 5, "item": "x"}, _ctx(topic))
+    env.tier(topic, env.produce(topic, [first]))  # the table's id column is now a long
+    changed = json.dumps(
+        {
+            "type": "record",
+            "name": "Order",
+            "namespace": "shop",
+            "fields": [{"name": "id", "type": "string"}, {"name": "item", "type": "string"}],
+        }
+    )
+    second = AvroSerializer(env.registry, changed)({"id": "six", "item": "y"}, _ctx(topic))
+    rows = env.tier(topic, env.produce(topic, [first, second]))
+    assert rows[0]["value_typed"] == {"id": 5, "item": "x"} and rows[1]["value_typed"] is None
+    assert "id is string in this schema but int64 in the table" in rows[1]["value_error"]
+    assert rows[1]["value"] == second
+    assert _untyped(topic, "type_conflict") == 1
+    assert env.schema(topic).field("value_typed").type.field("id").type == pa.int64()
+
+
+JSON_V1 = {"type": "object", "properties": {"id": {"type": "integer"}, "item": {"type": "string"}}}
+JSON_VERSIONS = [
+    JSON_V1,
+    {**JSON_V1, "properties": {**JSON_V1["properties"], "note": {"type": "string"}}},
+    {
+        **JSON_V1,
+        "properties": {
+            **JSON_V1["properties"],
+            "note": {"type": "string"},
+            "ship": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    },
+]
+
+
+def test_json_schema_through_three_versions(env: Env) -> None:
+    topic = "typed-json"
+    env.topic(topic)
+    env.registry.set_compatibility(f"{topic}-value", "NONE")  # open content models
+    produced = [
+        {"id": 1, "item": "a"},
+        {"id": 2, "item": "b", "note": "n2"},
+        {"id": 2**40, "item": "c", "ship": {"city": "Oslo"}},
+    ]
+    values: list[bytes | None] = [
+        JSONSerializer(json.dumps(schema), env.registry)(record, _ctx(topic))
+        for schema, record in zip(JSON_VERSIONS, produced, strict=True)
+    ]
+    rows = env.tier(topic, env.produce(topic, values))
+    assert [r["value"] for r in rows] == values
+    assert [r["value_typed"] for r in rows] == EXPECTED
+    assert [r["value_error"] for r in rows] == [None] * 3
+
+
+PROTO_VERSIONS = [
+    'syntax = "proto3"; package shop; message Order { int32 id = 1; string item = 2; }',
+    'syntax = "proto3"; package shop;'
+    " message Order { int32 id = 1; string item = 2; string note = 3; }",
+    'syntax = "proto3"; package shop;'
+    " message Order { int64 id = 1; string item = 2; string note = 3; Ship ship = 4; }"
+    " message Ship { string city = 1; }",
+]
+
+
+def test_protobuf_through_three_versions(env: Env) -> None:
+    topic = "typed-proto"
+    env.topic(topic)
+    values: list[bytes | None] = []
+    for text, record in zip(PROTO_VERSIONS, PRODUCED, strict=True):
+        cls = getattr(kinds()["PROTOBUF"].parse(text, {}), "message_class")([0])  # noqa: B009
+        message = cls(id=record["id"], item=record["item"])
+        if record.get("note"):
+            message.note = record["note"]
+        if record.get("ship"):
+            message.ship.city = record["ship"]["city"]
+        serialize = ProtobufSerializer(cls, env.registry, {"use.deprecated.format": False})
+        values.append(serialize(message, _ctx(topic)))
+    rows = env.tier(topic, env.produce(topic, values))
+    assert [r["value"] for r in rows] == values
+    # proto3 strings without presence hold "" when unset: that is what was produced
+    assert [r["value_typed"] for r in rows] == [
+        {"id": 1, "item": "a", "note": None, "ship": None},
+        {"id": 2, "item": "b", "note": "n2", "ship": None},
+        {"id": 2**40, "item": "c", "note": "", "ship": {"city": "Oslo"}},
+    ]
+
+
+def test_the_readme_example_runs_as_written(env: Env) -> None:
+    """The README's "Typed lake tables" example (docs/lake-tables.md points to it), with
+    this module's broker, registry and S3 in dev's variables, and a tiering worker running."""
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = re.search(r"## Typed lake tables.*?```python\n(.*?)```", text, re.S)
+    assert block is not None
+    s3 = env.s3
+    variables = {
+        "TIERLOG_URL": env.broker.url,
+        "TIERLOG_KAFKA_BOOTSTRAP": env.kafka,
+        "TIERLOG_S3_BUCKET": s3.bucket,
+        "TIERLOG_S3_PREFIX": s3.prefix,
+        "TIERLOG_S3_ENDPOINT": s3.endpoint_url or "",
+        "AWS_ACCESS_KEY_ID": s3.access_key_id or "",
+        "AWS_SECRET_ACCESS_KEY": s3.secret_access_key or "",
+        "AWS_REGION": s3.region,
+    }
+    worker = TieringWorker(env.engine, s3, "typed-lake-docs")
+    stop = threading.Event()
+    loop = threading.Thread(target=worker.run_forever, args=(200, stop), daemon=True)
+    loop.start()
+    try:
+        run = subprocess.run(
+            [sys.executable, "-c", block.group(1)],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env={**os.environ, **variables},
+        )
+    finally:
+        stop.set()
+        loop.join(timeout=60)
+        worker.close()
+    assert run.returncode == 0, run.stderr[-3000:]
+    # amounts are the ids: per city, the sum of the ids i < 300 with i % 3 == its index
+    for city, total in (("Lima", 14950.0), ("Oslo", 14850.0), ("Pune", 15050.0)):
+        assert re.search(rf"{city}\W+{total}", run.stdout), run.stdout
+
+
+def test_value_schema_latest_parses_plain_json_with_the_subjects_latest_schema(
+    env: Env,
+) -> None:
+    topic = "typed-latest"
+    env.topic(topic, "value_schema_latest")
+    env.registry.set_compatibility(f"{topic}-value", "NONE")
+    env.registry.register_schema(f"{topic}-value", Schema(json.dumps(JSON_VERSIONS[0]), "JSON"))
+    env.registry.register_schema(f"{topic}-value", Schema(json.dumps(JSON_VERSIONS[2]), "JSON"))
+    values: list[bytes | None] = [
+        b'{"id": 1, "item": "a"}',
+        b'{"id": 1099511627776, "item": "c", "ship": {"city": "Oslo"}}',
+        b"not json",
+    ]
+    rows = env.tier(topic, env.produce(topic, values))
+    assert [r["value"] for r in rows] == values
+    assert [r["value_typed"] for r in rows] == [EXPECTED[0], EXPECTED[2], None]
+    assert "not JSON" in rows[2]["value_error"]
