@@ -15,6 +15,7 @@ from ingest.broker_config import BrokerConfig, kafka_advertised
 from ingest.broker_deps import BrokerDeps
 from ingest.kafka.listener import KafkaListener, ListenerShared
 from ingest.kafka.tls_listeners import tls_listeners
+from ingest.service.services import Services
 
 BrokerExtension = Callable[[Broker], Extension]
 
@@ -48,7 +49,7 @@ def serve(
 
     gc.set_threshold(50_000, 20, 20)
     lifespan = node_lifespan(start, stop, added, started)
-    app = build_app(broker, lifespan, routes_of(added))
+    app = build_app(Services.of(broker), lifespan, routes_of(added))
     run_server(
         app,
         config.host,

@@ -21,13 +21,13 @@ from ingest.api import internal, ops, producers, records, search, security, topi
 from ingest.broker_config import broker_limits
 
 if TYPE_CHECKING:
-    from ingest.broker import Broker
+    from ingest.service.services import Services
 
 log = logging.getLogger("tierlog.api")
 
 
 def build_app(
-    broker: Broker,
+    services: Services,
     lifespan: Callable[[Any], AbstractAsyncContextManager[None]] | None = None,
     extra_routes: Sequence[BaseRoute] = (),  # mounted by packages above ingest (extension.py)
 ) -> Starlette:
@@ -46,7 +46,8 @@ def build_app(
         exception_handlers=exception_handlers(log),
         lifespan=lifespan,
     )
-    app.state.broker = broker
+    app.state.services = services
+    broker = app.state.broker = services.broker  # the routes not yet moved onto services
     # add_middleware puts each one outside the previous: auth must wrap whatever reads
     # scope["tierlog.principal"] (quotas), and request metrics wrap auth (401s are counted).
     limits = broker_limits(broker.config)  # quotas and overload protection (api/limits.py)

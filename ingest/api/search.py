@@ -26,35 +26,36 @@ from logformat.errors import ErrorCode, TierlogError
 
 if TYPE_CHECKING:
     from cluster.metadata_cache import TopicView
-    from ingest.broker import Broker
+    from ingest.service.services import Services
 
 
 async def search(request: Request) -> Response:
-    broker: Broker = request.app.state.broker
+    services: Services = request.app.state.services
+    broker = services.broker
     topic = request.path_params["topic"]
     auth.require(request, "topic", topic, "read")
     params = search_params(request)
     view = await broker.cache.require_topic(topic, params.partition)
     partitions = range(len(view.partitions)) if params.partition is None else [params.partition]
     forwarded = FORWARDED_HEADER in request.headers
-    searches = {p: _partition(broker, view, p, params, request, forwarded) for p in partitions}
+    searches = {p: _partition(services, view, p, params, request, forwarded) for p in partitions}
     return search_response(searches, params.max_hits)
 
 
 def _partition(
-    broker: Broker,
+    services: Services,
     view: TopicView,
     partition: int,
     params: SearchParams,
     request: Request,
     forwarded: bool,
 ) -> PartitionEvents:
-    topic = view.info.name
+    topic, broker = view.info.name, services.broker
 
     def events() -> AsyncIterator[dict[str, Any]]:
-        state = broker.leader_state(topic, partition)
+        state = services.reads.leader_state(topic, partition)
         if state is not None:
-            cold = broker.cold_searcher if view.config.remote_storage_enable else None
+            cold = services.reads.cold_searcher(view)
             s = PartitionSearch(
                 view.info.id, partition, params.query, params.max_hits, params.value_format
             )

@@ -12,15 +12,16 @@ from starlette.routing import Route
 from cluster.http import auth
 from cluster.http.responses import JSONResponse, field_int, json_object, only_fields
 from ingest.api.partition_stats import led_stats
+from ingest.service.topic_admin import NewTopic
 from ingest.tiered.tier_status import TierStatus
 from logformat.errors import ErrorCode, TierlogError
-from metadata.acl import CLUSTER_NAME
 from metadata.configs import effective_configs
 from metadata.types import PartitionRecord
 
 if TYPE_CHECKING:
     from cluster.metadata_cache import TopicView
     from ingest.broker import Broker
+    from ingest.service.services import Services
 
 log = logging.getLogger("tierlog.api.topics")
 
@@ -128,46 +129,42 @@ def _configs_arg(doc: dict[str, Any]) -> dict[str, Any]:
     return configs
 
 
-async def _after_change(broker: Broker) -> None:
-    await asyncio.to_thread(broker.cache.refresh, True)
-    broker.reconcile()
+def _services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+async def _described(services: Services, name: str, status_code: int = 200) -> JSONResponse:
+    view = await services.broker.cache.require_topic(name)
+    return JSONResponse(await describe(services.broker, view), status_code=status_code)
 
 
 async def create_topic(request: Request) -> JSONResponse:
-    broker: Broker = request.app.state.broker
+    services = _services(request)
+    cfg = services.broker.config
     doc = await json_object(request, ADMIN_BODY_LIMIT)
     only_fields(doc, CREATE_FIELDS)
     name = doc.get("name")
     if not isinstance(name, str):
         raise TierlogError(ErrorCode.INVALID_TOPIC_EXCEPTION, '"name" must be a string')
     partitions = field_int(
-        doc,
-        "partitions",
-        broker.config.default_partitions,
-        1,
-        MAX_PARTITIONS,
-        ErrorCode.INVALID_PARTITIONS,
+        doc, "partitions", cfg.default_partitions, 1, MAX_PARTITIONS, ErrorCode.INVALID_PARTITIONS
     )
     rf = field_int(
         doc,
         "replication_factor",
-        broker.config.default_replication_factor,
+        cfg.default_replication_factor,
         1,
         1000,
         ErrorCode.INVALID_REPLICATION_FACTOR,
     )
-    configs = _configs_arg(doc)
-    # Kafka's CreateTopics: CREATE on the cluster or on the topic name.
-    if not auth.permitted(request, "cluster", CLUSTER_NAME, "create"):
-        auth.require(request, "topic", name, "create")
-    await asyncio.to_thread(broker.topics.create, name, partitions, rf, configs)
-    await _after_change(broker)
-    view = await broker.cache.require_topic(name)
-    return JSONResponse(await describe(broker, view), status_code=201)
+    new = NewTopic(name, partitions, rf, _configs_arg(doc))
+    await services.admin.create(auth.principal(request), new)
+    return await _described(services, name, status_code=201)
 
 
 async def list_topics(request: Request) -> JSONResponse:
-    broker: Broker = request.app.state.broker
+    broker = _services(request).broker
     await asyncio.to_thread(broker.cache.refresh)
     return JSONResponse(
         {
@@ -185,18 +182,15 @@ async def list_topics(request: Request) -> JSONResponse:
 
 
 async def describe_topic(request: Request) -> JSONResponse:
-    broker: Broker = request.app.state.broker
-    topic = request.path_params["topic"]
-    auth.require(request, "topic", topic, "describe")
-    return JSONResponse(await describe(broker, await broker.cache.require_topic(topic)))
+    services, topic = _services(request), request.path_params["topic"]
+    view = await services.admin.topic(auth.principal(request), topic, "describe")
+    return JSONResponse(await describe(services.broker, view))
 
 
 async def alter_configs(request: Request) -> JSONResponse:
     """Body {"configs": {"name": value, "other": null}}: a value sets, null restores the default."""
-    broker: Broker = request.app.state.broker
-    topic = request.path_params["topic"]
-    auth.require(request, "topic", topic, "alter")  # Kafka: ALTER_CONFIGS
-    await broker.cache.require_topic(topic)
+    services, topic, who = _services(request), request.path_params["topic"], auth.principal(request)
+    await services.admin.topic(who, topic, "alter")  # Kafka: ALTER_CONFIGS
     doc = await json_object(request, ADMIN_BODY_LIMIT)
     # {"retention.ms": ...} without the wrapper would otherwise be a silent no-op (K14).
     only_fields(doc, ("configs",), 'the body {"configs": {...}}', ErrorCode.INVALID_CONFIG)
@@ -206,32 +200,24 @@ async def alter_configs(request: Request) -> JSONResponse:
     configs = _configs_arg(doc)
     to_set = {k: v for k, v in configs.items() if v is not None}
     to_delete = [k for k, v in configs.items() if v is None]
-    await asyncio.to_thread(broker.topics.alter_configs, topic, to_set, to_delete)
-    await _after_change(broker)
-    return JSONResponse(await describe(broker, await broker.cache.require_topic(topic)))
+    await services.admin.alter_configs(who, topic, to_set, to_delete)
+    return await _described(services, topic)
 
 
 async def add_partitions(request: Request) -> JSONResponse:
     """Body {"partitions": N}: the new total, as Kafka's CreatePartitions takes it."""
-    broker: Broker = request.app.state.broker
-    topic = request.path_params["topic"]
-    auth.require(request, "topic", topic, "alter")  # Kafka's CreatePartitions: ALTER
-    await broker.cache.require_topic(topic)
+    services, topic, who = _services(request), request.path_params["topic"], auth.principal(request)
+    await services.admin.topic(who, topic, "alter")  # Kafka's CreatePartitions: ALTER
     doc = await json_object(request, ADMIN_BODY_LIMIT)
     only_fields(doc, ("partitions",), 'the body {"partitions": N}', ErrorCode.INVALID_PARTITIONS)
     total = field_int(doc, "partitions", None, 1, MAX_PARTITIONS, ErrorCode.INVALID_PARTITIONS)
-    await asyncio.to_thread(broker.topics.add_partitions, topic, total)
-    await _after_change(broker)
-    return JSONResponse(await describe(broker, await broker.cache.require_topic(topic)))
+    await services.admin.grow(who, topic, total)
+    return await _described(services, topic)
 
 
 async def delete_topic(request: Request) -> JSONResponse:
-    broker: Broker = request.app.state.broker
-    topic = request.path_params["topic"]
-    auth.require(request, "topic", topic, "delete")
-    await broker.cache.require_topic(topic)
-    info = await asyncio.to_thread(broker.topics.delete, topic)
-    await _after_change(broker)
+    services, topic = _services(request), request.path_params["topic"]
+    info = await services.admin.delete(auth.principal(request), topic)
     return JSONResponse({"name": info.name, "id": info.id, "deleted": True})
 
 

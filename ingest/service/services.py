@@ -1,0 +1,30 @@
+"""The services the protocol front-ends call, built once per broker by the composition root
+(ingest/server.py) and handed to the HTTP app and the Kafka listeners (docs/architecture.md).
+Each rule of the data path lives in one of them, for both protocols."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ingest.service.produce import Produce, ProducerIds
+from ingest.service.reads import Reads
+from ingest.service.topic_admin import TopicAdmin
+
+if TYPE_CHECKING:
+    from ingest.broker import Broker
+
+
+@dataclass(frozen=True)
+class Services:
+    admin: TopicAdmin  # create, delete, grow, alter configs
+    produce: Produce
+    reads: Reads  # fetch and list-offsets
+    producer_ids: ProducerIds
+    # What the front-ends still reach directly (membership, internal and ops routes, the
+    # Kafka listener's plumbing): to move behind services (docs/architecture.md).
+    broker: Broker
+
+    @classmethod
+    def of(cls, broker: Broker) -> Services:
+        return cls(TopicAdmin(broker), Produce(broker), Reads(broker), ProducerIds(broker), broker)
