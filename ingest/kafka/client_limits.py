@@ -37,7 +37,7 @@ from cluster.http.limits import LimitError
 from cluster.http.quota_manager import QuotaKind, QuotaManager
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.protocol import FETCH, PRODUCE, RequestHeader
-from ingest.replication.partition import Partition
+from ingest.service.partitions import Partition
 from logformat.errors import ErrorCode, TierlogError
 
 # The first version whose client backs off by throttle_time_ms itself (KIP-219).
@@ -49,10 +49,11 @@ def _records_bytes(body: Any) -> int:
     return sum(len(p.records or b"") for t in body.responses for p in t.partitions)
 
 
-def check_tiering_backlog(ctx: KafkaContext, state: Partition) -> None:
-    """Refuse a produce while tiering is behind, as a retriable Kafka error (see above)."""
+def leader_for_write(ctx: KafkaContext, topic: str, partition: int) -> Partition:
+    """The partition's leader state for a produce; refused while tiering is behind, as a
+    retriable Kafka error (see above)."""
     try:
-        ctx.broker.untiered_bound.check(state)
+        return ctx.services.produce.leader(topic, partition)
     except LimitError as exc:
         ctx.backoff_s = max(ctx.backoff_s, float(exc.headers.get("Retry-After", "1")))
         raise TierlogError(ErrorCode.REQUEST_TIMED_OUT, exc.message) from None

@@ -3,7 +3,6 @@ cache."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -186,11 +185,10 @@ async def handle_init_producer_id(ctx: KafkaContext, request: Any, response_cls:
 
     if request.transactional_id is not None:  # no transactions (protocol.py says why)
         return answer(NO_TRANSACTIONS)
-    if not ctx.may_write_somewhere():
-        return answer(KafkaError.cluster_authorization_failed)
-    repo = ctx.broker.partition_repo
     try:
-        pid = await asyncio.to_thread(repo.allocate_producer_id)
+        pid = await ctx.services.producer_ids.allocate(ctx.principal)
+    except TierlogError as exc:  # KIP-679's rule refused it: CLUSTER_AUTHORIZATION_FAILED
+        return answer(kafka_error(exc))
     except Exception:  # Postgres unreachable: retriable for the client, not a dead connection
         return answer(KafkaError.coordinator_not_available)
     return answer(KafkaError.none, pid, 0)

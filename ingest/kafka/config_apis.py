@@ -9,18 +9,19 @@ for a broker.
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as KafkaError
 
-from ingest.kafka.admin_apis import after_topic_change
 from ingest.kafka.cluster_apis import NO_THROTTLE
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.protocol import build, kafka_error, nested
 from logformat.errors import ErrorCode, TierlogError
 from metadata.acl import CLUSTER_NAME
-from metadata.configs import SPECS, check_min_insync, effective_configs, merge_configs
+
+if TYPE_CHECKING:
+    from ingest.service.topic_admin import TopicAdmin
+from metadata.configs import SPECS, effective_configs
 
 TOPIC, BROKER = 2, 4  # Kafka's ConfigResource.Type
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # AlterConfigOp.OpType
@@ -106,8 +107,7 @@ def _entries(
 async def _describe(ctx: KafkaContext, resource: Any) -> list[tuple[str, str, int, int, str]]:
     name = resource.resource_name
     if resource.resource_type == TOPIC:
-        ctx.require("topic", name, "describe")
-        overrides = (await ctx.broker.cache.require_topic(name)).info.configs
+        overrides = (await ctx.services.admin.topic(ctx.principal, name, "describe")).info.configs
         return [
             (
                 key,
@@ -192,8 +192,7 @@ def _changes(overrides: dict[str, str], resource: Any) -> tuple[dict[str, str], 
     return to_set, to_delete
 
 
-async def _alter(ctx: KafkaContext, resource: Any, validate_only: bool) -> bool:
-    """True when a topic's configs changed."""
+async def _alter(ctx: KafkaContext, admin: TopicAdmin, resource: Any, validate_only: bool) -> None:
     name = resource.resource_name
     if resource.resource_type == BROKER:
         ctx.require("cluster", CLUSTER_NAME, "alter")
@@ -201,14 +200,9 @@ async def _alter(ctx: KafkaContext, resource: Any, validate_only: bool) -> bool:
         raise _bad_request("broker configs are command-line settings; they cannot be altered")
     if resource.resource_type != TOPIC:
         raise _bad_request(f"resource type {resource.resource_type} is not supported: topics (2)")
-    ctx.require("topic", name, "alter")  # as HTTP's PATCH (Kafka: ALTER_CONFIGS)
-    info = (await ctx.broker.cache.require_topic(name)).info
+    info = (await admin.topic(ctx.principal, name, "alter")).info  # as HTTP's PATCH
     to_set, to_delete = _changes(dict(info.configs), resource)
-    if validate_only:  # the same checks as the write, without it
-        check_min_insync(merge_configs(info.configs, to_set, to_delete), info.replication_factor)
-        return False
-    await asyncio.to_thread(ctx.broker.topics.alter_configs, name, to_set, to_delete)
-    return True
+    await admin.alter_configs(ctx.principal, name, to_set, to_delete, validate_only)
 
 
 async def handle_incremental_alter_configs(
@@ -216,23 +210,21 @@ async def handle_incremental_alter_configs(
 ) -> Any:
     result_cls = nested(response_cls, "AlterConfigsResourceResponse")
     results = []
-    changed = False
-    for resource in request.resources:
-        try:
-            changed = await _alter(ctx, resource, request.validate_only) or changed
-        except TierlogError as exc:
-            error, message = kafka_error(exc), exc.message
-        else:
-            error, message = KafkaError.none, ""
-        results.append(
-            build(
-                result_cls,
-                error_code=error,
-                error_message=message or None,
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
+    async with ctx.services.admin.batch() as admin:  # one refresh for the whole request
+        for resource in request.resources:
+            try:
+                await _alter(ctx, admin, resource, request.validate_only)
+            except TierlogError as exc:
+                error, message = kafka_error(exc), exc.message
+            else:
+                error, message = KafkaError.none, ""
+            results.append(
+                build(
+                    result_cls,
+                    error_code=error,
+                    error_message=message or None,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                )
             )
-        )
-    if changed:
-        await after_topic_change(ctx)
     return build(response_cls, throttle_time=NO_THROTTLE, responses=tuple(results))

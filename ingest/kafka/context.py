@@ -17,19 +17,11 @@ from urllib.parse import urlsplit
 from cluster.authorizer import ANONYMOUS
 from ingest.kafka.cluster_identity import ClusterIdentity
 from ingest.kafka.turns import Turns
-from logformat.errors import ErrorCode, TierlogError
-from metadata.acl import CLUSTER_NAME
 
 if TYPE_CHECKING:
     from cluster.kafka_groups import ClassicGroups
-    from ingest.broker import Broker
     from ingest.kafka.sasl_scram import ScramExchange
-
-DENIED = {
-    "topic": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-    "cluster": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-    "group": ErrorCode.GROUP_AUTHORIZATION_FAILED,
-}
+    from ingest.service.services import Services
 
 
 def host_port(url: str) -> tuple[str, int]:
@@ -44,12 +36,13 @@ class KafkaContext:
 
     def __init__(
         self,
-        broker: Broker,
+        services: Services,
         advertised: tuple[str, int],
         groups: ClassicGroups | None = None,
         identity: ClusterIdentity | None = None,
     ) -> None:
-        self.broker = broker
+        self.services = services
+        self.broker = broker = services.broker  # what is not yet behind a service
         self.identity = identity or ClusterIdentity(broker)  # shared by the listener
         self.advertised = advertised
         self.groups = groups  # None: no groups extension mounted (COORDINATOR_NOT_AVAILABLE)
@@ -77,18 +70,7 @@ class KafkaContext:
         return self.broker.authorizer.allowed(self.principal, resource_type, name, operation)
 
     def require(self, resource_type: str, name: str, operation: str) -> None:
-        if not self.allowed(resource_type, name, operation):
-            what = "the cluster" if resource_type == "cluster" else f"{resource_type} {name!r}"
-            raise TierlogError(
-                DENIED[resource_type], f"{self.principal} is not authorized to {operation} {what}"
-            )
-
-    def may_write_somewhere(self) -> bool:
-        """Kafka's rule for an idempotent producer's InitProducerId (KIP-679)."""
-        auth = self.broker.authorizer
-        return auth.allowed(self.principal, "cluster", CLUSTER_NAME, "write") or (
-            auth.allowed_on_any(self.principal, "topic", "write")
-        )
+        self.broker.authorizer.require(self.principal, resource_type, name, operation)
 
     def kafka_address(self, broker_id: int) -> tuple[str, int] | None:
         if broker_id == self.broker.config.broker_id:

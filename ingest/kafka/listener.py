@@ -80,7 +80,7 @@ from ingest.kafka.protocol import (
 
 if TYPE_CHECKING:
     from cluster.kafka_groups import ClassicGroups
-    from ingest.broker import Broker
+    from ingest.service.services import Services
 
 log = logging.getLogger("tierlog.kafka")
 
@@ -121,7 +121,8 @@ class ListenerShared:
     """What a broker's Kafka listeners (plaintext and TLS) share: connection counts, the
     in-flight budgets, the cluster identity and client limits."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, services: Services) -> None:
+        broker = services.broker
         cfg = broker.config
         self.gate = ConnectionGate(cfg.http_limits, cfg.kafka_conn.max_preauth_connections)
         self.budget = RequestBudget(cfg.max_inflight_bytes)
@@ -139,7 +140,7 @@ class KafkaListener:
 
     def __init__(
         self,
-        broker: Broker,
+        services: Services,
         host: str,
         port: int,
         advertised: tuple[str, int],
@@ -149,13 +150,13 @@ class KafkaListener:
         sasl: bool = True,
         shared: ListenerShared | None = None,
     ) -> None:
-        self.broker = broker
+        self.services, self.broker = services, services.broker
         self.groups = groups
         self.host, self.port, self.advertised = host, port, advertised
         self.tls, self.sasl = tls, sasl
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
-        self.shared = shared or ListenerShared(broker)
+        self.shared = shared or ListenerShared(services)
         self.listener_shift = 0  # see KafkaContext.listener_shift
         self.budget = self.shared.budget
         self.identity = self.shared.identity
@@ -203,7 +204,7 @@ class KafkaListener:
             writer.close()
             return
         self._connections.add(task)
-        ctx = KafkaContext(self.broker, self.advertised, self.groups, self.identity)
+        ctx = KafkaContext(self.services, self.advertised, self.groups, self.identity)
         ctx.client_gone = lambda: reader.at_eof() or writer.is_closing()
         ctx.peer = address
         ctx.listener_shift = self.listener_shift

@@ -19,17 +19,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kio.schema.errors import ErrorCode as KafkaError
 
-from ingest import metrics
-from ingest.kafka.client_limits import check_tiering_backlog
+from ingest.kafka.client_limits import leader_for_write
 from ingest.kafka.cluster_apis import NO_THROTTLE
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.offload import offload
 from ingest.kafka.protocol import build, kafka_error, nested
 from ingest.kafka.record_batch import decode_batch
 from ingest.produce import ProducerFields, frames_for
-from ingest.replication.group_commit import AppendResult
-from ingest.replication.partition import Partition
 from ingest.service.expansion import expansion_limits
+from ingest.service.produce import Queued
 
 # The topic's rules for stored records (keys on compacted topics, header bounds, timestamps,
 # LogAppendTime), shared with HTTP produce rather than restated here.
@@ -90,32 +88,16 @@ def _prepare(data: bytes, config: BrokerConfig, topic: TopicConfig, now_ms: int)
     return _Prepared(frames_for(batch, topic, producer), batch)
 
 
-class _Queued(NamedTuple):
-    """A partition's records, queued for its log (Partition.submit)."""
-
-    state: Partition
-    queued: asyncio.Future[list[AppendResult]]
-    min_insync: int
-    topic: str
-    records: int
-    size: int
-
-
 async def _queue(
     ctx: KafkaContext, topic: str, partition: int, data: bytes | None, acks: int
-) -> _Queued:
-    ctx.require("topic", topic, "write")
-    broker = ctx.broker
-    view = await broker.cache.require_topic(topic, partition)
-    state = broker.require_leader(topic, partition)
-    check_tiering_backlog(ctx, state)  # the same backpressure as HTTP produce
+) -> Queued:
+    produce = ctx.services.produce
+    view = await produce.topic(ctx.principal, topic, partition)
+    state = leader_for_write(ctx, topic, partition)  # the same backpressure as HTTP produce
     now_ms = int(time.time() * 1000)
-    prepared = await offload(_prepare, data or b"", broker.config, view.config, now_ms)
-    await broker.schema_ids.check_batch(topic, view.config, prepared.batch)
-    frames = prepared.frames
-    min_insync = view.config.min_insync_replicas
-    queued = state.submit(frames, acks, min_insync)
-    return _Queued(state, queued, min_insync, topic, prepared.batch.num_rows, sum(map(len, frames)))
+    prepared = await offload(_prepare, data or b"", ctx.broker.config, view.config, now_ms)
+    await produce.check_schema_ids(view, prepared.batch)
+    return produce.queue(view, state, prepared.frames, acks, prepared.batch.num_rows)
 
 
 def _failed(exc: BaseException, topic: str, partition: int) -> _Outcome:
@@ -128,7 +110,7 @@ def _failed(exc: BaseException, topic: str, partition: int) -> _Outcome:
 
 async def _partition(
     ctx: KafkaContext, topic: str, partition: int, data: bytes | None, acks: int
-) -> _Queued | _Outcome:
+) -> Queued | _Outcome:
     if acks not in (-1, 0, 1):
         return _Outcome(KafkaError.invalid_required_acks)
     try:
@@ -138,23 +120,21 @@ async def _partition(
 
 
 async def _completed(
-    q: _Queued | _Outcome, partition: int, acks: int, timeout_s: float
+    ctx: KafkaContext, q: Queued | _Outcome, partition: int, timeout_s: float
 ) -> _Outcome:
     if isinstance(q, _Outcome):
         return q
     try:
-        results = await q.state.completed(q.queued, acks, q.min_insync, timeout_s)
+        results = await ctx.services.produce.completed(q, timeout_s)
     except Exception as exc:
-        return _failed(exc, q.topic, partition)
-    metrics.PRODUCED_RECORDS.labels(q.topic).inc(q.records)
-    metrics.PRODUCED_BYTES.labels(q.topic).inc(q.size)
+        return _failed(exc, q.state.topic, partition)
     return _Outcome(KafkaError.none, results[0].base_offset, q.state.log.log_start_offset)
 
 
 async def _produce(ctx: KafkaContext, request: Any) -> list[_Outcome]:
     """Every partition's records queued, in request order, before the connection's next
     request may start (turns.py); then the writes (and replicas, acks=all) awaited."""
-    timeout_s = ctx.broker.config.request_timeout_ms / 1000
+    timeout_s = ctx.services.produce.timeout_s()
     asked = request.timeout.total_seconds()
     if asked > 0:
         timeout_s = min(timeout_s, asked)
@@ -166,7 +146,7 @@ async def _produce(ctx: KafkaContext, request: Any) -> list[_Outcome]:
     return list(
         await asyncio.gather(
             *(
-                _completed(q, p.index, request.acks, timeout_s)
+                _completed(ctx, q, p.index, timeout_s)
                 for q, (_, p) in zip(queued, parts, strict=True)
             )
         )

@@ -90,6 +90,17 @@ class Reads:
         metrics.FETCHED_RECORDS.labels(topic).inc(got.batch.num_rows)
         return got
 
+    async def record_at(self, state: Partition, offset: int, max_bytes: int) -> FetchResult:
+        """The one record at `offset`, from whichever tier holds it, not counted as served
+        (list-offsets reads it for its timestamp)."""
+        cold = self.cold_reader(state.topic)
+        return await tiered_fetch.fetch_tiered(state, cold, offset, 1, max_bytes, 0)
+
+    def log_append_time(self, topic: str) -> bool:
+        """The topic stamps records with the broker's time (LogAppendTime)."""
+        view = self._broker.cache.topic(topic)
+        return view is not None and view.config.message_timestamp_type == "LogAppendTime"
+
     async def earliest(self, state: Partition) -> int:
         """The log start of the whole log, hot and cold."""
         return await tiered_fetch.earliest(state, self.cold_reader(state.topic))

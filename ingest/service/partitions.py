@@ -1,0 +1,9 @@
+"""The partition state the services hand to the front-ends, under the names the front-ends
+may import (they import services, never ingest.replication or ingest.log themselves)."""
+
+from __future__ import annotations
+
+from ingest.replication.group_commit import AppendResult
+from ingest.replication.partition import Partition, Role
+
+__all__ = ["AppendResult", "Partition", "Role"]
