@@ -20,20 +20,24 @@ from starlette.routing import Route
 
 from cluster.http.responses import JSONResponse, path_partition, read_body
 from cluster.internal_http import CLUSTER_TOKEN_HEADER
-from ingest.api.partition_stats import led_stats
 from ingest.replication import corruption
-from ingest.tiered.tier_status import TierStatus
 from logformat.errors import ErrorCode, TierlogError
 from logformat.frame import scan
 from metadata.types import TopicNamePartition
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
+    from ingest.service.services import Services
 
 log = logging.getLogger("tierlog.api.internal")
 
 MAX_INTERNAL_BODY = 256 * 1024 * 1024
 SEGMENT_CHUNK = 1024 * 1024
+
+
+def _services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
 
 
 def _authorize(request: Request) -> Broker:
@@ -59,42 +63,22 @@ async def append(request: Request) -> JSONResponse:
     partition = path_partition(request)
     acks = int(request.query_params.get("acks", "-1"))
     view = await broker.cache.require_topic(topic, partition)
-    state = broker.require_leader(topic, partition)
-    broker.untiered_bound.check(state)  # a client's produce, forwarded: the same backpressure
+    produce = _services(request).produce
+    produce.leader(topic, partition)  # refused before the body is read, as before
     body = await read_body(request, MAX_INTERNAL_BODY)
     result = scan(body)
     if result.torn or not result.frames:
         raise TierlogError(ErrorCode.CORRUPT_MESSAGE, "forwarded body is not whole frames")
     frames = [bytearray(body[pos : pos + h.size]) for pos, h in result.frames]
-    results = await state.append(
-        frames, acks, view.config.min_insync_replicas, broker.config.request_timeout_ms / 1000
-    )
+    results = await produce.append_forwarded(view, partition, frames, acks)
     return JSONResponse({"results": [[r.base_offset, r.last_offset] for r in results]})
 
 
 async def led_partitions(request: Request) -> JSONResponse:
     """Offsets and stats of the partitions of a topic this broker leads (for describe on
-    other nodes: ingest/api/partition_stats.py)."""
-    broker = _authorize(request)
-    topic = request.path_params["topic"]
-    led = {
-        p: state
-        for (name, p), state in broker.partitions.items()
-        if name == topic and broker.leader_state(name, p) is not None
-    }
-    view = broker.cache.topic(topic)
-    tiering = view is not None and view.config.remote_storage_enable
-    tiers: dict[int, TierStatus] | None = {}
-    if tiering and led and view is not None:
-        try:
-            tiers = await broker.tier_status.of_partitions(view.info.id, list(led))
-        except Exception:  # describe shows the offsets without the lag figures
-            log.exception("reading the cold manifest failed", extra={"topic": topic})
-            tiers = None
-    out = {
-        str(p): led_stats(state, tiering, tiers.get(p) if tiers is not None else None)
-        for p, state in led.items()
-    }
+    other nodes: ingest/service/topic_describe.py)."""
+    _authorize(request)
+    out = await _services(request).describe.led(request.path_params["topic"])
     return JSONResponse(out)
 
 

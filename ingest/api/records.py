@@ -24,9 +24,9 @@ from cluster.http.limits import DECODED_SCOPE_KEY
 from cluster.http.responses import JSONResponse, path_partition, read_body, timestamp_param
 from cluster.internal_http import CLUSTER_TOKEN_HEADER, FORWARDED_HEADER
 from ingest.produce import ProducePlan, json_offsets, plan_arrow, plan_json, producer_fields
-from ingest.replication.partition import AppendResult, Partition, Role
 from ingest.service.expansion import expansion_limits
 from ingest.service.fetch_rules import capped_max_bytes
+from ingest.service.partitions import AppendResult, Partition, Role
 from logformat.errors import ErrorCode, TierlogError
 from logformat.expansion import measure_arrow
 

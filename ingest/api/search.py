@@ -20,8 +20,7 @@ from cluster.http import auth
 from cluster.http.search_params import SearchParams, search_params
 from cluster.http.search_stream import PartitionEvents, search_response
 from cluster.internal_http import FORWARDED_HEADER
-from cluster.search_run import PartitionSearch, search_partition
-from ingest.tiered.tiered_search import LocalHot
+from cluster.search_run import PartitionSearch
 from logformat.errors import ErrorCode, TierlogError
 
 if TYPE_CHECKING:
@@ -53,13 +52,12 @@ def _partition(
     topic, broker = view.info.name, services.broker
 
     def events() -> AsyncIterator[dict[str, Any]]:
-        state = services.reads.leader_state(topic, partition)
-        if state is not None:
-            cold = services.reads.cold_searcher(view)
-            s = PartitionSearch(
-                view.info.id, partition, params.query, params.max_hits, params.value_format
-            )
-            return search_partition(s, cold, LocalHot(state))
+        s = PartitionSearch(
+            view.info.id, partition, params.query, params.max_hits, params.value_format
+        )
+        here = services.reads.search_here(view, partition, s)
+        if here is not None:
+            return here
         if forwarded:  # one hop only: the sender's metadata was stale
             raise TierlogError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,

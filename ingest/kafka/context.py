@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from cluster.authorizer import ANONYMOUS
-from ingest.kafka.cluster_identity import ClusterIdentity
 from ingest.kafka.turns import Turns
 
 if TYPE_CHECKING:
     from cluster.kafka_groups import ClassicGroups
     from ingest.kafka.sasl_scram import ScramExchange
+    from ingest.service.cluster_identity import ClusterIdentity
     from ingest.service.services import Services
 
 
@@ -43,7 +43,7 @@ class KafkaContext:
     ) -> None:
         self.services = services
         self.broker = broker = services.broker  # what is not yet behind a service
-        self.identity = identity or ClusterIdentity(broker)  # shared by the listener
+        self.identity = identity or services.identity  # shared by the listener
         self.advertised = advertised
         self.groups = groups  # None: no groups extension mounted (COORDINATOR_NOT_AVAILABLE)
         self.principal = ANONYMOUS

@@ -17,8 +17,7 @@ import pyarrow.compute as pc
 from kio.schema.errors import ErrorCode as KafkaError
 
 from cluster.read_contract import FetchResult
-from ingest.log.epoch_cache import Epochs
-from ingest.replication.partition import Partition
+from ingest.service.partitions import Epochs, Partition
 from logformat.errors import ErrorCode, TierlogError
 
 NO_EPOCH = -1

@@ -38,7 +38,6 @@ from ingest.kafka import (
 )
 from ingest.kafka.budget import RequestBudget
 from ingest.kafka.client_limits import KafkaClientLimits
-from ingest.kafka.cluster_identity import ClusterIdentity
 from ingest.kafka.conn_gate import INFLIGHT, ConnectionGate
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.error_response import answer_unsupported
@@ -129,7 +128,7 @@ class ListenerShared:
         self.preauth_budget = RequestBudget(cfg.kafka_conn.preauth_inflight_bytes)
         INFLIGHT.labels("main").set_function(lambda: self.budget.used)
         INFLIGHT.labels("preauth").set_function(lambda: self.preauth_budget.used)
-        self.identity = ClusterIdentity(broker)
+        self.identity = services.identity
         self.limits = KafkaClientLimits(broker.quotas, broker.long_polls)
 
 

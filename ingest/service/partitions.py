@@ -3,7 +3,8 @@ may import (they import services, never ingest.replication or ingest.log themsel
 
 from __future__ import annotations
 
+from ingest.log.epoch_cache import Epochs
 from ingest.replication.group_commit import AppendResult
 from ingest.replication.partition import Partition, Role
 
-__all__ = ["AppendResult", "Partition", "Role"]
+__all__ = ["AppendResult", "Epochs", "Partition", "Role"]

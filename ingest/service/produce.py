@@ -98,6 +98,15 @@ class Produce:
         self._produced(topic, records, sum(map(len, frames)))
         return results
 
+    async def append_forwarded(
+        self, view: TopicView, partition: int, frames: list[bytearray], acks: int
+    ) -> list[AppendResult]:
+        """A client's produce another broker forwarded here (it was authorized there, and
+        is counted there): the same leader and backpressure rules, then the append."""
+        state = self.leader(view.info.name, partition)
+        q = self.queue(view, state, frames, acks, 0)
+        return await state.completed(q.queued, acks, q.min_insync, self.timeout_s())
+
     def _produced(self, topic: str, records: int, size: int) -> None:
         metrics.PRODUCED_RECORDS.labels(topic).inc(records)
         metrics.PRODUCED_BYTES.labels(topic).inc(size)

@@ -4,18 +4,19 @@ cold reader only when the topic is tiered), and the fetch metrics, each once."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
 
+from cluster.search_run import PartitionSearch, search_partition
 from ingest import metrics
 from ingest.tiered import tiered_fetch
+from ingest.tiered.tiered_search import LocalHot
 from logformat.errors import ErrorCode, TierlogError
 from metadata.types import TopicNamePartition
 
 if TYPE_CHECKING:
     from cluster.metadata_cache import TopicView
     from cluster.read_contract import ColdReader, FetchResult
-    from cluster.search_contract import ColdSearcher
     from ingest.broker import Broker
     from ingest.replication.partition import Partition
 
@@ -32,9 +33,16 @@ class Reads:
         view = self._broker.cache.topic(topic)
         return cold if view is not None and view.config.remote_storage_enable else None
 
-    def cold_searcher(self, view: TopicView) -> ColdSearcher | None:
-        """The cold tier's searcher when the topic is tiered (None: search the hot log)."""
-        return self._broker.cold_searcher if view.config.remote_storage_enable else None
+    def search_here(
+        self, view: TopicView, partition: int, search: PartitionSearch
+    ) -> AsyncIterator[dict[str, Any]] | None:
+        """A search of a partition this broker leads: its cold files (when the topic is
+        tiered and this node has the cold searcher), then its hot log. None: not led here."""
+        state = self.leader_state(view.info.name, partition)
+        if state is None:
+            return None
+        cold = self._broker.cold_searcher if view.config.remote_storage_enable else None
+        return search_partition(search, cold, LocalHot(state))
 
     async def topic(
         self, principal: str, topic: str, operation: str, partition: int | None = None

@@ -7,9 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ingest.service.cluster_identity import ClusterIdentity
 from ingest.service.produce import Produce, ProducerIds
 from ingest.service.reads import Reads
+from ingest.service.security import Security
 from ingest.service.topic_admin import TopicAdmin
+from ingest.service.topic_describe import Describer
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
@@ -18,13 +21,25 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Services:
     admin: TopicAdmin  # create, delete, grow, alter configs
+    describe: Describer  # a topic's partitions, offsets and tiering lag
     produce: Produce
     reads: Reads  # fetch and list-offsets
     producer_ids: ProducerIds
+    security: Security  # ACL decisions; keys, ACLs, SCRAM credentials, quotas
+    identity: ClusterIdentity  # the cluster id and the controller, as Kafka names them
     # What the front-ends still reach directly (membership, internal and ops routes, the
     # Kafka listener's plumbing): to move behind services (docs/architecture.md).
     broker: Broker
 
     @classmethod
     def of(cls, broker: Broker) -> Services:
-        return cls(TopicAdmin(broker), Produce(broker), Reads(broker), ProducerIds(broker), broker)
+        return cls(
+            TopicAdmin(broker),
+            Describer(broker),
+            Produce(broker),
+            Reads(broker),
+            ProducerIds(broker),
+            Security(broker),
+            ClusterIdentity(broker),
+            broker,
+        )
