@@ -47,25 +47,26 @@ def build_app(
         lifespan=lifespan,
     )
     app.state.services = services
-    broker = app.state.broker = services.broker  # the routes not yet moved onto services
+    app.state.broker = services.broker  # the routes not yet moved onto services (ops, internal)
     # add_middleware puts each one outside the previous: auth must wrap whatever reads
     # scope["tierlog.principal"] (quotas), and request metrics wrap auth (401s are counted).
-    limits = broker_limits(broker.config)  # quotas and overload protection (api/limits.py)
+    cfg = services.config
+    limits = broker_limits(cfg)  # quotas and overload protection (api/limits.py)
     # Added first, so innermost: inside auth, whose principal it reads.
     # The quota manager and long-poll slots are the broker's: its Kafka listener shares them.
     app.add_middleware(
         limits_middleware(
             limits,
-            broker.engine,
-            lambda: broker.cluster_secret,
-            broker.quotas,
-            broker.long_polls,
+            services.broker.engine,  # unused: the quota manager is given
+            services.cluster_secret,
+            services.quotas,
+            services.long_polls,
         )
     )
     # Searches and admin requests at once (K9): inside auth, whose principal it counts by.
-    app.add_middleware(ConcurrencyMiddleware, limits=broker.config.concurrency)
-    app.add_middleware(AuthMiddleware, authorizer=broker.authorizer)
-    cfg = broker.config  # cross-site writes are refused before anything else runs
+    app.add_middleware(ConcurrencyMiddleware, limits=cfg.concurrency)
+    app.add_middleware(AuthMiddleware, authorizer=services.security.authorizer)
+    # Cross-site writes are refused before anything else runs.
     origins = own_origins([cfg.advertised_url], cfg.host, cfg.port, cfg.tls_cert is not None)
     app.add_middleware(CrossSiteGuard, origins=origins)
     app.add_middleware(RequestMetrics)

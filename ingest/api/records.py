@@ -63,7 +63,7 @@ async def produce(request: Request) -> Response:
             f"produce takes application/json or {ARROW_STREAM}, not {media!r}",
         )
     view = await produce.topic(auth.principal(request), topic)
-    body = await read_body(request, services.broker.config.max_request_bytes)
+    body = await read_body(request, services.config.max_request_bytes)
     # Everything is validated and framed before anything is written: bad input writes nothing.
     plan = await _plan(request, services, view, media, body)
     await produce.check_plan_schema_ids(view, plan)
@@ -101,7 +101,7 @@ async def _plan(
     """The request's frames. The body is measured against the expansion limits before it
     is decoded (an Arrow stream's decoded size is held in the in-flight budget and counted
     against the quota like body bytes); big bodies are decoded off the event loop."""
-    cfg = services.broker.config
+    cfg = services.config
     limits = expansion_limits(cfg)
     topic = view.info.name
     sticky, now_ms = services.produce.sticky_for(topic), int(time.time() * 1000)
@@ -141,7 +141,6 @@ def _arrow_reply(plan: ProducePlan, outcomes: list[Any]) -> dict[str, Any]:
 
 async def fetch_records(request: Request) -> Response:
     services = _services(request)
-    broker = services.broker
     topic = request.path_params["topic"]
     auth.require(request, "topic", topic, "read")
     partition = path_partition(request)
@@ -149,14 +148,14 @@ async def fetch_records(request: Request) -> Response:
     if not isinstance(state, Partition):
         return state
     params = fetch_params(request)
-    params = params._replace(max_bytes=capped_max_bytes(params.max_bytes, broker.config))
+    params = params._replace(max_bytes=capped_max_bytes(params.max_bytes, services.config))
     result = await services.reads.fetch(
         state, params.offset, params.max_records, params.max_bytes, params.wait_ms
     )
     leader = (  # a follower read (KIP-392) still names the leader
-        broker.config.advertised_url
+        services.config.advertised_url
         if state.role is Role.LEADER
-        else broker.cache.broker_url(state.leader_id)
+        else services.metadata.broker_url(state.leader_id)
         if state.leader_id is not None
         else None
     )
@@ -180,14 +179,18 @@ def _follower_read(
     """Kafka's follower fetching (KIP-392), for fetch nodes only: an in-sync follower serves
     what it has up to its own high watermark (committed records, never truncated). Anything
     newer, or a follower out of the ISR, falls through to the leader."""
-    broker = services.broker
-    if REPLICA_READ_HEADER not in request.headers or not broker.cluster_secret:
+    secret = services.cluster_secret()
+    if REPLICA_READ_HEADER not in request.headers or not secret:
         return None
     given = request.headers.get(CLUSTER_TOKEN_HEADER, "")
-    if not hmac.compare_digest(given, broker.cluster_secret):
+    if not hmac.compare_digest(given, secret):
         return None
     state = services.reads.replica(topic, partition)
-    if state is None or state.role is not Role.FOLLOWER or broker.config.broker_id not in state.isr:
+    if (
+        state is None
+        or state.role is not Role.FOLLOWER
+        or services.config.broker_id not in state.isr
+    ):
         return None
     raw = request.query_params.get("offset", "")
     if not raw.isdigit() or not state.log.log_start_offset <= int(raw) <= state.high_watermark:
@@ -199,17 +202,17 @@ async def _local_leader(
     services: Services, request: Request, topic: str, partition: int
 ) -> Partition | Response:
     """This broker's state if it leads the partition, else the leader's proxied answer."""
-    broker = services.broker
-    view = await broker.cache.require_topic(topic, partition)
+    view = await services.metadata.require_topic(topic, partition)
     state = services.reads.leader_state(topic, partition)
     if state is not None:
         return state
     if FORWARDED_HEADER in request.headers:
         raise TierlogError(
             ErrorCode.NOT_LEADER_OR_FOLLOWER,
-            f"broker {broker.config.broker_id} does not lead {topic}-{partition}",
+            f"broker {services.config.broker_id} does not lead {topic}-{partition}",
         )
-    return await broker.forwarder.proxy(broker.cache.leader_url(view, partition), request)
+    url = services.metadata.leader_url(view, partition)
+    return await services.forwarder.proxy(url, request)
 
 
 async def list_offsets(request: Request) -> Response:
@@ -234,7 +237,7 @@ async def list_offsets(request: Request) -> Response:
     body["log_start_offset"] = await reads.earliest(state)
     body.setdefault("offset", body["log_start_offset"])
     body["high_watermark"] = state.high_watermark
-    leader = services.broker.config.advertised_url
+    leader = services.config.advertised_url
     return JSONResponse(body, headers={"X-Tierlog-Leader": leader})
 
 

@@ -30,11 +30,10 @@ if TYPE_CHECKING:
 
 async def search(request: Request) -> Response:
     services: Services = request.app.state.services
-    broker = services.broker
     topic = request.path_params["topic"]
     auth.require(request, "topic", topic, "read")
     params = search_params(request)
-    view = await broker.cache.require_topic(topic, params.partition)
+    view = await services.metadata.require_topic(topic, params.partition)
     partitions = range(len(view.partitions)) if params.partition is None else [params.partition]
     forwarded = FORWARDED_HEADER in request.headers
     searches = {p: _partition(services, view, p, params, request, forwarded) for p in partitions}
@@ -49,7 +48,7 @@ def _partition(
     request: Request,
     forwarded: bool,
 ) -> PartitionEvents:
-    topic, broker = view.info.name, services.broker
+    topic = view.info.name
 
     def events() -> AsyncIterator[dict[str, Any]]:
         s = PartitionSearch(
@@ -61,11 +60,12 @@ def _partition(
         if forwarded:  # one hop only: the sender's metadata was stale
             raise TierlogError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                f"broker {broker.config.broker_id} does not lead {topic}-{partition}",
+                f"broker {services.config.broker_id} does not lead {topic}-{partition}",
             )
-        url = f"{broker.cache.leader_url(view, partition)}/topics/{quote(topic, safe='')}/search"
+        leader = services.metadata.leader_url(view, partition)
+        url = f"{leader}/topics/{quote(topic, safe='')}/search"
         query = {k: v for k, v in request.query_params.items() if k != "partition"}
-        return broker.forwarder.stream_lines(url, {**query, "partition": str(partition)})
+        return services.forwarder.stream_lines(url, {**query, "partition": str(partition)})
 
     return events
 

@@ -41,7 +41,7 @@ async def _described(services: Services, name: str, status_code: int = 200) -> J
 
 async def create_topic(request: Request) -> JSONResponse:
     services = _services(request)
-    cfg = services.broker.config
+    cfg = services.config
     doc = await json_object(request, ADMIN_BODY_LIMIT)
     only_fields(doc, CREATE_FIELDS)
     name = doc.get("name")
@@ -64,8 +64,8 @@ async def create_topic(request: Request) -> JSONResponse:
 
 
 async def list_topics(request: Request) -> JSONResponse:
-    broker = _services(request).broker
-    await asyncio.to_thread(broker.cache.refresh)
+    metadata = _services(request).metadata
+    await asyncio.to_thread(metadata.refresh)
     return JSONResponse(
         {
             "topics": [
@@ -74,7 +74,7 @@ async def list_topics(request: Request) -> JSONResponse:
                     "partitions": v.info.partition_count,
                     "replication_factor": v.info.replication_factor,
                 }
-                for v in broker.cache.topics()
+                for v in metadata.topics()
                 if auth.permitted(request, "topic", v.info.name, "describe")  # no leaks
             ]
         }

@@ -74,7 +74,7 @@ def _named(ctx: KafkaContext, request: Any) -> list[str | None] | None:
     for t in request.topics:
         name = getattr(t, "name", None)
         if name is None and getattr(t, "topic_id", None) is not None:  # v10+: by id
-            ids = {v.info.id: v.info.name for v in ctx.broker.cache.topics()}
+            ids = {v.info.id: v.info.name for v in ctx.services.metadata.topics()}
             name = ids.get(str(t.topic_id))
         out.append(name)
     return out
@@ -85,7 +85,7 @@ async def _one_topic(ctx: KafkaContext, response_cls: Any, name: str | None) -> 
         return _topic(response_cls, None, KafkaError.unknown_topic_id)
     try:
         ctx.require("topic", name, "describe")
-        view = await ctx.broker.cache.require_topic(name)
+        view = await ctx.services.metadata.require_topic(name)
     except TierlogError as exc:
         return _topic(response_cls, name, kafka_error(exc))
     parts = tuple(_partition(ctx, response_cls, view, p) for p in range(len(view.partitions)))
@@ -96,7 +96,7 @@ def _brokers(ctx: KafkaContext, cls: Any, fenced_too: bool = False) -> tuple[Any
     """The live brokers with their Kafka address (and the dead ones, marked fenced, when
     asked: DescribeCluster v2)."""
     out = []
-    for broker_id, reg in sorted(ctx.broker.cache.brokers.items()):
+    for broker_id, reg in sorted(ctx.services.metadata.brokers.items()):
         address = ctx.kafka_address(broker_id)
         if address is not None and (reg.alive or fenced_too):
             host, port = address
@@ -119,7 +119,7 @@ async def handle_metadata(ctx: KafkaContext, request: Any, response_cls: Any) ->
     if names is None:  # every topic the caller may see, silently leaving out the others
         names = [
             v.info.name
-            for v in ctx.broker.cache.topics()
+            for v in ctx.services.metadata.topics()
             if ctx.allowed("topic", v.info.name, "describe")
         ]
     topics = [await _one_topic(ctx, response_cls, n) for n in names]

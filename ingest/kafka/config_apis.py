@@ -47,7 +47,7 @@ def _bad_request(message: str) -> TierlogError:
 
 def _broker_configs(ctx: KafkaContext) -> dict[str, tuple[str, int, str]]:
     """name -> (value, type, documentation) of the broker settings Kafka has a name for."""
-    cfg = ctx.broker.config
+    cfg = ctx.services.config
     limits = cfg.http_limits
     host, port = ctx.advertised
     listen = cfg.kafka_listen or ctx.advertised
@@ -132,7 +132,7 @@ async def _describe(ctx: KafkaContext, resource: Any) -> list[tuple[str, str, in
 
 def _this_broker(ctx: KafkaContext, name: str) -> None:
     """Kafka's rule: a broker resource names this broker, or is empty (the default)."""
-    me = ctx.broker.config.broker_id
+    me = ctx.services.config.broker_id
     if name not in ("", str(me)):
         raise _bad_request(f'unexpected broker id {name!r}: this is broker {me} (or use "")')
 

@@ -42,7 +42,6 @@ class KafkaContext:
         identity: ClusterIdentity | None = None,
     ) -> None:
         self.services = services
-        self.broker = broker = services.broker  # what is not yet behind a service
         self.identity = identity or services.identity  # shared by the listener
         self.advertised = advertised
         self.groups = groups  # None: no groups extension mounted (COORDINATOR_NOT_AVAILABLE)
@@ -61,25 +60,27 @@ class KafkaContext:
         self.turns = Turns()  # the connection's requests, one after another (turns.py)
         # True once the client hung up (the listener sets it): long work for it stops.
         self.client_gone: Callable[[], bool] = lambda: False
-        self._port_shift = advertised[1] - host_port(broker.config.advertised_url)[1]
+        self._port_shift = advertised[1] - host_port(services.config.advertised_url)[1]
         # A TLS listener's distance from the registered (plaintext) one: other brokers'
         # registered addresses are moved by it, as their listeners are laid out alike.
         self.listener_shift = 0
 
     def allowed(self, resource_type: str, name: str, operation: str) -> bool:
-        return self.broker.authorizer.allowed(self.principal, resource_type, name, operation)
+        return self.services.security.authorizer.allowed(
+            self.principal, resource_type, name, operation
+        )
 
     def require(self, resource_type: str, name: str, operation: str) -> None:
-        self.broker.authorizer.require(self.principal, resource_type, name, operation)
+        self.services.security.authorizer.require(self.principal, resource_type, name, operation)
 
     def kafka_address(self, broker_id: int) -> tuple[str, int] | None:
-        if broker_id == self.broker.config.broker_id:
+        if broker_id == self.services.config.broker_id:
             return self.advertised
-        registered = self.broker.cache.broker_kafka_address(broker_id)
+        registered = self.services.metadata.broker_kafka_address(broker_id)
         if registered:
             name, _, number = registered.rpartition(":")
             return name.strip("[]"), int(number) + self.listener_shift
-        url = self.broker.cache.broker_url(broker_id)
+        url = self.services.metadata.broker_url(broker_id)
         if url is None:
             return None
         host, port = host_port(url)

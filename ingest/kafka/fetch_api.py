@@ -125,7 +125,7 @@ def wanted(request: Any) -> Wanted:
 
 async def _read_all(ctx: KafkaContext, request: Any, parts: Wanted) -> list[list[_Read]]:
     """Every partition read within the response's budget (fetch_rules.ResponseBudget)."""
-    budget = ResponseBudget(request.max_bytes, ctx.broker.config)
+    budget = ResponseBudget(request.max_bytes, ctx.services.config)
     out: list[list[_Read]] = []
     for topic, partitions in parts:
         reads = []

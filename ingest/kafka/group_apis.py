@@ -58,7 +58,7 @@ async def attempt(call: Callable[[], Awaitable[T]]) -> tuple[T | None, KafkaErro
 
 def _coordinator(ctx: KafkaContext, key: str, key_type: int) -> dict[str, Any]:
     host, port = ctx.advertised
-    fields: dict[str, Any] = {"key": key, "node_id": ctx.broker.config.broker_id}
+    fields: dict[str, Any] = {"key": key, "node_id": ctx.services.config.broker_id}
     fields.update(host=host, port=port, error_code=KafkaError.none, error_message=None)
     if key_type != KEY_GROUP:  # a transaction coordinator: refused (protocol.py says why)
         fields.update(error_code=NO_TRANSACTIONS, error_message=NO_TRANSACTIONS_MESSAGE)

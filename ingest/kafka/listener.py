@@ -121,15 +121,14 @@ class ListenerShared:
     in-flight budgets, the cluster identity and client limits."""
 
     def __init__(self, services: Services) -> None:
-        broker = services.broker
-        cfg = broker.config
+        cfg = services.config
         self.gate = ConnectionGate(cfg.http_limits, cfg.kafka_conn.max_preauth_connections)
         self.budget = RequestBudget(cfg.max_inflight_bytes)
         self.preauth_budget = RequestBudget(cfg.kafka_conn.preauth_inflight_bytes)
         INFLIGHT.labels("main").set_function(lambda: self.budget.used)
         INFLIGHT.labels("preauth").set_function(lambda: self.preauth_budget.used)
         self.identity = services.identity
-        self.limits = KafkaClientLimits(broker.quotas, broker.long_polls)
+        self.limits = KafkaClientLimits(services.quotas, services.long_polls)
 
 
 class KafkaListener:
@@ -149,7 +148,7 @@ class KafkaListener:
         sasl: bool = True,
         shared: ListenerShared | None = None,
     ) -> None:
-        self.services, self.broker = services, services.broker
+        self.services = services
         self.groups = groups
         self.host, self.port, self.advertised = host, port, advertised
         self.tls, self.sasl = tls, sasl
@@ -164,12 +163,12 @@ class KafkaListener:
     @property
     def protocol(self) -> str:
         if self.tls is None:
-            return "SASL_PLAINTEXT" if self.broker.authorizer.enabled else "PLAINTEXT"
+            return "SASL_PLAINTEXT" if self.services.security.authorizer.enabled else "PLAINTEXT"
         return "SASL_SSL" if self.sasl else "SSL"
 
     async def start(self) -> None:
         # A TLS handshake happens before a connection is admitted: it gets the auth deadline.
-        handshake_s = self.broker.config.kafka_conn.auth_timeout_ms / 1000
+        handshake_s = self.services.config.kafka_conn.auth_timeout_ms / 1000
         self._server = await asyncio.start_server(
             self._connected,
             self.host,
@@ -197,7 +196,7 @@ class KafkaListener:
         peer = writer.get_extra_info("peername")
         address = str(peer[0]) if isinstance(peer, tuple) else str(peer)
         task = asyncio.current_task()
-        preauth = self.sasl and self.broker.authorizer.enabled
+        preauth = self.sasl and self.services.security.authorizer.enabled
         admission = None if task is None else self.shared.gate.admit(address, preauth)
         if task is None or admission is None:
             writer.close()
@@ -208,7 +207,9 @@ class KafkaListener:
         ctx.peer = address
         ctx.listener_shift = self.listener_shift
         ctx.authenticated = not self.sasl  # SSL: the TLS handshake was all there is
-        frames = FrameReader(self.broker.config, self.budget, self.shared.preauth_budget, admission)
+        frames = FrameReader(
+            self.services.config, self.budget, self.shared.preauth_budget, admission
+        )
         try:
             await self._serve(ctx, frames, reader, writer)
         except ConnectionLimit as exc:
@@ -309,7 +310,7 @@ class KafkaListener:
 
     async def _answer(self, ctx: KafkaContext, header: RequestHeader, frame: bytes) -> bytes | None:
         # Before authentication nothing but ApiVersions and SASL is even decoded.
-        locked = self.broker.authorizer.enabled and not ctx.authenticated
+        locked = self.services.security.authorizer.enabled and not ctx.authenticated
         if locked and header.api_key not in BEFORE_AUTH:
             raise ProtocolError(
                 f"API key {header.api_key} before SASL authentication (auth is on: "
@@ -330,7 +331,7 @@ class KafkaListener:
             )
             return answer_unsupported(header, frame)
         request = await _decoded(header, frame)
-        bounds, answer_cls = self.broker.config.data_limits, response_type(header)
+        bounds, answer_cls = self.services.config.data_limits, response_type(header)
         refused = await request_bounds.refusal(header.api_key, request, answer_cls, bounds)
         if refused is not None:  # more entries than one request may name: none is served
             return await _encoded(header, refused, big=True)

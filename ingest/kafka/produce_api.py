@@ -95,7 +95,7 @@ async def _queue(
     view = await produce.topic(ctx.principal, topic, partition)
     state = leader_for_write(ctx, topic, partition)  # the same backpressure as HTTP produce
     now_ms = int(time.time() * 1000)
-    prepared = await offload(_prepare, data or b"", ctx.broker.config, view.config, now_ms)
+    prepared = await offload(_prepare, data or b"", ctx.services.config, view.config, now_ms)
     await produce.check_schema_ids(view, prepared.batch)
     return produce.queue(view, state, prepared.frames, acks, prepared.batch.num_rows)
 

@@ -66,7 +66,7 @@ async def _principal(ctx: KafkaContext, token: bytes) -> str | None:
     parsed = parse_key(password)
     key_id = user or (parsed.key_id if parsed else None)
     attempt = Attempt("kafka", ctx.peer, key_id, PLAIN)
-    authorizer = ctx.broker.authorizer
+    authorizer = ctx.services.security.authorizer
     if parsed is None or user not in (parsed.key_id, ""):
         await authorizer.throttle.turn(attempt, token)
         why = "the username is not the API key's id"
@@ -98,7 +98,7 @@ async def raw_token(ctx: KafkaContext, token: bytes) -> bytes | None:
         ctx.raw_sasl = not ctx.authenticated
         return answer
     ctx.raw_sasl = False
-    if not ctx.broker.authorizer.enabled:
+    if not ctx.services.security.authorizer.enabled:
         ctx.authenticated = True
         return b""
     try:
@@ -133,7 +133,7 @@ async def handle_sasl_authenticate(ctx: KafkaContext, request: Any, response_cls
         except TierlogError as exc:  # throttled, or the credential store cannot be read
             ctx.closing = True
             return answer(KafkaError.sasl_authentication_failed, exc.message)
-    if not ctx.broker.authorizer.enabled:
+    if not ctx.services.security.authorizer.enabled:
         ctx.authenticated = True
         return answer(KafkaError.none)
     try:

@@ -42,7 +42,7 @@ def _advertised(cfg: BrokerConfig, listen: tuple[str, int]) -> tuple[str, int]:
 def tls_listeners(
     services: Services, groups: ClassicGroups | None, shared: ListenerShared
 ) -> list[KafkaListener]:
-    cfg = services.broker.config
+    cfg = services.config
     wanted = [(cfg.kafka_sasl_ssl_listen, True), (cfg.kafka_ssl_listen, False)]
     if not any(listen for listen, _ in wanted):
         return []

@@ -4,6 +4,7 @@ Each rule of the data path lives in one of them, for both protocols."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -15,7 +16,12 @@ from ingest.service.topic_admin import TopicAdmin
 from ingest.service.topic_describe import Describer
 
 if TYPE_CHECKING:
+    from cluster.http.inflight import SlotCounter
+    from cluster.http.quota_manager import QuotaManager
+    from cluster.metadata_cache import MetadataCache
     from ingest.broker import Broker
+    from ingest.broker_config import BrokerConfig
+    from ingest.replication.forwarding import Forwarder
 
 
 @dataclass(frozen=True)
@@ -27,6 +33,12 @@ class Services:
     producer_ids: ProducerIds
     security: Security  # ACL decisions; keys, ACLs, SCRAM credentials, quotas
     identity: ClusterIdentity  # the cluster id and the controller, as Kafka names them
+    config: BrokerConfig
+    metadata: MetadataCache  # topics, partitions, brokers and leaders, as last loaded
+    quotas: QuotaManager  # client quotas, one for both listeners
+    long_polls: SlotCounter  # the long-poll cap, one for both listeners
+    forwarder: Forwarder  # one hop to a partition's leader (HTTP only: Kafka never forwards)
+    cluster_secret: Callable[[], str]  # the credential between nodes
     # What the front-ends still reach directly (membership, internal and ops routes, the
     # Kafka listener's plumbing): to move behind services (docs/architecture.md).
     broker: Broker
@@ -41,5 +53,11 @@ class Services:
             ProducerIds(broker),
             Security(broker),
             ClusterIdentity(broker),
+            broker.config,
+            broker.cache,
+            broker.quotas,
+            broker.long_polls,
+            broker.forwarder,
+            lambda: broker.cluster_secret,
             broker,
         )
