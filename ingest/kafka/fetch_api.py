@@ -10,10 +10,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import pyarrow as pa
 from kio.schema.errors import ErrorCode as KafkaError
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest
+from kio.schema.fetch.v12.response import (
+    EpochEndOffset,
+    FetchableTopicResponse,
+    FetchResponse,
+    PartitionData,
+)
+from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest
+from kio.schema.list_offsets.v7.response import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
 
 from cluster.read_contract import FetchResult
 from ingest.kafka import leader_epochs
@@ -92,7 +105,9 @@ class _Slicer:
         return _Read(KafkaError.none, b"".join(parts), got.high_watermark, got.log_start_offset)
 
 
-async def _read(ctx: KafkaContext, topic: str, p: Any, max_bytes: int, append_time: bool) -> _Read:
+async def _read(
+    ctx: KafkaContext, topic: str, p: FetchPartition, max_bytes: int, append_time: bool
+) -> _Read:
     """One partition's answer; `max_bytes` 0: the response's budget is spent, so only its
     watermarks (ingest/service/fetch_rules.py)."""
     try:
@@ -115,15 +130,15 @@ async def _read(ctx: KafkaContext, topic: str, p: Any, max_bytes: int, append_ti
         return _Read(KafkaError.unknown_server_error)
 
 
-Wanted = list[tuple[str, list[tuple[int, Any]]]]  # per topic, its partitions (merged)
+Wanted = list[tuple[str, list[tuple[int, FetchPartition]]]]  # per topic, its partitions (merged)
 
 
-def wanted(request: Any) -> Wanted:
+def wanted(request: FetchRequest) -> Wanted:
     """The request's partitions, each once (fetch_rules.merged: as Kafka keys them)."""
     return merged((t.topic, p.partition, p) for t in request.topics for p in t.partitions)
 
 
-async def _read_all(ctx: KafkaContext, request: Any, parts: Wanted) -> list[list[_Read]]:
+async def _read_all(ctx: KafkaContext, request: FetchRequest, parts: Wanted) -> list[list[_Read]]:
     """Every partition read within the response's budget (fetch_rules.ResponseBudget)."""
     budget = ResponseBudget(request.max_bytes, ctx.services.config)
     out: list[list[_Read]] = []
@@ -154,14 +169,17 @@ async def _wait_for_any(ctx: KafkaContext, parts: Wanted, timeout_s: float) -> N
         w.cancel()
 
 
-def _diverging(response_cls: Any, r: _Read) -> dict[str, Any]:
+def _diverging(response_cls: type[FetchResponse], r: _Read) -> dict[str, EpochEndOffset]:
     if r.diverging == UNDEFINED:
         return {}
-    end = nested(response_cls, "EpochEndOffset")
-    return {"diverging_epoch": end(epoch=r.diverging.epoch, end_offset=r.diverging.end_offset)}
+    end = nested(response_cls, EpochEndOffset)
+    epoch, end_offset = r.diverging
+    return {"diverging_epoch": build(end, epoch=epoch, end_offset=end_offset)}
 
 
-async def handle_fetch(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+async def handle_fetch(
+    ctx: KafkaContext, request: FetchRequest, response_cls: type[FetchResponse]
+) -> FetchResponse:
     parts = wanted(request)
     deadline = time.monotonic() + min(request.max_wait.total_seconds(), 30.0)
     while True:
@@ -174,8 +192,8 @@ async def handle_fetch(ctx: KafkaContext, request: Any, response_cls: Any) -> An
         if got >= max(1, request.min_bytes) or failed or remaining <= 0:
             break
         await _wait_for_any(ctx, parts, remaining)
-    data_cls = nested(response_cls, "PartitionData")
-    topic_cls = nested(response_cls, "FetchableTopicResponse")
+    data_cls = nested(response_cls, PartitionData)
+    topic_cls = nested(response_cls, FetchableTopicResponse)
     topics = []
     for (topic, partitions), rs in zip(parts, reads, strict=True):
         answers = tuple(
@@ -203,7 +221,9 @@ async def handle_fetch(ctx: KafkaContext, request: Any, response_cls: Any) -> An
     )
 
 
-async def _offset(ctx: KafkaContext, topic: str, p: Any) -> tuple[KafkaError, int, int, int]:
+async def _offset(
+    ctx: KafkaContext, topic: str, p: ListOffsetsPartition
+) -> tuple[KafkaError, int, int, int]:
     """(error, timestamp, offset, leader epoch) of one ListOffsets partition."""
     state = await leader(ctx, topic, p.partition_index, "describe")
     fenced = leader_epochs.fence(state, getattr(p, "current_leader_epoch", -1))
@@ -237,9 +257,11 @@ async def _record_time(reads: Reads, state: Partition, offset: int) -> int:
     return -1 if stamp is None else int(stamp)
 
 
-async def handle_list_offsets(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
-    part_cls = nested(response_cls, "ListOffsetsPartitionResponse")
-    topic_cls = nested(response_cls, "ListOffsetsTopicResponse")
+async def handle_list_offsets(
+    ctx: KafkaContext, request: ListOffsetsRequest, response_cls: type[ListOffsetsResponse]
+) -> ListOffsetsResponse:
+    part_cls = nested(response_cls, ListOffsetsPartitionResponse)
+    topic_cls = nested(response_cls, ListOffsetsTopicResponse)
     topics = []
     for t in request.topics:
         parts = []

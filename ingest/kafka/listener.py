@@ -20,9 +20,12 @@ import logging
 import ssl
 import struct
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from kio.schema.errors import ErrorCode as KafkaError
+from kio.schema.fetch.v12.request import FetchRequest
+from kio.schema.fetch.v12.response import FetchResponse
+from kio.static.protocol import RequestPayload, ResponsePayload
 
 from ingest.kafka import (
     admin_apis,
@@ -83,7 +86,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tierlog.kafka")
 
-Handler = Callable[[KafkaContext, Any, Any], Awaitable[Any]]
+# Each handler is typed with its API's kio classes (protocol.py says how one serves every
+# version); the table only knows it answers a request with a response, or none (acks=0).
+Handler = Callable[..., Awaitable[ResponsePayload | None]]
 HANDLERS: dict[int, Handler] = {
     API_VERSIONS: cluster_apis.handle_api_versions,
     METADATA: cluster_apis.handle_metadata,
@@ -319,8 +324,10 @@ class KafkaListener:
         if not supported(header.api_key, header.api_version):
             if header.api_key == API_VERSIONS:  # KIP-511: answer v0 with what we serve
                 v0 = header._replace(api_version=0)
-                body = cluster_apis.api_versions(response_type(v0), KafkaError.unsupported_version)
-                return encode_response(v0, body)
+                versions = cluster_apis.api_versions(
+                    response_type(v0), KafkaError.unsupported_version
+                )
+                return encode_response(v0, versions)
             if header.api_key not in SUPPORTED:  # an API we do not serve at all: Kafka closes
                 raise ProtocolError(
                     f"API key {header.api_key} is not served (client {header.client_id!r})"
@@ -337,8 +344,11 @@ class KafkaListener:
             return await _encoded(header, refused, big=True)
         await self.limits.wait_unmuted(ctx)  # a throttled connection's next request waits
         handler = HANDLERS[header.api_key]
-        if header.api_key == FETCH:
-            body = await self.limits.fetch(handler, ctx, request, response_type(header))
+        body: ResponsePayload | None
+        if header.api_key == FETCH:  # the key says what the request and response are
+            fetch = cast(FetchRequest, request)
+            fetch_cls = cast(type[FetchResponse], response_type(header))
+            body = await self.limits.fetch(fetch_api.handle_fetch, ctx, fetch, fetch_cls)
         else:
             body = await handler(ctx, request, response_type(header))
         body = await self.limits.charge(ctx, header, len(frame), body)
@@ -347,13 +357,13 @@ class KafkaListener:
 
 # Parsing a big frame and encoding a Fetch answer (its records' bytes) run in a worker
 # thread: nothing a client sends may hold the event loop.
-async def _decoded(header: RequestHeader, frame: bytes) -> Any:
+async def _decoded(header: RequestHeader, frame: bytes) -> RequestPayload:
     if len(frame) >= _INLINE_FRAME_BYTES:
         return await offload(decode_body, header, frame)
     return decode_body(header, frame)
 
 
-async def _encoded(header: RequestHeader, body: Any, big: bool) -> bytes:
+async def _encoded(header: RequestHeader, body: ResponsePayload, big: bool) -> bytes:
     if big:
         return await offload(encode_response, header, body)
     return encode_response(header, body)
@@ -365,7 +375,7 @@ async def _cancel_all(
     """End a connection's tasks and every request read ahead, and wait until they have ended,
     so each one's budget is back (their done callbacks) before the connection is gone. An
     outcome not raised already is only looked at: the first error is the one reported."""
-    pending: list[asyncio.Task[Any]] = [receiver, sender]
+    pending: list[asyncio.Task[None] | asyncio.Task[bytes | None]] = [receiver, sender]
     while not answers.empty():
         queued = answers.get_nowait()
         if queued is not None:
@@ -376,6 +386,6 @@ async def _cancel_all(
     await asyncio.wait(pending, timeout=_CLEANUP_S)
 
 
-def _seen(task: asyncio.Task[Any]) -> None:
+def _seen(task: asyncio.Task[None] | asyncio.Task[bytes | None]) -> None:
     if not task.cancelled():
         task.exception()  # retrieved: no "Task exception was never retrieved" on the loop

@@ -15,9 +15,16 @@ import asyncio
 import logging
 import sys
 import time
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from kio.schema.errors import ErrorCode as KafkaError
+from kio.schema.produce.v9.request import ProduceRequest
+from kio.schema.produce.v9.response import (
+    BatchIndexAndErrorMessage,
+    PartitionProduceResponse,
+    ProduceResponse,
+    TopicProduceResponse,
+)
 
 from ingest.kafka.client_limits import leader_for_write
 from ingest.kafka.cluster_apis import NO_THROTTLE
@@ -131,7 +138,7 @@ async def _completed(
     return _Outcome(KafkaError.none, results[0].base_offset, q.state.log.log_start_offset)
 
 
-async def _produce(ctx: KafkaContext, request: Any) -> list[_Outcome]:
+async def _produce(ctx: KafkaContext, request: ProduceRequest) -> list[_Outcome]:
     """Every partition's records queued, in request order, before the connection's next
     request may start (turns.py); then the writes (and replicas, acks=all) awaited."""
     timeout_s = ctx.services.produce.timeout_s()
@@ -153,13 +160,17 @@ async def _produce(ctx: KafkaContext, request: Any) -> list[_Outcome]:
     )
 
 
-def _record_errors(index_cls: Any, o: _Outcome) -> tuple[Any, ...]:
+def _record_errors(
+    index_cls: type[BatchIndexAndErrorMessage] | None, o: _Outcome
+) -> tuple[BatchIndexAndErrorMessage, ...]:
     if index_cls is None or o.record_index is None:
         return ()
-    return (index_cls(batch_index=o.record_index, batch_index_error_message=o.message),)
+    return (build(index_cls, batch_index=o.record_index, batch_index_error_message=o.message),)
 
 
-async def handle_produce(ctx: KafkaContext, request: Any, response_cls: Any) -> Any | None:
+async def handle_produce(
+    ctx: KafkaContext, request: ProduceRequest, response_cls: type[ProduceResponse]
+) -> ProduceResponse | None:
     """The response, or None under acks=0 (Kafka sends none)."""
     if request.transactional_id is not None:  # transactions are not served: say so
         refused = _Outcome(KafkaError.transactional_id_authorization_failed)
@@ -169,9 +180,11 @@ async def handle_produce(ctx: KafkaContext, request: Any, response_cls: Any) -> 
     outcomes = iter(results)
     if request.acks == 0:
         return None
-    part_cls = nested(response_cls, "PartitionProduceResponse")
-    topic_cls = nested(response_cls, "TopicProduceResponse")
-    index_cls = getattr(sys.modules[response_cls.__module__], "BatchIndexAndErrorMessage", None)
+    part_cls = nested(response_cls, PartitionProduceResponse)
+    topic_cls = nested(response_cls, TopicProduceResponse)
+    # Produce v8+ names the failing record (record_errors); older versions have no such type.
+    module = sys.modules[response_cls.__module__]
+    index_cls = getattr(module, BatchIndexAndErrorMessage.__name__, None)
     topics = []
     for t in request.topic_data:
         parts = []
