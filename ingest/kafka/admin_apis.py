@@ -1,7 +1,7 @@
 """CreateTopics, DeleteTopics and CreatePartitions over the same topic repository as HTTP's
 /topics.
 
-Any broker can serve them (Postgres is the controller's store); admin clients send them to
+Every broker can serve them (Postgres is the controller's store); admin clients send them to
 the controller Metadata names (the lease holder). Each topic succeeds or fails on its own,
 with Kafka's error and tierlog's message.
 """
@@ -10,8 +10,16 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
 
+from kio.schema.create_partitions.v3.request import CreatePartitionsRequest
+from kio.schema.create_partitions.v3.response import (
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+)
+from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.create_topics.v7.response import CreatableTopicResult, CreateTopicsResponse
+from kio.schema.delete_topics.v5.request import DeleteTopicsRequest
+from kio.schema.delete_topics.v5.response import DeletableTopicResult, DeleteTopicsResponse
 from kio.schema.errors import ErrorCode as KafkaError
 
 from ingest.kafka.cluster_apis import NO_THROTTLE
@@ -23,7 +31,7 @@ from logformat.errors import ErrorCode, TierlogError
 log = logging.getLogger("tierlog.kafka")
 
 
-def _new_topic(topic: Any) -> NewTopic:
+def _new_topic(topic: CreatableTopic) -> NewTopic:
     """A CreateTopics entry as the topic admin takes it (-1: the broker's default)."""
     return NewTopic(
         topic.name,
@@ -34,8 +42,10 @@ def _new_topic(topic: Any) -> NewTopic:
     )
 
 
-async def handle_create_topics(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
-    result_cls = nested(response_cls, "CreatableTopicResult")
+async def handle_create_topics(
+    ctx: KafkaContext, request: CreateTopicsRequest, response_cls: type[CreateTopicsResponse]
+) -> CreateTopicsResponse:
+    result_cls = nested(response_cls, CreatableTopicResult)
     results = []
     async with ctx.services.admin.batch() as admin:  # one refresh for the whole request
         for done, topic in enumerate(request.topics):
@@ -45,7 +55,7 @@ async def handle_create_topics(ctx: KafkaContext, request: Any, response_cls: An
                     extra={"topics_created": done, "topics_asked": len(request.topics)},
                 )
                 break
-            fields: dict[str, Any] = {
+            fields: dict[str, object] = {
                 "name": topic.name,
                 "configs": (),
                 "topic_config_error_code": 0,
@@ -65,8 +75,10 @@ async def handle_create_topics(ctx: KafkaContext, request: Any, response_cls: An
     return build(response_cls, throttle_time=NO_THROTTLE, topics=tuple(results))
 
 
-async def handle_delete_topics(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
-    result_cls = nested(response_cls, "DeletableTopicResult")
+async def handle_delete_topics(
+    ctx: KafkaContext, request: DeleteTopicsRequest, response_cls: type[DeleteTopicsResponse]
+) -> DeleteTopicsResponse:
+    result_cls = nested(response_cls, DeletableTopicResult)
     results = []
     async with ctx.services.admin.batch() as admin:
         for name in request.topic_names:
@@ -82,8 +94,12 @@ async def handle_delete_topics(ctx: KafkaContext, request: Any, response_cls: An
     return build(response_cls, throttle_time=NO_THROTTLE, responses=tuple(results))
 
 
-async def handle_create_partitions(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
-    result_cls = nested(response_cls, "CreatePartitionsTopicResult")
+async def handle_create_partitions(
+    ctx: KafkaContext,
+    request: CreatePartitionsRequest,
+    response_cls: type[CreatePartitionsResponse],
+) -> CreatePartitionsResponse:
+    result_cls = nested(response_cls, CreatePartitionsTopicResult)
     names = [t.name for t in request.topics]
     results = []
     async with ctx.services.admin.batch() as admin:

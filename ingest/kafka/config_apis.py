@@ -9,9 +9,23 @@ for a broker.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
+from kio.schema.describe_configs.v4.response import (
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+)
 from kio.schema.errors import ErrorCode as KafkaError
+from kio.schema.incremental_alter_configs.v1.request import (
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
+from kio.schema.incremental_alter_configs.v1.response import (
+    AlterConfigsResourceResponse,
+    IncrementalAlterConfigsResponse,
+)
 
 from ingest.kafka.cluster_apis import NO_THROTTLE
 from ingest.kafka.context import KafkaContext
@@ -79,11 +93,14 @@ def _broker_configs(ctx: KafkaContext) -> dict[str, tuple[str, int, str]]:
 
 
 def _entries(
-    response_cls: Any, request: Any, resource: Any, rows: list[tuple[str, str, int, int, str]]
-) -> tuple[Any, ...]:
+    response_cls: type[DescribeConfigsResponse],
+    request: DescribeConfigsRequest,
+    resource: DescribeConfigsResource,
+    rows: list[tuple[str, str, int, int, str]],
+) -> tuple[DescribeConfigsResourceResult, ...]:
     """(name, value, source, type, doc) rows as the version's config entries, filtered by
     the names asked for (None: all)."""
-    cls = nested(response_cls, "DescribeConfigsResourceResult")
+    cls = nested(response_cls, DescribeConfigsResourceResult)
     keys = resource.configuration_keys
     docs = getattr(request, "include_documentation", False)
     return tuple(
@@ -104,7 +121,9 @@ def _entries(
     )
 
 
-async def _describe(ctx: KafkaContext, resource: Any) -> list[tuple[str, str, int, int, str]]:
+async def _describe(
+    ctx: KafkaContext, resource: DescribeConfigsResource
+) -> list[tuple[str, str, int, int, str]]:
     name = resource.resource_name
     if resource.resource_type == TOPIC:
         overrides = (await ctx.services.admin.topic(ctx.principal, name, "describe")).info.configs
@@ -137,11 +156,13 @@ def _this_broker(ctx: KafkaContext, name: str) -> None:
         raise _bad_request(f'unexpected broker id {name!r}: this is broker {me} (or use "")')
 
 
-async def handle_describe_configs(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
-    result_cls = nested(response_cls, "DescribeConfigsResult")
+async def handle_describe_configs(
+    ctx: KafkaContext, request: DescribeConfigsRequest, response_cls: type[DescribeConfigsResponse]
+) -> DescribeConfigsResponse:
+    result_cls = nested(response_cls, DescribeConfigsResult)
     results = []
     for resource in request.resources:
-        fields: dict[str, Any] = {
+        fields: dict[str, object] = {
             "resource_type": resource.resource_type,
             "resource_name": resource.resource_name,
         }
@@ -164,7 +185,9 @@ def _list_op(current: str, value: str, op: int) -> str:
     return ",".join(v for v in have if v not in items)
 
 
-def _changes(overrides: dict[str, str], resource: Any) -> tuple[dict[str, str], list[str]]:
+def _changes(
+    overrides: dict[str, str], resource: AlterConfigsResource
+) -> tuple[dict[str, str], list[str]]:
     """(to set, to delete) from the resource's operations, checked as Kafka checks them."""
     to_set: dict[str, str] = {}
     to_delete: list[str] = []
@@ -192,7 +215,9 @@ def _changes(overrides: dict[str, str], resource: Any) -> tuple[dict[str, str], 
     return to_set, to_delete
 
 
-async def _alter(ctx: KafkaContext, admin: TopicAdmin, resource: Any, validate_only: bool) -> None:
+async def _alter(
+    ctx: KafkaContext, admin: TopicAdmin, resource: AlterConfigsResource, validate_only: bool
+) -> None:
     name = resource.resource_name
     if resource.resource_type == BROKER:
         ctx.require("cluster", CLUSTER_NAME, "alter")
@@ -206,9 +231,11 @@ async def _alter(ctx: KafkaContext, admin: TopicAdmin, resource: Any, validate_o
 
 
 async def handle_incremental_alter_configs(
-    ctx: KafkaContext, request: Any, response_cls: Any
-) -> Any:
-    result_cls = nested(response_cls, "AlterConfigsResourceResponse")
+    ctx: KafkaContext,
+    request: IncrementalAlterConfigsRequest,
+    response_cls: type[IncrementalAlterConfigsResponse],
+) -> IncrementalAlterConfigsResponse:
+    result_cls = nested(response_cls, AlterConfigsResourceResponse)
     results = []
     async with ctx.services.admin.batch() as admin:  # one refresh for the whole request
         for resource in request.resources:

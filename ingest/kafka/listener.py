@@ -22,6 +22,7 @@ import struct
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, cast
 
+from kio.schema.api_versions.v3.response import ApiVersionsResponse
 from kio.schema.errors import ErrorCode as KafkaError
 from kio.schema.fetch.v12.request import FetchRequest
 from kio.schema.fetch.v12.response import FetchResponse
@@ -324,9 +325,8 @@ class KafkaListener:
         if not supported(header.api_key, header.api_version):
             if header.api_key == API_VERSIONS:  # KIP-511: answer v0 with what we serve
                 v0 = header._replace(api_version=0)
-                versions = cluster_apis.api_versions(
-                    response_type(v0), KafkaError.unsupported_version
-                )
+                v0_cls = cast(type[ApiVersionsResponse], response_type(v0))
+                versions = cluster_apis.api_versions(v0_cls, KafkaError.unsupported_version)
                 return encode_response(v0, versions)
             if header.api_key not in SUPPORTED:  # an API we do not serve at all: Kafka closes
                 raise ProtocolError(

@@ -12,9 +12,12 @@ auth off, PLAIN passes any credentials and the connection stays User:ANONYMOUS, 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from kio.schema.errors import ErrorCode as KafkaError
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 
 from cluster.auth_throttle import Attempt
 from ingest.kafka.context import KafkaContext
@@ -28,7 +31,9 @@ PLAIN = "PLAIN"
 OFFERED = (PLAIN, *SCRAM_MECHANISMS)
 
 
-async def handle_sasl_handshake(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+async def handle_sasl_handshake(
+    ctx: KafkaContext, request: SaslHandshakeRequest, response_cls: type[SaslHandshakeResponse]
+) -> SaslHandshakeResponse:
     ok = request.mechanism in OFFERED and not ctx.sasl_started
     if ok:
         ctx.sasl_started = True
@@ -111,8 +116,14 @@ async def raw_token(ctx: KafkaContext, token: bytes) -> bytes | None:
     return b""
 
 
-async def handle_sasl_authenticate(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
-    def answer(error: KafkaError, message: str | None = None, auth: bytes = b"") -> Any:
+async def handle_sasl_authenticate(
+    ctx: KafkaContext,
+    request: SaslAuthenticateRequest,
+    response_cls: type[SaslAuthenticateResponse],
+) -> SaslAuthenticateResponse:
+    def answer(
+        error: KafkaError, message: str | None = None, auth: bytes = b""
+    ) -> SaslAuthenticateResponse:
         return build(
             response_cls,
             error_code=error,
