@@ -65,7 +65,7 @@ def serve(
 def kafka_listener(services: Services, groups: ClassicGroups | None = None) -> KafkaListener | None:
     """The plaintext Kafka listener when --kafka-listen is set, with the address it advertises
     and the consumer groups it serves (an extension's)."""
-    cfg = services.broker.config
+    cfg = services.config
     advertised = kafka_advertised(cfg)
     if cfg.kafka_listen is None or advertised is None:
         return None

@@ -47,7 +47,6 @@ def build_app(
         lifespan=lifespan,
     )
     app.state.services = services
-    app.state.broker = services.broker  # the routes not yet moved onto services (ops, internal)
     # add_middleware puts each one outside the previous: auth must wrap whatever reads
     # scope["tierlog.principal"] (quotas), and request metrics wrap auth (401s are counted).
     cfg = services.config
@@ -57,7 +56,7 @@ def build_app(
     app.add_middleware(
         limits_middleware(
             limits,
-            services.broker.engine,  # unused: the quota manager is given
+            services.security.engine,  # unused: the quota manager is given
             services.cluster_secret,
             services.quotas,
             services.long_polls,

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 class Security:
     def __init__(self, broker: Broker) -> None:
         self.authorizer: Authorizer = broker.authorizer
+        self.engine = broker.engine  # the security tables' database
         self.keys = SecurityRepo(broker.engine)  # API keys and ACLs
         self.scram = ScramRepo(broker.engine)
         self.quotas = QuotaRepo(broker.engine)

@@ -1,6 +1,7 @@
 """The services the protocol front-ends call, built once per broker by the composition root
-(ingest/server.py) and handed to the HTTP app and the Kafka listeners (docs/architecture.md).
-Each rule of the data path lives in one of them, for both protocols."""
+(ingest/server.py) and handed to the HTTP app and the Kafka listeners instead of the Broker
+(docs/architecture.md). Each rule of the data path lives in one of them, for both
+protocols."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ingest.service.cluster_identity import ClusterIdentity
+from ingest.service.node_status import NodeStatus
 from ingest.service.produce import Produce, ProducerIds
 from ingest.service.reads import Reads
+from ingest.service.replica_serving import ReplicaServing
 from ingest.service.security import Security
 from ingest.service.topic_admin import TopicAdmin
 from ingest.service.topic_describe import Describer
@@ -39,9 +42,8 @@ class Services:
     long_polls: SlotCounter  # the long-poll cap, one for both listeners
     forwarder: Forwarder  # one hop to a partition's leader (HTTP only: Kafka never forwards)
     cluster_secret: Callable[[], str]  # the credential between nodes
-    # What the front-ends still reach directly (membership, internal and ops routes, the
-    # Kafka listener's plumbing): to move behind services (docs/architecture.md).
-    broker: Broker
+    replicas: ReplicaServing  # the cluster-internal routes: replica fetch, segments
+    status: NodeStatus  # readiness, metrics registry, brokers (the ops routes)
 
     @classmethod
     def of(cls, broker: Broker) -> Services:
@@ -59,5 +61,6 @@ class Services:
             broker.long_polls,
             broker.forwarder,
             lambda: broker.cluster_secret,
-            broker,
+            ReplicaServing(broker),
+            NodeStatus(broker),
         )
