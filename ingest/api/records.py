@@ -26,7 +26,7 @@ from cluster.internal_http import CLUSTER_TOKEN_HEADER, FORWARDED_HEADER
 from ingest.produce import ProducePlan, json_offsets, plan_arrow, plan_json, producer_fields
 from ingest.service.expansion import expansion_limits
 from ingest.service.fetch_rules import capped_max_bytes
-from ingest.service.partitions import AppendResult, Partition, Role
+from ingest.service.partitions import AppendResult, Partition, Role, log_start
 from logformat.errors import ErrorCode, TierlogError
 from logformat.expansion import measure_arrow
 
@@ -193,7 +193,7 @@ def _follower_read(
     ):
         return None
     raw = request.query_params.get("offset", "")
-    if not raw.isdigit() or not state.log.log_start_offset <= int(raw) <= state.high_watermark:
+    if not raw.isdigit() or not log_start(state) <= int(raw) <= state.high_watermark:
         return None
     return state
 

@@ -37,7 +37,7 @@ from ingest.kafka.offload import offload
 from ingest.kafka.protocol import build, kafka_error, nested
 from ingest.kafka.record_batch import encode_batch
 from ingest.service.fetch_rules import ResponseBudget, merged
-from ingest.service.partitions import Partition
+from ingest.service.partitions import Partition, log_start
 from ingest.service.reads import Reads
 from logformat.errors import ErrorCode, TierlogError
 
@@ -120,7 +120,7 @@ async def _read(
         if diverged is not None:
             return _Read(KafkaError.none, high_watermark=state.high_watermark, diverging=diverged)
         if max_bytes <= 0:
-            return _Read(KafkaError.none, b"", state.high_watermark, state.log.log_start_offset)
+            return _Read(KafkaError.none, b"", state.high_watermark, log_start(state))
         slicer = _Slicer(ctx.services.reads, state, append_time)
         return await slicer.read(p.fetch_offset, max_bytes)
     except TierlogError as exc:

@@ -34,6 +34,7 @@ from ingest.kafka.protocol import build, kafka_error, nested
 from ingest.kafka.record_batch import decode_batch
 from ingest.produce import ProducerFields, frames_for
 from ingest.service.expansion import expansion_limits
+from ingest.service.partitions import log_start
 from ingest.service.produce import Queued
 
 # The topic's rules for stored records (keys on compacted topics, header bounds, timestamps,
@@ -135,7 +136,7 @@ async def _completed(
         results = await ctx.services.produce.completed(q, timeout_s)
     except Exception as exc:
         return _failed(exc, q.state.topic, partition)
-    return _Outcome(KafkaError.none, results[0].base_offset, q.state.log.log_start_offset)
+    return _Outcome(KafkaError.none, results[0].base_offset, log_start(q.state))
 
 
 async def _produce(ctx: KafkaContext, request: ProduceRequest) -> list[_Outcome]:
