@@ -13,6 +13,7 @@ FRONT_ENDS = [
     *sorted((ROOT / "ingest/kafka").glob("*.py")),
 ]
 BROKER_REACH = re.compile(r"\b(?:ctx|services|self)\.broker\b|\bapp\.state\.broker\b")
+LOG_REACH = re.compile(r"\.log\.|\.unified\.")  # a partition's LocalLog / UnifiedLog
 MAX_ANY = 10  # issue 25: lines naming Any in ingest/kafka (`grep -c Any`) at most 10
 
 
@@ -35,3 +36,14 @@ def test_kafka_front_end_is_typed() -> None:
     }
     total = sum(uses.values())
     assert total <= MAX_ANY, f"{total} uses of Any in ingest/kafka: {uses}"
+
+
+def test_front_ends_do_not_read_the_log_underneath() -> None:
+    """The hot log's bounds and epochs come through ingest/service/partitions.py."""
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in FRONT_ENDS
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if LOG_REACH.search(line)
+    ]
+    assert not found, "front-ends read partitions through services:\n" + "\n".join(found)
