@@ -27,11 +27,27 @@ from sqlalchemy.engine import Engine
 from cluster.auth_throttle import Attempt, AuthThrottle, ThrottleSettings
 from cluster.metadata_listener import MetadataListener
 from logformat.errors import ErrorCode, TierlogError
-from metadata.acl import AclBinding, allowed, allowed_on_any
+from metadata.acl import CLUSTER_NAME, AclBinding, allowed, allowed_on_any
 from metadata.api_keys import parse_key, verify_secret
 from metadata.security import SECURITY_CHANNEL, SecurityRepo
 
 log = logging.getLogger("tierlog.auth")
+
+# A refusal's error code per resource type: one map for both protocols (HTTP answers 403,
+# Kafka the code of the same name).
+DENIED = {
+    "topic": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    "group": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+    "cluster": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+}
+
+
+def denied(principal: str, resource_type: str, name: str, operation: str) -> TierlogError:
+    what = "the cluster" if resource_type == "cluster" else f"{resource_type} {name!r}"
+    return TierlogError(
+        DENIED[resource_type], f"{principal} is not authorized to {operation} {what}"
+    )
+
 
 ANONYMOUS = "User:ANONYMOUS"
 CLUSTER = "cluster"  # requests carrying the cluster credential (forwarding, fetch nodes)
@@ -209,3 +225,18 @@ class Authorizer:
         if self.is_super(principal):
             return True
         return allowed_on_any(self._relevant(principal), principal, resource_type, operation)
+
+    def require(self, principal: str, resource_type: str, name: str, operation: str) -> None:
+        """Raise TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED unless allowed. Call it before
+        looking the resource up, so a denied caller learns nothing about whether it exists."""
+        if not self.allowed(principal, resource_type, name, operation):
+            raise denied(principal, resource_type, name, operation)
+
+    def require_cluster_or_any_topic(self, principal: str, operation: str) -> None:
+        """`operation` on the cluster, or on some topic (Kafka's rule for InitProducerId of
+        an idempotent producer: IDEMPOTENT_WRITE on the cluster or WRITE on any topic,
+        KIP-679)."""
+        if self.allowed(principal, "cluster", CLUSTER_NAME, operation):
+            return
+        if not self.allowed_on_any(principal, "topic", operation):
+            raise denied(principal, "cluster", CLUSTER_NAME, operation)

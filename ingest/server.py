@@ -15,6 +15,7 @@ from ingest.broker_config import BrokerConfig, kafka_advertised
 from ingest.broker_deps import BrokerDeps
 from ingest.kafka.listener import KafkaListener, ListenerShared
 from ingest.kafka.tls_listeners import tls_listeners
+from ingest.service.services import Services
 
 BrokerExtension = Callable[[Broker], Extension]
 
@@ -26,6 +27,7 @@ def serve(
 ) -> None:
     """Run one broker until SIGINT/SIGTERM."""
     broker = Broker(config, BrokerDeps.of_process(config), cold_reader)
+    services = Services.of(broker)  # what both front-ends call (docs/architecture.md)
     added = [make(broker) for make in extensions]
 
     def started() -> None:
@@ -34,7 +36,7 @@ def serve(
         gc.collect()
         gc.freeze()
 
-    kafka = kafka_listeners(broker, kafka_groups_of(added))
+    kafka = kafka_listeners(services, kafka_groups_of(added))
 
     async def start() -> None:
         await broker.start()
@@ -48,7 +50,7 @@ def serve(
 
     gc.set_threshold(50_000, 20, 20)
     lifespan = node_lifespan(start, stop, added, started)
-    app = build_app(broker, lifespan, routes_of(added))
+    app = build_app(services, lifespan, routes_of(added))
     run_server(
         app,
         config.host,
@@ -60,22 +62,22 @@ def serve(
     )
 
 
-def kafka_listener(broker: Broker, groups: ClassicGroups | None = None) -> KafkaListener | None:
+def kafka_listener(services: Services, groups: ClassicGroups | None = None) -> KafkaListener | None:
     """The plaintext Kafka listener when --kafka-listen is set, with the address it advertises
     and the consumer groups it serves (an extension's)."""
-    cfg = broker.config
+    cfg = services.config
     advertised = kafka_advertised(cfg)
     if cfg.kafka_listen is None or advertised is None:
         return None
     host, port = cfg.kafka_listen
-    return KafkaListener(broker, host, port, advertised, groups)
+    return KafkaListener(services, host, port, advertised, groups)
 
 
-def kafka_listeners(broker: Broker, groups: ClassicGroups | None = None) -> list[KafkaListener]:
+def kafka_listeners(services: Services, groups: ClassicGroups | None = None) -> list[KafkaListener]:
     """Every Kafka listener the flags ask for (plaintext, SASL_SSL, SSL), sharing connection
     counts and budgets (kafka_tls.py)."""
-    plain = kafka_listener(broker, groups)
+    plain = kafka_listener(services, groups)
     listeners = [plain] if plain is not None else []
-    shared = plain.shared if plain is not None else ListenerShared(broker)
-    listeners += tls_listeners(broker, groups, shared)
+    shared = plain.shared if plain is not None else ListenerShared(services)
+    listeners += tls_listeners(services, groups, shared)
     return listeners

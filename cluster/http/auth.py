@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from cluster.auth_throttle import Attempt
 from cluster.authorizer import ANONYMOUS, CLUSTER, Authorizer
+from cluster.authorizer import denied as authorizer_denied
 from cluster.http.api_docs import is_docs_path
 from cluster.http.responses import error_response
 from cluster.internal_http import CLUSTER_TOKEN_HEADER
@@ -38,12 +39,6 @@ AUTHORIZER = "tierlog.authorizer"
 # on, a scraper sends a key whose principal may DESCRIBE the cluster (require_metrics_reader).
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
 _TOKEN = CLUSTER_TOKEN_HEADER.encode()
-
-DENIED = {
-    "topic": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-    "group": ErrorCode.GROUP_AUTHORIZATION_FAILED,
-    "cluster": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-}
 
 
 class AuthMiddleware:
@@ -156,16 +151,11 @@ def permitted(request: Request, resource_type: str, name: str, operation: str) -
 def require(request: Request, resource_type: str, name: str, operation: str) -> None:
     """Raise 403 (TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED) unless allowed. Call it before
     looking the resource up, so a denied caller learns nothing about whether it exists."""
-    if not permitted(request, resource_type, name, operation):
-        raise denied(request, resource_type, name, operation)
+    _authorizer(request).require(principal(request), resource_type, name, operation)
 
 
 def denied(request: Request, resource_type: str, name: str, operation: str) -> TierlogError:
-    what = "the cluster" if resource_type == "cluster" else f"{resource_type} {name!r}"
-    return TierlogError(
-        DENIED[resource_type],
-        f"{principal(request)} is not authorized to {operation} {what}",
-    )
+    return authorizer_denied(principal(request), resource_type, name, operation)
 
 
 def require_cluster(request: Request, operation: str) -> None:
@@ -176,13 +166,3 @@ def require_metrics_reader(request: Request) -> None:
     """/metrics names every topic, group and principal: DESCRIBE on the cluster (what Kafka
     asks for DescribeCluster and DescribeConfigs of the cluster) to read it."""
     require_cluster(request, "describe")
-
-
-def require_any_topic_or_cluster(request: Request, operation: str) -> None:
-    """`operation` on the cluster, or on some topic (Kafka's rule for InitProducerId of an
-    idempotent producer: IDEMPOTENT_WRITE on the cluster or WRITE on any topic, KIP-679)."""
-    auth, who = _authorizer(request), principal(request)
-    if auth.allowed(who, "cluster", CLUSTER_NAME, operation):
-        return
-    if not auth.allowed_on_any(who, "topic", operation):
-        raise denied(request, "cluster", CLUSTER_NAME, operation)

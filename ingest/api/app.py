@@ -21,13 +21,13 @@ from ingest.api import internal, ops, producers, records, search, security, topi
 from ingest.broker_config import broker_limits
 
 if TYPE_CHECKING:
-    from ingest.broker import Broker
+    from ingest.service.services import Services
 
 log = logging.getLogger("tierlog.api")
 
 
 def build_app(
-    broker: Broker,
+    services: Services,
     lifespan: Callable[[Any], AbstractAsyncContextManager[None]] | None = None,
     extra_routes: Sequence[BaseRoute] = (),  # mounted by packages above ingest (extension.py)
 ) -> Starlette:
@@ -46,25 +46,26 @@ def build_app(
         exception_handlers=exception_handlers(log),
         lifespan=lifespan,
     )
-    app.state.broker = broker
+    app.state.services = services
     # add_middleware puts each one outside the previous: auth must wrap whatever reads
     # scope["tierlog.principal"] (quotas), and request metrics wrap auth (401s are counted).
-    limits = broker_limits(broker.config)  # quotas and overload protection (api/limits.py)
+    cfg = services.config
+    limits = broker_limits(cfg)  # quotas and overload protection (api/limits.py)
     # Added first, so innermost: inside auth, whose principal it reads.
     # The quota manager and long-poll slots are the broker's: its Kafka listener shares them.
     app.add_middleware(
         limits_middleware(
             limits,
-            broker.engine,
-            lambda: broker.cluster_secret,
-            broker.quotas,
-            broker.long_polls,
+            services.security.engine,  # unused: the quota manager is given
+            services.cluster_secret,
+            services.quotas,
+            services.long_polls,
         )
     )
     # Searches and admin requests at once (K9): inside auth, whose principal it counts by.
-    app.add_middleware(ConcurrencyMiddleware, limits=broker.config.concurrency)
-    app.add_middleware(AuthMiddleware, authorizer=broker.authorizer)
-    cfg = broker.config  # cross-site writes are refused before anything else runs
+    app.add_middleware(ConcurrencyMiddleware, limits=cfg.concurrency)
+    app.add_middleware(AuthMiddleware, authorizer=services.security.authorizer)
+    # Cross-site writes are refused before anything else runs.
     origins = own_origins([cfg.advertised_url], cfg.host, cfg.port, cfg.tls_cert is not None)
     app.add_middleware(CrossSiteGuard, origins=origins)
     app.add_middleware(RequestMetrics)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
@@ -15,7 +14,8 @@ from cluster.http.responses import JSONResponse
 from cluster.openapi.document import OPENAPI, for_auth
 
 if TYPE_CHECKING:
-    from ingest.broker import Broker
+    from ingest.service.node_status import NodeStatus
+    from ingest.service.services import Services
 
 
 _OPEN = for_auth(OPENAPI, auth_enabled=False)  # the document of an --insecure broker
@@ -25,39 +25,29 @@ async def healthz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
+def _status(request: Request) -> NodeStatus:
+    services: Services = request.app.state.services
+    return services.status
+
+
 async def readyz(request: Request) -> JSONResponse:
-    broker: Broker = request.app.state.broker
-    # Ready means a member of the cluster: started, metadata loaded and the lease current.
-    # A broker whose lease lapsed (slow start, Postgres unreachable) is dead to the others.
-    if broker.ready and broker.cache.loaded and broker.lease_ok():
-        # Still ready with offline logs (it serves its other partitions), but it says which.
-        replicas = broker.replicas
-        body: dict[str, object] = {"status": "ready", "broker_id": broker.config.broker_id}
-        if replicas is not None and replicas.offline():
-            body["offline_partitions"] = replicas.offline()
-            body["offline_reasons"] = replicas.offline_reasons()  # e.g. "disk full (ENOSPC)"
-        return JSONResponse(body)
-    status = "lease lapsed" if broker.ready and broker.cache.loaded else "starting"
-    return JSONResponse({"status": status, "broker_id": broker.config.broker_id}, status_code=503)
+    readiness = _status(request).readiness()
+    return JSONResponse(readiness.body, status_code=200 if readiness.ready else 503)
 
 
 async def metrics(request: Request) -> Response:
     auth.require_metrics_reader(request)  # with auth on: a key, DESCRIBE on the cluster
-    broker: Broker = request.app.state.broker
     # The process's metrics, and the node's own when it has a registry of its own (several
     # brokers in one process: tests/harness/); a broker process's node registry is the default.
     body = generate_latest(REGISTRY)
-    if broker.registry is not REGISTRY:
-        body += generate_latest(broker.registry)
+    registry = _status(request).registry
+    if registry is not REGISTRY:
+        body += generate_latest(registry)
     return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 
 async def brokers(request: Request) -> JSONResponse:
-    broker: Broker = request.app.state.broker
-    infos = await asyncio.to_thread(broker.brokers.list)
-    # The holder of the controller lease, by the database's clock; None while it is free,
-    # expired or held by a dead broker (then no broker is marked).
-    controller, _ = await asyncio.to_thread(broker.controller_lease.holder)
+    infos, controller = await _status(request).brokers()
     return JSONResponse(
         {
             "brokers": [
@@ -69,8 +59,7 @@ async def brokers(request: Request) -> JSONResponse:
 
 
 async def openapi(request: Request) -> JSONResponse:
-    broker: Broker = request.app.state.broker
-    return JSONResponse(_OPEN if not broker.config.auth.enabled else OPENAPI)
+    return JSONResponse(OPENAPI if _status(request).auth_enabled else _OPEN)
 
 
 routes = [

@@ -20,29 +20,28 @@ from cluster.http import auth
 from cluster.http.search_params import SearchParams, search_params
 from cluster.http.search_stream import PartitionEvents, search_response
 from cluster.internal_http import FORWARDED_HEADER
-from cluster.search_run import PartitionSearch, search_partition
-from ingest.tiered.tiered_search import LocalHot
+from cluster.search_run import PartitionSearch
 from logformat.errors import ErrorCode, TierlogError
 
 if TYPE_CHECKING:
     from cluster.metadata_cache import TopicView
-    from ingest.broker import Broker
+    from ingest.service.services import Services
 
 
 async def search(request: Request) -> Response:
-    broker: Broker = request.app.state.broker
+    services: Services = request.app.state.services
     topic = request.path_params["topic"]
     auth.require(request, "topic", topic, "read")
     params = search_params(request)
-    view = await broker.cache.require_topic(topic, params.partition)
+    view = await services.metadata.require_topic(topic, params.partition)
     partitions = range(len(view.partitions)) if params.partition is None else [params.partition]
     forwarded = FORWARDED_HEADER in request.headers
-    searches = {p: _partition(broker, view, p, params, request, forwarded) for p in partitions}
+    searches = {p: _partition(services, view, p, params, request, forwarded) for p in partitions}
     return search_response(searches, params.max_hits)
 
 
 def _partition(
-    broker: Broker,
+    services: Services,
     view: TopicView,
     partition: int,
     params: SearchParams,
@@ -52,21 +51,21 @@ def _partition(
     topic = view.info.name
 
     def events() -> AsyncIterator[dict[str, Any]]:
-        state = broker.leader_state(topic, partition)
-        if state is not None:
-            cold = broker.cold_searcher if view.config.remote_storage_enable else None
-            s = PartitionSearch(
-                view.info.id, partition, params.query, params.max_hits, params.value_format
-            )
-            return search_partition(s, cold, LocalHot(state))
+        s = PartitionSearch(
+            view.info.id, partition, params.query, params.max_hits, params.value_format
+        )
+        here = services.reads.search_here(view, partition, s)
+        if here is not None:
+            return here
         if forwarded:  # one hop only: the sender's metadata was stale
             raise TierlogError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                f"broker {broker.config.broker_id} does not lead {topic}-{partition}",
+                f"broker {services.config.broker_id} does not lead {topic}-{partition}",
             )
-        url = f"{broker.cache.leader_url(view, partition)}/topics/{quote(topic, safe='')}/search"
+        leader = services.metadata.leader_url(view, partition)
+        url = f"{leader}/topics/{quote(topic, safe='')}/search"
         query = {k: v for k, v in request.query_params.items() if k != "partition"}
-        return broker.forwarder.stream_lines(url, {**query, "partition": str(partition)})
+        return services.forwarder.stream_lines(url, {**query, "partition": str(partition)})
 
     return events
 

@@ -19,13 +19,13 @@ from cluster.http import auth
 from cluster.http.responses import JSONResponse, json_object, only_fields
 from logformat.errors import ErrorCode, TierlogError
 from metadata.acl import OPERATIONS, AclBinding, allowed, validate
-from metadata.quotas import QUOTA_KEYS, QuotaEntry, QuotaRepo, check_entity
+from metadata.quotas import QUOTA_KEYS, QuotaEntry, check_entity
 from metadata.scram import MECHANISMS as SCRAM_MECHANISMS
-from metadata.scram import ScramRepo
 from metadata.security import SecurityRepo, user_principal
 
 if TYPE_CHECKING:
-    from ingest.broker import Broker
+    from ingest.service.security import Security
+    from ingest.service.services import Services
 
 BODY_LIMIT = 64 * 1024
 MAX_TEXT = 512  # names and descriptions: longer is a mistake, not a name
@@ -33,9 +33,13 @@ _CHECKED_OPS = tuple(op for op in OPERATIONS if op != "all")
 _ACL_FIELDS = frozenset(AclBinding._fields)
 
 
+def _security(request: Request) -> Security:
+    services: Services = request.app.state.services
+    return services.security
+
+
 def _repo(request: Request) -> SecurityRepo:
-    broker: Broker = request.app.state.broker
-    return SecurityRepo(broker.engine)
+    return _security(request).keys
 
 
 def _invalid(message: str) -> TierlogError:
@@ -137,10 +141,9 @@ async def set_scram(request: Request) -> JSONResponse:
         raise _invalid("'mechanisms' must be a list of SCRAM-SHA-256 and/or SCRAM-SHA-512")
     if key.split("_")[1:2] != [key_id]:
         raise _invalid("'key' is not the API key with this key id")
-    broker: Broker = request.app.state.broker
     try:
         _, principal = await asyncio.to_thread(
-            ScramRepo(broker.engine).set_for_key, key, tuple(mechanisms)
+            _security(request).scram.set_for_key, key, tuple(mechanisms)
         )
     except ValueError as exc:
         raise _invalid(str(exc)) from None
@@ -254,8 +257,7 @@ def _quota(e: QuotaEntry) -> dict[str, Any]:
 async def list_quotas(request: Request) -> JSONResponse:
     auth.require_cluster(request, "describe")
     _only_params(request)
-    broker: Broker = request.app.state.broker
-    entries = await asyncio.to_thread(QuotaRepo(broker.engine).entries)
+    entries = await asyncio.to_thread(_security(request).quotas.entries)
     return JSONResponse({"quotas": [_quota(e) for e in entries]})
 
 
@@ -263,7 +265,6 @@ async def set_quota(request: Request) -> JSONResponse:
     """PUT /quotas/{entity} {"producer_byte_rate": n|null, "consumer_byte_rate": n|null}:
     a number sets the rate, null removes it, a key left out is kept."""
     auth.require_cluster(request, "alter")
-    broker: Broker = request.app.state.broker
     _only_params(request)
     entity = check_entity(_printable("entity", request.path_params["entity"]))
     doc = await json_object(request, BODY_LIMIT)
@@ -275,7 +276,7 @@ async def set_quota(request: Request) -> JSONResponse:
         if not isinstance(value, int) or isinstance(value, bool):
             raise TierlogError(ErrorCode.INVALID_CONFIG, f"{key} must be an integer (bytes/s)")
     cleared = tuple(k for k, v in doc.items() if v is None)
-    repo = QuotaRepo(broker.engine)
+    repo = _security(request).quotas
     if rates:
         await asyncio.to_thread(repo.set, entity, rates)
     if cleared:
@@ -287,10 +288,9 @@ async def set_quota(request: Request) -> JSONResponse:
 
 async def remove_quota(request: Request) -> JSONResponse:
     auth.require_cluster(request, "alter")
-    broker: Broker = request.app.state.broker
     _only_params(request)
     entity = check_entity(_printable("entity", request.path_params["entity"]))
-    if not await asyncio.to_thread(QuotaRepo(broker.engine).remove, entity):
+    if not await asyncio.to_thread(_security(request).quotas.remove, entity):
         raise TierlogError(ErrorCode.NOT_FOUND, f"no quota is set for {entity!r}")
     return JSONResponse({"entity": entity, "deleted": True})
 

@@ -28,8 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any
+from typing import cast
+
+from kio.schema.fetch.v12.request import FetchRequest
+from kio.schema.fetch.v12.response import FetchResponse
+from kio.static.primitive import i32Timedelta
+from kio.static.protocol import ResponsePayload
 
 from cluster import metrics
 from cluster.http.inflight import SlotCounter
@@ -37,7 +43,7 @@ from cluster.http.limits import LimitError
 from cluster.http.quota_manager import QuotaKind, QuotaManager
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.protocol import FETCH, PRODUCE, RequestHeader
-from ingest.replication.partition import Partition
+from ingest.service.partitions import Partition
 from logformat.errors import ErrorCode, TierlogError
 
 # The first version whose client backs off by throttle_time_ms itself (KIP-219).
@@ -45,14 +51,18 @@ _CLIENT_BACKS_OFF = {PRODUCE: 6, FETCH: 8}
 _BUSY_BACKOFF_S = 1.0  # a refused long poll comes back after its max wait, at most this
 
 
-def _records_bytes(body: Any) -> int:
+FetchHandler = Callable[[KafkaContext, FetchRequest, type[FetchResponse]], Awaitable[FetchResponse]]
+
+
+def _records_bytes(body: FetchResponse) -> int:
     return sum(len(p.records or b"") for t in body.responses for p in t.partitions)
 
 
-def check_tiering_backlog(ctx: KafkaContext, state: Partition) -> None:
-    """Refuse a produce while tiering is behind, as a retriable Kafka error (see above)."""
+def leader_for_write(ctx: KafkaContext, topic: str, partition: int) -> Partition:
+    """The partition's leader state for a produce; refused while tiering is behind, as a
+    retriable Kafka error (see above)."""
     try:
-        ctx.broker.untiered_bound.check(state)
+        return ctx.services.produce.leader(topic, partition)
     except LimitError as exc:
         ctx.backoff_s = max(ctx.backoff_s, float(exc.headers.get("Retry-After", "1")))
         raise TierlogError(ErrorCode.REQUEST_TIMED_OUT, exc.message) from None
@@ -63,7 +73,13 @@ class KafkaClientLimits:
         self.quotas = quotas
         self.long_polls = long_polls
 
-    async def fetch(self, handler: Any, ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+    async def fetch(
+        self,
+        handler: FetchHandler,
+        ctx: KafkaContext,
+        request: FetchRequest,
+        response_cls: type[FetchResponse],
+    ) -> FetchResponse:
         """Serve a Fetch through `handler`, holding a long-poll slot while it may wait."""
         if request.max_wait <= timedelta(0) or request.min_bytes <= 0:
             return await handler(ctx, request, response_cls)
@@ -73,7 +89,11 @@ class KafkaClientLimits:
             finally:
                 self.long_polls.give_back()
         metrics.REJECTED_REQUESTS.labels("long_polls").inc()
-        body = await handler(ctx, dataclasses.replace(request, max_wait=timedelta(0)), response_cls)
+        body = await handler(
+            ctx,
+            dataclasses.replace(request, max_wait=i32Timedelta.parse(timedelta(0))),
+            response_cls,
+        )
         if _records_bytes(body) == 0:
             ctx.backoff_s = min(request.max_wait.total_seconds(), _BUSY_BACKOFF_S)
         return body
@@ -86,14 +106,18 @@ class KafkaClientLimits:
             await asyncio.sleep(wait_s)
 
     async def charge(
-        self, ctx: KafkaContext, header: RequestHeader, request_bytes: int, body: Any
-    ) -> Any:
+        self,
+        ctx: KafkaContext,
+        header: RequestHeader,
+        request_bytes: int,
+        body: ResponsePayload | None,
+    ) -> ResponsePayload | None:
         """Count a served Produce's or Fetch's bytes against the caller's quota; `body` with
         the throttle time, the connection muted for it (see the module's docstring)."""
         if header.api_key == PRODUCE:
             kind, nbytes = QuotaKind.PRODUCE, request_bytes
         elif header.api_key == FETCH:
-            kind, nbytes = QuotaKind.FETCH, _records_bytes(body)
+            kind, nbytes = QuotaKind.FETCH, _records_bytes(cast(FetchResponse, body))
         else:
             return body
         self.quotas.record(kind, ctx.principal, nbytes)

@@ -3,12 +3,25 @@ cache."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from datetime import timedelta
-from typing import Any
+from typing import TypeVar
 
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.api_versions.v3.response import ApiVersion, ApiVersionsResponse
+from kio.schema.describe_cluster.v2.request import DescribeClusterRequest
+from kio.schema.describe_cluster.v2.response import DescribeClusterBroker, DescribeClusterResponse
 from kio.schema.errors import ErrorCode as KafkaError
+from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+from kio.schema.init_producer_id.v4.response import InitProducerIdResponse
+from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.metadata.v12.response import (
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from kio.static.protocol import Entity
 
 from cluster.metadata_cache import TopicView
 from ingest.kafka.context import KafkaContext
@@ -20,9 +33,14 @@ NO_THROTTLE = timedelta(0)
 NOT_ASKED = -2147483648  # authorized operations the client did not ask for
 
 
-def api_versions(response_cls: Any, error: KafkaError = KafkaError.none) -> Any:
+E = TypeVar("E", bound=Entity)
+
+
+def api_versions(
+    response_cls: type[ApiVersionsResponse], error: KafkaError = KafkaError.none
+) -> ApiVersionsResponse:
     """The served APIs; also the answer (as v0) to an ApiVersions version we do not serve."""
-    entry = nested(response_cls, "ApiVersion")
+    entry = nested(response_cls, ApiVersion)
     keys = tuple(
         build(entry, api_key=key, min_version=lo, max_version=hi)
         for key, (lo, hi) in sorted(SUPPORTED.items())
@@ -30,15 +48,19 @@ def api_versions(response_cls: Any, error: KafkaError = KafkaError.none) -> Any:
     return build(response_cls, error_code=error, api_keys=keys, throttle_time=NO_THROTTLE)
 
 
-async def handle_api_versions(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+async def handle_api_versions(
+    ctx: KafkaContext, request: ApiVersionsRequest, response_cls: type[ApiVersionsResponse]
+) -> ApiVersionsResponse:
     return api_versions(response_cls)
 
 
-def _partition(ctx: KafkaContext, response_cls: Any, view: TopicView, p: int) -> Any:
+def _partition(
+    ctx: KafkaContext, response_cls: type[MetadataResponse], view: TopicView, p: int
+) -> MetadataResponsePartition:
     rec = view.partitions[p]
     leader = -1 if rec.leader is None else rec.leader
     return build(
-        nested(response_cls, "MetadataResponsePartition"),
+        nested(response_cls, MetadataResponsePartition),
         error_code=KafkaError.none if rec.leader is not None else KafkaError.leader_not_available,
         partition_index=p,
         leader_id=leader,
@@ -50,14 +72,14 @@ def _partition(ctx: KafkaContext, response_cls: Any, view: TopicView, p: int) ->
 
 
 def _topic(
-    response_cls: Any,
+    response_cls: type[MetadataResponse],
     name: str | None,
     error: KafkaError,
     view: TopicView | None = None,
-    partitions: tuple[Any, ...] = (),
-) -> Any:
+    partitions: tuple[MetadataResponsePartition, ...] = (),
+) -> MetadataResponseTopic:
     return build(
-        nested(response_cls, "MetadataResponseTopic"),
+        nested(response_cls, MetadataResponseTopic),
         error_code=error,
         name=name,
         topic_id=uuid.UUID(view.info.id) if view is not None else uuid.UUID(int=0),
@@ -67,7 +89,7 @@ def _topic(
     )
 
 
-def _named(ctx: KafkaContext, request: Any) -> list[str | None] | None:
+def _named(ctx: KafkaContext, request: MetadataRequest) -> list[str | None] | None:
     """The topic names asked for; None for all of them."""
     if request.topics is None:
         return None
@@ -75,29 +97,31 @@ def _named(ctx: KafkaContext, request: Any) -> list[str | None] | None:
     for t in request.topics:
         name = getattr(t, "name", None)
         if name is None and getattr(t, "topic_id", None) is not None:  # v10+: by id
-            ids = {v.info.id: v.info.name for v in ctx.broker.cache.topics()}
+            ids = {v.info.id: v.info.name for v in ctx.services.metadata.topics()}
             name = ids.get(str(t.topic_id))
         out.append(name)
     return out
 
 
-async def _one_topic(ctx: KafkaContext, response_cls: Any, name: str | None) -> Any:
+async def _one_topic(
+    ctx: KafkaContext, response_cls: type[MetadataResponse], name: str | None
+) -> MetadataResponseTopic:
     if name is None:
         return _topic(response_cls, None, KafkaError.unknown_topic_id)
     try:
         ctx.require("topic", name, "describe")
-        view = await ctx.broker.cache.require_topic(name)
+        view = await ctx.services.metadata.require_topic(name)
     except TierlogError as exc:
         return _topic(response_cls, name, kafka_error(exc))
     parts = tuple(_partition(ctx, response_cls, view, p) for p in range(len(view.partitions)))
     return _topic(response_cls, name, KafkaError.none, view, parts)
 
 
-def _brokers(ctx: KafkaContext, cls: Any, fenced_too: bool = False) -> tuple[Any, ...]:
+def _brokers(ctx: KafkaContext, cls: type[E], fenced_too: bool = False) -> tuple[E, ...]:
     """The live brokers with their Kafka address (and the dead ones, marked fenced, when
     asked: DescribeCluster v2)."""
     out = []
-    for broker_id, reg in sorted(ctx.broker.cache.brokers.items()):
+    for broker_id, reg in sorted(ctx.services.metadata.brokers.items()):
         address = ctx.kafka_address(broker_id)
         if address is not None and (reg.alive or fenced_too):
             host, port = address
@@ -115,16 +139,18 @@ def _brokers(ctx: KafkaContext, cls: Any, fenced_too: bool = False) -> tuple[Any
     return tuple(out)
 
 
-async def handle_metadata(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+async def handle_metadata(
+    ctx: KafkaContext, request: MetadataRequest, response_cls: type[MetadataResponse]
+) -> MetadataResponse:
     names = _named(ctx, request)
     if names is None:  # every topic the caller may see, silently leaving out the others
         names = [
             v.info.name
-            for v in ctx.broker.cache.topics()
+            for v in ctx.services.metadata.topics()
             if ctx.allowed("topic", v.info.name, "describe")
         ]
     topics = [await _one_topic(ctx, response_cls, n) for n in names]
-    brokers = _brokers(ctx, nested(response_cls, "MetadataResponseBroker"))
+    brokers = _brokers(ctx, nested(response_cls, MetadataResponseBroker))
     return build(
         response_cls,
         throttle_time=NO_THROTTLE,
@@ -149,11 +175,13 @@ def _cluster_operations(ctx: KafkaContext) -> int:
     return bits
 
 
-async def handle_describe_cluster(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+async def handle_describe_cluster(
+    ctx: KafkaContext, request: DescribeClusterRequest, response_cls: type[DescribeClusterResponse]
+) -> DescribeClusterResponse:
     """The brokers, the controller (the lease holder) and the cluster id, as Metadata has
     them; brokers serve no controller endpoints (there is no KRaft quorum to reach)."""
     endpoint = getattr(request, "endpoint_type", BROKERS_ENDPOINT)
-    fields: dict[str, Any] = {"throttle_time": NO_THROTTLE, "endpoint_type": endpoint}
+    fields: dict[str, object] = {"throttle_time": NO_THROTTLE, "endpoint_type": endpoint}
     fields.update(cluster_id=await ctx.identity.cluster_id(), brokers=())
     fields.update(controller_id=await ctx.identity.controller_id())
     fields.update(error_code=KafkaError.none, error_message=None)
@@ -167,15 +195,17 @@ async def handle_describe_cluster(ctx: KafkaContext, request: Any, response_cls:
         fields.update(error_code=KafkaError.unsupported_endpoint_type, error_message=message)
     else:
         fenced = getattr(request, "include_fenced_brokers", False)
-        fields["brokers"] = _brokers(ctx, nested(response_cls, "DescribeClusterBroker"), fenced)
+        fields["brokers"] = _brokers(ctx, nested(response_cls, DescribeClusterBroker), fenced)
     return build(response_cls, **fields)
 
 
-async def handle_init_producer_id(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+async def handle_init_producer_id(
+    ctx: KafkaContext, request: InitProducerIdRequest, response_cls: type[InitProducerIdResponse]
+) -> InitProducerIdResponse:
     """An idempotent producer's id, from the same Postgres sequence as POST /producers.
     Transactions are not served: a transactional id is refused, not ignored."""
 
-    def answer(error: KafkaError, pid: int = -1, epoch: int = -1) -> Any:
+    def answer(error: KafkaError, pid: int = -1, epoch: int = -1) -> InitProducerIdResponse:
         return build(
             response_cls,
             throttle_time=NO_THROTTLE,
@@ -186,11 +216,10 @@ async def handle_init_producer_id(ctx: KafkaContext, request: Any, response_cls:
 
     if request.transactional_id is not None:  # no transactions (protocol.py says why)
         return answer(NO_TRANSACTIONS)
-    if not ctx.may_write_somewhere():
-        return answer(KafkaError.cluster_authorization_failed)
-    repo = ctx.broker.partition_repo
     try:
-        pid = await asyncio.to_thread(repo.allocate_producer_id)
+        pid = await ctx.services.producer_ids.allocate(ctx.principal)
+    except TierlogError as exc:  # KIP-679's rule refused it: CLUSTER_AUTHORIZATION_FAILED
+        return answer(kafka_error(exc))
     except Exception:  # Postgres unreachable: retriable for the client, not a dead connection
         return answer(KafkaError.coordinator_not_available)
     return answer(KafkaError.none, pid, 0)

@@ -9,18 +9,33 @@ for a broker.
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
+from typing import TYPE_CHECKING
 
+from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
+from kio.schema.describe_configs.v4.response import (
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+)
 from kio.schema.errors import ErrorCode as KafkaError
+from kio.schema.incremental_alter_configs.v1.request import (
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
+from kio.schema.incremental_alter_configs.v1.response import (
+    AlterConfigsResourceResponse,
+    IncrementalAlterConfigsResponse,
+)
 
-from ingest.kafka.admin_apis import after_topic_change
 from ingest.kafka.cluster_apis import NO_THROTTLE
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.protocol import build, kafka_error, nested
 from logformat.errors import ErrorCode, TierlogError
 from metadata.acl import CLUSTER_NAME
-from metadata.configs import SPECS, check_min_insync, effective_configs, merge_configs
+
+if TYPE_CHECKING:
+    from ingest.service.topic_admin import TopicAdmin
+from metadata.configs import SPECS, effective_configs
 
 TOPIC, BROKER = 2, 4  # Kafka's ConfigResource.Type
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # AlterConfigOp.OpType
@@ -46,7 +61,7 @@ def _bad_request(message: str) -> TierlogError:
 
 def _broker_configs(ctx: KafkaContext) -> dict[str, tuple[str, int, str]]:
     """name -> (value, type, documentation) of the broker settings Kafka has a name for."""
-    cfg = ctx.broker.config
+    cfg = ctx.services.config
     limits = cfg.http_limits
     host, port = ctx.advertised
     listen = cfg.kafka_listen or ctx.advertised
@@ -78,11 +93,14 @@ def _broker_configs(ctx: KafkaContext) -> dict[str, tuple[str, int, str]]:
 
 
 def _entries(
-    response_cls: Any, request: Any, resource: Any, rows: list[tuple[str, str, int, int, str]]
-) -> tuple[Any, ...]:
+    response_cls: type[DescribeConfigsResponse],
+    request: DescribeConfigsRequest,
+    resource: DescribeConfigsResource,
+    rows: list[tuple[str, str, int, int, str]],
+) -> tuple[DescribeConfigsResourceResult, ...]:
     """(name, value, source, type, doc) rows as the version's config entries, filtered by
     the names asked for (None: all)."""
-    cls = nested(response_cls, "DescribeConfigsResourceResult")
+    cls = nested(response_cls, DescribeConfigsResourceResult)
     keys = resource.configuration_keys
     docs = getattr(request, "include_documentation", False)
     return tuple(
@@ -103,11 +121,12 @@ def _entries(
     )
 
 
-async def _describe(ctx: KafkaContext, resource: Any) -> list[tuple[str, str, int, int, str]]:
+async def _describe(
+    ctx: KafkaContext, resource: DescribeConfigsResource
+) -> list[tuple[str, str, int, int, str]]:
     name = resource.resource_name
     if resource.resource_type == TOPIC:
-        ctx.require("topic", name, "describe")
-        overrides = (await ctx.broker.cache.require_topic(name)).info.configs
+        overrides = (await ctx.services.admin.topic(ctx.principal, name, "describe")).info.configs
         return [
             (
                 key,
@@ -132,16 +151,18 @@ async def _describe(ctx: KafkaContext, resource: Any) -> list[tuple[str, str, in
 
 def _this_broker(ctx: KafkaContext, name: str) -> None:
     """Kafka's rule: a broker resource names this broker, or is empty (the default)."""
-    me = ctx.broker.config.broker_id
+    me = ctx.services.config.broker_id
     if name not in ("", str(me)):
         raise _bad_request(f'unexpected broker id {name!r}: this is broker {me} (or use "")')
 
 
-async def handle_describe_configs(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
-    result_cls = nested(response_cls, "DescribeConfigsResult")
+async def handle_describe_configs(
+    ctx: KafkaContext, request: DescribeConfigsRequest, response_cls: type[DescribeConfigsResponse]
+) -> DescribeConfigsResponse:
+    result_cls = nested(response_cls, DescribeConfigsResult)
     results = []
     for resource in request.resources:
-        fields: dict[str, Any] = {
+        fields: dict[str, object] = {
             "resource_type": resource.resource_type,
             "resource_name": resource.resource_name,
         }
@@ -164,7 +185,9 @@ def _list_op(current: str, value: str, op: int) -> str:
     return ",".join(v for v in have if v not in items)
 
 
-def _changes(overrides: dict[str, str], resource: Any) -> tuple[dict[str, str], list[str]]:
+def _changes(
+    overrides: dict[str, str], resource: AlterConfigsResource
+) -> tuple[dict[str, str], list[str]]:
     """(to set, to delete) from the resource's operations, checked as Kafka checks them."""
     to_set: dict[str, str] = {}
     to_delete: list[str] = []
@@ -192,8 +215,9 @@ def _changes(overrides: dict[str, str], resource: Any) -> tuple[dict[str, str], 
     return to_set, to_delete
 
 
-async def _alter(ctx: KafkaContext, resource: Any, validate_only: bool) -> bool:
-    """True when a topic's configs changed."""
+async def _alter(
+    ctx: KafkaContext, admin: TopicAdmin, resource: AlterConfigsResource, validate_only: bool
+) -> None:
     name = resource.resource_name
     if resource.resource_type == BROKER:
         ctx.require("cluster", CLUSTER_NAME, "alter")
@@ -201,38 +225,33 @@ async def _alter(ctx: KafkaContext, resource: Any, validate_only: bool) -> bool:
         raise _bad_request("broker configs are command-line settings; they cannot be altered")
     if resource.resource_type != TOPIC:
         raise _bad_request(f"resource type {resource.resource_type} is not supported: topics (2)")
-    ctx.require("topic", name, "alter")  # as HTTP's PATCH (Kafka: ALTER_CONFIGS)
-    info = (await ctx.broker.cache.require_topic(name)).info
+    info = (await admin.topic(ctx.principal, name, "alter")).info  # as HTTP's PATCH
     to_set, to_delete = _changes(dict(info.configs), resource)
-    if validate_only:  # the same checks as the write, without it
-        check_min_insync(merge_configs(info.configs, to_set, to_delete), info.replication_factor)
-        return False
-    await asyncio.to_thread(ctx.broker.topics.alter_configs, name, to_set, to_delete)
-    return True
+    await admin.alter_configs(ctx.principal, name, to_set, to_delete, validate_only)
 
 
 async def handle_incremental_alter_configs(
-    ctx: KafkaContext, request: Any, response_cls: Any
-) -> Any:
-    result_cls = nested(response_cls, "AlterConfigsResourceResponse")
+    ctx: KafkaContext,
+    request: IncrementalAlterConfigsRequest,
+    response_cls: type[IncrementalAlterConfigsResponse],
+) -> IncrementalAlterConfigsResponse:
+    result_cls = nested(response_cls, AlterConfigsResourceResponse)
     results = []
-    changed = False
-    for resource in request.resources:
-        try:
-            changed = await _alter(ctx, resource, request.validate_only) or changed
-        except TierlogError as exc:
-            error, message = kafka_error(exc), exc.message
-        else:
-            error, message = KafkaError.none, ""
-        results.append(
-            build(
-                result_cls,
-                error_code=error,
-                error_message=message or None,
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
+    async with ctx.services.admin.batch() as admin:  # one refresh for the whole request
+        for resource in request.resources:
+            try:
+                await _alter(ctx, admin, resource, request.validate_only)
+            except TierlogError as exc:
+                error, message = kafka_error(exc), exc.message
+            else:
+                error, message = KafkaError.none, ""
+            results.append(
+                build(
+                    result_cls,
+                    error_code=error,
+                    error_message=message or None,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                )
             )
-        )
-    if changed:
-        await after_topic_change(ctx)
     return build(response_cls, throttle_time=NO_THROTTLE, responses=tuple(results))

@@ -15,21 +15,13 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from cluster.authorizer import ANONYMOUS
-from ingest.kafka.cluster_identity import ClusterIdentity
 from ingest.kafka.turns import Turns
-from logformat.errors import ErrorCode, TierlogError
-from metadata.acl import CLUSTER_NAME
 
 if TYPE_CHECKING:
     from cluster.kafka_groups import ClassicGroups
-    from ingest.broker import Broker
     from ingest.kafka.sasl_scram import ScramExchange
-
-DENIED = {
-    "topic": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-    "cluster": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-    "group": ErrorCode.GROUP_AUTHORIZATION_FAILED,
-}
+    from ingest.service.cluster_identity import ClusterIdentity
+    from ingest.service.services import Services
 
 
 def host_port(url: str) -> tuple[str, int]:
@@ -44,13 +36,13 @@ class KafkaContext:
 
     def __init__(
         self,
-        broker: Broker,
+        services: Services,
         advertised: tuple[str, int],
         groups: ClassicGroups | None = None,
         identity: ClusterIdentity | None = None,
     ) -> None:
-        self.broker = broker
-        self.identity = identity or ClusterIdentity(broker)  # shared by the listener
+        self.services = services
+        self.identity = identity or services.identity  # shared by the listener
         self.advertised = advertised
         self.groups = groups  # None: no groups extension mounted (COORDINATOR_NOT_AVAILABLE)
         self.principal = ANONYMOUS
@@ -68,36 +60,27 @@ class KafkaContext:
         self.turns = Turns()  # the connection's requests, one after another (turns.py)
         # True once the client hung up (the listener sets it): long work for it stops.
         self.client_gone: Callable[[], bool] = lambda: False
-        self._port_shift = advertised[1] - host_port(broker.config.advertised_url)[1]
+        self._port_shift = advertised[1] - host_port(services.config.advertised_url)[1]
         # A TLS listener's distance from the registered (plaintext) one: other brokers'
         # registered addresses are moved by it, as their listeners are laid out alike.
         self.listener_shift = 0
 
     def allowed(self, resource_type: str, name: str, operation: str) -> bool:
-        return self.broker.authorizer.allowed(self.principal, resource_type, name, operation)
-
-    def require(self, resource_type: str, name: str, operation: str) -> None:
-        if not self.allowed(resource_type, name, operation):
-            what = "the cluster" if resource_type == "cluster" else f"{resource_type} {name!r}"
-            raise TierlogError(
-                DENIED[resource_type], f"{self.principal} is not authorized to {operation} {what}"
-            )
-
-    def may_write_somewhere(self) -> bool:
-        """Kafka's rule for an idempotent producer's InitProducerId (KIP-679)."""
-        auth = self.broker.authorizer
-        return auth.allowed(self.principal, "cluster", CLUSTER_NAME, "write") or (
-            auth.allowed_on_any(self.principal, "topic", "write")
+        return self.services.security.authorizer.allowed(
+            self.principal, resource_type, name, operation
         )
 
+    def require(self, resource_type: str, name: str, operation: str) -> None:
+        self.services.security.authorizer.require(self.principal, resource_type, name, operation)
+
     def kafka_address(self, broker_id: int) -> tuple[str, int] | None:
-        if broker_id == self.broker.config.broker_id:
+        if broker_id == self.services.config.broker_id:
             return self.advertised
-        registered = self.broker.cache.broker_kafka_address(broker_id)
+        registered = self.services.metadata.broker_kafka_address(broker_id)
         if registered:
             name, _, number = registered.rpartition(":")
             return name.strip("[]"), int(number) + self.listener_shift
-        url = self.broker.cache.broker_url(broker_id)
+        url = self.services.metadata.broker_url(broker_id)
         if url is None:
             return None
         host, port = host_port(url)

@@ -7,9 +7,16 @@ records were lost to an unclean leader change, and the consumer resets or report
 
 from __future__ import annotations
 
-from typing import Any
-
 from kio.schema.errors import ErrorCode as KafkaError
+from kio.schema.offset_for_leader_epoch.v4.request import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+)
+from kio.schema.offset_for_leader_epoch.v4.response import (
+    EpochEndOffset,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderTopicResult,
+)
 
 from ingest.kafka.cluster_apis import NO_THROTTLE
 from ingest.kafka.context import KafkaContext
@@ -19,7 +26,9 @@ from ingest.kafka.protocol import build, kafka_error, nested
 from logformat.errors import TierlogError
 
 
-async def _one(ctx: KafkaContext, topic: str, p: Any) -> tuple[KafkaError, EpochEnd]:
+async def _one(
+    ctx: KafkaContext, topic: str, p: OffsetForLeaderPartition
+) -> tuple[KafkaError, EpochEnd]:
     try:
         state = await leader(ctx, topic, p.partition, "describe")
     except TierlogError as exc:
@@ -30,9 +39,13 @@ async def _one(ctx: KafkaContext, topic: str, p: Any) -> tuple[KafkaError, Epoch
     return KafkaError.none, epoch_end(state, p.leader_epoch)
 
 
-async def handle_offset_for_leader_epoch(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
-    topic_cls = nested(response_cls, "OffsetForLeaderTopicResult")
-    part_cls = nested(response_cls, "EpochEndOffset")
+async def handle_offset_for_leader_epoch(
+    ctx: KafkaContext,
+    request: OffsetForLeaderEpochRequest,
+    response_cls: type[OffsetForLeaderEpochResponse],
+) -> OffsetForLeaderEpochResponse:
+    topic_cls = nested(response_cls, OffsetForLeaderTopicResult)
+    part_cls = nested(response_cls, EpochEndOffset)
     topics = []
     for t in request.topics:
         parts = []

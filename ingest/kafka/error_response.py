@@ -10,7 +10,7 @@ request by walking both kio types side by side, so one function answers every AP
 from __future__ import annotations
 
 from dataclasses import MISSING, Field, fields, is_dataclass
-from typing import Any
+from typing import TypeVar
 
 from kio.index import UnknownAPIKey, UnknownEntity
 from kio.schema.errors import ErrorCode as KafkaError
@@ -26,6 +26,7 @@ from kio.serial._introspect import (
     classify_field,
     is_optional,
 )
+from kio.static.protocol import Entity
 
 from ingest.kafka.protocol import (
     SUPPORTED,
@@ -66,12 +67,15 @@ _KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
-def error_response(response_cls: Any, request: Any, error: KafkaError, message: str) -> Any:
+E = TypeVar("E", bound=Entity)
+
+
+def error_response(response_cls: type[E], request: object, error: KafkaError, message: str) -> E:
     """`response_cls` filled as an answer of `error` to every entry of `request`."""
     return _entity(response_cls, request, error, message)
 
 
-def _entity(cls: Any, source: Any, error: KafkaError, message: str) -> Any:
+def _entity(cls: type[E], source: object, error: KafkaError, message: str) -> E:
     own = fields(cls)
     values = {f.name: _value(f, source, error, message) for f in own}
     if source is not None and not is_dataclass(source):  # a bare name or index
@@ -79,7 +83,7 @@ def _entity(cls: Any, source: Any, error: KafkaError, message: str) -> Any:
     return cls(**values)
 
 
-def _mirrored(f: Field[Any], source: Any) -> tuple[Any, ...]:
+def _mirrored(f: Field[object], source: object) -> tuple[object, ...]:
     if source is None or not is_dataclass(source) or "tag" in f.metadata:
         return ()
     for name in _ARRAYS.get(f.name, ()):
@@ -89,7 +93,7 @@ def _mirrored(f: Field[Any], source: Any) -> tuple[Any, ...]:
     return ()
 
 
-def _value(f: Field[Any], source: Any, error: KafkaError, message: str) -> Any:
+def _value(f: Field[object], source: object, error: KafkaError, message: str) -> object:
     kind = classify_field(f)
     if f.metadata.get("kafka_type") == "error_code":
         return error

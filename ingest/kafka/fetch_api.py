@@ -10,13 +10,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import pyarrow as pa
 from kio.schema.errors import ErrorCode as KafkaError
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest
+from kio.schema.fetch.v12.response import (
+    EpochEndOffset,
+    FetchableTopicResponse,
+    FetchResponse,
+    PartitionData,
+)
+from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest
+from kio.schema.list_offsets.v7.response import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
 
-from cluster.read_contract import ColdReader, FetchResult
-from ingest import metrics
+from cluster.read_contract import FetchResult
 from ingest.kafka import leader_epochs
 from ingest.kafka.cluster_apis import NO_THROTTLE
 from ingest.kafka.context import KafkaContext
@@ -24,9 +36,9 @@ from ingest.kafka.leader_epochs import UNDEFINED, EpochEnd
 from ingest.kafka.offload import offload
 from ingest.kafka.protocol import build, kafka_error, nested
 from ingest.kafka.record_batch import encode_batch
-from ingest.replication.partition import Partition
 from ingest.service.fetch_rules import ResponseBudget, merged
-from ingest.tiered import tiered_fetch
+from ingest.service.partitions import Partition, log_start
+from ingest.service.reads import Reads
 from logformat.errors import ErrorCode, TierlogError
 
 log = logging.getLogger("tierlog.kafka")
@@ -46,19 +58,8 @@ class _Read(NamedTuple):
     diverging: EpochEnd = UNDEFINED  # KIP-320: where the consumer's last epoch ended
 
 
-def cold_reader(ctx: KafkaContext, topic: str) -> ColdReader | None:
-    """The cold reader when the topic is tiered (as HTTP fetch decides it)."""
-    broker = ctx.broker
-    view = broker.cache.topic(topic)
-    if broker.cold_reader is None or view is None or not view.config.remote_storage_enable:
-        return None
-    return broker.cold_reader
-
-
 async def leader(ctx: KafkaContext, topic: str, partition: int, operation: str) -> Partition:
-    ctx.require("topic", topic, operation)
-    await ctx.broker.cache.require_topic(topic, partition)
-    return ctx.broker.require_leader(topic, partition)
+    return await ctx.services.reads.leader(ctx.principal, topic, partition, operation)
 
 
 def _encoded(got: FetchResult, fetch_offset: int, append_time: bool, epoch: int) -> bytes:
@@ -72,21 +73,18 @@ class _Slicer:
     slices the event loop is free, and batches past _INLINE_BYTES are encoded in a worker
     thread. Each slice is one batch with its leader epoch."""
 
-    def __init__(self, ctx: KafkaContext, state: Partition, topic: str) -> None:
-        self.state, self.topic = state, topic
-        self.cold = cold_reader(ctx, topic)
-        view = ctx.broker.cache.topic(topic)
-        self.append_time = (
-            view is not None and view.config.message_timestamp_type == "LogAppendTime"
-        )
+    def __init__(self, reads: Reads, state: Partition, append_time: bool) -> None:
+        self.reads, self.state, self.append_time = reads, state, append_time
 
     async def _slice(self, offset: int, max_bytes: int) -> tuple[bytes, FetchResult]:
         epoch, epoch_end = leader_epochs.epoch_at(self.state, offset)
-        got = await tiered_fetch.fetch_tiered(
-            self.state, self.cold, offset, _MAX_RECORDS, min(max_bytes, _SLICE_BYTES), 0
+        got = await self.reads.fetch(
+            self.state,
+            offset,
+            _MAX_RECORDS,
+            min(max_bytes, _SLICE_BYTES),
+            trim=lambda got: leader_epochs.within_epoch(got, epoch_end),
         )
-        got = leader_epochs.within_epoch(got, epoch_end)
-        metrics.FETCHED_RECORDS.labels(self.topic).inc(got.batch.num_rows)
         args = (got, offset, self.append_time, epoch)
         if got.batch.nbytes >= _INLINE_BYTES:  # encoding walks every record
             return await offload(_encoded, *args), got
@@ -107,7 +105,9 @@ class _Slicer:
         return _Read(KafkaError.none, b"".join(parts), got.high_watermark, got.log_start_offset)
 
 
-async def _read(ctx: KafkaContext, topic: str, p: Any, max_bytes: int) -> _Read:
+async def _read(
+    ctx: KafkaContext, topic: str, p: FetchPartition, max_bytes: int, append_time: bool
+) -> _Read:
     """One partition's answer; `max_bytes` 0: the response's budget is spent, so only its
     watermarks (ingest/service/fetch_rules.py)."""
     try:
@@ -120,8 +120,9 @@ async def _read(ctx: KafkaContext, topic: str, p: Any, max_bytes: int) -> _Read:
         if diverged is not None:
             return _Read(KafkaError.none, high_watermark=state.high_watermark, diverging=diverged)
         if max_bytes <= 0:
-            return _Read(KafkaError.none, b"", state.high_watermark, state.log.log_start_offset)
-        return await _Slicer(ctx, state, topic).read(p.fetch_offset, max_bytes)
+            return _Read(KafkaError.none, b"", state.high_watermark, log_start(state))
+        slicer = _Slicer(ctx.services.reads, state, append_time)
+        return await slicer.read(p.fetch_offset, max_bytes)
     except TierlogError as exc:
         return _Read(kafka_error(exc))
     except Exception:
@@ -129,22 +130,23 @@ async def _read(ctx: KafkaContext, topic: str, p: Any, max_bytes: int) -> _Read:
         return _Read(KafkaError.unknown_server_error)
 
 
-Wanted = list[tuple[str, list[tuple[int, Any]]]]  # per topic, its partitions (merged)
+Wanted = list[tuple[str, list[tuple[int, FetchPartition]]]]  # per topic, its partitions (merged)
 
 
-def wanted(request: Any) -> Wanted:
+def wanted(request: FetchRequest) -> Wanted:
     """The request's partitions, each once (fetch_rules.merged: as Kafka keys them)."""
     return merged((t.topic, p.partition, p) for t in request.topics for p in t.partitions)
 
 
-async def _read_all(ctx: KafkaContext, request: Any, parts: Wanted) -> list[list[_Read]]:
+async def _read_all(ctx: KafkaContext, request: FetchRequest, parts: Wanted) -> list[list[_Read]]:
     """Every partition read within the response's budget (fetch_rules.ResponseBudget)."""
-    budget = ResponseBudget(request.max_bytes, ctx.broker.config)
+    budget = ResponseBudget(request.max_bytes, ctx.services.config)
     out: list[list[_Read]] = []
     for topic, partitions in parts:
         reads = []
+        append_time = ctx.services.reads.log_append_time(topic)
         for _, p in partitions:
-            r = await _read(ctx, topic, p, budget.limit(p.partition_max_bytes))
+            r = await _read(ctx, topic, p, budget.limit(p.partition_max_bytes), append_time)
             budget.spend(len(r.records))
             reads.append(r)
         out.append(reads)
@@ -156,7 +158,7 @@ async def _wait_for_any(ctx: KafkaContext, parts: Wanted, timeout_s: float) -> N
     waits = []
     for topic, partitions in parts:
         for _, p in partitions:
-            state = ctx.broker.leader_state(topic, p.partition)
+            state = ctx.services.reads.leader_state(topic, p.partition)
             if state is not None:
                 waits.append(asyncio.ensure_future(state.wait_for_data(p.fetch_offset, timeout_s)))
     if not waits:
@@ -167,14 +169,17 @@ async def _wait_for_any(ctx: KafkaContext, parts: Wanted, timeout_s: float) -> N
         w.cancel()
 
 
-def _diverging(response_cls: Any, r: _Read) -> dict[str, Any]:
+def _diverging(response_cls: type[FetchResponse], r: _Read) -> dict[str, EpochEndOffset]:
     if r.diverging == UNDEFINED:
         return {}
-    end = nested(response_cls, "EpochEndOffset")
-    return {"diverging_epoch": end(epoch=r.diverging.epoch, end_offset=r.diverging.end_offset)}
+    end = nested(response_cls, EpochEndOffset)
+    epoch, end_offset = r.diverging
+    return {"diverging_epoch": build(end, epoch=epoch, end_offset=end_offset)}
 
 
-async def handle_fetch(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+async def handle_fetch(
+    ctx: KafkaContext, request: FetchRequest, response_cls: type[FetchResponse]
+) -> FetchResponse:
     parts = wanted(request)
     deadline = time.monotonic() + min(request.max_wait.total_seconds(), 30.0)
     while True:
@@ -187,8 +192,8 @@ async def handle_fetch(ctx: KafkaContext, request: Any, response_cls: Any) -> An
         if got >= max(1, request.min_bytes) or failed or remaining <= 0:
             break
         await _wait_for_any(ctx, parts, remaining)
-    data_cls = nested(response_cls, "PartitionData")
-    topic_cls = nested(response_cls, "FetchableTopicResponse")
+    data_cls = nested(response_cls, PartitionData)
+    topic_cls = nested(response_cls, FetchableTopicResponse)
     topics = []
     for (topic, partitions), rs in zip(parts, reads, strict=True):
         answers = tuple(
@@ -216,43 +221,47 @@ async def handle_fetch(ctx: KafkaContext, request: Any, response_cls: Any) -> An
     )
 
 
-async def _offset(ctx: KafkaContext, topic: str, p: Any) -> tuple[KafkaError, int, int, int]:
+async def _offset(
+    ctx: KafkaContext, topic: str, p: ListOffsetsPartition
+) -> tuple[KafkaError, int, int, int]:
     """(error, timestamp, offset, leader epoch) of one ListOffsets partition."""
     state = await leader(ctx, topic, p.partition_index, "describe")
     fenced = leader_epochs.fence(state, getattr(p, "current_leader_epoch", -1))
     if fenced is not None:
         return fenced, -1, -1, -1
-    cold = cold_reader(ctx, topic)
+    reads = ctx.services.reads
     if p.timestamp == LATEST:
         return KafkaError.none, -1, state.high_watermark, state.leader_epoch
     if p.timestamp == EARLIEST:
-        first = await tiered_fetch.earliest(state, cold)
+        first = await reads.earliest(state)
         return KafkaError.none, -1, first, leader_epochs.epoch_at(state, first)[0]
     if p.timestamp < 0:
         raise TierlogError(
             ErrorCode.INVALID_REQUEST,
             f"ListOffsets timestamp {p.timestamp}: only -1 (latest), -2 (earliest) and times",
         )
-    found = await tiered_fetch.offset_for_timestamp(state, cold, p.timestamp)
+    found = await reads.offset_for_timestamp(state, p.timestamp)
     if found is None:
         return KafkaError.none, -1, -1, state.leader_epoch
     epoch = leader_epochs.epoch_at(state, found)[0]
-    return KafkaError.none, await _record_time(state, cold, found), found, epoch
+    return KafkaError.none, await _record_time(reads, state, found), found, epoch
 
 
-async def _record_time(state: Partition, cold: ColdReader | None, offset: int) -> int:
+async def _record_time(reads: Reads, state: Partition, offset: int) -> int:
     """The timestamp of the record at `offset` (Kafka answers it beside the offset), read
     from whichever tier holds it; -1 if the record is gone (retention raced the lookup)."""
-    got = await tiered_fetch.fetch_tiered(state, cold, offset, 1, RECORD_TIME_BYTES, 0)
+    got = await reads.record_at(state, offset, RECORD_TIME_BYTES)
     if got.batch.num_rows == 0:
         return -1
     stamp = got.batch.column("timestamp").cast(pa.int64())[0].as_py()
     return -1 if stamp is None else int(stamp)
 
 
-async def handle_list_offsets(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
-    part_cls = nested(response_cls, "ListOffsetsPartitionResponse")
-    topic_cls = nested(response_cls, "ListOffsetsTopicResponse")
+async def handle_list_offsets(
+    ctx: KafkaContext, request: ListOffsetsRequest, response_cls: type[ListOffsetsResponse]
+) -> ListOffsetsResponse:
+    part_cls = nested(response_cls, ListOffsetsPartitionResponse)
+    topic_cls = nested(response_cls, ListOffsetsTopicResponse)
     topics = []
     for t in request.topics:
         parts = []

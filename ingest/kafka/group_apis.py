@@ -27,6 +27,7 @@ from ingest.kafka.protocol import (
     nested,
 )
 from logformat.errors import ErrorCode, TierlogError
+from metadata.types import TopicNamePartition
 
 T = TypeVar("T")
 CONSUMER = "consumer"
@@ -56,9 +57,9 @@ async def attempt(call: Callable[[], Awaitable[T]]) -> tuple[T | None, KafkaErro
         return None, group_error(exc), exc.message
 
 
-def _coordinator(ctx: KafkaContext, key: str, key_type: int) -> dict[str, Any]:
+def _coordinator(ctx: KafkaContext, key: str, key_type: int) -> dict[str, object]:
     host, port = ctx.advertised
-    fields: dict[str, Any] = {"key": key, "node_id": ctx.broker.config.broker_id}
+    fields: dict[str, object] = {"key": key, "node_id": ctx.services.config.broker_id}
     fields.update(host=host, port=port, error_code=KafkaError.none, error_message=None)
     if key_type != KEY_GROUP:  # a transaction coordinator: refused (protocol.py says why)
         fields.update(error_code=NO_TRANSACTIONS, error_message=NO_TRANSACTIONS_MESSAGE)
@@ -91,7 +92,7 @@ def _join_request(request: Any) -> JoinGroup:
             f"protocol type {request.protocol_type!r} is not served (only {CONSUMER!r})",
         )
     topics: set[str] = set()
-    owned: set[Any] = set()
+    owned: set[TopicNamePartition] = set()
     for protocol in request.protocols:
         sub = decode_subscription(protocol.metadata)
         topics.update(sub.topics)
@@ -113,7 +114,7 @@ async def handle_join_group(ctx: KafkaContext, request: Any, response_cls: Any) 
         return await groups_of(ctx).join(request.group_id, _join_request(request))
 
     joined, error, _ = await attempt(join)
-    fields: dict[str, Any] = {"throttle_time": NO_THROTTLE, "error_code": error}
+    fields: dict[str, object] = {"throttle_time": NO_THROTTLE, "error_code": error}
     fields.update(protocol_type=CONSUMER, leader=NO_LEADER, members=())
     if joined is None:
         fields.update(generation_id=-1, protocol_name=None, member_id=request.member_id)

@@ -17,8 +17,7 @@ import pyarrow.compute as pc
 from kio.schema.errors import ErrorCode as KafkaError
 
 from cluster.read_contract import FetchResult
-from ingest.log.epoch_cache import Epochs
-from ingest.replication.partition import Partition
+from ingest.service.partitions import Epochs, Partition, latest_epoch, leader_epochs, log_end
 from logformat.errors import ErrorCode, TierlogError
 
 NO_EPOCH = -1
@@ -57,7 +56,7 @@ def end_offset_for(entries: Epochs, log_end: int, epoch: int) -> EpochEnd:
 
 
 def epoch_end(state: Partition, epoch: int) -> EpochEnd:
-    return end_offset_for(state.log.leader_epochs(), state.log.log_end_offset, epoch)
+    return end_offset_for(leader_epochs(state), log_end(state), epoch)
 
 
 def diverging(state: Partition, last_fetched_epoch: int, fetch_offset: int) -> EpochEnd | None:
@@ -89,9 +88,9 @@ def epoch_of(entries: Epochs, offset: int) -> tuple[int, int | None]:
 def epoch_at(state: Partition, offset: int) -> tuple[int, int | None]:
     # The common case, a consumer in the leader's own epoch, needs no index read: that epoch
     # began at or before epoch_start_offset (the log end when this broker began leading).
-    if state.leader_epoch == state.log.latest_epoch and offset >= state.epoch_start_offset:
+    if state.leader_epoch == latest_epoch(state) and offset >= state.epoch_start_offset:
         return state.leader_epoch, None
-    return epoch_of(state.log.leader_epochs(), offset)
+    return epoch_of(leader_epochs(state), offset)
 
 
 def within_epoch(got: FetchResult, end: int | None) -> FetchResult:

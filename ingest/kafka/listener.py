@@ -20,9 +20,13 @@ import logging
 import ssl
 import struct
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
+from kio.schema.api_versions.v3.response import ApiVersionsResponse
 from kio.schema.errors import ErrorCode as KafkaError
+from kio.schema.fetch.v12.request import FetchRequest
+from kio.schema.fetch.v12.response import FetchResponse
+from kio.static.protocol import RequestPayload, ResponsePayload
 
 from ingest.kafka import (
     admin_apis,
@@ -38,7 +42,6 @@ from ingest.kafka import (
 )
 from ingest.kafka.budget import RequestBudget
 from ingest.kafka.client_limits import KafkaClientLimits
-from ingest.kafka.cluster_identity import ClusterIdentity
 from ingest.kafka.conn_gate import INFLIGHT, ConnectionGate
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.error_response import answer_unsupported
@@ -80,11 +83,13 @@ from ingest.kafka.protocol import (
 
 if TYPE_CHECKING:
     from cluster.kafka_groups import ClassicGroups
-    from ingest.broker import Broker
+    from ingest.service.services import Services
 
 log = logging.getLogger("tierlog.kafka")
 
-Handler = Callable[[KafkaContext, Any, Any], Awaitable[Any]]
+# Each handler is typed with its API's kio classes (protocol.py says how one serves every
+# version); the table only knows it answers a request with a response, or none (acks=0).
+Handler = Callable[..., Awaitable[ResponsePayload | None]]
 HANDLERS: dict[int, Handler] = {
     API_VERSIONS: cluster_apis.handle_api_versions,
     METADATA: cluster_apis.handle_metadata,
@@ -121,15 +126,15 @@ class ListenerShared:
     """What a broker's Kafka listeners (plaintext and TLS) share: connection counts, the
     in-flight budgets, the cluster identity and client limits."""
 
-    def __init__(self, broker: Broker) -> None:
-        cfg = broker.config
+    def __init__(self, services: Services) -> None:
+        cfg = services.config
         self.gate = ConnectionGate(cfg.http_limits, cfg.kafka_conn.max_preauth_connections)
         self.budget = RequestBudget(cfg.max_inflight_bytes)
         self.preauth_budget = RequestBudget(cfg.kafka_conn.preauth_inflight_bytes)
         INFLIGHT.labels("main").set_function(lambda: self.budget.used)
         INFLIGHT.labels("preauth").set_function(lambda: self.preauth_budget.used)
-        self.identity = ClusterIdentity(broker)
-        self.limits = KafkaClientLimits(broker.quotas, broker.long_polls)
+        self.identity = services.identity
+        self.limits = KafkaClientLimits(services.quotas, services.long_polls)
 
 
 class KafkaListener:
@@ -139,7 +144,7 @@ class KafkaListener:
 
     def __init__(
         self,
-        broker: Broker,
+        services: Services,
         host: str,
         port: int,
         advertised: tuple[str, int],
@@ -149,13 +154,13 @@ class KafkaListener:
         sasl: bool = True,
         shared: ListenerShared | None = None,
     ) -> None:
-        self.broker = broker
+        self.services = services
         self.groups = groups
         self.host, self.port, self.advertised = host, port, advertised
         self.tls, self.sasl = tls, sasl
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
-        self.shared = shared or ListenerShared(broker)
+        self.shared = shared or ListenerShared(services)
         self.listener_shift = 0  # see KafkaContext.listener_shift
         self.budget = self.shared.budget
         self.identity = self.shared.identity
@@ -164,12 +169,12 @@ class KafkaListener:
     @property
     def protocol(self) -> str:
         if self.tls is None:
-            return "SASL_PLAINTEXT" if self.broker.authorizer.enabled else "PLAINTEXT"
+            return "SASL_PLAINTEXT" if self.services.security.authorizer.enabled else "PLAINTEXT"
         return "SASL_SSL" if self.sasl else "SSL"
 
     async def start(self) -> None:
         # A TLS handshake happens before a connection is admitted: it gets the auth deadline.
-        handshake_s = self.broker.config.kafka_conn.auth_timeout_ms / 1000
+        handshake_s = self.services.config.kafka_conn.auth_timeout_ms / 1000
         self._server = await asyncio.start_server(
             self._connected,
             self.host,
@@ -197,18 +202,20 @@ class KafkaListener:
         peer = writer.get_extra_info("peername")
         address = str(peer[0]) if isinstance(peer, tuple) else str(peer)
         task = asyncio.current_task()
-        preauth = self.sasl and self.broker.authorizer.enabled
+        preauth = self.sasl and self.services.security.authorizer.enabled
         admission = None if task is None else self.shared.gate.admit(address, preauth)
         if task is None or admission is None:
             writer.close()
             return
         self._connections.add(task)
-        ctx = KafkaContext(self.broker, self.advertised, self.groups, self.identity)
+        ctx = KafkaContext(self.services, self.advertised, self.groups, self.identity)
         ctx.client_gone = lambda: reader.at_eof() or writer.is_closing()
         ctx.peer = address
         ctx.listener_shift = self.listener_shift
         ctx.authenticated = not self.sasl  # SSL: the TLS handshake was all there is
-        frames = FrameReader(self.broker.config, self.budget, self.shared.preauth_budget, admission)
+        frames = FrameReader(
+            self.services.config, self.budget, self.shared.preauth_budget, admission
+        )
         try:
             await self._serve(ctx, frames, reader, writer)
         except ConnectionLimit as exc:
@@ -309,7 +316,7 @@ class KafkaListener:
 
     async def _answer(self, ctx: KafkaContext, header: RequestHeader, frame: bytes) -> bytes | None:
         # Before authentication nothing but ApiVersions and SASL is even decoded.
-        locked = self.broker.authorizer.enabled and not ctx.authenticated
+        locked = self.services.security.authorizer.enabled and not ctx.authenticated
         if locked and header.api_key not in BEFORE_AUTH:
             raise ProtocolError(
                 f"API key {header.api_key} before SASL authentication (auth is on: "
@@ -318,8 +325,9 @@ class KafkaListener:
         if not supported(header.api_key, header.api_version):
             if header.api_key == API_VERSIONS:  # KIP-511: answer v0 with what we serve
                 v0 = header._replace(api_version=0)
-                body = cluster_apis.api_versions(response_type(v0), KafkaError.unsupported_version)
-                return encode_response(v0, body)
+                v0_cls = cast(type[ApiVersionsResponse], response_type(v0))
+                versions = cluster_apis.api_versions(v0_cls, KafkaError.unsupported_version)
+                return encode_response(v0, versions)
             if header.api_key not in SUPPORTED:  # an API we do not serve at all: Kafka closes
                 raise ProtocolError(
                     f"API key {header.api_key} is not served (client {header.client_id!r})"
@@ -330,14 +338,17 @@ class KafkaListener:
             )
             return answer_unsupported(header, frame)
         request = await _decoded(header, frame)
-        bounds, answer_cls = self.broker.config.data_limits, response_type(header)
+        bounds, answer_cls = self.services.config.data_limits, response_type(header)
         refused = await request_bounds.refusal(header.api_key, request, answer_cls, bounds)
         if refused is not None:  # more entries than one request may name: none is served
             return await _encoded(header, refused, big=True)
         await self.limits.wait_unmuted(ctx)  # a throttled connection's next request waits
         handler = HANDLERS[header.api_key]
-        if header.api_key == FETCH:
-            body = await self.limits.fetch(handler, ctx, request, response_type(header))
+        body: ResponsePayload | None
+        if header.api_key == FETCH:  # the key says what the request and response are
+            fetch = cast(FetchRequest, request)
+            fetch_cls = cast(type[FetchResponse], response_type(header))
+            body = await self.limits.fetch(fetch_api.handle_fetch, ctx, fetch, fetch_cls)
         else:
             body = await handler(ctx, request, response_type(header))
         body = await self.limits.charge(ctx, header, len(frame), body)
@@ -346,13 +357,13 @@ class KafkaListener:
 
 # Parsing a big frame and encoding a Fetch answer (its records' bytes) run in a worker
 # thread: nothing a client sends may hold the event loop.
-async def _decoded(header: RequestHeader, frame: bytes) -> Any:
+async def _decoded(header: RequestHeader, frame: bytes) -> RequestPayload:
     if len(frame) >= _INLINE_FRAME_BYTES:
         return await offload(decode_body, header, frame)
     return decode_body(header, frame)
 
 
-async def _encoded(header: RequestHeader, body: Any, big: bool) -> bytes:
+async def _encoded(header: RequestHeader, body: ResponsePayload, big: bool) -> bytes:
     if big:
         return await offload(encode_response, header, body)
     return encode_response(header, body)
@@ -364,7 +375,7 @@ async def _cancel_all(
     """End a connection's tasks and every request read ahead, and wait until they have ended,
     so each one's budget is back (their done callbacks) before the connection is gone. An
     outcome not raised already is only looked at: the first error is the one reported."""
-    pending: list[asyncio.Task[Any]] = [receiver, sender]
+    pending: list[asyncio.Task[None] | asyncio.Task[bytes | None]] = [receiver, sender]
     while not answers.empty():
         queued = answers.get_nowait()
         if queued is not None:
@@ -375,6 +386,6 @@ async def _cancel_all(
     await asyncio.wait(pending, timeout=_CLEANUP_S)
 
 
-def _seen(task: asyncio.Task[Any]) -> None:
+def _seen(task: asyncio.Task[None] | asyncio.Task[bytes | None]) -> None:
     if not task.cancelled():
         task.exception()  # retrieved: no "Task exception was never retrieved" on the loop

@@ -8,9 +8,19 @@ Per partition, as Kafka answers: a topic the caller may not read (commit) or des
 
 from __future__ import annotations
 
-from typing import Any
-
 from kio.schema.errors import ErrorCode as KafkaError
+from kio.schema.offset_commit.v8.request import OffsetCommitRequest, OffsetCommitRequestPartition
+from kio.schema.offset_commit.v8.response import (
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+from kio.schema.offset_fetch.v7.request import OffsetFetchRequest
+from kio.schema.offset_fetch.v7.response import (
+    OffsetFetchResponse,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponseTopic,
+)
 
 from cluster.kafka_groups import CommitEntry
 from ingest.kafka.cluster_apis import NO_THROTTLE
@@ -23,7 +33,7 @@ NO_EPOCH = -1
 MAX_METADATA = 4096  # Kafka's offset.metadata.max.bytes
 
 
-def _precheck(ctx: KafkaContext, topic: str, p: Any) -> KafkaError:
+def _precheck(ctx: KafkaContext, topic: str, p: OffsetCommitRequestPartition) -> KafkaError:
     if not ctx.allowed("topic", topic, "read"):
         return KafkaError.topic_authorization_failed
     metadata = p.committed_metadata
@@ -34,7 +44,9 @@ def _precheck(ctx: KafkaContext, topic: str, p: Any) -> KafkaError:
     return KafkaError.none
 
 
-async def handle_offset_commit(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+async def handle_offset_commit(
+    ctx: KafkaContext, request: OffsetCommitRequest, response_cls: type[OffsetCommitResponse]
+) -> OffsetCommitResponse:
     group = request.group_id
     errors: dict[tuple[str, int], KafkaError] = {}
     entries: list[CommitEntry] = []
@@ -55,8 +67,8 @@ async def handle_offset_commit(ctx: KafkaContext, request: Any, response_cls: An
         _, error, _ = await attempt(commit)
         for e in entries:
             errors[(e.topic, e.partition)] = error
-    topic_cls = nested(response_cls, "OffsetCommitResponseTopic")
-    part_cls = nested(response_cls, "OffsetCommitResponsePartition")
+    topic_cls = nested(response_cls, OffsetCommitResponseTopic)
+    part_cls = nested(response_cls, OffsetCommitResponsePartition)
     topics = tuple(
         build(
             topic_cls,
@@ -75,10 +87,12 @@ async def handle_offset_commit(ctx: KafkaContext, request: Any, response_cls: An
     return build(response_cls, throttle_time=NO_THROTTLE, topics=topics)
 
 
-async def handle_offset_fetch(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+async def handle_offset_fetch(
+    ctx: KafkaContext, request: OffsetFetchRequest, response_cls: type[OffsetFetchResponse]
+) -> OffsetFetchResponse:
     group = request.group_id
 
-    async def committed() -> Any:
+    async def committed() -> tuple[CommitEntry, ...]:
         ctx.require("group", group, "describe")
         return await groups_of(ctx).committed(group)
 
@@ -91,10 +105,10 @@ async def handle_offset_fetch(ctx: KafkaContext, request: Any, response_cls: Any
                 wanted.setdefault(topic, []).append(index)
     else:
         wanted = {t.name: list(t.partition_indexes) for t in request.topics}
-    topic_cls = nested(response_cls, "OffsetFetchResponseTopic")
-    part_cls = nested(response_cls, "OffsetFetchResponsePartition")
+    topic_cls = nested(response_cls, OffsetFetchResponseTopic)
+    part_cls = nested(response_cls, OffsetFetchResponsePartition)
 
-    def partition(topic: str, index: int) -> Any:
+    def partition(topic: str, index: int) -> OffsetFetchResponsePartition:
         row = known.get((topic, index))
         # The group's error is the body's from v2 on, each partition's before.
         code = error if response_cls.__version__ < 2 else KafkaError.none

@@ -15,21 +15,27 @@ import asyncio
 import logging
 import sys
 import time
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from kio.schema.errors import ErrorCode as KafkaError
+from kio.schema.produce.v9.request import ProduceRequest
+from kio.schema.produce.v9.response import (
+    BatchIndexAndErrorMessage,
+    PartitionProduceResponse,
+    ProduceResponse,
+    TopicProduceResponse,
+)
 
-from ingest import metrics
-from ingest.kafka.client_limits import check_tiering_backlog
+from ingest.kafka.client_limits import leader_for_write
 from ingest.kafka.cluster_apis import NO_THROTTLE
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.offload import offload
 from ingest.kafka.protocol import build, kafka_error, nested
 from ingest.kafka.record_batch import decode_batch
 from ingest.produce import ProducerFields, frames_for
-from ingest.replication.group_commit import AppendResult
-from ingest.replication.partition import Partition
 from ingest.service.expansion import expansion_limits
+from ingest.service.partitions import log_start
+from ingest.service.produce import Queued
 
 # The topic's rules for stored records (keys on compacted topics, header bounds, timestamps,
 # LogAppendTime), shared with HTTP produce rather than restated here.
@@ -90,32 +96,16 @@ def _prepare(data: bytes, config: BrokerConfig, topic: TopicConfig, now_ms: int)
     return _Prepared(frames_for(batch, topic, producer), batch)
 
 
-class _Queued(NamedTuple):
-    """A partition's records, queued for its log (Partition.submit)."""
-
-    state: Partition
-    queued: asyncio.Future[list[AppendResult]]
-    min_insync: int
-    topic: str
-    records: int
-    size: int
-
-
 async def _queue(
     ctx: KafkaContext, topic: str, partition: int, data: bytes | None, acks: int
-) -> _Queued:
-    ctx.require("topic", topic, "write")
-    broker = ctx.broker
-    view = await broker.cache.require_topic(topic, partition)
-    state = broker.require_leader(topic, partition)
-    check_tiering_backlog(ctx, state)  # the same backpressure as HTTP produce
+) -> Queued:
+    produce = ctx.services.produce
+    view = await produce.topic(ctx.principal, topic, partition)
+    state = leader_for_write(ctx, topic, partition)  # the same backpressure as HTTP produce
     now_ms = int(time.time() * 1000)
-    prepared = await offload(_prepare, data or b"", broker.config, view.config, now_ms)
-    await broker.schema_ids.check_batch(topic, view.config, prepared.batch)
-    frames = prepared.frames
-    min_insync = view.config.min_insync_replicas
-    queued = state.submit(frames, acks, min_insync)
-    return _Queued(state, queued, min_insync, topic, prepared.batch.num_rows, sum(map(len, frames)))
+    prepared = await offload(_prepare, data or b"", ctx.services.config, view.config, now_ms)
+    await produce.check_schema_ids(view, prepared.batch)
+    return produce.queue(view, state, prepared.frames, acks, prepared.batch.num_rows)
 
 
 def _failed(exc: BaseException, topic: str, partition: int) -> _Outcome:
@@ -128,7 +118,7 @@ def _failed(exc: BaseException, topic: str, partition: int) -> _Outcome:
 
 async def _partition(
     ctx: KafkaContext, topic: str, partition: int, data: bytes | None, acks: int
-) -> _Queued | _Outcome:
+) -> Queued | _Outcome:
     if acks not in (-1, 0, 1):
         return _Outcome(KafkaError.invalid_required_acks)
     try:
@@ -138,23 +128,21 @@ async def _partition(
 
 
 async def _completed(
-    q: _Queued | _Outcome, partition: int, acks: int, timeout_s: float
+    ctx: KafkaContext, q: Queued | _Outcome, partition: int, timeout_s: float
 ) -> _Outcome:
     if isinstance(q, _Outcome):
         return q
     try:
-        results = await q.state.completed(q.queued, acks, q.min_insync, timeout_s)
+        results = await ctx.services.produce.completed(q, timeout_s)
     except Exception as exc:
-        return _failed(exc, q.topic, partition)
-    metrics.PRODUCED_RECORDS.labels(q.topic).inc(q.records)
-    metrics.PRODUCED_BYTES.labels(q.topic).inc(q.size)
-    return _Outcome(KafkaError.none, results[0].base_offset, q.state.log.log_start_offset)
+        return _failed(exc, q.state.topic, partition)
+    return _Outcome(KafkaError.none, results[0].base_offset, log_start(q.state))
 
 
-async def _produce(ctx: KafkaContext, request: Any) -> list[_Outcome]:
+async def _produce(ctx: KafkaContext, request: ProduceRequest) -> list[_Outcome]:
     """Every partition's records queued, in request order, before the connection's next
     request may start (turns.py); then the writes (and replicas, acks=all) awaited."""
-    timeout_s = ctx.broker.config.request_timeout_ms / 1000
+    timeout_s = ctx.services.produce.timeout_s()
     asked = request.timeout.total_seconds()
     if asked > 0:
         timeout_s = min(timeout_s, asked)
@@ -166,20 +154,24 @@ async def _produce(ctx: KafkaContext, request: Any) -> list[_Outcome]:
     return list(
         await asyncio.gather(
             *(
-                _completed(q, p.index, request.acks, timeout_s)
+                _completed(ctx, q, p.index, timeout_s)
                 for q, (_, p) in zip(queued, parts, strict=True)
             )
         )
     )
 
 
-def _record_errors(index_cls: Any, o: _Outcome) -> tuple[Any, ...]:
+def _record_errors(
+    index_cls: type[BatchIndexAndErrorMessage] | None, o: _Outcome
+) -> tuple[BatchIndexAndErrorMessage, ...]:
     if index_cls is None or o.record_index is None:
         return ()
-    return (index_cls(batch_index=o.record_index, batch_index_error_message=o.message),)
+    return (build(index_cls, batch_index=o.record_index, batch_index_error_message=o.message),)
 
 
-async def handle_produce(ctx: KafkaContext, request: Any, response_cls: Any) -> Any | None:
+async def handle_produce(
+    ctx: KafkaContext, request: ProduceRequest, response_cls: type[ProduceResponse]
+) -> ProduceResponse | None:
     """The response, or None under acks=0 (Kafka sends none)."""
     if request.transactional_id is not None:  # transactions are not served: say so
         refused = _Outcome(KafkaError.transactional_id_authorization_failed)
@@ -189,9 +181,11 @@ async def handle_produce(ctx: KafkaContext, request: Any, response_cls: Any) -> 
     outcomes = iter(results)
     if request.acks == 0:
         return None
-    part_cls = nested(response_cls, "PartitionProduceResponse")
-    topic_cls = nested(response_cls, "TopicProduceResponse")
-    index_cls = getattr(sys.modules[response_cls.__module__], "BatchIndexAndErrorMessage", None)
+    part_cls = nested(response_cls, PartitionProduceResponse)
+    topic_cls = nested(response_cls, TopicProduceResponse)
+    # Produce v8+ names the failing record (record_errors); older versions have no such type.
+    module = sys.modules[response_cls.__module__]
+    index_cls = getattr(module, BatchIndexAndErrorMessage.__name__, None)
     topics = []
     for t in request.topic_data:
         parts = []

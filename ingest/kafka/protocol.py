@@ -11,11 +11,13 @@ from __future__ import annotations
 import dataclasses
 import io
 import struct
-from typing import Any, NamedTuple
+import sys
+from typing import NamedTuple, TypeVar, overload
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode as KafkaError
 from kio.serial import entity_reader, entity_writer
+from kio.static.protocol import Entity, RequestPayload, ResponsePayload
 
 from logformat.errors import TierlogError
 
@@ -119,13 +121,14 @@ def _skip_tagged(frame: bytes, pos: int) -> int:
     return pos
 
 
-def decode_body(header: RequestHeader, frame: bytes) -> Any:
+def decode_body(header: RequestHeader, frame: bytes) -> RequestPayload:
     """The request body as kio's type for (api key, version); ProtocolError if malformed."""
     schema = load_request_schema(header.api_key, header.api_version)
     pos = header.body_start
     if schema.__flexible__:
         pos = _skip_tagged(frame, pos)
     try:
+        body: RequestPayload
         body, _ = entity_reader(schema)(frame, pos)
     except Exception as exc:  # kio raises several types for bad bytes; all mean the same here
         raise ProtocolError(f"malformed {schema.__name__} v{header.api_version}: {exc}") from None
@@ -134,25 +137,36 @@ def decode_body(header: RequestHeader, frame: bytes) -> Any:
     return body
 
 
-def response_type(header: RequestHeader) -> Any:
+def response_type(header: RequestHeader) -> type[ResponsePayload]:
     return load_response_schema(header.api_key, header.api_version)
 
 
-def build(cls: Any, **values: Any) -> Any:
+# A handler serves every version of its API with one body of code: it is typed with the
+# newest version's kio classes (the fields it reads are in every version it serves, or are
+# read with getattr and a default), and builds its answer in the version asked for.
+E = TypeVar("E", bound=Entity)
+
+
+def build(cls: type[E], **values: object) -> E:
     """An instance of a kio type from the fields this version has (others are dropped), so
     one handler can answer every version of its API."""
     names = {f.name for f in dataclasses.fields(cls)}
     return cls(**{k: v for k, v in values.items() if k in names})
 
 
-def nested(response_cls: Any, name: str) -> Any:
-    """A nested kio type of the same version's response module, by its schema name."""
-    import sys
+@overload
+def nested(response_cls: type[Entity], like: type[E]) -> type[E]: ...
+@overload
+def nested(response_cls: type[Entity], like: str) -> type[Entity]: ...
+def nested(response_cls: type[Entity], like: type[E] | str) -> type[E] | type[Entity]:
+    """The nested kio type named as `like` (the newest version's class, or its name) in the
+    same version's module as `response_cls`."""
+    name = like if isinstance(like, str) else like.__name__
+    found: type[E] = getattr(sys.modules[response_cls.__module__], name)
+    return found
 
-    return getattr(sys.modules[response_cls.__module__], name)
 
-
-def encode_response(header: RequestHeader, body: Any) -> bytes:
+def encode_response(header: RequestHeader, body: ResponsePayload) -> bytes:
     """The whole response frame: size, header (v1 with tagged fields when flexible, except
     ApiVersions), body."""
     out = io.BytesIO()

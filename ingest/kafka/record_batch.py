@@ -60,7 +60,7 @@ def decode_batch(
     data: bytes, limits: ExpansionLimits, data_limits: DataLimits = DEFAULT_LIMITS
 ) -> KafkaBatch:
     """The one RecordBatch v2 of a produce request's partition (Kafka: exactly one from
-    Produce v3 on). Anything malformed, or over the broker's limits, raises before a record
+    Produce v3 on). A malformed batch, or one over the broker's limits, raises before a record
     is handed on."""
     if len(data) < HEADER_SIZE:
         raise corrupt(f"{len(data)} bytes is shorter than a batch header ({HEADER_SIZE})")

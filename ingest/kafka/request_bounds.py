@@ -5,9 +5,8 @@ is done."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from kio.schema.errors import ErrorCode as KafkaError
+from kio.static.protocol import RequestPayload, ResponsePayload
 
 from ingest.data_limits import DataLimits
 from ingest.kafka.error_response import error_response
@@ -20,13 +19,19 @@ _NAMES = {CREATE_TOPICS: "CreateTopics", METADATA: "Metadata", FETCH: "Fetch"}
 _NAMES[LIST_OFFSETS] = "ListOffsets"
 
 
-def _count(api_key: int, request: Any) -> int:
+def _count(api_key: int, request: RequestPayload) -> int:
+    topics: tuple[object, ...] = getattr(request, "topics", None) or ()  # Metadata: None = all
     if api_key in (CREATE_TOPICS, METADATA):
-        return len(request.topics or ())
-    return sum(len(t.partitions) for t in request.topics)
+        return len(topics)
+    return sum(len(getattr(t, "partitions", ())) for t in topics)
 
 
-async def refusal(api_key: int, request: Any, response_cls: Any, limits: DataLimits) -> Any:
+async def refusal(
+    api_key: int,
+    request: RequestPayload,
+    response_cls: type[ResponsePayload],
+    limits: DataLimits,
+) -> ResponsePayload | None:
     """The error answer to a request naming too many entries; None when it is within bounds."""
     name = _NAMES.get(api_key)
     if name is None:

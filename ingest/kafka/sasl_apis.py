@@ -12,9 +12,12 @@ auth off, PLAIN passes any credentials and the connection stays User:ANONYMOUS, 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from kio.schema.errors import ErrorCode as KafkaError
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 
 from cluster.auth_throttle import Attempt
 from ingest.kafka.context import KafkaContext
@@ -28,7 +31,9 @@ PLAIN = "PLAIN"
 OFFERED = (PLAIN, *SCRAM_MECHANISMS)
 
 
-async def handle_sasl_handshake(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+async def handle_sasl_handshake(
+    ctx: KafkaContext, request: SaslHandshakeRequest, response_cls: type[SaslHandshakeResponse]
+) -> SaslHandshakeResponse:
     ok = request.mechanism in OFFERED and not ctx.sasl_started
     if ok:
         ctx.sasl_started = True
@@ -66,7 +71,7 @@ async def _principal(ctx: KafkaContext, token: bytes) -> str | None:
     parsed = parse_key(password)
     key_id = user or (parsed.key_id if parsed else None)
     attempt = Attempt("kafka", ctx.peer, key_id, PLAIN)
-    authorizer = ctx.broker.authorizer
+    authorizer = ctx.services.security.authorizer
     if parsed is None or user not in (parsed.key_id, ""):
         await authorizer.throttle.turn(attempt, token)
         why = "the username is not the API key's id"
@@ -98,7 +103,7 @@ async def raw_token(ctx: KafkaContext, token: bytes) -> bytes | None:
         ctx.raw_sasl = not ctx.authenticated
         return answer
     ctx.raw_sasl = False
-    if not ctx.broker.authorizer.enabled:
+    if not ctx.services.security.authorizer.enabled:
         ctx.authenticated = True
         return b""
     try:
@@ -111,8 +116,14 @@ async def raw_token(ctx: KafkaContext, token: bytes) -> bytes | None:
     return b""
 
 
-async def handle_sasl_authenticate(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
-    def answer(error: KafkaError, message: str | None = None, auth: bytes = b"") -> Any:
+async def handle_sasl_authenticate(
+    ctx: KafkaContext,
+    request: SaslAuthenticateRequest,
+    response_cls: type[SaslAuthenticateResponse],
+) -> SaslAuthenticateResponse:
+    def answer(
+        error: KafkaError, message: str | None = None, auth: bytes = b""
+    ) -> SaslAuthenticateResponse:
         return build(
             response_cls,
             error_code=error,
@@ -133,7 +144,7 @@ async def handle_sasl_authenticate(ctx: KafkaContext, request: Any, response_cls
         except TierlogError as exc:  # throttled, or the credential store cannot be read
             ctx.closing = True
             return answer(KafkaError.sasl_authentication_failed, exc.message)
-    if not ctx.broker.authorizer.enabled:
+    if not ctx.services.security.authorizer.enabled:
         ctx.authenticated = True
         return answer(KafkaError.none)
     try:

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Protocol
 from scramp import ScramException, ScramMechanism
 
 from cluster.auth_throttle import Attempt
-from metadata.scram import MECHANISMS, ScramCredential, ScramRepo
+from metadata.scram import MECHANISMS, ScramCredential
 
 if TYPE_CHECKING:
-    from ingest.broker import Broker
+    from ingest.service.services import Services
 
 
 class KafkaContext(Protocol):
@@ -30,7 +30,7 @@ class KafkaContext(Protocol):
     @property
     def peer(self) -> str: ...
     @property
-    def broker(self) -> Broker: ...
+    def services(self) -> Services: ...
 
 
 FAILED = (
@@ -109,10 +109,10 @@ class ScramExchange:
         except ScramFailed as exc:
             self.key_id = ""
             raise self._failed(ctx, str(exc)) from None
-        authorizer = ctx.broker.authorizer
-        await authorizer.throttle.turn(self._attempt(ctx))
-        repo = ScramRepo(ctx.broker.engine)
-        self._credential = await asyncio.to_thread(repo.find, self.key_id, self.name)
+        security = ctx.services.security
+        await security.authorizer.throttle.turn(self._attempt(ctx))
+        find = security.scram.find
+        self._credential = await asyncio.to_thread(find, self.key_id, self.name)
         if self._credential is None:
             raise self._failed(ctx, "no SCRAM credential for this key id (or key revoked)")
         try:
@@ -123,5 +123,5 @@ class ScramExchange:
             raise self._failed(ctx, f"bad SCRAM client-first message: {exc}") from None
 
     def _failed(self, ctx: KafkaContext, why: str) -> ScramFailed:
-        ctx.broker.authorizer.throttle.failed(self._attempt(ctx), why)
+        ctx.services.security.authorizer.throttle.failed(self._attempt(ctx), why)
         return ScramFailed(FAILED)

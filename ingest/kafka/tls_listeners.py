@@ -18,7 +18,7 @@ from ingest.kafka.listener import KafkaListener, ListenerShared
 
 if TYPE_CHECKING:
     from cluster.kafka_groups import ClassicGroups
-    from ingest.broker import Broker
+    from ingest.service.services import Services
 
 
 def server_context(cfg: BrokerConfig) -> ssl.SSLContext:
@@ -40,9 +40,9 @@ def _advertised(cfg: BrokerConfig, listen: tuple[str, int]) -> tuple[str, int]:
 
 
 def tls_listeners(
-    broker: Broker, groups: ClassicGroups | None, shared: ListenerShared
+    services: Services, groups: ClassicGroups | None, shared: ListenerShared
 ) -> list[KafkaListener]:
-    cfg = broker.config
+    cfg = services.config
     wanted = [(cfg.kafka_sasl_ssl_listen, True), (cfg.kafka_ssl_listen, False)]
     if not any(listen for listen, _ in wanted):
         return []
@@ -54,7 +54,7 @@ def tls_listeners(
             continue
         advertised = _advertised(cfg, listen)
         listener = KafkaListener(
-            broker, *listen, advertised, groups, tls=context, sasl=sasl, shared=shared
+            services, *listen, advertised, groups, tls=context, sasl=sasl, shared=shared
         )
         listener.listener_shift = advertised[1] - plain[1] if plain else 0
         out.append(listener)

@@ -20,6 +20,7 @@ from ingest.api.app import build_app
 from ingest.broker import Broker
 from ingest.broker_config import BrokerConfig
 from ingest.broker_deps import BrokerDeps
+from ingest.service.services import Services
 from metadata.db import make_engine
 from tests.harness.links import CURRENT_BROKER, Links, host_of
 from tests.harness.loop import LoopThread
@@ -81,7 +82,7 @@ class Node:
             peer_link=self._links.client_factory(self.broker_id),
         )
         self.broker = Broker(self.config, deps)
-        self.app = build_app(self.broker)
+        self.app = build_app(Services.of(self.broker))
         self.run(self.broker.start())
         self._links.apps[self.broker_id] = self.app
         self.http.connect(self.app)

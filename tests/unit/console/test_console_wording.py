@@ -11,8 +11,8 @@ from typing import Any
 from console.cluster_api import ConsoleApiError
 from console.render import render_fragment
 from console.topic_details import summary
-from ingest.api.partition_stats import open_segment_records
 from ingest.log.log_types import SegmentInfo
+from ingest.service.partition_stats import open_segment_records
 
 
 def _seg(base: int, end: int, sealed: bool) -> SegmentInfo:

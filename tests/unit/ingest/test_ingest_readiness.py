@@ -9,17 +9,19 @@ import httpx
 from starlette.applications import Starlette
 
 from ingest.api.ops import routes
+from ingest.service.node_status import NodeStatus
 
 
 def _probe(ready: bool, loaded: bool, lease: bool) -> tuple[int, str]:
     app = Starlette(routes=routes)
-    app.state.broker = SimpleNamespace(
+    broker = SimpleNamespace(
         ready=ready,
         cache=SimpleNamespace(loaded=loaded),
         lease_ok=lambda: lease,
         config=SimpleNamespace(broker_id=7),
         replicas=None,  # no partitions hosted: none offline
     )
+    app.state.services = SimpleNamespace(status=NodeStatus(broker))  # type: ignore[arg-type]
 
     async def get() -> httpx.Response:
         transport = httpx.ASGITransport(app=app)
