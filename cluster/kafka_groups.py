@@ -31,12 +31,33 @@ class JoinGroup(NamedTuple):
     owned: frozenset[TopicNamePartition]  # what a cooperative member still holds
     assignors: tuple[str, ...]  # the client's protocol names, in its order of preference
     session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...] = ()  # (name, metadata) as the client sent them
+    rebalance_timeout_ms: int = 60_000
 
 
 class Joined(NamedTuple):
     member_id: str
     generation: int
     assignor: str  # the protocol the member must run (one of its own)
+    leader: str = ""  # "": the server assigns; else the member that runs the assignor
+    members: tuple[tuple[str, bytes], ...] = ()  # to the leader: each member's metadata
+
+
+class MemberAssignment(NamedTuple):
+    """A leader's assignment for one member: the bytes members receive unchanged, and the
+    partitions in them (the listener decodes; the group store fences commits by them)."""
+
+    member_id: str
+    raw: bytes
+    partitions: tuple[TopicNamePartition, ...]
+
+
+class Synced(NamedTuple):
+    """SyncGroup's answer: the leader's bytes for this member (client-assigned groups), else
+    the server's partitions for the listener to encode."""
+
+    partitions: tuple[TopicNamePartition, ...]
+    raw: bytes | None = None
 
 
 class CommitEntry(NamedTuple):
@@ -52,8 +73,12 @@ class ClassicGroups(Protocol):
     async def join(self, group: str, req: JoinGroup) -> Joined: ...
 
     async def sync(
-        self, group: str, member_id: str, generation: int
-    ) -> tuple[TopicNamePartition, ...]: ...
+        self,
+        group: str,
+        member_id: str,
+        generation: int,
+        assignments: Sequence[MemberAssignment] = (),
+    ) -> Synced: ...
 
     async def heartbeat(self, group: str, member_id: str, generation: int) -> None: ...
 

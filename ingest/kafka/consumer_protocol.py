@@ -55,6 +55,26 @@ def decode_subscription(raw: bytes) -> Subscription:
     )
 
 
+def decode_assignment(raw: bytes) -> tuple[TopicNamePartition, ...]:
+    """The partitions in a leader's assignment (every version shares v0's leading fields);
+    b"" is Kafka's empty assignment."""
+    if not raw:
+        return ()
+    if len(raw) < _VERSION.size:
+        raise TierlogError(ErrorCode.INVALID_REQUEST, "a consumer assignment of one byte")
+    try:
+        body, _ = entity_reader(ConsumerProtocolAssignment)(raw, _VERSION.size)
+    except Exception as exc:  # kio raises several types for bad bytes
+        raise TierlogError(
+            ErrorCode.INVALID_REQUEST, f"malformed consumer assignment: {exc}"
+        ) from None
+    return tuple(
+        TopicNamePartition(tp.topic, int(p))
+        for tp in body.assigned_partitions
+        for p in tp.partitions
+    )
+
+
 def encode_assignment(partitions: tuple[TopicNamePartition, ...]) -> bytes:
     by_topic: dict[str, list[int]] = {}
     for tp in partitions:
