@@ -67,6 +67,24 @@ class CommitEntry(NamedTuple):
     metadata: str | None
 
 
+class MemberDescription(NamedTuple):
+    member_id: str
+    topics: tuple[str, ...]  # the subscription
+    metadata: bytes | None  # a Kafka client's metadata for the group's protocol (else None)
+    assignment: bytes | None  # what its leader sent it (client-assigned groups, else None)
+    partitions: tuple[TopicNamePartition, ...]  # what it may own now
+
+
+class GroupDescription(NamedTuple):
+    """A group as Kafka's DescribeGroups and ListGroups name it: Kafka's state (Empty,
+    PreparingRebalance, CompletingRebalance, Stable, Dead) and protocol."""
+
+    name: str
+    state: str
+    protocol: str
+    members: tuple[MemberDescription, ...]
+
+
 class ClassicGroups(Protocol):
     """Each method raises TierlogError (Kafka-named codes) or ClassicGroupError."""
 
@@ -89,3 +107,15 @@ class ClassicGroups(Protocol):
     ) -> None: ...
 
     async def committed(self, group: str) -> tuple[CommitEntry, ...]: ...
+
+    async def list_groups(self) -> tuple[GroupDescription, ...]: ...  # members left out
+
+    async def describe(self, group: str) -> GroupDescription: ...  # Dead: no such group
+
+    async def delete(self, group: str) -> None: ...
+
+    async def delete_offsets(
+        self, group: str, partitions: Sequence[TopicNamePartition]
+    ) -> dict[TopicNamePartition, str | None]:
+        """Kafka's error name per partition (None: deleted, or nothing was committed)."""
+        ...

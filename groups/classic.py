@@ -18,6 +18,7 @@ The mapping onto the KIP-848 model (groups/reconcile.py):
 from __future__ import annotations
 
 import asyncio
+import functools
 import uuid
 from collections.abc import Sequence
 from typing import TypeVar
@@ -25,12 +26,13 @@ from typing import TypeVar
 from cluster.kafka_groups import (
     ClassicGroupError,
     CommitEntry,
+    GroupDescription,
     Joined,
     JoinGroup,
     MemberAssignment,
     Synced,
 )
-from groups import client_assigned, reconcile
+from groups import client_assigned, kafka_admin, reconcile
 from groups.assignors import ASSIGNORS
 from groups.coordinator import MAX_MEMBERS, GroupCoordinator, _Draft, _unknown_member
 from groups.deps import Blocking
@@ -50,6 +52,7 @@ from metadata.types import (
     GroupSnapshot,
     GroupWrite,
     KafkaMembership,
+    TopicNamePartition,
 )
 
 T = TypeVar("T")
@@ -288,3 +291,39 @@ class KafkaClassicGroups:
     async def committed(self, group: str) -> tuple[CommitEntry, ...]:
         rows: tuple[CommitEntry, ...] = await self.run(self.classic.committed, group_name(group))
         return rows
+
+    async def list_groups(self) -> tuple[GroupDescription, ...]:
+        rows = await self.run(self.classic.repo.list)
+        return tuple(
+            GroupDescription(g.name, kafka_admin.summary_state(g.state, g.members), "", ())
+            for g in rows
+        )
+
+    async def describe(self, group: str) -> GroupDescription:
+        group = group_name(group)
+        snap = await self.run(self.classic.repo.read, group)
+        return kafka_admin.describe(group, snap)
+
+    async def delete(self, group: str) -> None:
+        await self.run(self.classic.coordinator.delete, group_name(group))
+
+    async def delete_offsets(
+        self, group: str, partitions: Sequence[TopicNamePartition]
+    ) -> dict[TopicNamePartition, str | None]:
+        group = group_name(group)
+
+        def decide(
+            snap: GroupSnapshot | None,
+        ) -> tuple[GroupWrite, dict[TopicNamePartition, str | None] | TierlogError]:
+            if snap is None:
+                return GroupWrite(), TierlogError(
+                    ErrorCode.GROUP_ID_NOT_FOUND, f"no consumer group {group!r}"
+                )
+            return kafka_admin.delete_offsets(snap, partitions)
+
+        topics = {tp.topic for tp in partitions}
+        transact = functools.partial(self.classic.repo.transact, topics=topics)
+        answers: dict[TopicNamePartition, str | None] = _raise(
+            await self.run(transact, group, decide)
+        )
+        return answers

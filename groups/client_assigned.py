@@ -128,7 +128,10 @@ def _close_joining(d: _Draft, r: KafkaRound) -> KafkaRound:
     )
     for m in joined:
         d.put(m._replace(member_epoch=generation))
-    d.group = d.group._replace(kafka=r)
+    # What the members subscribe to now: the server's own rebalance (run by commits and
+    # expiries, groups/coordinator.py) then sees nothing changed.
+    subscribed = reconcile.subscribed_topics(d.members.values(), d.snap.topics)
+    d.group = d.group._replace(kafka=r, subscribed=subscribed)
     return r
 
 

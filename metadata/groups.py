@@ -296,6 +296,14 @@ class GroupRepo:
             )
             if done.rowcount != 1:
                 raise ConcurrentChange(f"member {m.member_id!r} changed under its group's lock")
+        for topic_id, partition in write.deleted_offsets:
+            conn.execute(
+                delete(group_offsets).where(
+                    group_offsets.c.group_id == gid,
+                    group_offsets.c.topic_id == topic_id,
+                    group_offsets.c.partition == partition,
+                )
+            )
         if write.offsets:
             stmt = pg_insert(group_offsets).values(
                 [

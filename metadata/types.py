@@ -220,6 +220,7 @@ class GroupWrite(NamedTuple):
     removed: tuple[str, ...] = ()  # member ids
     offsets: tuple[OffsetWrite, ...] = ()
     delete_group: bool = False  # the group, its members and offsets go (FK cascades)
+    deleted_offsets: tuple[tuple[str, int], ...] = ()  # (topic id, partition): Kafka's OffsetDelete
 
 
 class CommittedOffset(NamedTuple):

@@ -32,6 +32,10 @@ NOTES: dict[int, str] = {
     60: "broker endpoints only (v1's controller endpoint type is refused)",
     17: "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; v0 sends the tokens bare",
     36: "username = key id, password = the API key (SCRAM: its credential set first)",
+    15: "Kafka's classic states; a missing group is Dead (6's GROUP_ID_NOT_FOUND not served)",
+    16: "4+ filter by state, 5 by type (every group is classic)",
+    42: "only while the group has no live member (NON_EMPTY_GROUP)",
+    47: "GROUP_SUBSCRIBED_TO_TOPIC for a topic a live member subscribes to",
 }
 TRANSACTIONAL = {
     24: "AddPartitionsToTxn",

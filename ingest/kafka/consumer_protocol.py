@@ -75,6 +75,16 @@ def decode_assignment(raw: bytes) -> tuple[TopicNamePartition, ...]:
     )
 
 
+def encode_subscription(topics: tuple[str, ...]) -> bytes:
+    """A v0 subscription naming these topics: what DescribeGroups shows for a member that
+    sent none (an HTTP member, or one the server assigns)."""
+    out = io.BytesIO()
+    out.write(_VERSION.pack(0))
+    body = SubscriptionV0(topics=tuple(TopicName(t) for t in topics), user_data=None)
+    entity_writer(SubscriptionV0)(out, body)
+    return out.getvalue()
+
+
 def encode_assignment(partitions: tuple[TopicNamePartition, ...]) -> bytes:
     by_topic: dict[str, list[int]] = {}
     for tp in partitions:
