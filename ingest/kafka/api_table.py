@@ -36,6 +36,9 @@ NOTES: dict[int, str] = {
     16: "4+ filter by state, 5 by type (every group is classic)",
     42: "only while the group has no live member (NON_EMPTY_GROUP)",
     47: "GROUP_SUBSCRIBED_TO_TOPIC for a topic a live member subscribes to",
+    29: "the store of the HTTP API and `tierlog acls`; topic, group, cluster; host `*` only",
+    30: "as 29; an operation tierlog's ACLs lack (IDEMPOTENT_WRITE...) is INVALID_REQUEST",
+    31: "as 29",
 }
 TRANSACTIONAL = {
     24: "AddPartitionsToTxn",

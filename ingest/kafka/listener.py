@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode as KafkaError
 
 from ingest.kafka import (
+    acl_apis,
     admin_apis,
     cluster_apis,
     config_apis,
@@ -48,10 +49,13 @@ from ingest.kafka.offload import offload
 from ingest.kafka.protocol import (
     API_VERSIONS,
     BEFORE_AUTH,
+    CREATE_ACLS,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
+    DELETE_ACLS,
     DELETE_GROUPS,
     DELETE_TOPICS,
+    DESCRIBE_ACLS,
     DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
     DESCRIBE_GROUPS,
@@ -117,6 +121,9 @@ HANDLERS: dict[int, Handler] = {
     DESCRIBE_GROUPS: group_admin_apis.handle_describe_groups,
     DELETE_GROUPS: group_admin_apis.handle_delete_groups,
     OFFSET_DELETE: group_admin_apis.handle_offset_delete,
+    DESCRIBE_ACLS: acl_apis.handle_describe_acls,
+    CREATE_ACLS: acl_apis.handle_create_acls,
+    DELETE_ACLS: acl_apis.handle_delete_acls,
 }
 PIPELINED = 32  # requests read ahead of their answers, per connection (after SASL)
 _FLUSH_BYTES = 1 << 20  # answers buffered beyond this are flushed before the next one

@@ -25,6 +25,7 @@ FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 10, 11, 14, 1
 OFFSET_COMMIT, OFFSET_FETCH, OFFSET_FOR_LEADER_EPOCH = 8, 9, 23
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, CREATE_PARTITIONS, DESCRIBE_CLUSTER = 32, 44, 37, 60
 LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 16, 15, 42, 47
+DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 # Transactions are out of scope. Their APIs are absent from ApiVersions, but clients look
 # for a transaction coordinator regardless (librdkafka then retries until init_transactions
 # times out), so FindCoordinator and InitProducerId refuse a transactional id with the one
@@ -67,6 +68,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DESCRIBE_GROUPS: (0, 5),  # 6 answers GROUP_ID_NOT_FOUND rather than Dead (KIP-1043)
     DELETE_GROUPS: (0, 2),
     OFFSET_DELETE: (0, 0),
+    DESCRIBE_ACLS: (1, 3),  # 0 (no pattern types) is gone from Kafka 4
+    CREATE_ACLS: (1, 3),
+    DELETE_ACLS: (1, 3),
 }
 
 _FIXED = struct.Struct(">hhi")  # api key, api version, correlation id
