@@ -85,6 +85,23 @@ class GroupDescription(NamedTuple):
     members: tuple[MemberDescription, ...]
 
 
+class ConsumerHeartbeat(NamedTuple):
+    """KIP-848's ConsumerGroupHeartbeat in plain terms (topics by name)."""
+
+    member_id: str  # "" from a v0 client's first heartbeat: the server names the member
+    member_epoch: int  # 0 joins (or rejoins), -1 leaves, -2 a static member leaves
+    topics: tuple[str, ...] | None  # None: unchanged
+    assignor: str | None  # Kafka's server assignor name (uniform, range) or None
+    owned: tuple[TopicNamePartition, ...] | None  # None: unchanged
+
+
+class ConsumerAssigned(NamedTuple):
+    member_id: str
+    member_epoch: int  # -1 once it left
+    heartbeat_interval_ms: int
+    assignment: tuple[TopicNamePartition, ...]
+
+
 class ClassicGroups(Protocol):
     """Each method raises TierlogError (Kafka-named codes) or ClassicGroupError."""
 
@@ -107,6 +124,8 @@ class ClassicGroups(Protocol):
     ) -> None: ...
 
     async def committed(self, group: str) -> tuple[CommitEntry, ...]: ...
+
+    async def consumer_heartbeat(self, group: str, hb: ConsumerHeartbeat) -> ConsumerAssigned: ...
 
     async def list_groups(self) -> tuple[GroupDescription, ...]: ...  # members left out
 

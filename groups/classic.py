@@ -26,13 +26,15 @@ from typing import TypeVar
 from cluster.kafka_groups import (
     ClassicGroupError,
     CommitEntry,
+    ConsumerAssigned,
+    ConsumerHeartbeat,
     GroupDescription,
     Joined,
     JoinGroup,
     MemberAssignment,
     Synced,
 )
-from groups import client_assigned, kafka_admin, reconcile
+from groups import client_assigned, consumer_protocol, kafka_admin, reconcile
 from groups.assignors import ASSIGNORS
 from groups.coordinator import MAX_MEMBERS, GroupCoordinator, _Draft, _unknown_member
 from groups.deps import Blocking
@@ -291,6 +293,14 @@ class KafkaClassicGroups:
     async def committed(self, group: str) -> tuple[CommitEntry, ...]:
         rows: tuple[CommitEntry, ...] = await self.run(self.classic.committed, group_name(group))
         return rows
+
+    async def consumer_heartbeat(self, group: str, hb: ConsumerHeartbeat) -> ConsumerAssigned:
+        if hb.member_id or hb.member_epoch != 0:
+            valid_member(hb.member_id)
+        got: ConsumerAssigned = await self.run(
+            consumer_protocol.heartbeat, self.classic.coordinator, group_name(group), hb
+        )
+        return got
 
     async def list_groups(self) -> tuple[GroupDescription, ...]:
         rows = await self.run(self.classic.repo.list)

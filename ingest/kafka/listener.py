@@ -29,6 +29,7 @@ from ingest.kafka import (
     admin_apis,
     cluster_apis,
     config_apis,
+    consumer_group_apis,
     epoch_api,
     fetch_api,
     group_admin_apis,
@@ -49,6 +50,7 @@ from ingest.kafka.offload import offload
 from ingest.kafka.protocol import (
     API_VERSIONS,
     BEFORE_AUTH,
+    CONSUMER_GROUP_HEARTBEAT,
     CREATE_ACLS,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
@@ -124,6 +126,7 @@ HANDLERS: dict[int, Handler] = {
     DESCRIBE_ACLS: acl_apis.handle_describe_acls,
     CREATE_ACLS: acl_apis.handle_create_acls,
     DELETE_ACLS: acl_apis.handle_delete_acls,
+    CONSUMER_GROUP_HEARTBEAT: consumer_group_apis.handle_consumer_group_heartbeat,
 }
 PIPELINED = 32  # requests read ahead of their answers, per connection (after SASL)
 _FLUSH_BYTES = 1 << 20  # answers buffered beyond this are flushed before the next one

@@ -26,6 +26,7 @@ OFFSET_COMMIT, OFFSET_FETCH, OFFSET_FOR_LEADER_EPOCH = 8, 9, 23
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, CREATE_PARTITIONS, DESCRIBE_CLUSTER = 32, 44, 37, 60
 LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 16, 15, 42, 47
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
+CONSUMER_GROUP_HEARTBEAT = 68
 # Transactions are out of scope. Their APIs are absent from ApiVersions, but clients look
 # for a transaction coordinator regardless (librdkafka then retries until init_transactions
 # times out), so FindCoordinator and InitProducerId refuse a transactional id with the one
@@ -71,6 +72,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DESCRIBE_ACLS: (1, 3),  # 0 (no pattern types) is gone from Kafka 4
     CREATE_ACLS: (1, 3),
     DELETE_ACLS: (1, 3),
+    CONSUMER_GROUP_HEARTBEAT: (0, 1),
 }
 
 _FIXED = struct.Struct(">hhi")  # api key, api version, correlation id

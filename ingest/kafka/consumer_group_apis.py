@@ -1,0 +1,82 @@
+"""ConsumerGroupHeartbeat: KIP-848's consumer group protocol (`group.protocol=consumer`), on
+the consumer groups the listener is given (groups/consumer_protocol.py has the rules). This
+module maps topic ids to names and back, and Kafka's answers: the member's epoch, its
+heartbeat interval and its assignment, or the error (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID,
+UNSUPPORTED_ASSIGNOR...) with a message. READ on the group is needed, as for JoinGroup.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from kio.static.primitive import i32
+
+from cluster.kafka_groups import ConsumerAssigned, ConsumerHeartbeat
+from ingest.kafka.cluster_apis import NO_THROTTLE
+from ingest.kafka.context import KafkaContext
+from ingest.kafka.group_apis import attempt, groups_of
+from ingest.kafka.protocol import build, nested
+from metadata.types import TopicNamePartition
+
+
+def _owned(ctx: KafkaContext, request: Any) -> tuple[TopicNamePartition, ...] | None:
+    if request.topic_partitions is None:
+        return None
+    names = {v.info.id: v.info.name for v in ctx.broker.cache.topics()}
+    return tuple(
+        TopicNamePartition(names[str(tp.topic_id)], int(p))
+        for tp in request.topic_partitions
+        if str(tp.topic_id) in names  # a deleted topic's partitions are not held
+        for p in tp.partitions
+    )
+
+
+def _assignment(ctx: KafkaContext, response_cls: Any, got: ConsumerAssigned) -> Any:
+    by_topic: dict[str, list[int]] = {}
+    for tp in got.assignment:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    cls = nested(response_cls, "TopicPartitions")
+    topics = []
+    for name, partitions in sorted(by_topic.items()):
+        view = ctx.broker.cache.topic(name)
+        if view is not None:
+            topics.append(
+                build(
+                    cls,
+                    topic_id=uuid.UUID(view.info.id),
+                    partitions=tuple(i32(p) for p in partitions),
+                )
+            )
+    return build(nested(response_cls, "Assignment"), topic_partitions=tuple(topics))
+
+
+async def handle_consumer_group_heartbeat(
+    ctx: KafkaContext, request: Any, response_cls: Any
+) -> Any:
+    hb = ConsumerHeartbeat(
+        member_id=request.member_id,
+        member_epoch=int(request.member_epoch),
+        topics=None
+        if request.subscribed_topic_names is None
+        else tuple(request.subscribed_topic_names),
+        assignor=request.server_assignor,
+        owned=_owned(ctx, request),
+    )
+
+    async def beat() -> ConsumerAssigned:
+        ctx.require("group", request.group_id, "read")
+        return await groups_of(ctx).consumer_heartbeat(request.group_id, hb)
+
+    got, error, message = await attempt(beat)
+    fields: dict[str, Any] = {"throttle_time": NO_THROTTLE, "error_code": error}
+    fields.update(error_message=message, heartbeat_interval=timedelta(0), assignment=None)
+    if got is None:
+        fields.update(member_id=request.member_id or None, member_epoch=i32(-1))
+    else:
+        fields.update(member_id=got.member_id, member_epoch=i32(got.member_epoch))
+        fields["heartbeat_interval"] = timedelta(milliseconds=got.heartbeat_interval_ms)
+        if got.member_epoch >= 0:
+            fields["assignment"] = _assignment(ctx, response_cls, got)
+    return build(response_cls, **fields)
