@@ -39,6 +39,8 @@ NOTES: dict[int, str] = {
     29: "the store of the HTTP API and `tierlog acls`; topic, group, cluster; host `*` only",
     30: "as 29; an operation tierlog's ACLs lack (IDEMPOTENT_WRITE...) is INVALID_REQUEST",
     31: "as 29",
+    35: "the broker's one data directory; is_future_key always false",
+    61: "idempotent producers of a partition led here; no transactions yet",
     68: "KIP-848; server assignors uniform (balanced sticky) and range; no regex, no static",
 }
 TRANSACTIONAL = {

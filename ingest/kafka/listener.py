@@ -34,6 +34,7 @@ from ingest.kafka import (
     fetch_api,
     group_admin_apis,
     group_apis,
+    log_admin_apis,
     offset_apis,
     produce_api,
     request_bounds,
@@ -61,6 +62,8 @@ from ingest.kafka.protocol import (
     DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
     DESCRIBE_GROUPS,
+    DESCRIBE_LOG_DIRS,
+    DESCRIBE_PRODUCERS,
     FETCH,
     FIND_COORDINATOR,
     HEARTBEAT,
@@ -127,6 +130,8 @@ HANDLERS: dict[int, Handler] = {
     CREATE_ACLS: acl_apis.handle_create_acls,
     DELETE_ACLS: acl_apis.handle_delete_acls,
     CONSUMER_GROUP_HEARTBEAT: consumer_group_apis.handle_consumer_group_heartbeat,
+    DESCRIBE_LOG_DIRS: log_admin_apis.handle_describe_log_dirs,
+    DESCRIBE_PRODUCERS: log_admin_apis.handle_describe_producers,
 }
 PIPELINED = 32  # requests read ahead of their answers, per connection (after SASL)
 _FLUSH_BYTES = 1 << 20  # answers buffered beyond this are flushed before the next one

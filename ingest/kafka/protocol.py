@@ -27,6 +27,7 @@ DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, CREATE_PARTITIONS, DESCRIBE_CLUSTER
 LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 16, 15, 42, 47
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 CONSUMER_GROUP_HEARTBEAT = 68
+DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS = 35, 61
 # Transactions are out of scope. Their APIs are absent from ApiVersions, but clients look
 # for a transaction coordinator regardless (librdkafka then retries until init_transactions
 # times out), so FindCoordinator and InitProducerId refuse a transactional id with the one
@@ -73,6 +74,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     CREATE_ACLS: (1, 3),
     DELETE_ACLS: (1, 3),
     CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    DESCRIBE_LOG_DIRS: (1, 4),  # 0 is gone from Kafka 4
+    DESCRIBE_PRODUCERS: (0, 0),
 }
 
 _FIXED = struct.Struct(">hhi")  # api key, api version, correlation id

@@ -1,6 +1,7 @@
-"""Kafka's group admin APIs (issue 30): ListGroups, DescribeGroups, DeleteGroups and
-OffsetDelete, from confluent-kafka's AdminClient and kafka-python's KafkaAdminClient, on a
-group a real consumer is in."""
+"""Kafka's admin APIs (issue 30) from confluent-kafka's AdminClient and kafka-python's
+KafkaAdminClient: ListGroups, DescribeGroups, DeleteGroups and OffsetDelete on a group a real
+consumer is in; DescribeProducers and DescribeLogDirs (kafka-python: confluent-kafka's
+AdminClient has no call for them)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException
+from confluent_kafka import (
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    KafkaException,
+    Producer,
+)
 from confluent_kafka.admin import AdminClient
 
 from tests.integration.brokers import BrokerProcess
@@ -117,3 +123,28 @@ def test_groups_are_listed_described_and_deleted(kafka_broker: Any) -> None:
     with pytest.raises(kafka_errors.GroupIdNotFoundError):
         py_admin.delete_group_offsets(group, [TopicPartition(topic, 1)])
     py_admin.close()
+
+
+def test_producers_and_log_dirs_are_described(kafka_broker: Any) -> None:
+    broker, bootstrap = kafka_broker
+    topic = f"gl-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, PARTITIONS)
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(5):
+        producer.produce(topic, value=b"v%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    py_admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        states = py_admin.describe_producers([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+        [active] = states[TopicPartition(topic, 0)].active_producers
+        assert active.last_sequence == 4 and active.producer_epoch == 0
+        assert active.current_transaction_start_offset == -1  # no transaction
+        assert states[TopicPartition(topic, 1)].active_producers == []
+        [answer] = py_admin.describe_log_dirs({topic: [0, 1]})
+        [log_dir] = answer["log_dirs"]
+        assert log_dir["error_code"] == 0 and log_dir["total_bytes"] > 0
+        [described] = log_dir["topics"]
+        sizes = {p["partition_index"]: p["partition_size"] for p in described["partitions"]}
+        assert set(sizes) == {0, 1} and sizes[0] > 0 and sizes[1] == 0
+    finally:
+        py_admin.close()
