@@ -73,6 +73,8 @@ class MemberDescription(NamedTuple):
     metadata: bytes | None  # a Kafka client's metadata for the group's protocol (else None)
     assignment: bytes | None  # what its leader sent it (client-assigned groups, else None)
     partitions: tuple[TopicNamePartition, ...]  # what it may own now
+    epoch: int = 0  # its member epoch (KIP-848) or generation
+    target: tuple[TopicNamePartition, ...] = ()  # the server's target for it (KIP-848)
 
 
 class GroupDescription(NamedTuple):
@@ -83,6 +85,9 @@ class GroupDescription(NamedTuple):
     state: str
     protocol: str
     members: tuple[MemberDescription, ...]
+    group_epoch: int = 0
+    consumer_state: str = "Dead"  # KIP-848's name: Empty, Reconciling, Stable, Dead
+    classic: bool = False  # every member speaks the classic protocol (a "classic" group)
 
 
 class ConsumerHeartbeat(NamedTuple):

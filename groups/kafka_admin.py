@@ -25,6 +25,11 @@ EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
     "Dead",
 )
 CONSUMER = "consumer"  # every group here is a consumer group (Kafka's protocol type)
+_CONSUMER_STATES = {
+    reconcile.EMPTY: "Empty",
+    reconcile.RECONCILING: "Reconciling",
+    reconcile.STABLE: "Stable",
+}
 
 
 def summary_state(state: str, members: int) -> str:
@@ -48,20 +53,33 @@ def _member(m: ConsumerGroupMember, protocol: str) -> MemberDescription:
     metadata = dict(m.kafka.protocols).get(protocol) if m.kafka else None
     assignment = m.kafka.assignment if m.kafka else None
     partitions = tuple(sorted(reconcile.to_set(m.assigned)))
-    return MemberDescription(m.member_id, m.topics, metadata, assignment, partitions)
+    target = tuple(sorted(reconcile.to_set(m.target)))
+    return MemberDescription(
+        m.member_id, m.topics, metadata, assignment, partitions, m.member_epoch, target
+    )
 
 
 def describe(name: str, snap: GroupSnapshot | None) -> GroupDescription:
     """The group as DescribeGroups shows it (lapsed members left out); Dead if none."""
     if snap is None:
-        return GroupDescription(name, DEAD, "", ())
+        return GroupDescription(name, DEAD, "", (), -1, "Dead")
     d = _Draft(snap)
     d.expire()
     kafka = d.group.kafka
     client_assigned = kafka is not None and all(m.kafka for m in d.members.values())
     protocol = (kafka.protocol if client_assigned and kafka else None) or d.group.assignor
     members = tuple(_member(m, protocol) for _, m in sorted(d.members.items()))
-    return GroupDescription(name, _state(d), protocol if members else "", members)
+    consumer_state = _CONSUMER_STATES[reconcile.group_state(d.members.values())]
+    classic = bool(d.members) and all(m.kafka is not None for m in d.members.values())
+    return GroupDescription(
+        name,
+        _state(d),
+        protocol if members else "",
+        members,
+        d.group.group_epoch,
+        consumer_state,
+        classic,
+    )
 
 
 def delete_offsets(

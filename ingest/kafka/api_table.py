@@ -42,6 +42,7 @@ NOTES: dict[int, str] = {
     35: "the broker's one data directory; is_future_key always false",
     61: "idempotent producers of a partition led here; no transactions yet",
     68: "KIP-848; server assignors uniform (balanced sticky) and range; no regex, no static",
+    69: "every group (HTTP and classic members included); no client ids or racks",
 }
 TRANSACTIONAL = {
     24: "AddPartitionsToTxn",

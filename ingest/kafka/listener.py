@@ -51,6 +51,7 @@ from ingest.kafka.offload import offload
 from ingest.kafka.protocol import (
     API_VERSIONS,
     BEFORE_AUTH,
+    CONSUMER_GROUP_DESCRIBE,
     CONSUMER_GROUP_HEARTBEAT,
     CREATE_ACLS,
     CREATE_PARTITIONS,
@@ -130,6 +131,7 @@ HANDLERS: dict[int, Handler] = {
     CREATE_ACLS: acl_apis.handle_create_acls,
     DELETE_ACLS: acl_apis.handle_delete_acls,
     CONSUMER_GROUP_HEARTBEAT: consumer_group_apis.handle_consumer_group_heartbeat,
+    CONSUMER_GROUP_DESCRIBE: consumer_group_apis.handle_consumer_group_describe,
     DESCRIBE_LOG_DIRS: log_admin_apis.handle_describe_log_dirs,
     DESCRIBE_PRODUCERS: log_admin_apis.handle_describe_producers,
 }

@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, libversion
+from confluent_kafka import Consumer, ConsumerGroupType, KafkaError, Producer, libversion
+from confluent_kafka.admin import AdminClient
 
 from tests.integration.brokers import BrokerProcess
 from tests.integration.ports import free_port
@@ -92,6 +93,10 @@ def test_consumers_split_and_take_over_partitions(kafka_broker: Any) -> None:
     try:
         both = Polled([a, b])
         both.settled(_split)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        group_view = admin.describe_consumer_groups([group])[group].result(timeout=30)
+        assert group_view.type == ConsumerGroupType.CONSUMER  # ConsumerGroupDescribe's answer
+        assert len(group_view.members) == 2
         b.close()
         closed = True
         alone = Polled([a])
