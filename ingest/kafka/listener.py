@@ -39,6 +39,7 @@ from ingest.kafka import (
     produce_api,
     request_bounds,
     sasl_apis,
+    txn_admin_apis,
 )
 from ingest.kafka.budget import RequestBudget
 from ingest.kafka.client_limits import KafkaClientLimits
@@ -65,6 +66,7 @@ from ingest.kafka.protocol import (
     DESCRIBE_GROUPS,
     DESCRIBE_LOG_DIRS,
     DESCRIBE_PRODUCERS,
+    DESCRIBE_TRANSACTIONS,
     FETCH,
     FIND_COORDINATOR,
     HEARTBEAT,
@@ -74,6 +76,7 @@ from ingest.kafka.protocol import (
     LEAVE_GROUP,
     LIST_GROUPS,
     LIST_OFFSETS,
+    LIST_TRANSACTIONS,
     METADATA,
     OFFSET_COMMIT,
     OFFSET_DELETE,
@@ -134,6 +137,8 @@ HANDLERS: dict[int, Handler] = {
     CONSUMER_GROUP_DESCRIBE: consumer_group_apis.handle_consumer_group_describe,
     DESCRIBE_LOG_DIRS: log_admin_apis.handle_describe_log_dirs,
     DESCRIBE_PRODUCERS: log_admin_apis.handle_describe_producers,
+    DESCRIBE_TRANSACTIONS: txn_admin_apis.handle_describe_transactions,
+    LIST_TRANSACTIONS: txn_admin_apis.handle_list_transactions,
 }
 PIPELINED = 32  # requests read ahead of their answers, per connection (after SASL)
 _FLUSH_BYTES = 1 << 20  # answers buffered beyond this are flushed before the next one

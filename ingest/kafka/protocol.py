@@ -28,6 +28,7 @@ LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 16, 15, 42, 47
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS = 35, 61
+DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
 # Transactions are out of scope. Their APIs are absent from ApiVersions, but clients look
 # for a transaction coordinator regardless (librdkafka then retries until init_transactions
 # times out), so FindCoordinator and InitProducerId refuse a transactional id with the one
@@ -77,6 +78,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     CONSUMER_GROUP_DESCRIBE: (0, 1),
     DESCRIBE_LOG_DIRS: (1, 4),  # 0 is gone from Kafka 4
     DESCRIBE_PRODUCERS: (0, 0),
+    DESCRIBE_TRANSACTIONS: (0, 0),
+    LIST_TRANSACTIONS: (0, 1),  # 2 adds a transactional id pattern (KIP-1152)
 }
 
 _FIXED = struct.Struct(">hhi")  # api key, api version, correlation id

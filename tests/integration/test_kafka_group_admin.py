@@ -1,7 +1,7 @@
 """Kafka's admin APIs (issue 30) from confluent-kafka's AdminClient and kafka-python's
 KafkaAdminClient: ListGroups, DescribeGroups, DeleteGroups and OffsetDelete on a group a real
-consumer is in; DescribeProducers and DescribeLogDirs (kafka-python: confluent-kafka's
-AdminClient has no call for them)."""
+consumer is in; DescribeProducers, DescribeLogDirs and ListTransactions (kafka-python:
+confluent-kafka's AdminClient has no call for them)."""
 
 from __future__ import annotations
 
@@ -146,5 +146,7 @@ def test_producers_and_log_dirs_are_described(kafka_broker: Any) -> None:
         [described] = log_dir["topics"]
         sizes = {p["partition_index"]: p["partition_size"] for p in described["partitions"]}
         assert set(sizes) == {0, 1} and sizes[0] > 0 and sizes[1] == 0
+        # No transaction store on this listener: none to list (ListTransactions answers).
+        assert all(listed == [] for listed in py_admin.list_transactions().values())
     finally:
         py_admin.close()
