@@ -2,7 +2,8 @@
 consumer groups the listener is given (cluster/kafka_groups.py; the rules are
 groups/kafka_admin.py's). Authorized as Kafka does: DESCRIBE on a group to list or describe
 it (or on the cluster to list every group), DELETE to delete it or its offsets, and READ on
-a topic whose offsets are deleted.
+a topic whose offsets are deleted. ListGroups is answered by one broker (_lists_groups), so
+tools that add up every broker's answer see each group once.
 """
 
 from __future__ import annotations
@@ -28,7 +29,17 @@ _GROUP_OPERATIONS = {"read": 3, "delete": 6, "describe": 8}
 NOT_ASKED = i32(-(2**31))  # authorized operations not asked for (Kafka's INT32_MIN)
 
 
+def _lists_groups(ctx: KafkaContext) -> bool:
+    """Tools ask every broker and add the answers up (each Kafka broker lists the groups it
+    coordinates). Every tierlog broker coordinates every group, so one answers for all: the
+    live broker of the lowest id (any broker, while none is known to be live)."""
+    live = [b for b, reg in ctx.broker.cache.brokers.items() if reg.alive]
+    return not live or ctx.broker.config.broker_id == min(live)
+
+
 async def handle_list_groups(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+    if not _lists_groups(ctx):
+        return build(response_cls, throttle_time=NO_THROTTLE, error_code=KafkaError.none, groups=())
     listed, error, _ = await attempt(lambda: groups_of(ctx).list_groups())
     states = {s.lower() for s in getattr(request, "states_filter", ())}
     types = {t.lower() for t in getattr(request, "types_filter", ())}

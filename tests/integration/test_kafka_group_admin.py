@@ -20,8 +20,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from tests.integration.brokers import BrokerProcess
-from tests.integration.ports import free_port
+from tests.integration.cluster import Cluster
 
 with warnings.catch_warnings():  # kafka-python reads its schemas with a deprecated call
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -34,14 +33,13 @@ PARTITIONS = 3
 @pytest.fixture(scope="module")
 def kafka_broker(
     db_factory: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[BrokerProcess, str]]:
-    port = free_port()
-    data = tmp_path_factory.mktemp("kafka-group-admin") / "data-1"
-    b = BrokerProcess(db_factory(), data, 1, ["--kafka-listen", f"127.0.0.1:{port}"])
+) -> Iterator[tuple[Cluster, str]]:
+    """Two brokers: tools ask each of them for its groups and add the answers up."""
+    c = Cluster(db_factory(), tmp_path_factory.mktemp("kafka-group-admin"), 2, kafka=True)
     try:
-        yield b.start(), f"127.0.0.1:{port}"
+        yield c.start(), c.bootstrap()
     finally:
-        b.stop()
+        c.stop()
 
 
 def _consumed_and_committed(bootstrap: str, group: str, topic: str) -> Any:
@@ -75,7 +73,7 @@ def _result(future: Any) -> Any:
 def test_groups_are_listed_described_and_deleted(kafka_broker: Any) -> None:
     broker, bootstrap = kafka_broker
     topic, group = f"ga-{uuid.uuid4().hex[:8]}", f"gg-{uuid.uuid4().hex[:8]}"
-    broker.create_topic(topic, PARTITIONS)
+    broker.create_topic(topic, PARTITIONS, rf=2)
     consumer = _consumed_and_committed(bootstrap, group, topic)
     admin = AdminClient({"bootstrap.servers": bootstrap})
     py_admin = KafkaAdminClient(bootstrap_servers=bootstrap)
@@ -91,8 +89,8 @@ def test_groups_are_listed_described_and_deleted(kafka_broker: Any) -> None:
         got = {(tp.topic, tp.partition) for tp in member.assignment.topic_partitions}
         assert got == {(topic, p) for p in range(PARTITIONS)}
 
-        py_listed = {g["group_id"]: g for g in py_admin.list_groups()}
-        assert py_listed[group]["protocol_type"] == "consumer"
+        py_listed = [g for g in py_admin.list_groups() if g["group_id"] == group]
+        assert len(py_listed) == 1 and py_listed[0]["protocol_type"] == "consumer"
         py_described = py_admin.describe_groups([group])[group]
         assert py_described["group_state"] == "Stable"
         assert len(py_described["members"]) == 1
@@ -128,24 +126,28 @@ def test_groups_are_listed_described_and_deleted(kafka_broker: Any) -> None:
 def test_producers_and_log_dirs_are_described(kafka_broker: Any) -> None:
     broker, bootstrap = kafka_broker
     topic = f"gl-{uuid.uuid4().hex[:8]}"
-    broker.create_topic(topic, PARTITIONS)
+    broker.create_topic(topic, PARTITIONS, rf=2)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     for i in range(5):
         producer.produce(topic, value=b"v%d" % i, partition=0)
     assert producer.flush(30) == 0
     py_admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    leader = broker.any().http.get(f"/topics/{topic}").json()["partitions"][0]["leader"]
     try:
         states = py_admin.describe_producers([TopicPartition(topic, 0), TopicPartition(topic, 1)])
         [active] = states[TopicPartition(topic, 0)].active_producers
         assert active.last_sequence == 4 and active.producer_epoch == 0
         assert active.current_transaction_start_offset == -1  # no transaction
         assert states[TopicPartition(topic, 1)].active_producers == []
-        [answer] = py_admin.describe_log_dirs({topic: [0, 1]})
-        [log_dir] = answer["log_dirs"]
-        assert log_dir["error_code"] == 0 and log_dir["total_bytes"] > 0
-        [described] = log_dir["topics"]
-        sizes = {p["partition_index"]: p["partition_size"] for p in described["partitions"]}
-        assert set(sizes) == {0, 1} and sizes[0] > 0 and sizes[1] == 0
+        answers = py_admin.describe_log_dirs({topic: [0, 1]})
+        assert sorted(a["broker"] for a in answers) == [1, 2]
+        for answer in answers:  # both brokers hold a replica of each partition
+            [log_dir] = answer["log_dirs"]
+            assert log_dir["error_code"] == 0 and log_dir["total_bytes"] > 0
+            [described] = log_dir["topics"]
+            sizes = {p["partition_index"]: p["partition_size"] for p in described["partitions"]}
+            assert set(sizes) == {0, 1} and sizes[1] == 0, answer
+            assert sizes[0] > 0 or answer["broker"] != leader, answer
         # No transaction store on this listener: none to list (ListTransactions answers).
         assert all(listed == [] for listed in py_admin.list_transactions().values())
     finally:
