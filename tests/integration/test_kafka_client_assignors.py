@@ -17,6 +17,7 @@ with warnings.catch_warnings():  # kafka-python reads its schemas with a depreca
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaConsumer
     from kafka.coordinator.assignors.abstract import AbstractPartitionAssignor
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
     from kafka.protocol.consumer.metadata import (
         ConsumerProtocolAssignment,
         ConsumerProtocolSubscription,
@@ -78,8 +79,11 @@ class EverythingToTheLast(AbstractPartitionAssignor):  # type: ignore[misc]
 class Member:
     """A kafka-python consumer polling in its own thread (a join waits for the others)."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, note: bytes) -> None:
+    def __init__(
+        self, bootstrap: str, group: str, topic: str, note: bytes, custom: bool = True
+    ) -> None:
         self.assignor = EverythingToTheLast(note)
+        strategies: list[Any] = [self.assignor] if custom else [RangePartitionAssignor]
         self.consumer = KafkaConsumer(
             topic,
             bootstrap_servers=bootstrap,
@@ -88,7 +92,7 @@ class Member:
             enable_auto_commit=False,
             heartbeat_interval_ms=200,
             session_timeout_ms=6000,
-            partition_assignment_strategy=[self.assignor],
+            partition_assignment_strategy=strategies,
         )
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -145,3 +149,43 @@ def test_a_custom_assignor_s_assignment_and_user_data_arrive_intact(kafka_broker
         a.close()
         if b is not None:
             b.close()
+
+
+def test_an_http_member_meets_a_group_of_kafka_clients(kafka_broker: Any) -> None:
+    """The HTTP member is granted only what no Kafka member holds; the Kafka member rejoins
+    under the broker's assignment, and after the HTTP member leaves assigns itself again.
+    At no step do the two hold one partition together."""
+    broker, bootstrap = kafka_broker
+    topic, group = f"ca-{uuid.uuid4().hex[:8]}", f"cg-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, PARTITIONS)
+    everything = {(topic, p) for p in range(PARTITIONS)}
+    kafka = Member(bootstrap, group, topic, b"k", custom=False)
+    try:
+
+        def held() -> set[tuple[str, int]]:
+            return {(tp.topic, tp.partition) for tp in kafka.consumer.assignment()}
+
+        _until(lambda: held() == everything, "the Kafka member assigns itself everything")
+        joined = broker.http.post(
+            f"/groups/{group}/members", json={"topics": [topic], "session_timeout_ms": 10_000}
+        ).json()
+        member, epoch = joined["member_id"], joined["member_epoch"]
+        mine = {(t, p) for t, ps in joined["assignment"].items() for p in ps}
+        deadline = time.monotonic() + 30
+        while not (mine and held() and mine | held() == everything):
+            assert not mine & held(), (mine, held())
+            assert time.monotonic() < deadline, (mine, held())
+            owned: dict[str, list[int]] = {}
+            for t, p in mine:
+                owned.setdefault(t, []).append(p)
+            beat = broker.http.post(
+                f"/groups/{group}/members/{member}/heartbeat",
+                json={"member_epoch": epoch, "owned": owned},
+            ).json()
+            epoch = beat["member_epoch"]
+            mine = {(t, p) for t, ps in beat["assignment"].items() for p in ps}
+            time.sleep(0.1)
+        broker.http.delete(f"/groups/{group}/members/{member}")
+        _until(lambda: held() == everything, "the Kafka member assigns itself again")
+    finally:
+        kafka.close()
