@@ -39,6 +39,7 @@ from ingest.kafka import (
     produce_api,
     request_bounds,
     sasl_apis,
+    scram_admin_apis,
     txn_admin_apis,
 )
 from ingest.kafka.budget import RequestBudget
@@ -67,6 +68,7 @@ from ingest.kafka.protocol import (
     DESCRIBE_LOG_DIRS,
     DESCRIBE_PRODUCERS,
     DESCRIBE_TRANSACTIONS,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
     FETCH,
     FIND_COORDINATOR,
     HEARTBEAT,
@@ -139,6 +141,7 @@ HANDLERS: dict[int, Handler] = {
     DESCRIBE_PRODUCERS: log_admin_apis.handle_describe_producers,
     DESCRIBE_TRANSACTIONS: txn_admin_apis.handle_describe_transactions,
     LIST_TRANSACTIONS: txn_admin_apis.handle_list_transactions,
+    DESCRIBE_USER_SCRAM_CREDENTIALS: scram_admin_apis.handle_describe_user_scram_credentials,
 }
 PIPELINED = 32  # requests read ahead of their answers, per connection (after SASL)
 _FLUSH_BYTES = 1 << 20  # answers buffered beyond this are flushed before the next one

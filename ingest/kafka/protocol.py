@@ -29,6 +29,7 @@ DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS = 35, 61
 DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
+DESCRIBE_USER_SCRAM_CREDENTIALS = 50
 # Transactions are out of scope. Their APIs are absent from ApiVersions, but clients look
 # for a transaction coordinator regardless (librdkafka then retries until init_transactions
 # times out), so FindCoordinator and InitProducerId refuse a transactional id with the one
@@ -79,7 +80,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DESCRIBE_LOG_DIRS: (1, 4),  # 0 is gone from Kafka 4
     DESCRIBE_PRODUCERS: (0, 0),
     DESCRIBE_TRANSACTIONS: (0, 0),
-    LIST_TRANSACTIONS: (0, 1),  # 2 adds a transactional id pattern (KIP-1152)
+    LIST_TRANSACTIONS: (0, 1),
+    DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),  # 2 adds a transactional id pattern (KIP-1152)
 }
 
 _FIXED = struct.Struct(">hhi")  # api key, api version, correlation id
