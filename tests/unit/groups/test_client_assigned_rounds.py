@@ -92,6 +92,7 @@ def test_a_member_that_does_not_rejoin_is_removed_at_the_deadline() -> None:
 def test_a_leader_that_never_assigns_is_replaced() -> None:
     g = Group()
     a = _join(g, "", "range", timeout_ms=3000)
+    g.now += timedelta(milliseconds=1)  # a joined first: it leads
     b = _join(g, "", "range", timeout_ms=3000)
     g.decide(rounds.await_join, a)
     joined = g.decide(rounds.await_join, b)
