@@ -17,12 +17,24 @@ The mapping onto the KIP-848 model (groups/reconcile.py):
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import uuid
 from collections.abc import Sequence
 from typing import TypeVar
 
-from cluster.kafka_groups import ClassicGroupError, CommitEntry, Joined, JoinGroup
-from groups import reconcile
+from cluster.kafka_groups import (
+    ClassicGroupError,
+    CommitEntry,
+    ConsumerAssigned,
+    ConsumerHeartbeat,
+    GroupDescription,
+    Joined,
+    JoinGroup,
+    MemberAssignment,
+    Synced,
+)
+from groups import client_assigned, consumer_protocol, kafka_admin, reconcile
 from groups.assignors import ASSIGNORS
 from groups.coordinator import MAX_MEMBERS, GroupCoordinator, _Draft, _unknown_member
 from groups.deps import Blocking
@@ -37,9 +49,16 @@ from groups.requests import (
 from groups.requests import member_id as valid_member
 from logformat.errors import ErrorCode, TierlogError
 from metadata.configs import validate_topic_name
-from metadata.types import ConsumerGroupMember, GroupSnapshot, GroupWrite, TopicNamePartition
+from metadata.types import (
+    ConsumerGroupMember,
+    GroupSnapshot,
+    GroupWrite,
+    KafkaMembership,
+    TopicNamePartition,
+)
 
 T = TypeVar("T")
+ROUND_POLL_S = 0.05  # how often a member waiting in a client-assigned round looks again
 Outcome = TierlogError | ClassicGroupError
 
 
@@ -85,19 +104,30 @@ class ClassicCoordinator:
         self.coordinator = coordinator
         self.repo = coordinator.repo
 
-    def join(self, group: str, req: JoinGroup) -> Joined:
-        assignor = pick_assignor(req.assignors)
+    def join(self, group: str, req: JoinGroup) -> Joined | str:
+        """A server-assigned member's answer, or (client-assigned) the member's id, whose
+        answer await_join gives once its round closes."""
         req = req._replace(topics=tuple(sorted({validate_topic_name(t) for t in req.topics})))
         if len(req.topics) > MAX_TOPICS:
             raise TierlogError(
                 ErrorCode.INVALID_REQUEST, f"a subscription names at most {MAX_TOPICS} topics"
             )
         timeout = min(max(req.session_timeout_ms, MIN_SESSION_MS), MAX_SESSION_MS)
+        req = req._replace(session_timeout_ms=timeout)
+        create = next((a for a in req.assignors if a in ASSIGNORS), None)
 
-        def decide(snap: GroupSnapshot | None) -> tuple[GroupWrite, Joined | Outcome]:
+        def decide(snap: GroupSnapshot | None) -> tuple[GroupWrite, Joined | str | Outcome]:
             assert snap is not None  # created if missing
             d = _Draft(snap)
             d.expire()
+            if client_assigned.client_assigned(d, req.member_id):
+                member_or_error = client_assigned.join(d, group, req)
+                return d.finish(), member_or_error
+            try:
+                assignor = pick_assignor(req.assignors)
+            except ClassicGroupError as exc:
+                return d.finish(), exc
+            kafka = KafkaMembership(req.protocols, None, None, req.rebalance_timeout_ms)
             if req.member_id:
                 old = d.members.get(req.member_id)
                 if old is None:
@@ -118,29 +148,54 @@ class ClassicCoordinator:
                     uuid.uuid4().hex, 1, req.topics, assignor, timeout, now, now, now, {}, {}, {}
                 )
                 d.membership_changed = True
-            member = member._replace(assignor=assignor, session_timeout_ms=timeout)
+            member = member._replace(assignor=assignor, session_timeout_ms=timeout, kafka=kafka)
             d.put(d.renew(member))
             d.rebalance(force=bool(req.member_id))
             m = d.grant(member.member_id, bump=False)
             chosen = d.group.assignor if d.group.assignor in req.assignors else assignor
             return d.finish(), Joined(m.member_id, m.member_epoch, chosen)
 
-        return _raise(self.repo.transact(group, decide, create=assignor, topics=req.topics))
+        default = create or self.coordinator.default_assignor
+        outcome: Joined | str | Outcome = self.repo.transact(
+            group, decide, create=default, topics=req.topics
+        )
+        if isinstance(outcome, Outcome):
+            raise outcome
+        return outcome
 
-    def sync(self, group: str, member_id: str, generation: int) -> tuple[TopicNamePartition, ...]:
-        def decide(
-            snap: GroupSnapshot | None,
-        ) -> tuple[GroupWrite, tuple[TopicNamePartition, ...] | Outcome]:
+    def await_join(self, group: str, member_id: str) -> Joined | None:
+        def decide(snap: GroupSnapshot | None) -> tuple[GroupWrite, Joined | Outcome | None]:
             if snap is None:
                 return GroupWrite(), _unknown_member(member_id)
             d = _Draft(snap)
+            answer = client_assigned.await_join(d, group, member_id)
+            return d.finish(), answer
+
+        return _raise(self.repo.transact(group, decide))
+
+    def sync(
+        self,
+        group: str,
+        member_id: str,
+        generation: int,
+        assignments: Sequence[MemberAssignment] = (),
+    ) -> Synced | None:
+        """The member's assignment; None while its leader has not sent it."""
+
+        def decide(snap: GroupSnapshot | None) -> tuple[GroupWrite, Synced | Outcome | None]:
+            if snap is None:
+                return GroupWrite(), _unknown_member(member_id)
+            d = _Draft(snap)
+            if client_assigned.client_assigned(d):
+                got = client_assigned.sync(d, group, member_id, generation, assignments)
+                return d.finish(), Synced((), got) if isinstance(got, bytes) else got
             d.expire()
             d.rebalance()
             member = _member_of(d, member_id, generation)
             if not isinstance(member, ConsumerGroupMember):
                 return d.finish(), member
             d.put(d.renew(member._replace(owned=member.assigned)))  # it takes them now
-            return d.finish(), tuple(sorted(reconcile.to_set(member.assigned)))
+            return d.finish(), Synced(tuple(sorted(reconcile.to_set(member.assigned))))
 
         return _raise(self.repo.transact(group, decide))
 
@@ -149,6 +204,9 @@ class ClassicCoordinator:
             if snap is None:
                 return GroupWrite(), _unknown_member(member_id)
             d = _Draft(snap)
+            if client_assigned.client_assigned(d):
+                error = client_assigned.heartbeat(d, group, member_id, generation)
+                return d.finish(), error
             d.expire()
             member = _member_of(d, member_id, generation)
             if not isinstance(member, ConsumerGroupMember):
@@ -194,16 +252,31 @@ class KafkaClassicGroups:
     async def join(self, group: str, req: JoinGroup) -> Joined:
         if req.member_id:
             valid_member(req.member_id)
-        joined: Joined = await self.run(self.classic.join, group_name(group), req)
+        group = group_name(group)
+        joined: Joined | str = await self.run(self.classic.join, group, req)
+        while isinstance(joined, str):  # a client-assigned round: wait for it to close
+            answer: Joined | None = await self.run(self.classic.await_join, group, joined)
+            if answer is not None:
+                return answer
+            await asyncio.sleep(ROUND_POLL_S)
         return joined
 
     async def sync(
-        self, group: str, member: str, generation: int
-    ) -> tuple[TopicNamePartition, ...]:
-        got: tuple[TopicNamePartition, ...] = await self.run(
-            self.classic.sync, group_name(group), valid_member(member), generation
-        )
-        return got
+        self,
+        group: str,
+        member: str,
+        generation: int,
+        assignments: Sequence[MemberAssignment] = (),
+    ) -> Synced:
+        group, member = group_name(group), valid_member(member)
+        while True:  # bounded by the round's deadline (groups/client_assigned.py)
+            got: Synced | None = await self.run(
+                self.classic.sync, group, member, generation, assignments
+            )
+            if got is not None:
+                return got
+            assignments = ()  # stored: the leader now waits as any member
+            await asyncio.sleep(ROUND_POLL_S)
 
     async def heartbeat(self, group: str, member: str, generation: int) -> None:
         await self.run(self.classic.heartbeat, group_name(group), valid_member(member), generation)
@@ -220,3 +293,47 @@ class KafkaClassicGroups:
     async def committed(self, group: str) -> tuple[CommitEntry, ...]:
         rows: tuple[CommitEntry, ...] = await self.run(self.classic.committed, group_name(group))
         return rows
+
+    async def consumer_heartbeat(self, group: str, hb: ConsumerHeartbeat) -> ConsumerAssigned:
+        if hb.member_id or hb.member_epoch != 0:
+            valid_member(hb.member_id)
+        got: ConsumerAssigned = await self.run(
+            consumer_protocol.heartbeat, self.classic.coordinator, group_name(group), hb
+        )
+        return got
+
+    async def list_groups(self) -> tuple[GroupDescription, ...]:
+        rows = await self.run(self.classic.repo.list)
+        return tuple(
+            GroupDescription(g.name, kafka_admin.summary_state(g.state, g.members), "", ())
+            for g in rows
+        )
+
+    async def describe(self, group: str) -> GroupDescription:
+        group = group_name(group)
+        snap = await self.run(self.classic.repo.read, group)
+        return kafka_admin.describe(group, snap)
+
+    async def delete(self, group: str) -> None:
+        await self.run(self.classic.coordinator.delete, group_name(group))
+
+    async def delete_offsets(
+        self, group: str, partitions: Sequence[TopicNamePartition]
+    ) -> dict[TopicNamePartition, str | None]:
+        group = group_name(group)
+
+        def decide(
+            snap: GroupSnapshot | None,
+        ) -> tuple[GroupWrite, dict[TopicNamePartition, str | None] | TierlogError]:
+            if snap is None:
+                return GroupWrite(), TierlogError(
+                    ErrorCode.GROUP_ID_NOT_FOUND, f"no consumer group {group!r}"
+                )
+            return kafka_admin.delete_offsets(snap, partitions)
+
+        topics = {tp.topic for tp in partitions}
+        transact = functools.partial(self.classic.repo.transact, topics=topics)
+        answers: dict[TopicNamePartition, str | None] = _raise(
+            await self.run(transact, group, decide)
+        )
+        return answers

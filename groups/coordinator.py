@@ -150,12 +150,16 @@ class GroupCoordinator:
         self.default_assignor = default_assignor
 
     def join(self, group: str, req: JoinRequest) -> Assigned:
-        member_id = uuid.uuid4().hex
+        member_id = req.member_id or uuid.uuid4().hex
 
         def decide(snap: GroupSnapshot | None) -> tuple[GroupWrite, Assigned]:
             assert snap is not None  # created if missing
             d = _Draft(snap)
             d.expire()
+            if member_id in d.members:  # a client-named member joined twice at once
+                raise TierlogError(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id!r} joined already: rejoin"
+                )
             if len(d.members) >= MAX_MEMBERS:
                 raise TierlogError(
                     ErrorCode.GROUP_MAX_SIZE_REACHED,

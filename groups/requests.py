@@ -27,6 +27,7 @@ class JoinRequest(NamedTuple):
     topics: tuple[str, ...]  # sorted, distinct
     assignor: str | None
     session_timeout_ms: int
+    member_id: str | None = None  # a KIP-848 client names itself; else the server does
 
 
 class HeartbeatRequest(NamedTuple):

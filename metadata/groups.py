@@ -11,6 +11,7 @@ so nodes with skewed clocks agree on when a session lapsed.
 
 from __future__ import annotations
 
+import base64
 import builtins
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -32,6 +33,8 @@ from metadata.types import (
     GroupSnapshot,
     GroupSummary,
     GroupWrite,
+    KafkaMembership,
+    KafkaRound,
     PartitionMap,
     TopicMeta,
 )
@@ -53,10 +56,68 @@ def _partition_map(doc: Any) -> PartitionMap:
     return {str(t): sorted(int(p) for p in ps) for t, ps in (doc or {}).items()}
 
 
+def _b64(raw: bytes | None) -> str | None:
+    return None if raw is None else base64.b64encode(raw).decode()
+
+
+def _unb64(text: str | None) -> bytes | None:
+    return None if text is None else base64.b64decode(text)
+
+
+def _round(doc: Any) -> KafkaRound | None:
+    if doc is None:
+        return None
+    deadline = doc["deadline"]
+    return KafkaRound(
+        int(doc["generation"]),
+        str(doc["phase"]),
+        doc["leader"],
+        doc["protocol"],
+        tuple(doc["members"]),
+        None if deadline is None else datetime.fromisoformat(deadline),
+    )
+
+
+def _round_doc(r: KafkaRound | None) -> dict[str, Any] | None:
+    if r is None:
+        return None
+    deadline = None if r.deadline is None else r.deadline.isoformat()
+    return {**r._asdict(), "members": list(r.members), "deadline": deadline}
+
+
+def _membership(doc: Any) -> KafkaMembership | None:
+    if doc is None:
+        return None
+    return KafkaMembership(
+        tuple((str(name), _unb64(meta) or b"") for name, meta in doc["protocols"]),
+        doc["generation"],
+        _unb64(doc["assignment"]),
+        int(doc["rebalance_timeout_ms"]),
+    )
+
+
+def _membership_doc(k: KafkaMembership | None) -> dict[str, Any] | None:
+    if k is None:
+        return None
+    return {
+        "protocols": [[name, _b64(meta)] for name, meta in k.protocols],
+        "generation": k.generation,
+        "assignment": _b64(k.assignment),
+        "rebalance_timeout_ms": k.rebalance_timeout_ms,
+    }
+
+
 def _group(row: AnyRow) -> GroupRow:
     subscribed = {str(t): TopicMeta(str(v[0]), int(v[1])) for t, v in row.subscribed.items()}
     return GroupRow(
-        row.id, row.name, row.group_epoch, row.assignor, row.state, subscribed, row.created_at
+        row.id,
+        row.name,
+        row.group_epoch,
+        row.assignor,
+        row.state,
+        subscribed,
+        row.created_at,
+        _round(row.kafka),
     )
 
 
@@ -73,6 +134,7 @@ def _member(row: AnyRow) -> ConsumerGroupMember:
         _partition_map(row.target),
         _partition_map(row.assigned),
         _partition_map(row.owned),
+        _membership(row.kafka),
     )
 
 
@@ -88,6 +150,7 @@ def _member_values(m: ConsumerGroupMember) -> dict[str, object]:
         "target": m.target,
         "assigned": m.assigned,
         "owned": m.owned,
+        "kafka": _membership_doc(m.kafka),
     }
 
 
@@ -199,6 +262,7 @@ class GroupRepo:
                     assignor=g.assignor,
                     state=g.state,
                     subscribed={t: [m.id, m.partitions] for t, m in g.subscribed.items()},
+                    kafka=_round_doc(g.kafka),
                     updated_at=func.clock_timestamp(),
                 )
             )
@@ -232,6 +296,14 @@ class GroupRepo:
             )
             if done.rowcount != 1:
                 raise ConcurrentChange(f"member {m.member_id!r} changed under its group's lock")
+        for topic_id, partition in write.deleted_offsets:
+            conn.execute(
+                delete(group_offsets).where(
+                    group_offsets.c.group_id == gid,
+                    group_offsets.c.topic_id == topic_id,
+                    group_offsets.c.partition == partition,
+                )
+            )
         if write.offsets:
             stmt = pg_insert(group_offsets).values(
                 [

@@ -170,6 +170,7 @@ consumer_groups = Table(
     Column("subscribed", JSONB, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("kafka", JSONB),  # a client-assigned Kafka round (metadata/groups.py)
 )
 
 group_members = Table(
@@ -192,6 +193,7 @@ group_members = Table(
     Column("target", JSONB, nullable=False),  # {"topic": [partition, ...]}
     Column("assigned", JSONB, nullable=False),
     Column("owned", JSONB, nullable=False),
+    Column("kafka", JSONB),  # a Kafka client's protocols and assignment (None: HTTP member)
 )
 
 group_offsets = Table(

@@ -96,3 +96,19 @@ class ScramRepo:
         with self.engine.connect() as conn:
             row = conn.execute(query).first()
         return None if row is None else ScramCredential(*row)
+
+    def described(self) -> dict[str, list[tuple[str, int]]]:
+        """Every live key's SCRAM mechanisms and iterations, by key id (the SCRAM username):
+        what Kafka's DescribeUserScramCredentials shows (never a salt or a key)."""
+        c = scram_credentials.c
+        query = (
+            select(c.key_id, c.mechanism, c.iterations)
+            .join(api_keys, api_keys.c.id == c.key_id)
+            .where(api_keys.c.revoked_at.is_(None))
+            .order_by(c.key_id, c.mechanism)
+        )
+        out: dict[str, list[tuple[str, int]]] = {}
+        with self.engine.connect() as conn:
+            for key_id, mechanism, iterations in conn.execute(query):
+                out.setdefault(str(key_id), []).append((str(mechanism), int(iterations)))
+        return out

@@ -146,6 +146,30 @@ class TopicMeta(NamedTuple):
     partitions: int
 
 
+class KafkaRound(NamedTuple):
+    """A group's Kafka classic-protocol round when its members assign (groups/client_assigned.py):
+    the generation, its phase (joining | syncing | stable), the elected leader, the protocol
+    every member runs, the members of the generation and when the phase must end."""
+
+    generation: int
+    phase: str
+    leader: str | None
+    protocol: str | None
+    members: tuple[str, ...]
+    deadline: datetime | None
+
+
+class KafkaMembership(NamedTuple):
+    """A Kafka client's part of a member: its protocols (name, metadata bytes) in its order of
+    preference, the generation it joined (None: none of a client-assigned round) and the
+    assignment bytes its leader gave it for that generation."""
+
+    protocols: tuple[tuple[str, bytes], ...]
+    generation: int | None
+    assignment: bytes | None
+    rebalance_timeout_ms: int
+
+
 class GroupRow(NamedTuple):
     id: int
     name: str
@@ -154,6 +178,7 @@ class GroupRow(NamedTuple):
     state: str  # empty | reconciling | stable
     subscribed: dict[str, TopicMeta]  # what the current target assignment was computed on
     created_at: datetime
+    kafka: KafkaRound | None = None  # a client-assigned Kafka round, if one was ever held
 
 
 class ConsumerGroupMember(NamedTuple):
@@ -168,6 +193,7 @@ class ConsumerGroupMember(NamedTuple):
     target: PartitionMap  # the member's share of the group's target assignment
     assigned: PartitionMap  # what the member was last told it may own
     owned: PartitionMap  # what the member last reported owning
+    kafka: KafkaMembership | None = None  # None: an HTTP member
 
 
 class GroupSnapshot(NamedTuple):
@@ -194,6 +220,7 @@ class GroupWrite(NamedTuple):
     removed: tuple[str, ...] = ()  # member ids
     offsets: tuple[OffsetWrite, ...] = ()
     delete_group: bool = False  # the group, its members and offsets go (FK cascades)
+    deleted_offsets: tuple[tuple[str, int], ...] = ()  # (topic id, partition): Kafka's OffsetDelete
 
 
 class CommittedOffset(NamedTuple):

@@ -55,6 +55,36 @@ def decode_subscription(raw: bytes) -> Subscription:
     )
 
 
+def decode_assignment(raw: bytes) -> tuple[TopicNamePartition, ...]:
+    """The partitions in a leader's assignment (every version shares v0's leading fields);
+    b"" is Kafka's empty assignment."""
+    if not raw:
+        return ()
+    if len(raw) < _VERSION.size:
+        raise TierlogError(ErrorCode.INVALID_REQUEST, "a consumer assignment of one byte")
+    try:
+        body, _ = entity_reader(ConsumerProtocolAssignment)(raw, _VERSION.size)
+    except Exception as exc:  # kio raises several types for bad bytes
+        raise TierlogError(
+            ErrorCode.INVALID_REQUEST, f"malformed consumer assignment: {exc}"
+        ) from None
+    return tuple(
+        TopicNamePartition(tp.topic, int(p))
+        for tp in body.assigned_partitions
+        for p in tp.partitions
+    )
+
+
+def encode_subscription(topics: tuple[str, ...]) -> bytes:
+    """A v0 subscription naming these topics: what DescribeGroups shows for a member that
+    sent none (an HTTP member, or one the server assigns)."""
+    out = io.BytesIO()
+    out.write(_VERSION.pack(0))
+    body = SubscriptionV0(topics=tuple(TopicName(t) for t in topics), user_data=None)
+    entity_writer(SubscriptionV0)(out, body)
+    return out.getvalue()
+
+
 def encode_assignment(partitions: tuple[TopicNamePartition, ...]) -> bytes:
     by_topic: dict[str, list[int]] = {}
     for tp in partitions:

@@ -19,6 +19,7 @@ from ingest.kafka.turns import Turns
 
 if TYPE_CHECKING:
     from cluster.kafka_groups import ClassicGroups
+    from cluster.kafka_transactions import TransactionStore
     from ingest.kafka.sasl_scram import ScramExchange
     from ingest.service.cluster_identity import ClusterIdentity
     from ingest.service.services import Services
@@ -45,6 +46,9 @@ class KafkaContext:
         self.identity = identity or services.identity  # shared by the listener
         self.advertised = advertised
         self.groups = groups  # None: no groups extension mounted (COORDINATOR_NOT_AVAILABLE)
+        # The transaction coordinator's store, for ListTransactions and DescribeTransactions
+        # (None: no transactions are served, so none exist).
+        self.transactions: TransactionStore | None = None
         self.principal = ANONYMOUS
         self.peer = ""  # the client's address: for the audit of failed logins
         self.sasl_started = False  # a SaslHandshake chose PLAIN

@@ -3,8 +3,11 @@ protocol, served by the consumer groups the composition root gives the listener
 (cluster/kafka_groups.py; groups/classic.py says how it maps onto HTTP groups).
 
 Every broker coordinates every group (group state is in Postgres), so FindCoordinator names
-the broker asked. The assignment is the server's: JoinGroup names no member the leader, and
-SyncGroup returns each member's share as consumer-protocol bytes.
+the broker asked. A group of Kafka clients only assigns as Kafka's protocol says: JoinGroup
+names a leader and hands it every member's metadata, and SyncGroup returns what the leader
+sent, byte for byte (groups/client_assigned.py). A group with an HTTP member is assigned by
+the server: JoinGroup names no leader, and SyncGroup returns each member's share as
+consumer-protocol bytes.
 """
 
 from __future__ import annotations
@@ -15,9 +18,13 @@ from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode as KafkaError
 
-from cluster.kafka_groups import ClassicGroupError, ClassicGroups, JoinGroup
+from cluster.kafka_groups import ClassicGroupError, ClassicGroups, JoinGroup, MemberAssignment
 from ingest.kafka.cluster_apis import NO_THROTTLE
-from ingest.kafka.consumer_protocol import decode_subscription, encode_assignment
+from ingest.kafka.consumer_protocol import (
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+)
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.protocol import (
     NO_TRANSACTIONS,
@@ -104,8 +111,15 @@ def _join_request(request: Any) -> JoinGroup:
         topics=tuple(sorted(topics)),
         owned=frozenset(owned),
         assignors=tuple(p.name for p in request.protocols),
-        session_timeout_ms=int(request.session_timeout.total_seconds() * 1000),
+        session_timeout_ms=_ms(request.session_timeout),
+        protocols=tuple((p.name, p.metadata) for p in request.protocols),
+        # v0 has no rebalance timeout: Kafka uses the session timeout
+        rebalance_timeout_ms=_ms(getattr(request, "rebalance_timeout", request.session_timeout)),
     )
+
+
+def _ms(delta: Any) -> int:
+    return int(delta.total_seconds() * 1000)
 
 
 async def handle_join_group(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
@@ -120,7 +134,12 @@ async def handle_join_group(ctx: KafkaContext, request: Any, response_cls: Any) 
         fields.update(generation_id=-1, protocol_name=None, member_id=request.member_id)
     else:
         fields.update(generation_id=joined.generation, protocol_name=joined.assignor)
-        fields.update(member_id=joined.member_id)
+        fields.update(member_id=joined.member_id, leader=joined.leader)
+        cls = nested(response_cls, "JoinGroupResponseMember")
+        fields["members"] = tuple(
+            build(cls, member_id=m, group_instance_id=None, metadata=meta)
+            for m, meta in joined.members
+        )
     if response_cls.__version__ < 7 and fields["protocol_name"] is None:
         fields["protocol_name"] = ""  # not nullable before v7
     return build(response_cls, **fields)
@@ -129,8 +148,14 @@ async def handle_join_group(ctx: KafkaContext, request: Any, response_cls: Any) 
 async def handle_sync_group(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
     async def sync() -> bytes:
         ctx.require("group", request.group_id, "read")
-        got = await groups_of(ctx).sync(request.group_id, request.member_id, request.generation_id)
-        return encode_assignment(got)
+        assignments = tuple(
+            MemberAssignment(a.member_id, a.assignment, decode_assignment(a.assignment))
+            for a in request.assignments
+        )
+        got = await groups_of(ctx).sync(
+            request.group_id, request.member_id, request.generation_id, assignments
+        )
+        return got.raw if got.raw is not None else encode_assignment(got.partitions)
 
     assignment, error, _ = await attempt(sync)
     return build(

@@ -26,6 +26,12 @@ CREATE_TOPICS, DELETE_TOPICS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 19, 20, 17, 36
 FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 10, 11, 14, 12, 13
 OFFSET_COMMIT, OFFSET_FETCH, OFFSET_FOR_LEADER_EPOCH = 8, 9, 23
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, CREATE_PARTITIONS, DESCRIBE_CLUSTER = 32, 44, 37, 60
+LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 16, 15, 42, 47
+DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
+CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
+DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS = 35, 61
+DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
+DESCRIBE_USER_SCRAM_CREDENTIALS = 50
 # Transactions are out of scope. Their APIs are absent from ApiVersions, but clients look
 # for a transaction coordinator regardless (librdkafka then retries until init_transactions
 # times out), so FindCoordinator and InitProducerId refuse a transactional id with the one
@@ -64,6 +70,20 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DESCRIBE_CONFIGS: (1, 4),  # 0 is gone from Kafka 4
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     DESCRIBE_CLUSTER: (0, 2),
+    LIST_GROUPS: (0, 5),
+    DESCRIBE_GROUPS: (0, 5),  # 6 answers GROUP_ID_NOT_FOUND rather than Dead (KIP-1043)
+    DELETE_GROUPS: (0, 2),
+    OFFSET_DELETE: (0, 0),
+    DESCRIBE_ACLS: (1, 3),  # 0 (no pattern types) is gone from Kafka 4
+    CREATE_ACLS: (1, 3),
+    DELETE_ACLS: (1, 3),
+    CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    CONSUMER_GROUP_DESCRIBE: (0, 1),
+    DESCRIBE_LOG_DIRS: (1, 4),  # 0 is gone from Kafka 4
+    DESCRIBE_PRODUCERS: (0, 0),
+    DESCRIBE_TRANSACTIONS: (0, 0),
+    LIST_TRANSACTIONS: (0, 1),
+    DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),  # 2 adds a transactional id pattern (KIP-1152)
 }
 
 _FIXED = struct.Struct(">hhi")  # api key, api version, correlation id

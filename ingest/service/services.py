@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ingest.service.cluster_identity import ClusterIdentity
+from ingest.service.log_admin import LogAdmin
 from ingest.service.node_status import NodeStatus
 from ingest.service.produce import Produce, ProducerIds
 from ingest.service.reads import Reads
@@ -44,6 +45,7 @@ class Services:
     cluster_secret: Callable[[], str]  # the credential between nodes
     replicas: ReplicaServing  # the cluster-internal routes: replica fetch, segments
     status: NodeStatus  # readiness, metrics registry, brokers (the ops routes)
+    logs: LogAdmin  # DescribeProducers, DescribeLogDirs
 
     @classmethod
     def of(cls, broker: Broker) -> Services:
@@ -63,4 +65,5 @@ class Services:
             lambda: broker.cluster_secret,
             ReplicaServing(broker),
             NodeStatus(broker),
+            LogAdmin(broker),
         )

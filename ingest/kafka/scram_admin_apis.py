@@ -1,0 +1,65 @@
+"""DescribeUserScramCredentials: which SCRAM mechanisms each user (an API key's id, the SCRAM
+username) has credentials for, from the store the SASL/SCRAM login reads (metadata/scram.py).
+DESCRIBE on the cluster, as in Kafka. AlterUserScramCredentials is not served: a credential
+is derived from its API key by whoever holds the key (`tierlog users scram`), never sent."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kio.schema.errors import ErrorCode as KafkaError
+from kio.static.primitive import i8, i32
+
+from ingest.kafka.cluster_apis import NO_THROTTLE
+from ingest.kafka.context import KafkaContext
+from ingest.kafka.protocol import build, nested
+from metadata.acl import CLUSTER_NAME
+
+MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}  # Kafka's ScramMechanism ids
+
+
+async def handle_describe_user_scram_credentials(
+    ctx: KafkaContext, request: Any, response_cls: Any
+) -> Any:
+    fields: dict[str, Any] = {"throttle_time": NO_THROTTLE, "results": ()}
+    result_cls = nested(response_cls, "DescribeUserScramCredentialsResult")
+    if not ctx.allowed("cluster", CLUSTER_NAME, "describe"):
+        # As Kafka's error response: the error on top and on every user named.
+        message = f"{ctx.principal} may not describe the cluster's SCRAM credentials"
+        denied = KafkaError.cluster_authorization_failed
+        fields.update(error_code=denied, error_message=message)
+        fields["results"] = tuple(
+            build(
+                result_cls,
+                user=u.name,
+                error_code=denied,
+                error_message=message,
+                credential_infos=(),
+            )
+            for u in request.users or ()
+        )
+        return build(response_cls, **fields)
+    known = await asyncio.to_thread(ctx.services.security.scram.described)
+    wanted = sorted(known) if request.users is None else [u.name for u in request.users]
+    info_cls = nested(response_cls, "CredentialInfo")
+    results = []
+    for user in wanted:
+        infos = tuple(
+            build(info_cls, mechanism=i8(MECHANISM_CODES[m]), iterations=i32(n))
+            for m, n in known.get(user, [])
+            if m in MECHANISM_CODES
+        )
+        error = KafkaError.none if infos else KafkaError.resource_not_found
+        missing: str | None = None if infos else f"no SCRAM credential for user {user!r}"
+        results.append(
+            build(
+                result_cls,
+                user=user,
+                error_code=error,
+                error_message=missing,
+                credential_infos=infos,
+            )
+        )
+    fields.update(error_code=KafkaError.none, error_message=None, results=tuple(results))
+    return build(response_cls, **fields)
