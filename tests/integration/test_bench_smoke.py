@@ -65,6 +65,12 @@ EXPECTED = {
         "key search (cold caches)",
         "every answer checked against the records produced (20 per key)",
     ],
+    "cost": [
+        "tierlog cost benchmark: 1 broker, 1 fetch node, 1 partition",
+        "$ per                       tierlog (S3 history)  3 broker disks   ratio",
+        "GB-month of history",
+        "replay checked: every offset from 0 once",
+    ],
     "compaction": [
         "tierlog compaction benchmark: 8 files",
         "job               | work",
