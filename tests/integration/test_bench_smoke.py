@@ -1,6 +1,6 @@
 """Every benchmark in bench/ runs (issue 16: nothing ran them, so they rotted): each one's
 --smoke mode, as a user runs it (`python -m bench.X --smoke`), exits 0 after checking what it
-measured, and prints its table. bench/long_polls.py and the bench/client*.py ones run in their
+measured, and prints its table. bench/long_polls.py and bench/client.py's cases run in their
 own test files (test_long_polls.py, test_client_bulk.py, test_client_poll_arrow.py).
 
 spark_scan's JVM spends most of its start waiting, so it runs beside the others (started by a
