@@ -14,6 +14,8 @@ Per request, at random (seeded):
   client retries an operation that already happened: idempotence is what makes this safe
   (a retried conditional PUT, for one, now gets 412 PreconditionFailed).
 Everything else is forwarded unchanged (headers kept, Host included: SigV4 signs it).
+`usage()` meters what was forwarded by S3's price classes (bench/cost.py reads it; with
+`error_rate=0` the proxy is only a meter).
 
 The proxy runs in a process of its own, as a real S3 endpoint does: in the test's process it
 would compete for the GIL with the code under test, and a client call that holds the GIL
@@ -81,6 +83,7 @@ class FaultPlan:
         self.error_rate, self.stall_rate, self.lost_rate = error_rate, stall_rate, lost_rate
         self.enabled = True
         self.counts: Counter[str] = Counter()
+        self.usage: Counter[str] = Counter()  # forwarded requests by price class, and bytes
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
 
@@ -101,6 +104,31 @@ class FaultPlan:
     def snapshot(self) -> dict[str, int]:
         with self._lock:
             return dict(self.counts)
+
+    def metered(self, method: str, path: str, sent: int, received: int) -> None:
+        with self._lock:
+            self.usage[price_class(method, path)] += 1
+            self.usage["bytes_to_s3"] += sent
+            self.usage["bytes_from_s3"] += received
+
+    def usage_snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.usage)
+
+
+def price_class(method: str, path: str) -> str:
+    """S3's request price class (path-style URLs): "put" (PUT, COPY, POST, LIST), "get" (GET,
+    HEAD and all other requests) or "delete" (free)."""
+    if method == "DELETE":
+        return "delete"
+    if method in ("PUT", "POST"):
+        return "put"
+    url = urlparse(path)
+    is_bucket = "/" not in url.path.strip("/")
+    query = parse_qs(url.query, keep_blank_values=True)
+    if method == "GET" and is_bucket and not {"location", "versioning", "policy"} & set(query):
+        return "put"  # ListObjects(V2) and ListMultipartUploads are billed as LIST
+    return "get"
 
 
 class _Server(ThreadingHTTPServer):
@@ -177,7 +205,8 @@ class _Handler(BaseHTTPRequestHandler):
         query = parse_qs(urlparse(self.path).query)
         if "enabled" in query:
             plan.enabled = query["enabled"][0] == "1"
-        body = json.dumps({"enabled": plan.enabled, "counts": plan.snapshot()}).encode()
+        doc = {"enabled": plan.enabled, "counts": plan.snapshot(), "usage": plan.usage_snapshot()}
+        body = json.dumps(doc).encode()
         self._reply(200, "OK", [("Content-Type", "application/json")], body)
 
     def _handle(self) -> None:
@@ -204,6 +233,7 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError as exc:  # upstream down: what an S3 client sees as a 502
             self._error(502, "BadGateway", f"upstream: {exc}")
             return
+        self.server.plan.metered(self.command, self.path, len(body), len(data))
         if lost:
             self._error(500, "InternalError", "We encountered an internal error.")
             return
@@ -268,6 +298,11 @@ class FaultyS3Proxy:
     def counts(self) -> dict[str, int]:
         """Requests per outcome: forwarded, error_500, error_503, stall, lost_response."""
         return dict(self._control()["counts"])
+
+    def usage(self) -> dict[str, int]:
+        """What was forwarded: requests per price class ("put", "get", "delete") and bytes
+        ("bytes_to_s3", "bytes_from_s3")."""
+        return dict(self._control()["usage"])
 
     def injected(self) -> int:
         return sum(n for kind, n in self.counts().items() if kind != "forwarded")

@@ -1,6 +1,6 @@
 """Every benchmark in bench/ runs (issue 16: nothing ran them, so they rotted): each one's
 --smoke mode, as a user runs it (`python -m bench.X --smoke`), exits 0 after checking what it
-measured, and prints its table. bench/long_polls.py and the bench/client*.py ones run in their
+measured, and prints its table. bench/long_polls.py and bench/client.py's cases run in their
 own test files (test_long_polls.py, test_client_bulk.py, test_client_poll_arrow.py).
 
 spark_scan's JVM spends most of its start waiting, so it runs beside the others (started by a
@@ -64,6 +64,18 @@ EXPECTED = {
         "case                                         seconds    S3 MiB   table   hits vs base",
         "key search (cold caches)",
         "every answer checked against the records produced (20 per key)",
+    ],
+    "cost": [
+        "tierlog cost benchmark: 1 broker, 1 fetch node, 1 partition",
+        "$ per                       tierlog (S3 history)  3 broker disks   ratio",
+        "GB-month of history",
+        "replay checked: every offset from 0 once",
+    ],
+    "client_closed_loop": [
+        "tierlog closed-loop benchmark: 2 processes x 1 s, rounds of 1000 records",
+        "case                                          records/s  round p50 ms   p99 ms  vs Redis",
+        "tierlog Producer.send() x1000, then wait",
+        "checked: the broker's log (and the Redis stream) holds exactly the records acknowledged",
     ],
     "compaction": [
         "tierlog compaction benchmark: 8 files",

@@ -1,8 +1,11 @@
 """The producer's record accumulator: per-partition queues of batches awaiting the sender.
 
 User threads append; the sender (on the I/O loop) takes batches that are ready: full
-(batch_size bytes), older than linger_ms, or wanted now by flush() / close(). Unacknowledged
-records may use at most buffer_memory bytes; send() blocks up to max_block_ms for room.
+(batch_size bytes), older than linger_ms, or wanted now by flush() / close(), or by a caller
+blocking on a record's future: a thread that waits adds nothing more to what is queued, so
+lingering would only delay it (the closed loop "send 1,000, wait for them" pays no linger).
+Unacknowledged records may use at most buffer_memory bytes; send() blocks up to max_block_ms
+for room.
 Each batch that closes is handed to `on_sealed` (the encoder starts building its body while
 earlier batches are in flight).
 """
@@ -46,6 +49,7 @@ class RecordAccumulator:
         self._used = 0
         self._flushing = 0
         self._turn = 0  # which partition goes first in ready()'s rounds
+        self._hurry_before = float("-inf")  # batches created up to then linger no more
         self.closed = False
 
     def append(
@@ -134,9 +138,19 @@ class RecordAccumulator:
 
     def _new_batch(self, tp: TopicPartition, queue: deque[ProducerBatch]) -> ProducerBatch:
         batch = ProducerBatch(tp, deadline=time.monotonic() + self.delivery_timeout_s)
+        batch.on_wait = self._expedite
         queue.append(batch)
         self._incomplete.add(batch)
         return batch
+
+    def _expedite(self, batch: ProducerBatch) -> None:
+        """A caller blocks on a record of `batch`: every batch queued now goes without
+        lingering (one wake-up for all the futures of the same round)."""
+        with self._lock:
+            if batch.created <= self._hurry_before:
+                return
+            self._hurry_before = time.monotonic()
+        self._wake()
 
     def _wait_for_room(self, size: int, max_block_s: float) -> None:
         """Block (holding the condition's lock) until `size` bytes fit in buffer_memory."""
@@ -158,6 +172,7 @@ class RecordAccumulator:
         lingered: list[TopicPartition] = []
         with self._lock:
             hurry = self._flushing > 0 or self.closed
+            hurried = self._hurry_before
             active = [(tp, q) for tp, q in self._queues.items() if q]
             if active:
                 first = self._turn % len(active)
@@ -167,7 +182,12 @@ class RecordAccumulator:
                 taken = []
                 for tp, queue in active:
                     head = queue[0]
-                    if not (head.closed or hurry or now - head.created >= self.linger_s):
+                    if not (
+                        head.closed
+                        or hurry
+                        or head.created <= hurried
+                        or now - head.created >= self.linger_s
+                    ):
                         continue
                     if not admit(head):
                         continue

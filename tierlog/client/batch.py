@@ -103,6 +103,8 @@ class ProducerBatch:
     base_offset: int = -1
     error: BaseException | None = None
     callbacks: list[Callable[[], object]] | None = None
+    # The accumulator's: a caller blocks on one of its records (RecordFuture.result()).
+    on_wait: Callable[[ProducerBatch], None] | None = None
 
     @property
     def record_count(self) -> int:
@@ -205,6 +207,12 @@ class ProducerBatch:
                 self.callbacks.append(fn)
                 return
         fn()
+
+    def waited(self) -> None:
+        """A caller blocks on one of its records: no batch queued now should wait for its
+        linger_ms (they go as soon as the sender can take them)."""
+        if self.on_wait is not None and not self.closed:
+            self.on_wait(self)
 
     def _finish(self) -> None:
         # The request body is the big part; nothing resends it now.

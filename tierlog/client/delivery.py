@@ -38,6 +38,8 @@ class Answered(Protocol):
 
     def on_done(self, fn: Callable[[], object]) -> None: ...
 
+    def waited(self) -> None: ...
+
 
 class RecordFuture:
     """One record's delivery: its RecordMetadata once acknowledged, or the error."""
@@ -63,6 +65,8 @@ class RecordFuture:
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
         batch = self._batch
+        if not batch.done.is_set():
+            batch.waited()  # someone blocks on it: what is queued now stops lingering
         if not batch.done.wait(timeout):
             raise TimeoutError(f"the record was not acknowledged within {timeout}s")
         if batch.error is not None:
@@ -71,6 +75,8 @@ class RecordFuture:
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         batch = self._batch
+        if not batch.done.is_set():
+            batch.waited()
         if not batch.done.wait(timeout):
             raise TimeoutError(f"the record was not acknowledged within {timeout}s")
         return batch.error

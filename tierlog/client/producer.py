@@ -10,7 +10,8 @@ partition leaders, honouring linger_ms, batch_size, acks and max_in_flight, and 
 the same producer id and sequence (idempotence, on by default) so retries never duplicate.
 
 linger_ms and batch_size trade latency for throughput. A batch goes when it is full
-(batch_size bytes), linger_ms after its first record, or on flush(); while its leader already
+(batch_size bytes), linger_ms after its first record, on flush(), or once a caller blocks on
+a future (what is queued then stops lingering); while its leader already
 has max_in_flight requests out it keeps filling. Raise both (say linger_ms=20,
 batch_size=1 MiB) for fewer, larger requests when producing fast; lower them (linger_ms=0)
 when records are few and each should go at once. send_batch / send_table fill whole

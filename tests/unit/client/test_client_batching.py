@@ -87,6 +87,29 @@ def test_flush_makes_open_batches_ready_and_limits_hold() -> None:
     acc.end_flush()
 
 
+def test_a_caller_waiting_on_a_future_ends_the_linger_of_what_is_queued() -> None:
+    acc, _, wakes = make(linger_ms=60_000)
+    futures = [acc.append(tp, None, b"x", None, 1, max_block_s=1) for tp in (TP, TP1)]
+    assert acc.ready(time.monotonic(), everything) == []  # lingering, a minute
+    wakes.clear()
+    waiter = threading.Thread(target=lambda: futures[0].exception(5))
+    waiter.start()
+    deadline = time.monotonic() + 5
+    while not wakes and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert wakes  # the sender is woken at once ...
+    # ... and takes both partitions' batches: the waiter blocks on one, the round is both.
+    ready = acc.ready(time.monotonic(), everything)
+    assert sorted(b.tp.partition for b in ready) == [0, 1]
+    # A batch started after the wait began lingers as usual.
+    append(acc, TP, b"later")
+    assert acc.ready(time.monotonic(), everything) == []
+    for b in ready:
+        b.complete(0)
+    waiter.join(5)
+    assert not waiter.is_alive()
+
+
 def test_memory_bound_blocks_then_times_out_and_release_frees_it() -> None:
     acc, _, _ = make(buffer_memory=300, batch_size=100)
     for _ in range(3):
