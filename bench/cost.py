@@ -127,7 +127,7 @@ def run(args: argparse.Namespace, tmp: Path) -> Measured:
     os.environ.update(
         {**s3_env, "TIERLOG_S3_ENDPOINT": proxy.endpoint, "TIERLOG_S3_BUCKET": "cost"}
     )
-    config = ObjectStoreConfig.from_env()
+    config = ObjectStoreConfig.from_env(os.environ)
     store = ObjectStore(config)
     store.ensure_bucket()
     broker = BrokerProcess(url, tmp / "broker").start()
