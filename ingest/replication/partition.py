@@ -90,6 +90,10 @@ class Partition:
         self._closed = False
 
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
     def tp(self) -> TopicIdPartition:
         return TopicIdPartition(self.topic_id, self.partition)
 

@@ -3,6 +3,12 @@ they lag more than replica.lag.time.max.ms on the manual clock, and rejoin once 
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
+from metadata.partition_state import PartitionStateRepo
+from metadata.types import TopicNamePartition
 from tests.harness.cluster import InProcessCluster
 from tests.harness.node import REPLICA_LAG_MS
 from tests.integration.cluster import wait_for
@@ -58,3 +64,65 @@ def test_isr_shrinks_and_expands(cluster: InProcessCluster) -> None:
         "follower caught up",
         lambda: follower.segment_bytes("isr") == leader.segment_bytes("isr"),
     )
+
+
+def test_isr_change_whose_answer_is_lost_holds_the_high_watermark(
+    cluster: InProcessCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ISR expansion that Postgres commits but whose answer the leader never gets (its
+    connection cut right after the commit) must leave the leader on the maximal ISR: the
+    member just added is electable, so nothing it lacks may count as committed. Then the
+    leader reads the ISR back once Postgres is reachable again (chaos `partition-postgres`
+    found the high watermark past an electable replica's log)."""
+    c = cluster
+    c.create_topic("lost-answer", min_insync_replicas=1)
+    leader = c.leader("lost-answer")
+    lid = leader.broker_id
+    f1, f2 = (i for i in c.brokers if i != lid)
+    key = TopicNamePartition("lost-answer", 0)
+    state = leader.b.partitions[key]
+    repo = PartitionStateRepo(c._engine)  # the harness's own connection, never cut
+
+    def isr_in_postgres() -> list[int]:
+        info = repo.get(state.tp)
+        assert info is not None
+        return list(info.isr)
+
+    c.cut(f2, lid)
+    c.advance(REPLICA_LAG_MS / 1000 + 1)
+    wait_for("f2 out of the ISR", lambda: f2 not in isr_in_postgres(), timeout=30)
+
+    replicas = leader.b.replicas
+    assert replicas is not None
+    real = replicas.repo.alter_isr
+
+    def committed_then_cut(*args: Any, **kwargs: Any) -> Any:
+        real(*args, **kwargs)
+        c.cut_postgres(lid)
+        raise OSError("connection reset by peer after the commit")
+
+    monkeypatch.setattr(replicas.repo, "alter_isr", committed_then_cut)
+    c.links.restore(f2, lid)  # f2 catches up and the leader adds it back
+    wait_for("f2 in the ISR in Postgres", lambda: f2 in isr_in_postgres(), timeout=30)
+    monkeypatch.undo()
+    c.cut(f2, lid)  # f2 stops fetching again; the leader and f1 go on
+    offsets = leader.http.post(
+        "/topics/lost-answer/records",
+        params={"acks": "1"},
+        json={"records": [{"value": f"v{i}", "partition": 0} for i in range(5)]},
+    )
+    assert offsets.status_code == 200, offsets.text
+    c.advance(1)  # f1 fetches everything
+    f1_state = c.brokers[f1].b.partitions[key]
+    wait_for("f1 caught up", lambda: f1_state.log.log_end_offset == state.log.log_end_offset)
+    f2_end = c.brokers[f2].b.partitions[key].log.log_end_offset
+    assert f2_end < state.log.log_end_offset
+    assert state.high_watermark <= f2_end, "committed past an electable replica's log"
+    c.heal()  # Postgres back: the leader learns the ISR it could not hear
+    wait_for(
+        "the leader's ISR read back",
+        lambda: not state.isr_change_pending and state.isr == isr_in_postgres(),
+        timeout=30,
+    )
+    assert f2 in state.isr
+    wait_for("f2 caught up", lambda: state.high_watermark == state.log.log_end_offset, timeout=30)
