@@ -117,6 +117,7 @@ class Broker:
         self.ready = False
         self._lease_until = 0.0  # monotonic deadline of our broker lease, by our own clock
         self._last_heartbeat = 0.0  # monotonic start of the last successful heartbeat
+        self._rejoined = False  # registered again after a lapse; metadata not yet re-read
         self._tasks: list[asyncio.Task[None]] = []
         self._logs: LogManager | None = None
         self._stopping = False
@@ -258,7 +259,13 @@ class Broker:
                         "since_last_heartbeat_s": round(started - self._last_heartbeat, 3),
                     },
                 )
-            self.metadata.wake()
+            self._rejoined = True
+        if self._rejoined:
+            # While it lapsed the controller may have moved its leaderships: until this
+            # broker has read what it missed, its lease must not count as live, or it would
+            # serve and take writes as a leader that was replaced (stale reads, 416s).
+            await self.metadata.refresh_now()
+            self._rejoined = False
         self._renewed(started)
 
     def _renewed(self, started: float) -> None:
@@ -314,18 +321,23 @@ class Broker:
             self.replicas.reconcile()
 
     def leader_state(self, topic: str, partition: int) -> Partition | None:
-        """The local state if this broker leads the partition now, else None."""
+        """The local state if this broker leads the partition now, else None. Not while its
+        lease is not provably live: a paused or partitioned leader may have been replaced,
+        and must neither serve reads (its log may be behind the new leader's) nor writes."""
         state = self.partitions.get(TopicNamePartition(topic, partition))
-        return state if state is not None and state.role is Role.LEADER else None
+        if state is None or state.role is not Role.LEADER or not self.lease_ok():
+            return None
+        return state
 
     def require_leader(self, topic: str, partition: int) -> Partition:
         """The local state of a partition this broker must lead (a request that is never
         forwarded: internal calls, the Kafka listener), else NOT_LEADER_OR_FOLLOWER."""
         state = self.leader_state(topic, partition)
         if state is None:
+            lapsed = "; its cluster lease lapsed" if not self.lease_ok() else ""
             raise TierlogError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                f"broker {self.config.broker_id} does not lead {topic}-{partition}",
+                f"broker {self.config.broker_id} does not lead {topic}-{partition}{lapsed}",
             )
         return state
 
