@@ -26,6 +26,7 @@ from ingest.loop_lag import watch_loop_lag
 from ingest.metrics import ReplicationMetrics
 from ingest.replication.controller import Controller
 from ingest.replication.forwarding import Forwarder
+from ingest.replication.handover import resign
 from ingest.replication.partition import Partition, Role
 from ingest.replication.preferred_leader import PreferredLeaderMover
 from ingest.replication.replica_leader import ReplicaFetchHandler
@@ -50,6 +51,9 @@ from metadata.topics import TopicRepo
 from metadata.types import TopicNamePartition
 
 log = logging.getLogger("tierlog.broker")
+# On SIGTERM, how long a partition's writes are held for a follower to catch up before its
+# leadership is handed over (Kafka's controlled shutdown).
+RESIGN_S = 1.0
 
 
 class Broker:
@@ -118,6 +122,9 @@ class Broker:
         self._lease_until = 0.0  # monotonic deadline of our broker lease, by our own clock
         self._last_heartbeat = 0.0  # monotonic start of the last successful heartbeat
         self._rejoined = False  # registered again after a lapse; metadata not yet re-read
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._resigning: asyncio.Future[None] | None = None  # controlled shutdown's hand-over
+        self._left = False  # deregistered on shutdown: no more heartbeats nor controller ticks
         self._tasks: list[asyncio.Task[None]] = []
         self._logs: LogManager | None = None
         self._stopping = False
@@ -130,6 +137,7 @@ class Broker:
 
     async def start(self) -> None:
         cfg = self.config
+        self._loop = asyncio.get_running_loop()
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         # Postgres may be restarting or frozen as we start: wait for it (bounded) rather than die.
         await asyncio.to_thread(
@@ -182,6 +190,9 @@ class Broker:
         )
 
     async def stop(self) -> None:
+        if self._resigning is not None:  # the hand-over begun on SIGTERM ends first
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self._resigning), RESIGN_S + 10)
         self.ready = False
         self._stopping = True
         await self.metadata.stop()
@@ -242,6 +253,8 @@ class Broker:
         self._renewed(started)
 
     async def _heartbeat(self) -> None:
+        if self._left:
+            return
         cfg = self.config
         started = self.clock.monotonic()
         alive = await asyncio.to_thread(self.brokers.heartbeat, cfg.broker_id, cfg.lease_ms)
@@ -274,7 +287,7 @@ class Broker:
         self._lease_until = started + self.config.lease_ms * 0.8 / 1000
 
     async def _controller_tick(self) -> None:
-        if self.lease_ok():
+        if self.lease_ok() and not self._left:
             await asyncio.to_thread(self.controller.tick)
 
     # -- duties -----------------------------------------------------------------------------
@@ -284,8 +297,41 @@ class Broker:
             self.replicas.request_isr_change(state, new_isr)
 
     def begin_drain(self) -> None:
-        """Shutdown has begun (called from the signal handler: only sets a flag)."""
+        """Shutdown has begun (called from the signal handler): stop shrinking ISRs, and hand
+        the partitions this broker leads to other in-sync replicas now, while the server
+        drains, rather than leave them leaderless until stop() ends the lease."""
+        if self.draining:
+            return
         self.draining = True
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._start_resigning)
+
+    def _start_resigning(self) -> None:
+        self._resigning = asyncio.ensure_future(self._resign_leaderships())
+
+    async def _resign_leaderships(self) -> None:
+        led = [s for s in list(self.partitions.values()) if s.role is Role.LEADER]
+        moved = 0
+        for state in led:
+            try:
+                info = await resign(self.partition_repo, self.config.broker_id, state, RESIGN_S)
+            except Exception:
+                log.exception("hand-over on shutdown failed", extra={"topic": state.topic})
+                continue
+            moved += info is not None
+        log.info(
+            "leaderships handed over on shutdown",
+            extra={"broker_id": self.config.broker_id, "led": len(led), "moved": moved},
+        )
+        # Then leave: the controller takes it out of every ISR (leaders stop waiting for its
+        # fetches) and keeps it out, as Kafka's controller does with a broker shutting down.
+        self._left = True
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(self.controller.resign)
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(self.brokers.deregister, self.config.broker_id)
+        with contextlib.suppress(Exception):
+            await self.metadata.refresh_now()
 
     async def _shrink_isr(self) -> None:
         if self.replicas is not None and self.lease_ok() and not self.draining:

@@ -114,7 +114,9 @@ def test_isr_change_whose_answer_is_lost_holds_the_high_watermark(
     assert offsets.status_code == 200, offsets.text
     c.advance(1)  # f1 fetches everything
     f1_state = c.brokers[f1].b.partitions[key]
-    wait_for("f1 caught up", lambda: f1_state.log.log_end_offset == state.log.log_end_offset)
+    wait_for(
+        "f1 caught up", lambda: f1_state.log.log_end_offset == state.log.log_end_offset, timeout=30
+    )
     f2_end = c.brokers[f2].b.partitions[key].log.log_end_offset
     assert f2_end < state.log.log_end_offset
     assert state.high_watermark <= f2_end, "committed past an electable replica's log"
@@ -126,3 +128,40 @@ def test_isr_change_whose_answer_is_lost_holds_the_high_watermark(
     )
     assert f2 in state.isr
     wait_for("f2 caught up", lambda: state.high_watermark == state.log.log_end_offset, timeout=30)
+
+
+def test_sigterm_hands_leadership_over_before_the_broker_stops(
+    cluster: InProcessCluster,
+) -> None:
+    """Kafka's controlled shutdown: on SIGTERM (Broker.begin_drain, as the server calls it)
+    a leader hands each partition to an in-sync follower that holds all it wrote, and leaves
+    the ISR, while it still runs: writes go on through the new leader at once instead of
+    waiting for it to stop (a rolling restart's latency)."""
+    c = cluster
+    c.create_topic("drain", min_insync_replicas=2)
+    c.produce("drain", [{"value": f"v{i}"} for i in range(5)])
+    leader = c.leader("drain")
+    lid = leader.broker_id
+    repo = PartitionStateRepo(c._engine)
+    state = leader.b.partitions[TopicNamePartition("drain", 0)]
+    end = state.log.log_end_offset
+    try:
+        leader.loop.run(_drain(leader))
+        info = wait_for(
+            "leadership moved",
+            lambda: (i := repo.get(state.tp)) is not None and i.leader != lid and i,
+            timeout=30,
+        )
+        assert lid not in info.isr and len(info.isr) == 2, info
+        assert leader.running  # moved before the broker stopped, not by its lease ending
+        new = c.brokers[info.leader]
+        assert new.b.partitions[TopicNamePartition("drain", 0)].log.log_end_offset == end
+        c.produce("drain", [{"value": "after"}], via=info.leader)  # acks=all with two
+    finally:  # back in service (a harness node cannot be restarted: its metrics registry)
+        leader.b.draining = leader.b._left = False
+        leader.run(leader.b._heartbeat())  # registers again
+    wait_for("the ISR whole again", lambda: len(c.partition("drain")["isr"]) == 3, timeout=60)
+
+
+async def _drain(node: Any) -> None:
+    node.b.begin_drain()
