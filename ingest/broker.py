@@ -375,11 +375,16 @@ class Broker:
             return None
         return state
 
-    def require_leader(self, topic: str, partition: int) -> Partition:
+    def require_leader(self, topic: str, partition: int, *, write: bool = False) -> Partition:
         """The local state of a partition this broker must lead (a request that is never
-        forwarded: internal calls, the Kafka listener), else NOT_LEADER_OR_FOLLOWER."""
+        forwarded: internal calls, the Kafka listener), else NOT_LEADER_OR_FOLLOWER. A write
+        to a partition it still leads by its metadata while its lease is in doubt gets the
+        leader's own refusal instead (Partition.ensure_leader: retriable, same epoch)."""
         state = self.leader_state(topic, partition)
         if state is None:
+            led = self.partitions.get(TopicNamePartition(topic, partition))
+            if write and led is not None and led.role is Role.LEADER:
+                led.ensure_leader()
             lapsed = "; its cluster lease lapsed" if not self.lease_ok() else ""
             raise TierlogError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,

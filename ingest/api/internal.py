@@ -59,7 +59,7 @@ async def append(request: Request) -> JSONResponse:
     partition = path_partition(request)
     acks = int(request.query_params.get("acks", "-1"))
     view = await broker.cache.require_topic(topic, partition)
-    state = broker.require_leader(topic, partition)
+    state = broker.require_leader(topic, partition, write=True)
     broker.untiered_bound.check(state)  # a client's produce, forwarded: the same backpressure
     body = await read_body(request, MAX_INTERNAL_BODY)
     result = scan(body)

@@ -107,7 +107,7 @@ async def _queue(
     ctx.require("topic", topic, "write")
     broker = ctx.broker
     view = await broker.cache.require_topic(topic, partition)
-    state = broker.require_leader(topic, partition)
+    state = broker.require_leader(topic, partition, write=True)
     check_tiering_backlog(ctx, state)  # the same backpressure as HTTP produce
     now_ms = int(time.time() * 1000)
     prepared = await offload(_prepare, data or b"", broker.config, view.config, now_ms)

@@ -162,18 +162,22 @@ class Partition:
                 f"broker {self.me} does not lead {self.topic}-{self.partition}"
                 f" (leader: {self.leader_id})",
             )
+        # Still the leader of this epoch, but not taking writes now: a retriable error that
+        # does not say "not leader", since the epoch has not moved (librdkafka ignores
+        # metadata whose leader epoch is not newer, so after NOT_LEADER_OR_FOLLOWER its
+        # producer stayed parked until its messages timed out).
         if self.handing_off:
             raise TierlogError(
-                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                ErrorCode.NOT_ENOUGH_REPLICAS,
                 f"leadership of {self.topic}-{self.partition} is moving to broker "
                 f"{self.replicas[0]}; retry shortly",
             )
         if not self._lease_ok():
             # A paused or partitioned leader whose lease lapsed may already be replaced.
             raise TierlogError(
-                ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                f"broker {self.me} lost its cluster lease; it may no longer lead "
-                f"{self.topic}-{self.partition}",
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"broker {self.me} cannot confirm its cluster lease; it may no longer lead "
+                f"{self.topic}-{self.partition}: retry",
             )
 
     async def append(

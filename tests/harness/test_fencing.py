@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from logformat.errors import ErrorCode, TierlogError
 from metadata.types import TopicNamePartition
 from tests.harness.cluster import InProcessCluster
 from tests.harness.node import LEASE_MS, Node
@@ -59,7 +62,8 @@ def test_isolated_leader_cannot_acknowledge_and_its_tail_is_truncated(
             json={"records": [{"value": f"zombie-acks-{acks}", "partition": 0}]},
         )
         assert r.status_code != 200, r.text
-        assert r.json()["error_code"] == "NOT_LEADER_OR_FOLLOWER", r.text
+        # It cannot know it was replaced: the retriable refusal of a lease in doubt.
+        assert r.json()["error_code"] == "NOT_ENOUGH_REPLICAS", r.text
     c.produce("fence", [{"value": "c"}], via=new)
     c.heal()
     wait_for(
@@ -147,3 +151,26 @@ def test_leader_cut_off_from_postgres_stops_serving_and_rejoins_as_follower(
         lambda: old.segment_bytes("cut-pg") == c.brokers[new].segment_bytes("cut-pg"),
         timeout=30,
     )
+
+
+def test_leader_whose_lease_is_in_doubt_refuses_writes_without_not_leader(
+    cluster: InProcessCluster,
+) -> None:
+    """Its own lease lapsed (0.8 of it, by its clock) but nobody replaced it: a write gets the
+    retriable NOT_ENOUGH_REPLICAS, not NOT_LEADER_OR_FOLLOWER, for its leader epoch has not
+    moved and librdkafka ignores metadata whose epoch is not newer: told "not leader", its
+    producer stayed parked until every queued record timed out (chaos, seed 4247227297).
+    Reads are fenced with NOT_LEADER_OR_FOLLOWER, as a replaced leader's are."""
+    c = cluster
+    c.create_topic("doubt", min_insync_replicas=1)
+    c.produce("doubt", [{"value": "a"}])
+    leader = c.leader("doubt")
+    c.cut_postgres(leader.broker_id)
+    c.advance(LEASE_S * 0.8 + 0.6)  # past its own view of the lease, within the database's
+    assert not leader.b.lease_ok()
+    with pytest.raises(TierlogError) as write:
+        leader.b.require_leader("doubt", 0, write=True)
+    assert write.value.code is ErrorCode.NOT_ENOUGH_REPLICAS, write.value
+    with pytest.raises(TierlogError) as read:
+        leader.b.require_leader("doubt", 0)
+    assert read.value.code is ErrorCode.NOT_LEADER_OR_FOLLOWER, read.value
