@@ -245,9 +245,12 @@ class Partition:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), remaining)
         if not self._lease_ok():
+            # Replicated to the ISR, but its lease is in doubt: "may or may not stand"
+            # (retriable, possibly persisted), not "not leader" in an unchanged epoch.
             raise TierlogError(
-                ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                f"broker {self.me} lost its cluster lease while replicating",
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"broker {self.me} cannot confirm its cluster lease: the replicated write "
+                "may or may not stand; retry",
             )
 
     # -- leader: followers ------------------------------------------------------------------
