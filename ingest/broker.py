@@ -27,6 +27,7 @@ from ingest.loop_lag import watch_loop_lag
 from ingest.metrics import ReplicationMetrics
 from ingest.replication.controller import Controller
 from ingest.replication.forwarding import Forwarder
+from ingest.replication.handover import resign
 from ingest.replication.partition import Partition, Role
 from ingest.replication.preferred_leader import PreferredLeaderMover
 from ingest.replication.replica_leader import ReplicaFetchHandler
@@ -51,6 +52,9 @@ from metadata.topics import TopicRepo
 from metadata.types import TopicNamePartition
 
 log = logging.getLogger("tierlog.broker")
+# On SIGTERM, how long a partition's writes are held for a follower to catch up before its
+# leadership is handed over (Kafka's controlled shutdown).
+RESIGN_S = 1.0
 
 
 class Broker:
@@ -118,6 +122,10 @@ class Broker:
         self.ready = False
         self._lease_until = 0.0  # monotonic deadline of our broker lease, by our own clock
         self._last_heartbeat = 0.0  # monotonic start of the last successful heartbeat
+        self._rejoined = False  # registered again after a lapse; metadata not yet re-read
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._resigning: asyncio.Future[None] | None = None  # controlled shutdown's hand-over
+        self._left = False  # deregistered on shutdown: no more heartbeats nor controller ticks
         self._tasks: list[asyncio.Task[None]] = []
         self._logs: LogManager | None = None
         self._stopping = False
@@ -130,6 +138,7 @@ class Broker:
 
     async def start(self) -> None:
         cfg = self.config
+        self._loop = asyncio.get_running_loop()
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         # Postgres may be restarting or frozen as we start: wait for it (bounded) rather than die.
         await asyncio.to_thread(
@@ -184,6 +193,9 @@ class Broker:
         )
 
     async def stop(self) -> None:
+        if self._resigning is not None:  # the hand-over begun on SIGTERM ends first
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self._resigning), RESIGN_S + 10)
         self.ready = False
         self._stopping = True
         await self.metadata.stop()
@@ -253,6 +265,8 @@ class Broker:
         self._renewed(started)
 
     async def _heartbeat(self) -> None:
+        if self._left:
+            return
         cfg = self.config
         started = self.clock.monotonic()
         alive = await asyncio.to_thread(self.brokers.heartbeat, cfg.broker_id, cfg.lease_ms)
@@ -270,7 +284,13 @@ class Broker:
                         "since_last_heartbeat_s": round(started - self._last_heartbeat, 3),
                     },
                 )
-            self.metadata.wake()
+            self._rejoined = True
+        if self._rejoined:
+            # While it lapsed the controller may have moved its leaderships: until this
+            # broker has read what it missed, its lease must not count as live, or it would
+            # serve and take writes as a leader that was replaced (stale reads, 416s).
+            await self.metadata.refresh_now()
+            self._rejoined = False
         self._renewed(started)
 
     def _renewed(self, started: float) -> None:
@@ -279,7 +299,7 @@ class Broker:
         self._lease_until = started + self.config.lease_ms * 0.8 / 1000
 
     async def _controller_tick(self) -> None:
-        if self.lease_ok():
+        if self.lease_ok() and not self._left:
             await asyncio.to_thread(self.controller.tick)
 
     # -- duties -----------------------------------------------------------------------------
@@ -289,8 +309,41 @@ class Broker:
             self.replicas.request_isr_change(state, new_isr)
 
     def begin_drain(self) -> None:
-        """Shutdown has begun (called from the signal handler: only sets a flag)."""
+        """Shutdown has begun (called from the signal handler): stop shrinking ISRs, and hand
+        the partitions this broker leads to other in-sync replicas now, while the server
+        drains, rather than leave them leaderless until stop() ends the lease."""
+        if self.draining:
+            return
         self.draining = True
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._start_resigning)
+
+    def _start_resigning(self) -> None:
+        self._resigning = asyncio.ensure_future(self._resign_leaderships())
+
+    async def _resign_leaderships(self) -> None:
+        led = [s for s in list(self.partitions.values()) if s.role is Role.LEADER]
+        moved = 0
+        for state in led:
+            try:
+                info = await resign(self.partition_repo, self.config.broker_id, state, RESIGN_S)
+            except Exception:
+                log.exception("hand-over on shutdown failed", extra={"topic": state.topic})
+                continue
+            moved += info is not None
+        log.info(
+            "leaderships handed over on shutdown",
+            extra={"broker_id": self.config.broker_id, "led": len(led), "moved": moved},
+        )
+        # Then leave: the controller takes it out of every ISR (leaders stop waiting for its
+        # fetches) and keeps it out, as Kafka's controller does with a broker shutting down.
+        self._left = True
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(self.controller.resign)
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(self.brokers.deregister, self.config.broker_id)
+        with contextlib.suppress(Exception):
+            await self.metadata.refresh_now()
 
     async def _shrink_isr(self) -> None:
         if self.replicas is not None and self.lease_ok() and not self.draining:
@@ -326,18 +379,28 @@ class Broker:
             self.replicas.reconcile()
 
     def leader_state(self, topic: str, partition: int) -> Partition | None:
-        """The local state if this broker leads the partition now, else None."""
+        """The local state if this broker leads the partition now, else None. Not while its
+        lease is not provably live: a paused or partitioned leader may have been replaced,
+        and must neither serve reads (its log may be behind the new leader's) nor writes."""
         state = self.partitions.get(TopicNamePartition(topic, partition))
-        return state if state is not None and state.role is Role.LEADER else None
+        if state is None or state.role is not Role.LEADER or not self.lease_ok():
+            return None
+        return state
 
-    def require_leader(self, topic: str, partition: int) -> Partition:
+    def require_leader(self, topic: str, partition: int, *, write: bool = False) -> Partition:
         """The local state of a partition this broker must lead (a request that is never
-        forwarded: internal calls, the Kafka listener), else NOT_LEADER_OR_FOLLOWER."""
+        forwarded: internal calls, the Kafka listener), else NOT_LEADER_OR_FOLLOWER. A write
+        to a partition it still leads by its metadata while its lease is in doubt gets the
+        leader's own refusal instead (Partition.ensure_leader: retriable, same epoch)."""
         state = self.leader_state(topic, partition)
         if state is None:
+            led = self.partitions.get(TopicNamePartition(topic, partition))
+            if write and led is not None and led.role is Role.LEADER:
+                led.ensure_leader()
+            lapsed = "; its cluster lease lapsed" if not self.lease_ok() else ""
             raise TierlogError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                f"broker {self.config.broker_id} does not lead {topic}-{partition}",
+                f"broker {self.config.broker_id} does not lead {topic}-{partition}{lapsed}",
             )
         return state
 

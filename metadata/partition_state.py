@@ -119,6 +119,8 @@ class PartitionStateRepo:
         leader_epoch: int,
         partition_epoch: int,
         to: int | None = None,
+        *,
+        leave_isr: bool | None = None,
     ) -> PartitionRecord | None:
         """The leader hands the partition to another in-sync replica, in a new leader epoch.
         Fenced like ``alter_isr`` on the leader's epochs; None when the race is lost or the
@@ -130,6 +132,8 @@ class PartitionStateRepo:
           no other live in-sync replica it stays leader: going offline would help no one.
         - ``to=replica``: a planned move (back to the preferred replica) once ``to`` holds
           everything the leader wrote; the ISR stays as it is.
+        - ``leave_isr``: whether the leader leaves the ISR (default: when ``to`` is None); a
+          broker shutting down hands a partition to a chosen replica and leaves it.
         """
         with self.engine.begin() as conn:
             row = self._get(conn, tp, lock=True)
@@ -141,7 +145,8 @@ class PartitionStateRepo:
             successor = next((r for r in candidates if r in live), None)
             if successor is None:
                 return None
-            isr = row.isr if to is not None else [r for r in row.isr if r != leader_id]
+            leave = to is None if leave_isr is None else leave_isr
+            isr = [r for r in row.isr if r != leader_id] if leave else row.isr
             return self._write(conn, row, successor, isr, bump_leader_epoch=True)
 
     # -- the controller's changes -------------------------------------------------------------

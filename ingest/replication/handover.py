@@ -5,14 +5,20 @@ PreferredLeaderMover)."""
 from __future__ import annotations
 
 import asyncio
+import time
 
-from ingest.replication.partition import Partition
+from ingest.replication.partition import Partition, Role
 from metadata.partition_state import PartitionStateRepo
 from metadata.types import PartitionRecord
 
 
 async def hand_over(
-    repo: PartitionStateRepo, me: int, state: Partition, to: int | None = None
+    repo: PartitionStateRepo,
+    me: int,
+    state: Partition,
+    to: int | None = None,
+    *,
+    leave_isr: bool | None = None,
 ) -> PartitionRecord | None:
     """Hand `state` to `to` (None: any live in-sync replica), fenced on the epochs this leader
     holds, off the event loop. None when the race was lost or no successor qualifies."""
@@ -23,7 +29,36 @@ async def hand_over(
         state.leader_epoch,
         state.partition_epoch,
         to,
+        leave_isr=leave_isr,
     )
+
+
+async def resign(
+    repo: PartitionStateRepo, me: int, state: Partition, catch_up_s: float
+) -> PartitionRecord | None:
+    """A broker shutting down hands the partition over now (Kafka's controlled shutdown)
+    rather than leave it leaderless until its lease ends: writes stop being acknowledged,
+    an in-sync follower that holds everything it wrote is waited for (at most `catch_up_s`,
+    so that no acks=1 record is lost), and leadership goes to it, or to any live in-sync
+    replica when none caught up; this broker leaves the ISR (it rejoins once back and caught
+    up). None when it could not be handed over: it keeps leading until it stops."""
+    state.handing_off = True
+    moved = False
+    try:
+        deadline = time.monotonic() + catch_up_s
+        to = None
+        while to is None and time.monotonic() < deadline and state.role is Role.LEADER:
+            to = next((r for r in state.isr if r != me and state.holds_everything(r)), None)
+            if to is None:
+                await asyncio.sleep(0.02)
+        if state.role is not Role.LEADER:
+            return None
+        info = await hand_over(repo, me, state, to, leave_isr=True)
+        moved = info is not None
+        return info
+    finally:
+        if not moved:
+            state.handing_off = False
 
 
 def handed_over(state: Partition, info: PartitionRecord) -> dict[str, object]:

@@ -90,6 +90,10 @@ class Partition:
         self._closed = False
 
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
     def tp(self) -> TopicIdPartition:
         return TopicIdPartition(self.topic_id, self.partition)
 
@@ -158,18 +162,22 @@ class Partition:
                 f"broker {self.me} does not lead {self.topic}-{self.partition}"
                 f" (leader: {self.leader_id})",
             )
+        # Still the leader of this epoch, but not taking writes now: a retriable error that
+        # does not say "not leader", since the epoch has not moved (librdkafka ignores
+        # metadata whose leader epoch is not newer, so after NOT_LEADER_OR_FOLLOWER its
+        # producer stayed parked until its messages timed out).
         if self.handing_off:
             raise TierlogError(
-                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                ErrorCode.NOT_ENOUGH_REPLICAS,
                 f"leadership of {self.topic}-{self.partition} is moving to broker "
                 f"{self.replicas[0]}; retry shortly",
             )
         if not self._lease_ok():
             # A paused or partitioned leader whose lease lapsed may already be replaced.
             raise TierlogError(
-                ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                f"broker {self.me} lost its cluster lease; it may no longer lead "
-                f"{self.topic}-{self.partition}",
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"broker {self.me} cannot confirm its cluster lease; it may no longer lead "
+                f"{self.topic}-{self.partition}: retry",
             )
 
     async def append(
@@ -237,9 +245,12 @@ class Partition:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), remaining)
         if not self._lease_ok():
+            # Replicated to the ISR, but its lease is in doubt: "may or may not stand"
+            # (retriable, possibly persisted), not "not leader" in an unchanged epoch.
             raise TierlogError(
-                ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                f"broker {self.me} lost its cluster lease while replicating",
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"broker {self.me} cannot confirm its cluster lease: the replicated write "
+                "may or may not stand; retry",
             )
 
     # -- leader: followers ------------------------------------------------------------------

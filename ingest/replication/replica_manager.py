@@ -37,6 +37,9 @@ def _count_isr_change(metrics: ReplicationMetrics, old: list[int], new: list[int
         metrics.isr_expands.inc()
 
 
+ISR_READ_BACK_S = 0.5  # between reads of a partition's row after a failed ISR change
+
+
 def log_config(view: TopicView) -> LogConfig:
     return LogConfig(segment_bytes=view.config.segment_bytes, segment_ms=view.config.segment_ms)
 
@@ -183,8 +186,28 @@ class ReplicaManager:
             log.exception(
                 "ISR change failed", extra={"topic": state.topic, "partition": state.partition}
             )
-        finally:
-            state.end_isr_change()
+            # Its answer was lost, not necessarily the change (a connection cut after the
+            # commit): the ISR in Postgres is unknown, so the maximal ISR holds the high
+            # watermark until it is read back (Kafka keeps its pending ISR state likewise).
+            await self._read_back_isr(state)
+        state.end_isr_change()
+
+    async def _read_back_isr(self, state: Partition) -> None:
+        """Adopt the partition's row from Postgres, retrying while it cannot be read and this
+        broker still leads it. Until then the ISR change stays pending."""
+        while state.role is Role.LEADER and not state.closed:
+            try:
+                info = await asyncio.to_thread(self.repo.get, state.tp)
+            except Exception as exc:
+                log.warning(
+                    "ISR unknown after a failed change; reading it again",
+                    extra={"topic": state.topic, "partition": state.partition, "error": repr(exc)},
+                )
+                await asyncio.sleep(ISR_READ_BACK_S)
+                continue
+            if info is not None:
+                state.apply(info)
+            return
 
     def _led(self) -> list[Partition]:
         return [s for s in list(self.partitions.values()) if s.role is Role.LEADER]

@@ -47,7 +47,9 @@ class Produce:
     def leader(self, topic: str, partition: int) -> Partition:
         """The partition this broker leads and may append a client's records to now: not
         while tiering is behind (ingest/tiered/untiered_bound.py raises LimitError)."""
-        state = self._broker.require_leader(topic, partition)
+        # write=True: a leader whose lease is in doubt refuses with its own retriable code,
+        # never NOT_LEADER_OR_FOLLOWER in its own epoch (librdkafka would park the partition).
+        state = self._broker.require_leader(topic, partition, write=True)
         self._broker.untiered_bound.check(state)  # client produce only: followers fetch
         return state
 

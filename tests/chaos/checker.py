@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from tests.chaos.history import Ack, History, Kind, Row, parse_value
+from tests.chaos.history import UNKNOWN_OFFSET, Ack, History, Kind, Row, parse_value
 
 MAX_REPORTED = 20  # per check: one broken guarantee can yield thousands of lines
 
@@ -106,6 +106,16 @@ def _failover_after(history: History, ack: Ack) -> bool:
     return bool(later) and max(later) > max(at_ack, default=-1)
 
 
+def _acknowledged_somewhere(ack: Ack, found: list[tuple[int, int]]) -> list[str]:
+    """An acknowledgement without an offset: the record must be in its partition (exactly
+    once for an idempotent producer)."""
+    mine = [o for p, o in found if p == ack.partition]
+    if mine and (ack.kind is not Kind.IDEMPOTENT_ALL or len(found) == 1):
+        return []
+    what = f"written {len(found)} times" if mine else f"lost (found at {found})"
+    return [f"{ack.kind.value} {ack.value} acknowledged in partition {ack.partition} {what}"]
+
+
 def _acknowledged(history: History, final: dict[int, list[Row]]) -> list[str]:
     problems: list[str] = []
     where: dict[str, list[tuple[int, int]]] = defaultdict(list)
@@ -117,6 +127,9 @@ def _acknowledged(history: History, final: dict[int, list[Row]]) -> list[str]:
                 where[row.value].append((p, row.offset))
     for ack in history.acks:
         if ack.partition not in final:
+            continue
+        if ack.offset == UNKNOWN_OFFSET:
+            problems += _acknowledged_somewhere(ack, where[ack.value])
             continue
         at = by_offset.get((ack.partition, ack.offset), "(beyond the log)")
         if at == ack.value and (ack.kind is not Kind.IDEMPOTENT_ALL or len(where[ack.value]) == 1):

@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass, field
 from enum import Enum
 
+UNKNOWN_OFFSET = -1  # acknowledged without an offset (librdkafka's implicit acks)
+
 
 class Kind(Enum):
     """A producer's delivery contract, as in Kafka."""

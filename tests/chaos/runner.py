@@ -81,14 +81,18 @@ def run_plan(root: Path, seed: int, plan: Plan) -> Outcome:
     print(f"chaos seed {seed} (replay: python -m tests.chaos --seed {seed})", flush=True)
     rng = random.Random(seed)
     outcome = Outcome(seed)
+    began = time.monotonic()
     with World(root, seed) as world:
         assert world.cluster is not None
+        print(f"chaos world up in {time.monotonic() - began:.0f}s", flush=True)
         history = History()
         try:
             _create_topic(world.cluster)
             _fill_idle_partition(world.cluster, history)
             stats = _workload_under_faults(world, history, rng, plan, outcome)
+            print(f"chaos faults over at {time.monotonic() - began:.0f}s", flush=True)
             violations, allowed = _checks(world, history)
+            print(f"chaos checks done at {time.monotonic() - began:.0f}s", flush=True)
             outcome.violations += violations
             outcome.stats = f"{stats}, {len(plan.faults)} fault kinds, allowed: {allowed}"
         except Exception as exc:  # a run that could not finish still reports its seed and logs
@@ -123,7 +127,7 @@ def _clients(
         EpochWatcher(cluster, history, stop),
     ]
     kafka_seed = rng.randrange(2**32)
-    if KAFKA_PRODUCER:  # known broken: off unless asked for (tests/chaos/kafka_workload.py)
+    if KAFKA_PRODUCER != "off":  # tests/chaos/kafka_workload.py
         others.append(KafkaChaosProducer(cluster, history, "kafka", keys[1::2], stop, kafka_seed))
     return producers, others
 

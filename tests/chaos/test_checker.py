@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.chaos.checker import allowed_losses, check
-from tests.chaos.history import History, Kind, Row, value_of
+from tests.chaos.history import UNKNOWN_OFFSET, History, Kind, Row, value_of
 
 
 def _history() -> History:
@@ -136,3 +136,18 @@ def test_client_errors_fail_the_run() -> None:
     h = _history()
     h.error("idem: 409 OUT_OF_ORDER_SEQUENCE_NUMBER")
     assert check(h, {0: []}, {0: 0}) == ["client saw: idem: 409 OUT_OF_ORDER_SEQUENCE_NUMBER"]
+
+
+def test_an_acknowledgement_without_an_offset_needs_the_record_once() -> None:
+    """librdkafka acknowledges a batch implicitly (no offset) when a later one succeeds after
+    its answer was lost: the record must still be in the log, once for an idempotent one."""
+    h = _history()
+    final = _log(A0, A1)
+    h.ack("idem", 0, UNKNOWN_OFFSET, "a", A0)
+    assert check(h, final, _hw(final)) == []
+    h.ack("idem", 0, UNKNOWN_OFFSET, "a", A2)  # never written
+    assert any("lost" in p for p in check(h, final, _hw(final)))
+    twice = _log(A0, A0)
+    h2 = _history()
+    h2.ack("idem", 0, UNKNOWN_OFFSET, "a", A0)
+    assert any("written 2 times" in p for p in check(h2, twice, _hw(twice)))

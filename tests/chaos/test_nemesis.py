@@ -13,6 +13,7 @@ from tests.chaos.nemesis import (
     FAULTS,
     KNOWN_BROKEN,
     POSTGRES_WIDE,
+    RESTARTS,
     Nemesis,
     corrupt_frame,
     select,
@@ -93,3 +94,12 @@ def test_overlapping_steps_cover_every_fault_and_never_pair_two_postgres_faults(
     singles = _with_rng(7).overlapping(len(faults), faults, 0.0)
     assert all(len(step) == 1 for step in singles)
     assert sorted(s[0] for s in singles) == sorted(faults)
+
+
+def test_broker_restarts_share_a_step() -> None:
+    """kill and kill-idle-leader restart a broker each, the slowest part of a step: paired,
+    they restart in parallel (CI's schedule then has one slow step, not two)."""
+    faults = list(FAULTS)
+    for seed in range(20):
+        plan = _with_rng(seed).overlapping(len(faults) // 2, faults, 1.0)
+        assert sorted(RESTARTS) in [sorted(step) for step in plan], plan

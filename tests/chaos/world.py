@@ -122,7 +122,8 @@ class World:
         assert self.pg.port is not None
         self.links = Links(cluster, self.pg.port)
         self._mount_small_disks()
-        cluster.start(BROKER_START_S)
+        # Every process starts at once: each spends its first 10-30 s (on a loaded machine)
+        # importing and opening its stores, which need no other one to be up yet.
         self.fetch_node = FetchNodeProcess(self.database_url, self.root / "fetch.log", env)
         self.fetch_node.launch()
         worker_env = child_env({**os.environ, **env, "TIERLOG_DATABASE_URL": self.database_url})
@@ -137,6 +138,7 @@ class World:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                 )
+        cluster.start(BROKER_START_S)
         # Up before the nemesis starts: a fault then meets a running worker, as it would in
         # production, not one still importing its libraries.
         for role in self.workers:

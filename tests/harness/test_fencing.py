@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from logformat.errors import ErrorCode, TierlogError
+from metadata.types import TopicNamePartition
 from tests.harness.cluster import InProcessCluster
 from tests.harness.node import LEASE_MS, Node
 from tests.integration.cluster import wait_for
@@ -58,7 +62,8 @@ def test_isolated_leader_cannot_acknowledge_and_its_tail_is_truncated(
             json={"records": [{"value": f"zombie-acks-{acks}", "partition": 0}]},
         )
         assert r.status_code != 200, r.text
-        assert r.json()["error_code"] == "NOT_LEADER_OR_FOLLOWER", r.text
+        # It cannot know it was replaced: the retriable refusal of a lease in doubt.
+        assert r.json()["error_code"] == "NOT_ENOUGH_REPLICAS", r.text
     c.produce("fence", [{"value": "c"}], via=new)
     c.heal()
     wait_for(
@@ -106,3 +111,66 @@ def test_divergent_tail_of_old_leader_is_truncated(cluster: InProcessCluster) ->
     values = [r["value"] for r in c.any().fetch_all("diverge")]
     assert values == ["common-1", "common-2", "new-epoch-1"]
     assert "truncated divergent tail" in c.logs.text(old.broker_id)
+
+
+def test_leader_cut_off_from_postgres_stops_serving_and_rejoins_as_follower(
+    cluster: InProcessCluster,
+) -> None:
+    """A leader that loses only Postgres (its peers and clients still reach it) is replaced
+    once its lease lapses. From then on it must not answer as the leader: a read past its
+    own log end is NOT_LEADER_OR_FOLLOWER (retriable), never 416 OFFSET_OUT_OF_RANGE, which
+    sends a consumer that already read those offsets from the new leader back to a reset
+    (chaos `partition-postgres`). When Postgres is back, its first heartbeat re-registers
+    it, and its lease counts as live only once it has read that it now follows."""
+    c = cluster
+    c.create_topic("cut-pg", min_insync_replicas=1)
+    c.produce("cut-pg", [{"value": "a"}, {"value": "b"}])
+    old = c.leader("cut-pg")
+    _caught_up(c, "cut-pg", old)
+    c.cut_postgres(old.broker_id)
+    c.advance(LEASE_S)
+    other = next(i for i in c.brokers if i != old.broker_id)
+    new = wait_for(
+        "a new leader",
+        lambda: (
+            (ld := _partition(c, "cut-pg", other)["leader"]) not in (None, old.broker_id) and ld
+        ),
+        timeout=30,
+    )
+    c.produce("cut-pg", [{"value": f"new-{i}"} for i in range(3)], via=new)
+    r = old.http.get("/topics/cut-pg/partitions/0/records", params={"offset": "4"})
+    assert r.status_code == 503, r.text
+    assert r.json()["error_code"] == "NOT_LEADER_OR_FOLLOWER", r.text
+    c.heal()
+    old.run(old.b._heartbeat())  # lapsed in Postgres: registers again, reads the metadata
+    assert old.b.lease_ok()
+    assert old.b.leader_state("cut-pg", 0) is None, "its lease live while it thinks it leads"
+    assert old.b.partitions[TopicNamePartition("cut-pg", 0)].leader_id == new
+    wait_for(
+        "old leader following",
+        lambda: old.segment_bytes("cut-pg") == c.brokers[new].segment_bytes("cut-pg"),
+        timeout=30,
+    )
+
+
+def test_leader_whose_lease_is_in_doubt_refuses_writes_without_not_leader(
+    cluster: InProcessCluster,
+) -> None:
+    """Its own lease lapsed (0.8 of it, by its clock) but nobody replaced it: a write gets the
+    retriable NOT_ENOUGH_REPLICAS, not NOT_LEADER_OR_FOLLOWER, for its leader epoch has not
+    moved and librdkafka ignores metadata whose epoch is not newer: told "not leader", its
+    producer stayed parked until every queued record timed out (chaos, seed 4247227297).
+    Reads are fenced with NOT_LEADER_OR_FOLLOWER, as a replaced leader's are."""
+    c = cluster
+    c.create_topic("doubt", min_insync_replicas=1)
+    c.produce("doubt", [{"value": "a"}])
+    leader = c.leader("doubt")
+    c.cut_postgres(leader.broker_id)
+    c.advance(LEASE_S * 0.8 + 0.6)  # past its own view of the lease, within the database's
+    assert not leader.b.lease_ok()
+    with pytest.raises(TierlogError) as write:
+        leader.b.require_leader("doubt", 0, write=True)
+    assert write.value.code is ErrorCode.NOT_ENOUGH_REPLICAS, write.value
+    with pytest.raises(TierlogError) as read:
+        leader.b.require_leader("doubt", 0)
+    assert read.value.code is ErrorCode.NOT_LEADER_OR_FOLLOWER, read.value

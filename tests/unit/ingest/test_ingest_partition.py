@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from ingest.replication.partition import Partition, Role
+from logformat.errors import ErrorCode, TierlogError
 from metadata.types import PartitionRecord
 
 
@@ -66,5 +67,35 @@ def test_concurrent_requests_share_one_log_write(env, frame) -> None:  # type: i
         assert writes == [10]  # ten requests, one coalesced write
         assert sorted(r[0].base_offset for r in results) == list(range(0, 20, 2))
         assert state.high_watermark == 20
+
+    asyncio.run(run())
+
+
+def test_a_leader_in_doubt_never_answers_not_leader_in_its_own_epoch(env, frame) -> None:  # type: ignore[no-untyped-def]
+    """Its lease unconfirmed, a leader refuses writes with retriable errors that do not say
+    "not leader" (its epoch stands; librdkafka would park the partition until its messages
+    time out): NOT_ENOUGH_REPLICAS before the write, REQUEST_TIMED_OUT once replicated."""
+
+    async def run() -> None:
+        lease = [True]
+        state = Partition(env.open(), me=1, lease_ok=lambda: lease[0])
+        state.apply(PartitionRecord("orders", env.topic_id, 0, 1, 5, [1, 2], [1, 2], 7))
+        waiting = asyncio.ensure_future(state.append([frame(3)], -1, 1, timeout_s=5))
+        while state.log.log_end_offset < 3:  # written, waiting for follower 2
+            await asyncio.sleep(0.01)
+        lease[0] = False  # lapses while the write is being replicated
+        state.record_follower_fetch(2, 3)
+        try:
+            await waiting
+        except TierlogError as exc:
+            assert exc.code is ErrorCode.REQUEST_TIMED_OUT, exc
+        else:
+            raise AssertionError("acknowledged with the lease in doubt")
+        try:
+            await state.append([frame(3)], -1, 1, timeout_s=5)
+        except TierlogError as exc:
+            assert exc.code is ErrorCode.NOT_ENOUGH_REPLICAS, exc
+        else:
+            raise AssertionError("took a write with the lease in doubt")
 
     asyncio.run(run())
