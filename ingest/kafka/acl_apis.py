@@ -7,8 +7,20 @@ INVALID_REQUEST and a message naming the field.
 
 from __future__ import annotations
 
-from typing import Any
-
+from kio.schema.create_acls.v3.request import AclCreation, CreateAclsRequest
+from kio.schema.create_acls.v3.response import AclCreationResult, CreateAclsResponse
+from kio.schema.delete_acls.v3.request import DeleteAclsFilter, DeleteAclsRequest
+from kio.schema.delete_acls.v3.response import (
+    DeleteAclsFilterResult,
+    DeleteAclsMatchingAcl,
+    DeleteAclsResponse,
+)
+from kio.schema.describe_acls.v3.request import DescribeAclsRequest
+from kio.schema.describe_acls.v3.response import (
+    AclDescription,
+    DescribeAclsResource,
+    DescribeAclsResponse,
+)
 from kio.schema.errors import ErrorCode as KafkaError
 from kio.static.primitive import i8
 
@@ -29,7 +41,7 @@ def _denied(ctx: KafkaContext, operation: str) -> str | None:
     return f"{ctx.principal} is not authorized to {operation} the cluster's ACLs"
 
 
-def _filter(f: Any) -> KafkaAclFilter:
+def _filter(f: DescribeAclsRequest | DeleteAclsFilter) -> KafkaAclFilter:
     return KafkaAclFilter(
         int(f.resource_type_filter),
         f.resource_name_filter,
@@ -41,7 +53,9 @@ def _filter(f: Any) -> KafkaAclFilter:
     )
 
 
-async def handle_describe_acls(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+async def handle_describe_acls(
+    ctx: KafkaContext, request: DescribeAclsRequest, response_cls: type[DescribeAclsResponse]
+) -> DescribeAclsResponse:
     denied = _denied(ctx, "describe")
     if denied is not None:
         return build(
@@ -56,8 +70,8 @@ async def handle_describe_acls(ctx: KafkaContext, request: Any, response_cls: An
     for acl in found:
         key = (acl.resource_type, acl.resource_name, acl.pattern_type)
         by_resource.setdefault(key, []).append(acl)
-    resource_cls = nested(response_cls, "DescribeAclsResource")
-    acl_cls = nested(response_cls, "AclDescription")
+    resource_cls = nested(response_cls, DescribeAclsResource)
+    acl_cls = nested(response_cls, AclDescription)
     resources = tuple(
         build(
             resource_cls,
@@ -86,7 +100,7 @@ async def handle_describe_acls(ctx: KafkaContext, request: Any, response_cls: An
     )
 
 
-async def _create(ctx: KafkaContext, c: Any) -> tuple[KafkaError, str | None]:
+async def _create(ctx: KafkaContext, c: AclCreation) -> tuple[KafkaError, str | None]:
     acl = KafkaAcl(
         int(c.resource_type),
         c.resource_name,
@@ -103,9 +117,11 @@ async def _create(ctx: KafkaContext, c: Any) -> tuple[KafkaError, str | None]:
     return KafkaError.none, None
 
 
-async def handle_create_acls(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+async def handle_create_acls(
+    ctx: KafkaContext, request: CreateAclsRequest, response_cls: type[CreateAclsResponse]
+) -> CreateAclsResponse:
     denied = _denied(ctx, "alter")
-    cls = nested(response_cls, "AclCreationResult")
+    cls = nested(response_cls, AclCreationResult)
     results = []
     for creation in request.creations:
         error: KafkaError
@@ -118,10 +134,12 @@ async def handle_create_acls(ctx: KafkaContext, request: Any, response_cls: Any)
     return build(response_cls, throttle_time=NO_THROTTLE, results=tuple(results))
 
 
-async def handle_delete_acls(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+async def handle_delete_acls(
+    ctx: KafkaContext, request: DeleteAclsRequest, response_cls: type[DeleteAclsResponse]
+) -> DeleteAclsResponse:
     denied = _denied(ctx, "alter")
-    result_cls = nested(response_cls, "DeleteAclsFilterResult")
-    match_cls = nested(response_cls, "DeleteAclsMatchingAcl")
+    result_cls = nested(response_cls, DeleteAclsFilterResult)
+    match_cls = nested(response_cls, DeleteAclsMatchingAcl)
     results = []
     for f in request.filters:
         if denied is not None:

@@ -11,8 +11,23 @@ from __future__ import annotations
 import functools
 import uuid
 from datetime import timedelta
-from typing import Any
 
+from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
+from kio.schema.consumer_group_describe.v1.response import Assignment as DescribedAssignment
+from kio.schema.consumer_group_describe.v1.response import (
+    ConsumerGroupDescribeResponse,
+    DescribedGroup,
+    Member,
+)
+from kio.schema.consumer_group_describe.v1.response import (
+    TopicPartitions as DescribedPartitions,
+)
+from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
+from kio.schema.consumer_group_heartbeat.v1.response import Assignment as HeartbeatAssignment
+from kio.schema.consumer_group_heartbeat.v1.response import ConsumerGroupHeartbeatResponse
+from kio.schema.consumer_group_heartbeat.v1.response import (
+    TopicPartitions as AssignedPartitions,
+)
 from kio.schema.errors import ErrorCode as KafkaError
 from kio.static.primitive import i32
 
@@ -29,7 +44,9 @@ from ingest.kafka.protocol import build, nested
 from metadata.types import TopicNamePartition
 
 
-def _owned(ctx: KafkaContext, request: Any) -> tuple[TopicNamePartition, ...] | None:
+def _owned(
+    ctx: KafkaContext, request: ConsumerGroupHeartbeatRequest
+) -> tuple[TopicNamePartition, ...] | None:
     if request.topic_partitions is None:
         return None
     names = {v.info.id: v.info.name for v in ctx.services.metadata.topics()}
@@ -41,11 +58,13 @@ def _owned(ctx: KafkaContext, request: Any) -> tuple[TopicNamePartition, ...] | 
     )
 
 
-def _assignment(ctx: KafkaContext, response_cls: Any, got: ConsumerAssigned) -> Any:
+def _assignment(
+    ctx: KafkaContext, response_cls: type[ConsumerGroupHeartbeatResponse], got: ConsumerAssigned
+) -> HeartbeatAssignment:
     by_topic: dict[str, list[int]] = {}
     for tp in got.assignment:
         by_topic.setdefault(tp.topic, []).append(tp.partition)
-    cls = nested(response_cls, "TopicPartitions")
+    cls = nested(response_cls, AssignedPartitions)
     topics = []
     for name, partitions in sorted(by_topic.items()):
         view = ctx.services.metadata.topic(name)
@@ -57,12 +76,14 @@ def _assignment(ctx: KafkaContext, response_cls: Any, got: ConsumerAssigned) -> 
                     partitions=tuple(i32(p) for p in partitions),
                 )
             )
-    return build(nested(response_cls, "Assignment"), topic_partitions=tuple(topics))
+    return build(nested(response_cls, HeartbeatAssignment), topic_partitions=tuple(topics))
 
 
 async def handle_consumer_group_heartbeat(
-    ctx: KafkaContext, request: Any, response_cls: Any
-) -> Any:
+    ctx: KafkaContext,
+    request: ConsumerGroupHeartbeatRequest,
+    response_cls: type[ConsumerGroupHeartbeatResponse],
+) -> ConsumerGroupHeartbeatResponse:
     hb = ConsumerHeartbeat(
         member_id=request.member_id,
         member_epoch=int(request.member_epoch),
@@ -78,7 +99,7 @@ async def handle_consumer_group_heartbeat(
         return await groups_of(ctx).consumer_heartbeat(request.group_id, hb)
 
     got, error, message = await attempt(beat)
-    fields: dict[str, Any] = {"throttle_time": NO_THROTTLE, "error_code": error}
+    fields: dict[str, object] = {"throttle_time": NO_THROTTLE, "error_code": error}
     fields.update(error_message=message, heartbeat_interval=timedelta(0), assignment=None)
     if got is None:
         fields.update(member_id=request.member_id or None, member_epoch=i32(-1))
@@ -91,12 +112,14 @@ async def handle_consumer_group_heartbeat(
 
 
 def _described_assignment(
-    ctx: KafkaContext, response_cls: Any, partitions: tuple[TopicNamePartition, ...]
-) -> Any:
+    ctx: KafkaContext,
+    response_cls: type[ConsumerGroupDescribeResponse],
+    partitions: tuple[TopicNamePartition, ...],
+) -> DescribedAssignment:
     by_topic: dict[str, list[int]] = {}
     for tp in partitions:
         by_topic.setdefault(tp.topic, []).append(tp.partition)
-    cls = nested(response_cls, "TopicPartitions")
+    cls = nested(response_cls, DescribedPartitions)
     topics = []
     for name, numbers in sorted(by_topic.items()):
         view = ctx.services.metadata.topic(name)
@@ -109,12 +132,14 @@ def _described_assignment(
                 partitions=tuple(i32(p) for p in numbers),
             )
         )
-    return build(nested(response_cls, "Assignment"), topic_partitions=tuple(topics))
+    return build(nested(response_cls, DescribedAssignment), topic_partitions=tuple(topics))
 
 
-def _described_member(ctx: KafkaContext, response_cls: Any, m: MemberDescription) -> Any:
+def _described_member(
+    ctx: KafkaContext, response_cls: type[ConsumerGroupDescribeResponse], m: MemberDescription
+) -> Member:
     return build(
-        nested(response_cls, "Member"),
+        nested(response_cls, Member),
         member_id=m.member_id,
         instance_id=None,
         rack_id=None,
@@ -132,12 +157,16 @@ async def _describe(ctx: KafkaContext, group: str) -> GroupDescription:
     return await groups_of(ctx).describe(group)
 
 
-async def handle_consumer_group_describe(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+async def handle_consumer_group_describe(
+    ctx: KafkaContext,
+    request: ConsumerGroupDescribeRequest,
+    response_cls: type[ConsumerGroupDescribeResponse],
+) -> ConsumerGroupDescribeResponse:
     """GROUP_ID_NOT_FOUND for a group that does not exist or whose members all speak the
     classic protocol, as Kafka answers (clients then ask DescribeGroups)."""
     described = []
     for name in request.group_ids:
-        fields: dict[str, Any] = {"group_id": name, "group_state": "Dead", "members": ()}
+        fields: dict[str, object] = {"group_id": name, "group_state": "Dead", "members": ()}
         fields.update(group_epoch=i32(-1), assignment_epoch=i32(-1), assignor_name="")
         fields.update(error_message=None, authorized_operations=i32(-(2**31)))
         got: GroupDescription | None = None
@@ -155,5 +184,5 @@ async def handle_consumer_group_describe(ctx: KafkaContext, request: Any, respon
             fields.update(group_state=got.consumer_state, assignor_name=got.protocol)
             fields.update(group_epoch=i32(got.group_epoch), assignment_epoch=i32(got.group_epoch))
             fields["members"] = tuple(_described_member(ctx, response_cls, m) for m in got.members)
-        described.append(build(nested(response_cls, "DescribedGroup"), **fields))
+        described.append(build(nested(response_cls, DescribedGroup), **fields))
     return build(response_cls, throttle_time=NO_THROTTLE, groups=tuple(described))

@@ -9,9 +9,24 @@ tools that add up every broker's answer see each group once.
 from __future__ import annotations
 
 import functools
-from typing import Any
 
+from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+from kio.schema.delete_groups.v2.response import DeletableGroupResult, DeleteGroupsResponse
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+from kio.schema.describe_groups.v5.response import (
+    DescribedGroup,
+    DescribedGroupMember,
+    DescribeGroupsResponse,
+)
 from kio.schema.errors import ErrorCode as KafkaError
+from kio.schema.list_groups.v5.request import ListGroupsRequest
+from kio.schema.list_groups.v5.response import ListedGroup, ListGroupsResponse
+from kio.schema.offset_delete.v0.request import OffsetDeleteRequest
+from kio.schema.offset_delete.v0.response import (
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
 from kio.static.primitive import i32
 
 from cluster.kafka_groups import GroupDescription, MemberDescription
@@ -37,14 +52,16 @@ def _lists_groups(ctx: KafkaContext) -> bool:
     return not live or ctx.services.config.broker_id == min(live)
 
 
-async def handle_list_groups(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+async def handle_list_groups(
+    ctx: KafkaContext, request: ListGroupsRequest, response_cls: type[ListGroupsResponse]
+) -> ListGroupsResponse:
     if not _lists_groups(ctx):
         return build(response_cls, throttle_time=NO_THROTTLE, error_code=KafkaError.none, groups=())
     listed, error, _ = await attempt(lambda: groups_of(ctx).list_groups())
     states = {s.lower() for s in getattr(request, "states_filter", ())}
     types = {t.lower() for t in getattr(request, "types_filter", ())}
     all_groups = ctx.allowed("cluster", CLUSTER_NAME, "describe")
-    cls = nested(response_cls, "ListedGroup")
+    cls = nested(response_cls, ListedGroup)
     groups = tuple(
         build(cls, group_id=g.name, protocol_type=CONSUMER, group_state=g.state, group_type=CLASSIC)
         for g in listed or ()
@@ -65,7 +82,7 @@ def _operations(ctx: KafkaContext, group: str, asked: bool) -> i32:
     return i32(bits)
 
 
-def _member(cls: Any, m: MemberDescription) -> Any:
+def _member(cls: type[DescribedGroupMember], m: MemberDescription) -> DescribedGroupMember:
     metadata = m.metadata if m.metadata is not None else encode_subscription(m.topics)
     assignment = m.assignment if m.assignment is not None else encode_assignment(m.partitions)
     return build(
@@ -87,13 +104,15 @@ async def _delete(ctx: KafkaContext, name: str) -> None:
     await groups_of(ctx).delete(name)
 
 
-async def handle_describe_groups(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
-    group_cls = nested(response_cls, "DescribedGroup")
-    member_cls = nested(response_cls, "DescribedGroupMember")
+async def handle_describe_groups(
+    ctx: KafkaContext, request: DescribeGroupsRequest, response_cls: type[DescribeGroupsResponse]
+) -> DescribeGroupsResponse:
+    group_cls = nested(response_cls, DescribedGroup)
+    member_cls = nested(response_cls, DescribedGroupMember)
     asked = bool(getattr(request, "include_authorized_operations", False))
     described = []
     for name in request.groups:
-        fields: dict[str, Any] = {"group_id": name, "protocol_type": "", "protocol_data": ""}
+        fields: dict[str, object] = {"group_id": name, "protocol_type": "", "protocol_data": ""}
         fields.update(group_state="", members=(), authorized_operations=NOT_ASKED)
         if not ctx.allowed("group", name, "describe"):
             fields["error_code"] = KafkaError.group_authorization_failed
@@ -109,8 +128,10 @@ async def handle_describe_groups(ctx: KafkaContext, request: Any, response_cls: 
     return build(response_cls, throttle_time=NO_THROTTLE, groups=tuple(described))
 
 
-async def handle_delete_groups(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
-    cls = nested(response_cls, "DeletableGroupResult")
+async def handle_delete_groups(
+    ctx: KafkaContext, request: DeleteGroupsRequest, response_cls: type[DeleteGroupsResponse]
+) -> DeleteGroupsResponse:
+    cls = nested(response_cls, DeletableGroupResult)
     results = []
     for name in request.groups_names:
         if not ctx.allowed("group", name, "delete"):
@@ -121,9 +142,11 @@ async def handle_delete_groups(ctx: KafkaContext, request: Any, response_cls: An
     return build(response_cls, throttle_time=NO_THROTTLE, results=tuple(results))
 
 
-async def handle_offset_delete(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
-    topic_cls = nested(response_cls, "OffsetDeleteResponseTopic")
-    part_cls = nested(response_cls, "OffsetDeleteResponsePartition")
+async def handle_offset_delete(
+    ctx: KafkaContext, request: OffsetDeleteRequest, response_cls: type[OffsetDeleteResponse]
+) -> OffsetDeleteResponse:
+    topic_cls = nested(response_cls, OffsetDeleteResponseTopic)
+    part_cls = nested(response_cls, OffsetDeleteResponsePartition)
     named = [
         TopicNamePartition(t.name, int(p.partition_index))
         for t in request.topics

@@ -14,11 +14,30 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from datetime import timedelta
+from typing import TypeVar
 
 from kio.schema.errors import ErrorCode as KafkaError
+from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest as OneKeyRequest
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+from kio.schema.find_coordinator.v4.response import FindCoordinatorResponse
+from kio.schema.heartbeat.v4.request import HeartbeatRequest
+from kio.schema.heartbeat.v4.response import HeartbeatResponse
+from kio.schema.join_group.v7.request import JoinGroupRequest
+from kio.schema.join_group.v7.response import JoinGroupResponse
+from kio.schema.leave_group.v2.request import LeaveGroupRequest as OneMemberRequest
+from kio.schema.leave_group.v4.request import LeaveGroupRequest
+from kio.schema.leave_group.v4.response import LeaveGroupResponse
+from kio.schema.sync_group.v5.request import SyncGroupRequest
+from kio.schema.sync_group.v5.response import SyncGroupResponse
 
-from cluster.kafka_groups import ClassicGroupError, ClassicGroups, JoinGroup, MemberAssignment
+from cluster.kafka_groups import (
+    ClassicGroupError,
+    ClassicGroups,
+    Joined,
+    JoinGroup,
+    MemberAssignment,
+)
 from ingest.kafka.cluster_apis import NO_THROTTLE
 from ingest.kafka.consumer_protocol import (
     decode_assignment,
@@ -80,7 +99,11 @@ def _coordinator(ctx: KafkaContext, key: str, key_type: int) -> dict[str, object
     return fields
 
 
-async def handle_find_coordinator(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+async def handle_find_coordinator(
+    ctx: KafkaContext,
+    request: FindCoordinatorRequest | OneKeyRequest,  # v0-3 name one key
+    response_cls: type[FindCoordinatorResponse],
+) -> FindCoordinatorResponse:
     key_type = getattr(request, "key_type", KEY_GROUP)
     if hasattr(request, "coordinator_keys"):  # v4+: a batch of keys
         cls = nested(response_cls, "Coordinator")
@@ -92,7 +115,7 @@ async def handle_find_coordinator(ctx: KafkaContext, request: Any, response_cls:
     return build(response_cls, throttle_time=NO_THROTTLE, **fields)
 
 
-def _join_request(request: Any) -> JoinGroup:
+def _join_request(request: JoinGroupRequest) -> JoinGroup:
     if request.protocol_type != CONSUMER:
         raise ClassicGroupError(
             "INCONSISTENT_GROUP_PROTOCOL",
@@ -118,12 +141,14 @@ def _join_request(request: Any) -> JoinGroup:
     )
 
 
-def _ms(delta: Any) -> int:
+def _ms(delta: timedelta) -> int:
     return int(delta.total_seconds() * 1000)
 
 
-async def handle_join_group(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
-    async def join() -> Any:
+async def handle_join_group(
+    ctx: KafkaContext, request: JoinGroupRequest, response_cls: type[JoinGroupResponse]
+) -> JoinGroupResponse:
+    async def join() -> Joined:
         ctx.require("group", request.group_id, "read")
         return await groups_of(ctx).join(request.group_id, _join_request(request))
 
@@ -145,7 +170,9 @@ async def handle_join_group(ctx: KafkaContext, request: Any, response_cls: Any) 
     return build(response_cls, **fields)
 
 
-async def handle_sync_group(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+async def handle_sync_group(
+    ctx: KafkaContext, request: SyncGroupRequest, response_cls: type[SyncGroupResponse]
+) -> SyncGroupResponse:
     async def sync() -> bytes:
         ctx.require("group", request.group_id, "read")
         assignments = tuple(
@@ -168,7 +195,9 @@ async def handle_sync_group(ctx: KafkaContext, request: Any, response_cls: Any) 
     )
 
 
-async def handle_heartbeat(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+async def handle_heartbeat(
+    ctx: KafkaContext, request: HeartbeatRequest, response_cls: type[HeartbeatResponse]
+) -> HeartbeatResponse:
     async def beat() -> None:
         ctx.require("group", request.group_id, "read")
         await groups_of(ctx).heartbeat(request.group_id, request.member_id, request.generation_id)
@@ -177,7 +206,11 @@ async def handle_heartbeat(ctx: KafkaContext, request: Any, response_cls: Any) -
     return build(response_cls, throttle_time=NO_THROTTLE, error_code=error)
 
 
-async def handle_leave_group(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+async def handle_leave_group(
+    ctx: KafkaContext,
+    request: LeaveGroupRequest | OneMemberRequest,  # v0-2 name one member
+    response_cls: type[LeaveGroupResponse],
+) -> LeaveGroupResponse:
     group = request.group_id
     if not hasattr(request, "members"):  # v0-2: one member
         ids = [request.member_id]

@@ -4,8 +4,20 @@ see the log directories."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest
+from kio.schema.describe_log_dirs.v4.response import (
+    DescribeLogDirsPartition,
+    DescribeLogDirsResponse,
+    DescribeLogDirsResult,
+    DescribeLogDirsTopic,
+)
+from kio.schema.describe_producers.v0.request import DescribeProducersRequest
+from kio.schema.describe_producers.v0.response import (
+    DescribeProducersResponse,
+    PartitionResponse,
+    ProducerState,
+    TopicResponse,
+)
 from kio.schema.errors import ErrorCode as KafkaError
 from kio.static.primitive import i32, i64
 
@@ -30,10 +42,14 @@ def _producers(
         return (), kafka_error(exc), exc.message
 
 
-async def handle_describe_producers(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
-    topic_cls = nested(response_cls, "TopicResponse")
-    part_cls = nested(response_cls, "PartitionResponse")
-    state_cls = nested(response_cls, "ProducerState")
+async def handle_describe_producers(
+    ctx: KafkaContext,
+    request: DescribeProducersRequest,
+    response_cls: type[DescribeProducersResponse],
+) -> DescribeProducersResponse:
+    topic_cls = nested(response_cls, TopicResponse)
+    part_cls = nested(response_cls, PartitionResponse)
+    state_cls = nested(response_cls, ProducerState)
     topics = []
     for t in request.topics:
         partitions = []
@@ -64,7 +80,11 @@ async def handle_describe_producers(ctx: KafkaContext, request: Any, response_cl
     return build(response_cls, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
-async def handle_describe_log_dirs(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+async def handle_describe_log_dirs(
+    ctx: KafkaContext,
+    request: DescribeLogDirsRequest,
+    response_cls: type[DescribeLogDirsResponse],
+) -> DescribeLogDirsResponse:
     if not ctx.allowed("cluster", CLUSTER_NAME, "describe"):
         return build(
             response_cls,
@@ -76,8 +96,8 @@ async def handle_describe_log_dirs(ctx: KafkaContext, request: Any, response_cls
     if request.topics is not None:
         wanted = {(t.topic, int(p)) for t in request.topics for p in t.partitions}
     found = ctx.services.logs.log_dir()
-    by_topic: dict[str, list[Any]] = {}
-    part_cls = nested(response_cls, "DescribeLogDirsPartition")
+    by_topic: dict[str, list[DescribeLogDirsPartition]] = {}
+    part_cls = nested(response_cls, DescribeLogDirsPartition)
     for row in found.partitions:
         tp = row.partition
         if wanted is not None and (tp.topic, tp.partition) not in wanted:
@@ -91,9 +111,9 @@ async def handle_describe_log_dirs(ctx: KafkaContext, request: Any, response_cls
                 is_future_key=False,
             )
         )
-    topic_cls = nested(response_cls, "DescribeLogDirsTopic")
+    topic_cls = nested(response_cls, DescribeLogDirsTopic)
     result = build(
-        nested(response_cls, "DescribeLogDirsResult"),
+        nested(response_cls, DescribeLogDirsResult),
         error_code=KafkaError.none,
         log_dir=found.path,
         topics=tuple(build(topic_cls, name=n, partitions=tuple(ps)) for n, ps in by_topic.items()),

@@ -6,8 +6,15 @@ is derived from its API key by whoever holds the key (`tierlog users scram`), ne
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
+from kio.schema.describe_user_scram_credentials.v0.request import (
+    DescribeUserScramCredentialsRequest,
+)
+from kio.schema.describe_user_scram_credentials.v0.response import (
+    CredentialInfo,
+    DescribeUserScramCredentialsResponse,
+    DescribeUserScramCredentialsResult,
+)
 from kio.schema.errors import ErrorCode as KafkaError
 from kio.static.primitive import i8, i32
 
@@ -20,10 +27,12 @@ MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}  # Kafka's ScramMecha
 
 
 async def handle_describe_user_scram_credentials(
-    ctx: KafkaContext, request: Any, response_cls: Any
-) -> Any:
-    fields: dict[str, Any] = {"throttle_time": NO_THROTTLE, "results": ()}
-    result_cls = nested(response_cls, "DescribeUserScramCredentialsResult")
+    ctx: KafkaContext,
+    request: DescribeUserScramCredentialsRequest,
+    response_cls: type[DescribeUserScramCredentialsResponse],
+) -> DescribeUserScramCredentialsResponse:
+    fields: dict[str, object] = {"throttle_time": NO_THROTTLE, "results": ()}
+    result_cls = nested(response_cls, DescribeUserScramCredentialsResult)
     if not ctx.allowed("cluster", CLUSTER_NAME, "describe"):
         # As Kafka's error response: the error on top and on every user named.
         message = f"{ctx.principal} may not describe the cluster's SCRAM credentials"
@@ -42,7 +51,7 @@ async def handle_describe_user_scram_credentials(
         return build(response_cls, **fields)
     known = await asyncio.to_thread(ctx.services.security.scram.described)
     wanted = sorted(known) if request.users is None else [u.name for u in request.users]
-    info_cls = nested(response_cls, "CredentialInfo")
+    info_cls = nested(response_cls, CredentialInfo)
     results = []
     for user in wanted:
         infos = tuple(

@@ -6,9 +6,19 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
+from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+from kio.schema.describe_transactions.v0.response import (
+    DescribeTransactionsResponse,
+    TopicData,
+)
+from kio.schema.describe_transactions.v0.response import (
+    TransactionState as DescribedState,
+)
 from kio.schema.errors import ErrorCode as KafkaError
+from kio.schema.list_transactions.v1.request import ListTransactionsRequest
+from kio.schema.list_transactions.v1.response import ListTransactionsResponse
+from kio.schema.list_transactions.v1.response import TransactionState as ListedState
 from kio.static.primitive import i16, i64
 
 from cluster.kafka_transactions import TransactionRow
@@ -28,7 +38,7 @@ async def _rows(ctx: KafkaContext) -> list[TransactionRow]:
     return [] if store is None else list(await asyncio.to_thread(store.list))
 
 
-def _listed(request: Any, row: TransactionRow, now: datetime) -> bool:
+def _listed(request: ListTransactionsRequest, row: TransactionRow, now: datetime) -> bool:
     states, pids = set(request.state_filters), {int(p) for p in request.producer_id_filters}
     duration_ms = int(getattr(request, "duration_filter", -1))
     if states and row.state not in states:
@@ -41,7 +51,11 @@ def _listed(request: Any, row: TransactionRow, now: datetime) -> bool:
     return True
 
 
-async def handle_list_transactions(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+async def handle_list_transactions(
+    ctx: KafkaContext,
+    request: ListTransactionsRequest,
+    response_cls: type[ListTransactionsResponse],
+) -> ListTransactionsResponse:
     if not ctx.allowed("cluster", CLUSTER_NAME, "describe"):
         return build(
             response_cls,
@@ -51,7 +65,7 @@ async def handle_list_transactions(ctx: KafkaContext, request: Any, response_cls
             transaction_states=(),
         )
     now = datetime.now(UTC)
-    cls = nested(response_cls, "TransactionState")
+    cls = nested(response_cls, ListedState)
     listed = tuple(
         build(
             cls,
@@ -71,8 +85,13 @@ async def handle_list_transactions(ctx: KafkaContext, request: Any, response_cls
     )
 
 
-def _described(response_cls: Any, tid: str, row: TransactionRow | None, error: KafkaError) -> Any:
-    cls = nested(response_cls, "TransactionState")
+def _described(
+    response_cls: type[DescribeTransactionsResponse],
+    tid: str,
+    row: TransactionRow | None,
+    error: KafkaError,
+) -> DescribedState:
+    cls = nested(response_cls, DescribedState)
     if row is None:
         return build(
             cls,
@@ -88,7 +107,7 @@ def _described(response_cls: Any, tid: str, row: TransactionRow | None, error: K
     by_topic: dict[str, list[int]] = {}
     for topic, partition in row.partitions:
         by_topic.setdefault(topic, []).append(partition)
-    topic_cls = nested(response_cls, "TopicData")
+    topic_cls = nested(response_cls, TopicData)
     return build(
         cls,
         error_code=KafkaError.none,
@@ -105,7 +124,11 @@ def _described(response_cls: Any, tid: str, row: TransactionRow | None, error: K
     )
 
 
-async def handle_describe_transactions(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
+async def handle_describe_transactions(
+    ctx: KafkaContext,
+    request: DescribeTransactionsRequest,
+    response_cls: type[DescribeTransactionsResponse],
+) -> DescribeTransactionsResponse:
     allowed = ctx.allowed("cluster", CLUSTER_NAME, "describe")
     store = ctx.transactions
     states = []
