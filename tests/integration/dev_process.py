@@ -96,7 +96,12 @@ class DevInstance:
                 assert r.status_code == 200
                 return
             time.sleep(0.25)
-        proc.kill()
+        # As Ctrl-C: dev stops what it started (a SIGKILL would orphan its Postgres and S3).
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
         raise AssertionError(f"tierlog dev did not come up:\n{self.log.read_text()}")
 
     def ctrl_c(self) -> None:
