@@ -97,6 +97,12 @@ class BrokerProcess:
                 self.proc.send_signal(signal.SIGCONT)
                 self.paused = False
             self.proc.send_signal(sig)
+            self.wait_exit(sig)
+
+    def wait_exit(self, sig: int = signal.SIGTERM) -> None:
+        """Wait for the process to exit after `sig` was sent (30 s, then its stacks and a
+        SIGKILL: a hang on shutdown is a bug)."""
+        if self.proc is not None:
             try:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
@@ -111,6 +117,14 @@ class BrokerProcess:
 
     def stop(self) -> None:
         self.kill(signal.SIGTERM)
+
+    def begin_stop(self) -> None:
+        """SIGTERM without waiting: stop several brokers at once, then `wait_exit` each."""
+        if self.proc is not None and self.proc.poll() is None:
+            if self.paused:
+                self.proc.send_signal(signal.SIGCONT)
+                self.paused = False
+            self.proc.send_signal(signal.SIGTERM)
 
     def restart(self) -> None:
         self.stop()
