@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from tests.integration.brokers import BrokerProcess
+from tests.integration.brokers import READY_TIMEOUT_S, BrokerProcess
 from tests.integration.ports import free_port
 
 T = TypeVar("T")
@@ -74,7 +74,7 @@ class Cluster:
         IdempotentProducer): for tests that need data in place, not a produce outcome."""
         return self._producer.send(topic, records, partition, **kw)
 
-    def start(self, ready_timeout: float = 60) -> Cluster:
+    def start(self, ready_timeout: float = READY_TIMEOUT_S) -> Cluster:
         for b in self.brokers.values():
             b.start(wait=False)
         for b in self.brokers.values():
