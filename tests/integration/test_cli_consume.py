@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import io
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -16,9 +12,9 @@ import pytest
 
 from logformat.partitioner import partition_for_key
 from tests.integration.brokers import BrokerProcess
+from tests.integration.cli_runner import run_command as command
 from tests.integration.cluster import wait_for
 from tierlog import Admin, Producer
-from tierlog.cli.commands import add_client_commands
 
 
 @pytest.fixture(scope="module")
@@ -37,34 +33,6 @@ def tierlog(
     if check:
         assert result.returncode == 0, result.stderr.decode()
     return result
-
-
-def command(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
-    """A client command in-process: the parser and command function `python -m tierlog` runs
-    (tierlog/cli/commands.py), with stdout and stderr captured as bytes, but without a new
-    interpreter's start-up, most of a short command's CPU (~0.6 s each, a dozen here). The
-    entry point itself (main's error lines, signals) is what `tierlog` above and test_cli.py
-    run as processes. Success is asserted, as `tierlog(..., check=True)` does."""
-    parser = argparse.ArgumentParser(prog="tierlog")
-    add_client_commands(parser.add_subparsers(dest="command", required=True), "http://unset")
-    parsed = parser.parse_args(list(args))
-    # Text streams over bytes, as a process's are (the commands write bytes to .buffer); held
-    # here, since a collected wrapper closes its buffer.
-    out, err = io.BytesIO(), io.BytesIO()
-    stdout = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
-    stderr = io.TextIOWrapper(err, encoding="utf-8", write_through=True)
-    codes: list[int] = []
-
-    def run() -> None:
-        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-            codes.append(int(parsed.func(parsed) or 0))
-
-    # A thread, so a command that never ends fails the test instead of hanging it.
-    worker = threading.Thread(target=run, daemon=True)
-    worker.start()
-    worker.join(timeout)
-    assert codes == [0], (args, err.getvalue().decode(errors="replace"))
-    return subprocess.CompletedProcess(list(args), 0, out.getvalue(), err.getvalue())
 
 
 def produce(url: str, topic: str, values: list[bytes], **kw: object) -> None:
