@@ -15,6 +15,11 @@ import httpx
 from tests.integration.ports import free_port
 from tierlog.devstack.parent_watch import child_env
 
+# Readiness is polled, so a long deadline costs nothing when a start-up is quick; on the
+# shared machine under load a broker's start-up has taken over 60 s (a restart in
+# test_groups failed at the old 60 s with the broker still importing).
+READY_TIMEOUT_S = 180.0
+
 
 class BrokerProcess:
     """`python -m tierlog broker` as a child process; its log goes to data_dir/../broker-N.log."""
@@ -64,7 +69,7 @@ class BrokerProcess:
             self.wait_ready()
         return self
 
-    def wait_ready(self, timeout: float = 60) -> None:
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
@@ -97,6 +102,12 @@ class BrokerProcess:
                 self.proc.send_signal(signal.SIGCONT)
                 self.paused = False
             self.proc.send_signal(sig)
+            self.wait_exit(sig)
+
+    def wait_exit(self, sig: int = signal.SIGTERM) -> None:
+        """Wait for the process to exit after `sig` was sent (30 s, then its stacks and a
+        SIGKILL: a hang on shutdown is a bug)."""
+        if self.proc is not None:
             try:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
@@ -111,6 +122,14 @@ class BrokerProcess:
 
     def stop(self) -> None:
         self.kill(signal.SIGTERM)
+
+    def begin_stop(self) -> None:
+        """SIGTERM without waiting: stop several brokers at once, then `wait_exit` each."""
+        if self.proc is not None and self.proc.poll() is None:
+            if self.paused:
+                self.proc.send_signal(signal.SIGCONT)
+                self.paused = False
+            self.proc.send_signal(signal.SIGTERM)
 
     def restart(self) -> None:
         self.stop()

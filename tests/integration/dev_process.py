@@ -85,7 +85,9 @@ class DevInstance:
                 stdout=f,
                 stderr=subprocess.STDOUT,
             )
-        deadline = time.monotonic() + 120
+        # Generous: dev starts Postgres, S3 and a process per role one after another, and on
+        # the shared machine under load one broker's start-up alone has taken ~50 s.
+        deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             assert proc.poll() is None, self.log.read_text()
             # The banner comes once every part is up: brokers ready, S3, workers.
@@ -94,7 +96,12 @@ class DevInstance:
                 assert r.status_code == 200
                 return
             time.sleep(0.25)
-        proc.kill()
+        # As Ctrl-C: dev stops what it started (a SIGKILL would orphan its Postgres and S3).
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
         raise AssertionError(f"tierlog dev did not come up:\n{self.log.read_text()}")
 
     def ctrl_c(self) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 
 from coldstore.object_store import ObjectStoreConfig
+from tests.integration.brokers import READY_TIMEOUT_S
 from tests.integration.ports import free_port
 from tierlog.devstack.parent_watch import child_env
 
@@ -62,7 +63,7 @@ class FetchNodeProcess:
 
     def wait_ready(self) -> FetchNodeProcess:
         assert self.proc is not None, "launch() first"
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"fetch node exited:\n{self.log_tail()}")

@@ -12,6 +12,7 @@ import pytest
 
 from logformat.partitioner import partition_for_key
 from tests.integration.brokers import BrokerProcess
+from tests.integration.cli_runner import run_command as command
 from tests.integration.cluster import wait_for
 from tierlog import Admin, Producer
 
@@ -25,6 +26,7 @@ def broker(module_broker: BrokerProcess) -> BrokerProcess:
 def tierlog(
     *args: str, check: bool = True, timeout: float = 60
 ) -> subprocess.CompletedProcess[bytes]:
+    """`tierlog ARGS` in a process of its own: as a user runs it (main's error printing)."""
     result = subprocess.run(
         [sys.executable, "-m", "tierlog", *args], capture_output=True, timeout=timeout
     )
@@ -44,7 +46,7 @@ def test_consume_from_beginning_prints_every_record_in_order(broker: BrokerProce
     broker.create_topic("lines", partitions=1)
     values = [b"line %d" % i for i in range(500)] + [b"bytes \xff\x00 end"]
     produce(broker.url, "lines", values)
-    out = tierlog(
+    out = command(
         "consume",
         "lines",
         "--from-beginning",
@@ -61,7 +63,7 @@ def test_consume_keys_offsets_and_idle_exit(broker: BrokerProcess) -> None:
     with Producer(broker.url) as producer:
         for i in range(20):
             producer.send("kv", b"v%d" % i, key=b"k%d" % (i % 3))
-    out = tierlog(
+    out = command(
         "consume",
         "kv",
         "--from-beginning",
@@ -78,7 +80,7 @@ def test_consume_keys_offsets_and_idle_exit(broker: BrokerProcess) -> None:
         mine = [line for line in lines if line.startswith(f"k{k}=")]
         assert mine == [f"k{k}=v{i}" for i in range(20) if i % 3 == k]
     p = partition_for_key(b"k0", 2)  # holds k0's 7 records at least
-    out = tierlog(
+    out = command(
         "consume",
         "kv",
         "--partition",
@@ -98,30 +100,30 @@ def test_consume_with_a_group_resumes_where_it_stopped(broker: BrokerProcess) ->
     broker.create_topic("jobs", partitions=2)
     produce(broker.url, "jobs", [b"job-%d" % i for i in range(30)])
     url = ["--url", broker.url]
-    first = tierlog(
+    first = command(
         "consume", "jobs", "--group", "workers", "--from-beginning", "--max-messages", "10", *url
     ).stdout.splitlines()
-    rest = tierlog(
+    rest = command(
         "consume", "jobs", "--group", "workers", "--from-beginning", "--timeout-ms", "2000", *url
     ).stdout.splitlines()
     assert len(first) == 10
     assert sorted(first + rest) == sorted(b"job-%d" % i for i in range(30))  # none twice
-    listing = tierlog("groups", "list", *url).stdout.decode()
+    listing = command("groups", "list", *url).stdout.decode()
     assert "workers\t" in listing
-    described = tierlog("groups", "describe", "workers", *url).stdout.decode()
+    described = command("groups", "describe", "workers", *url).stdout.decode()
     assert "jobs\t0\t" in described and "jobs\t1\t" in described
     assert "\tLAG\tLAG-TIME\t" in described and described.count("\t0\t0ms\t") == 2  # caught up
-    reset = tierlog(
+    reset = command(
         "groups", "reset-offsets", "workers", "--topic", "jobs", "--to-earliest", *url
     ).stdout.decode()
     assert "jobs\t0\t" in reset
-    again = tierlog(
+    again = command(
         "consume", "jobs", "--group", "workers", "--timeout-ms", "2000", *url
     ).stdout.splitlines()
     assert sorted(again) == sorted(b"job-%d" % i for i in range(30))
     # The consumers left on exit, so the group is empty and can go.
-    assert tierlog("groups", "delete", "workers", *url).stdout == b"deleted group workers\n"
-    assert "workers\t" not in tierlog("groups", "list", *url).stdout.decode()
+    assert command("groups", "delete", "workers", *url).stdout == b"deleted group workers\n"
+    assert "workers\t" not in command("groups", "list", *url).stdout.decode()
 
 
 def test_replay_reads_everything_and_reports_the_rate(
@@ -135,7 +137,7 @@ def test_replay_reads_everything_and_reports_the_rate(
             producer.send("history", b"event-%d" % i, partition=i % 3)
         producer.flush()
     out_file = tmp_path / "history.parquet"
-    result = tierlog(
+    result = command(
         "replay", "history", "--out", str(out_file), "--no-progress", "--url", broker.url
     )
     assert b"replayed 3,000 records" in result.stderr and b"records/s" in result.stderr
@@ -153,7 +155,7 @@ def test_replay_reads_everything_and_reports_the_rate(
         ]
         assert offsets == list(range(len(offsets)))
     jsonl = tmp_path / "part.jsonl"
-    tierlog(
+    command(
         "replay",
         "history",
         "--partition",

@@ -1,6 +1,7 @@
-"""What users of Kafka's tools and kcat reach for, through the real `tierlog` command:
---version, help text, kafka-topics' describe layout, kcat's format strings, headers,
-starting at a timestamp and exiting at the end (-e)."""
+"""What users of Kafka's tools and kcat reach for: --version, help text, kafka-topics' describe
+layout, kcat's format strings, headers, starting at a timestamp and exiting at the end (-e).
+Help, version and error exits through the real `tierlog` command; the commands that succeed
+in-process, through the same parser and functions (tests/integration/cli_runner.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import time
 import pytest
 
 from tests.integration.brokers import BrokerProcess
+from tests.integration.cli_runner import run_command
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +36,12 @@ def tierlog(
     if check:
         assert result.returncode == 0, result.stderr
     return result
+
+
+def command(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[str]:
+    """A command that succeeds, in-process (its success asserted), with text output."""
+    done = run_command(*args, stdin=stdin)
+    return subprocess.CompletedProcess(done.args, 0, done.stdout.decode(), done.stderr.decode())
 
 
 def _option_help(help_text: str) -> dict[str, str]:
@@ -71,11 +79,11 @@ def test_version_and_help_texts() -> None:
 
 def test_topics_describe_like_kafka_topics(broker: BrokerProcess) -> None:
     url = ["--url", broker.url]
-    tierlog(
+    command(
         "topics", "create", "described", "--partitions", "2", "--config", "retention.ms=60000", *url
     )
-    tierlog("produce", "described", "--partition", "1", *url, stdin=b"a\nb\nc\n")
-    lines = tierlog("topics", "describe", "described", *url).stdout.splitlines()
+    command("produce", "described", "--partition", "1", *url, stdin=b"a\nb\nc\n")
+    lines = command("topics", "describe", "described", *url).stdout.splitlines()
     assert re.fullmatch(
         r"Topic: described\tTopicId: \S+\tPartitionCount: 2\tReplicationFactor: 1\t"
         r"Configs: .*retention\.ms=60000.*",
@@ -88,19 +96,19 @@ def test_topics_describe_like_kafka_topics(broker: BrokerProcess) -> None:
             rf"\tInS3: 0 of {hw} records, 0 B",
             line,
         ), line  # (no tiering worker here: the lag is what is not tiered yet)
-    doc = tierlog("topics", "describe", "described", "--output", "json", *url).stdout
+    doc = command("topics", "describe", "described", "--output", "json", *url).stdout
     assert '"high_watermark": 3' in doc and '"name": "described"' in doc
 
 
 def test_produce_headers_and_consume_format_string(broker: BrokerProcess) -> None:
     url = ["--url", broker.url]
-    tierlog("topics", "create", "formatted", "--partitions", "1", *url)
+    command("topics", "create", "formatted", "--partitions", "1", *url)
     before = int(time.time() * 1000)
-    tierlog(
+    command(
         *("produce", "formatted", "--key-sep", ":", "-H", "src=cli", "-H", "v=2", *url),
         stdin=b"k1:one\nk2:two\n",
     )
-    out = tierlog(
+    out = command(
         *("consume", "formatted", "--from-beginning", "-e", *url),
         *("-f", r"%t %p:%o [%k=%s] %K/%S {%h} %T\n"),
     ).stdout.splitlines()
@@ -117,18 +125,18 @@ def test_produce_headers_and_consume_format_string(broker: BrokerProcess) -> Non
 
 def test_consume_from_a_timestamp_and_exit_at_the_end(broker: BrokerProcess) -> None:
     url = ["--url", broker.url]
-    tierlog("topics", "create", "timed", "--partitions", "2", *url)
-    tierlog("produce", "timed", *url, stdin=b"old-1\nold-2\n")
+    command("topics", "create", "timed", "--partitions", "2", *url)
+    command("produce", "timed", *url, stdin=b"old-1\nold-2\n")
     time.sleep(0.05)  # records of the next batch are stamped strictly later
     cut = int(time.time() * 1000)
     time.sleep(0.05)
-    tierlog("produce", "timed", *url, stdin=b"new-1\nnew-2\nnew-3\n")
+    command("produce", "timed", *url, stdin=b"new-1\nnew-2\nnew-3\n")
     # -e: every record there is, then exit (no --max-messages or --timeout-ms needed).
-    everything = tierlog("consume", "timed", "--from-beginning", "-e", *url).stdout.split()
+    everything = command("consume", "timed", "--from-beginning", "-e", *url).stdout.split()
     assert sorted(everything) == ["new-1", "new-2", "new-3", "old-1", "old-2"]
-    later = tierlog("consume", "timed", "--from-timestamp", str(cut), "-e", *url).stdout.split()
+    later = command("consume", "timed", "--from-timestamp", str(cut), "-e", *url).stdout.split()
     assert sorted(later) == ["new-1", "new-2", "new-3"]
     iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(cut // 1000 + 3600)) + "+00:00"
-    assert tierlog("consume", "timed", "--from-timestamp", iso, "-e", *url).stdout == ""
-    empty = tierlog("consume", "timed", "-e", *url)  # from the end: nothing, and exit
+    assert command("consume", "timed", "--from-timestamp", iso, "-e", *url).stdout == ""
+    empty = command("consume", "timed", "-e", *url)  # from the end: nothing, and exit
     assert empty.stdout == ""

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from tests.integration.brokers import BrokerProcess
+from tests.integration.cluster import wait_for
 from tierlog import Admin, CommitFailedError, Consumer, ConsumerRebalanceListener, Producer
 from tierlog.client import TopicPartition
 
@@ -153,6 +154,12 @@ class Blackhole(httpx.AsyncBaseTransport):
         await self.inner.aclose()
 
 
+def _member_ids(broker: BrokerProcess, group: str) -> set[str]:
+    r = broker.http.get(f"/groups/{group}")
+    assert r.status_code == 200, r.text
+    return {m["member_id"] for m in r.json()["members"]}
+
+
 def test_a_member_that_lost_its_session_gets_lost_callbacks_and_rejoins(
     broker: BrokerProcess,
 ) -> None:
@@ -164,9 +171,15 @@ def test_a_member_that_lost_its_session_gets_lost_callbacks_and_rejoins(
     c.subscribe(["jobs"], listener=listener)
     got: list[Any] = []
     poll_until([c], lambda: len(got) >= 10, got)
-    old_member = c._member.member_id if c._member else None
+    assert c._member is not None
+    old_member = c._member.member_id
     transport.silent = True
-    time.sleep(4.5)  # past the session timeout: the group removes the member
+    # Past the session timeout the group removes the member: wait until it has (a fixed
+    # sleep either wasted time or, under load, ended before the broker's sweep).
+    wait_for(
+        "the silent member removed from the group",
+        lambda: old_member not in _member_ids(broker, "workers"),
+    )
     with pytest.raises(CommitFailedError):
         c.commit()
     transport.silent = False

@@ -152,7 +152,8 @@ def test_dev_gives_up_on_a_child_that_keeps_failing(dev: DevInstance) -> None:
         assert dev.proc.wait(120) == 1
     log = dev.log.read_text()
     gave_up = (
-        r"^tierlog dev: fetch exited 3 times in a row within 10s of starting \(last exit code "
+        r"^tierlog dev: fetch exited 3 times in a row before it was ready or within 10s of "
+        r"starting \(last exit code "
         rf"\d+; port {port} is in use by another process\); giving up$"
     )
     assert re.search(gave_up, log, re.M), log[-3000:]

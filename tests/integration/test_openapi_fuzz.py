@@ -12,6 +12,11 @@ from schemathesis.checks import not_a_server_error
 
 from tests.integration.brokers import BrokerProcess
 
+# Per operation. Derandomized: every run sends the same requests, so its cost is bounded and
+# repeatable and a failure replays. 32 (from 40 random) still sends the 20 per operation on
+# average the test asserts (25 did not: derandomized examples repeat on small operations).
+EXAMPLES = 32
+
 
 @pytest.fixture(scope="module")
 def fuzz_broker(
@@ -38,7 +43,11 @@ def test_no_server_errors(fuzz_broker: BrokerProcess) -> None:
 
         @given(operation.as_strategy())
         @settings(
-            max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+            max_examples=EXAMPLES,
+            deadline=None,
+            database=None,
+            derandomize=True,  # the same examples every run: CI time and outcome repeat
+            suppress_health_check=list(HealthCheck),
         )
         def run(case: schemathesis.Case) -> None:
             nonlocal calls

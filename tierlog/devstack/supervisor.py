@@ -3,11 +3,14 @@ workers), each its own process as in production, restarts one that dies, and sto
 in start order.
 
 A child that dies is started again after 1 s, then 2 s and 4 s while it keeps failing fast
-(exiting within FAST_EXIT_S of its start), never later than RESTART_WITHIN_S;
+(exiting before it ever answered /readyz, or within FAST_EXIT_S of its start), never later
+than RESTART_WITHIN_S;
 TIERLOG_DEV_RESTART_DELAY_MS sets the first delay (tests shorten it). After
 GIVE_UP_AFTER fast failures in a row something is wrong that restarting will not fix (a port
 taken by another process, a broken data dir): the supervisor says which child and why it
-thinks so, and gives up rather than loop for ever.
+thinks so, and gives up rather than loop for ever. Readiness, not only the clock, decides
+what "fast" is: on a loaded machine a server's start-up alone can take longer than
+FAST_EXIT_S, and a child that dies before it serves has failed to start however long that took.
 """
 
 from __future__ import annotations
@@ -61,16 +64,20 @@ class Child:
         self.name, self.argv, self.env, self.port = name, argv, env, port
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_at = 0.0
+        self.ready = False  # answered /readyz since its last start (servers only)
         self.restarts = 0
         self.fast_failures = 0  # in a row
 
     def start(self) -> None:
         self.started_at = time.monotonic()
+        self.ready = False
         self.proc = subprocess.Popen(self.argv, env=child_env(self.env))
 
     def exited(self) -> None:
-        """Count this exit: fast if it came soon after the start."""
-        quick = time.monotonic() - self.started_at < FAST_EXIT_S
+        """Count this exit: fast if it came before the server was ready or soon after the
+        start."""
+        unready = self.port is not None and not self.ready
+        quick = unready or time.monotonic() - self.started_at < FAST_EXIT_S
         self.fast_failures = self.fast_failures + 1 if quick else 0
         self.restarts += 1
 
@@ -82,19 +89,32 @@ class Child:
         if self.port is not None and not port_free(self.port):
             cause += f"; port {self.port} is in use by another process"
         return (
-            f"{self.name} exited {self.fast_failures} times in a row within "
-            f"{FAST_EXIT_S:.0f}s of starting ({cause}); giving up"
+            f"{self.name} exited {self.fast_failures} times in a row before it was ready or "
+            f"within {FAST_EXIT_S:.0f}s of starting ({cause}); giving up"
         )
 
     def stop(self, timeout: float = 10) -> None:
         stop_process(self.proc, ((signal.SIGTERM, timeout), (signal.SIGKILL, None)))
 
+    def answers(self, timeout: float = 1) -> bool:
+        """Whether the server answers /readyz with 200 now (remembered until its next start)."""
+        if self.port is None:
+            return False
+        try:
+            url = f"http://127.0.0.1:{self.port}/readyz"
+            self.ready = self.ready or httpx.get(url, timeout=timeout).status_code == 200
+        except httpx.HTTPError:
+            pass
+        return self.ready
+
     def wait_ready(self, url: str, timeout: float = 60) -> None:
         def answers() -> bool:
             try:
-                return httpx.get(f"{url}/readyz", timeout=1).status_code == 200
+                ok = httpx.get(f"{url}/readyz", timeout=1).status_code == 200
             except httpx.HTTPError:
                 return False
+            self.ready = self.ready or ok
+            return ok
 
         assert self.proc is not None
         outcome = wait_ready(self.proc, answers, time.monotonic() + timeout, 0.2)
@@ -133,8 +153,12 @@ class Supervisor:
         while not self.stopping:
             time.sleep(0.5)
             for child in self.children:
-                if not self.stopping and child.proc is not None and child.proc.poll() is not None:
+                if self.stopping or child.proc is None:
+                    continue
+                if child.proc.poll() is not None:
                     self._restart(child)
+                elif not child.ready:  # a restarted server: has it come up yet?
+                    child.answers(timeout=0.5)
 
     def _restart(self, child: Child) -> None:
         assert child.proc is not None
