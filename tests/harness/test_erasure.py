@@ -1,0 +1,81 @@
+"""Erasure requests (issue 31) on the in-process 3-broker cluster: the API's answers and its
+audit row, and bad input refused with nothing stored or started."""
+
+from __future__ import annotations
+
+import base64
+import hmac
+
+from sqlalchemy import func, select
+
+from metadata.erasures import erasure_keys, erasures
+from metadata.schema import cluster as cluster_table
+from tests.harness.cluster import InProcessCluster
+
+
+def _rows(c: InProcessCluster) -> tuple[int, int]:
+    with c._engine.connect() as conn:
+        return (
+            conn.execute(select(func.count()).select_from(erasures)).scalar_one(),
+            conn.execute(select(func.count()).select_from(erasure_keys)).scalar_one(),
+        )
+
+
+def test_request_is_accepted_listed_and_audited_without_the_keys(
+    cluster: InProcessCluster,
+) -> None:
+    cluster.create_topic("erase-api", partitions=2)
+    cluster.produce("erase-api", [{"key": "alice", "value": "v"}] * 3)
+    http = cluster.any().http
+    binary = bytes([0, 255, 7])
+    r = http.post(
+        "/topics/erase-api/erasures",
+        json={"keys": ["alice", "bob", "alice"], "keys_b64": [base64.b64encode(binary).decode()]},
+    )
+    assert r.status_code == 202, r.text
+    made = r.json()
+    assert made["state"] == "pending" and made["keys"] == 3  # distinct keys
+    assert made["requested_by"] == "User:ANONYMOUS"
+    assert made["end_offsets"] == {"0": 3, "1": 0}  # what exists now is erased
+    assert r.headers["location"] == f"/topics/erase-api/erasures/{made['id']}"
+
+    got = http.get(f"/topics/erase-api/erasures/{made['id']}")
+    assert got.status_code == 200 and got.json()["id"] == made["id"]
+    listed = http.get("/topics/erase-api/erasures").json()["erasures"]
+    assert [e["id"] for e in listed] == [made["id"]]
+
+    with cluster._engine.connect() as conn:
+        secret = conn.execute(select(cluster_table.c.secret)).scalar_one()
+        hashes = conn.execute(
+            select(erasures.c.key_hashes).where(erasures.c.id == made["id"])
+        ).scalar_one()
+    expected = {hmac.digest(secret.encode(), k, "sha256") for k in (b"alice", b"bob", binary)}
+    assert {bytes(h) for h in hashes} == expected  # keyed hashes, never the keys
+
+
+def test_bad_requests_are_refused_and_start_nothing(cluster: InProcessCluster) -> None:
+    cluster.create_topic("erase-bad", rf=1)
+    cluster.create_topic("erase-other", rf=1)
+    http = cluster.any().http
+    before = _rows(cluster)
+    cases = [
+        ("/topics/no-such-topic/erasures", {"keys": ["k"]}, 404),
+        ("/topics/erase-bad/erasures", {"keys": []}, 422),
+        ("/topics/erase-bad/erasures", {}, 422),
+        ("/topics/erase-bad/erasures", {"keys": [f"k{i}" for i in range(10_001)]}, 422),
+        ("/topics/erase-bad/erasures", {"keys": ["a"] * 5_001, "keys_b64": ["YQ=="] * 5_000}, 422),
+        ("/topics/erase-bad/erasures", {"keys_b64": ["not base64!"]}, 422),
+        ("/topics/erase-bad/erasures", {"keys": [1, 2]}, 422),
+        ("/topics/erase-bad/erasures", {"keys": "alice"}, 422),
+        ("/topics/erase-bad/erasures", {"key": ["alice"]}, 422),
+    ]
+    for path, body, status in cases:
+        r = http.post(path, json=body)
+        assert r.status_code == status, (body if len(str(body)) < 80 else path, r.text)
+        assert r.json()["message"], r.text  # a reason a person can read
+    assert _rows(cluster) == before
+
+    made = http.post("/topics/erase-other/erasures", json={"keys": ["k"]}).json()
+    for eid in (made["id"], "not-a-uuid", "00000000-0000-0000-0000-000000000000"):
+        r = http.get(f"/topics/erase-bad/erasures/{eid}")
+        assert r.status_code == 404, r.text
