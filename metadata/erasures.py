@@ -39,7 +39,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.engine import Connection, Engine
 
-from metadata.schema import cluster, topics
+from metadata.schema import cluster, hot_segments, of_partition, topics
+from metadata.types import PartitionRecord, TopicIdPartition
 
 STATES = ("pending", "running", "done", "failed")
 OPEN_STATES = ("pending", "running")
@@ -182,14 +183,12 @@ class ErasureRepo:
     def runnable(self) -> builtins.list[Erasure]:
         """Per topic, its oldest open request: the one to work on (the others wait)."""
         e = erasures.c
-        oldest = (
-            select(*_COLUMNS)
-            .distinct(e.topic_id)
-            .where(e.state.in_(OPEN_STATES))
-            .order_by(e.topic_id, e.requested_at, e.id)
-        )
+        query = select(*_COLUMNS).where(e.state.in_(OPEN_STATES)).order_by(e.requested_at, e.id)
+        first: dict[str, Erasure] = {}
         with self.engine.connect() as conn:
-            return [Erasure(*r) for r in conn.execute(oldest)]
+            for row in conn.execute(query):
+                first.setdefault(row.topic_id, Erasure(*row))
+        return builtins.list(first.values())
 
     def keys(self, erasure_id: str) -> builtins.list[bytes]:
         query = select(erasure_keys.c["keys"]).where(erasure_keys.c.erasure_id == erasure_id)
@@ -228,6 +227,35 @@ class ErasureRepo:
             ]
         return len(ended)
 
+    def resize_untiered_segment(
+        self, tp: TopicIdPartition, base_offset: int, end_offset: int, size: int
+    ) -> None:
+        """A registered segment not yet tiered was erased in place: tiering must expect its new
+        size (every replica's copy of [base, end) has it: the rewrite is the same everywhere)."""
+        h = hot_segments.c
+        stmt = (
+            update(hot_segments)
+            .where(
+                of_partition(hot_segments, tp),
+                h.base_offset == base_offset,
+                h.end_offset == end_offset,
+                h.state != "tiered",
+            )
+            .values(size_bytes=size)
+        )
+        with self.engine.begin() as conn:
+            conn.execute(stmt)
+
+    def tiering_in_flight(self, tp: TopicIdPartition, below: int) -> bool:
+        """Is a segment starting below `below` being copied to the cold tier right now (its
+        copy may predate the hot erasure)?"""
+        h = hot_segments.c
+        query = select(h.base_offset).where(
+            of_partition(hot_segments, tp), h.base_offset < below, h.state == "tiering"
+        )
+        with self.engine.connect() as conn:
+            return conn.execute(query.limit(1)).first() is not None
+
     def _set(self, erasure_id: str, states: Sequence[str], **values: Any) -> bool:
         stmt = update(erasures).where(erasures.c.id == erasure_id, erasures.c.state.in_(states))
         with self.engine.begin() as conn:
@@ -256,6 +284,23 @@ class ErasureRepo:
         ).rowcount
         conn.execute(erasure_keys.delete().where(erasure_keys.c.erasure_id == erasure_id))
         return ended == 1
+
+
+def replica_name(partition: int, broker_id: int) -> str:
+    return f"{partition}/{broker_id}"
+
+
+def hot_done(e: Erasure, partitions: Sequence[PartitionRecord]) -> bool:
+    """Has every replica of every partition erased its hot log?"""
+    return all(
+        e.hot.get(replica_name(p.partition, r), {}).get("done")
+        for p in partitions
+        for r in p.replicas
+    )
+
+
+def cold_done(e: Erasure, partitions: Sequence[PartitionRecord], tiered: bool) -> bool:
+    return not tiered or all(e.cold.get(str(p.partition), {}).get("done") for p in partitions)
 
 
 def _secret(conn: Connection) -> str:

@@ -19,7 +19,7 @@ erased, and running the pass again finds nothing left to do in an erased one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 import pyarrow as pa
@@ -99,7 +99,7 @@ def _rows(frame: bytes) -> int:
     return int(decode_records(frame, verify=False).num_rows)
 
 
-def _swap(plog: LocalLog, seg: SegmentInfo, frames: list[tuple[FrameHeader, bytes]]) -> None:
+def _swap(plog: LocalLog, seg: SegmentInfo, frames: list[tuple[FrameHeader, bytes]]) -> int:
     entries, pos = [], 0
     for header, data in frames:
         entries.append(
@@ -109,11 +109,18 @@ def _swap(plog: LocalLog, seg: SegmentInfo, frames: list[tuple[FrameHeader, byte
     path, _ = segment_swap.write_cleaned(plog.dir, seg.base_offset, (d for _, d in frames))
     if not plog.swap_cleaned([seg], path, entries):
         raise LogChangedError(f"{plog.dir}: segment {seg.base_offset} changed during erasure")
+    return pos
 
 
-def erase_keys(plog: LocalLog, keys: pa.Array, end_offset: int) -> EraseResult | None:
+def erase_keys(
+    plog: LocalLog,
+    keys: pa.Array,
+    end_offset: int,
+    on_swap: Callable[[int, int, int], None] | None = None,
+) -> EraseResult | None:
     """Erase `keys` below `end_offset` from this replica's log. None while the replica has not
-    yet reached `end_offset` (a follower still catching up: run it again later)."""
+    yet reached `end_offset` (a follower still catching up: run it again later). `on_swap`
+    hears (base offset, next offset, new size) of each segment rewritten."""
     if plog.log_end_offset < end_offset:
         return None
     segments = plog.segments()
@@ -131,6 +138,8 @@ def erase_keys(plog: LocalLog, keys: pa.Array, end_offset: int) -> EraseResult |
         if erased is None:
             continue
         frames, n = erased
-        _swap(plog, seg, frames)
+        size = _swap(plog, seg, frames)
+        if on_swap is not None:
+            on_swap(seg.base_offset, seg.next_offset, size)
         removed, rewritten, rewritten_bytes = removed + n, rewritten + 1, rewritten_bytes + seg.size
     return EraseResult(removed, rewritten, rewritten_bytes)

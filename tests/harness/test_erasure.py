@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import base64
 import hmac
+from pathlib import Path
+from typing import Any
 
 from sqlalchemy import func, select
 
+from ingest.cleaner.log_cleaner import segment_frames
+from logformat.frame import decode_records
 from metadata.erasures import erasure_keys, erasures
 from metadata.schema import cluster as cluster_table
 from tests.harness.cluster import InProcessCluster
+from tests.integration.cluster import wait_for
 
 
 def _rows(c: InProcessCluster) -> tuple[int, int]:
@@ -79,3 +84,64 @@ def test_bad_requests_are_refused_and_start_nothing(cluster: InProcessCluster) -
     for eid in (made["id"], "not-a-uuid", "00000000-0000-0000-0000-000000000000"):
         r = http.get(f"/topics/erase-bad/erasures/{eid}")
         assert r.status_code == 404, r.text
+
+
+def _disk_keys(node_dir: Path, topic: str, partition: int) -> list[bytes | None]:
+    """Every record key in a replica's segment files, read from the files themselves."""
+    keys: list[bytes | None] = []
+    for path in sorted((node_dir / f"{topic}-{partition}").glob("*.log")):
+        for _, frame in segment_frames(str(path)):
+            keys.extend(decode_records(frame).column(2).to_pylist())
+    return keys
+
+
+def _wait_state(c: InProcessCluster, topic: str, eid: str, state: str) -> dict[str, Any]:
+    def reached() -> dict[str, Any] | None:
+        doc = dict(c.any().http.get(f"/topics/{topic}/erasures/{eid}").json())
+        return doc if doc["state"] == state else None
+
+    return dict(wait_for(f"erasure {eid} {state}", reached, timeout=60))
+
+
+def test_hot_erasure_on_every_replica(cluster: InProcessCluster) -> None:
+    topic = "erase-hot"
+    cluster.create_topic(topic, partitions=2, segment_bytes=2048, remote_storage_enable="false")
+    for p in (0, 1):
+        for i in range(12):  # several sealed segments, and the rest in the active one
+            batch = [{"key": f"u{i % 4}", "value": f"v{i}-{j}" * 8} for j in range(3)]
+            batch.append({"key": "alice", "value": f"secret-{i}"})
+            cluster.produce(topic, batch, partition=p)
+    leader = cluster.leader(topic, 0)
+    before = {p: leader.fetch_all(topic, p) for p in (0, 1)}
+    hw = {p: cluster.partition(topic, p)["high_watermark"] for p in (0, 1)}
+
+    made = leader.http.post(f"/topics/{topic}/erasures", json={"keys": ["alice"]}).json()
+    done = _wait_state(cluster, topic, made["id"], "done")
+    cluster.produce(topic, [{"key": "alice", "value": "after"}], partition=0)  # kept: later
+
+    assert done["finished_at"] and done["cold"] == {}
+    assert set(done["hot"]) == {f"{p}/{b}" for p in (0, 1) for b in cluster.brokers}
+    assert sum(r["records_removed"] for r in done["hot"].values()) == 3 * 2 * 12
+    for p in (0, 1):
+        after = cluster.leader(topic, p).fetch_all(topic, p)
+        want = [r for r in before[p] if r["key"] != "alice"]
+        assert [(r["offset"], r["key"], r["value"]) for r in after if r["offset"] < hw[p]] == [
+            (r["offset"], r["key"], r["value"]) for r in want
+        ]
+        if p == 0:
+            assert [r["value"] for r in after if r["key"] == "alice"] == ["after"]
+        assert cluster.partition(topic, p)["high_watermark"] == hw[p] + (p == 0)
+        copies = {n.segment_bytes(topic, p) for n in cluster.brokers.values()}
+        assert len(copies) == 1  # replicas byte-identical
+        for n in cluster.brokers.values():
+            keys = _disk_keys(n.data_dir, topic, p)
+            assert keys.count(b"alice") == (p == 0)  # only the record produced after
+    with cluster._engine.connect() as conn:  # the raw keys went with the request
+        assert (
+            conn.execute(
+                select(func.count())
+                .select_from(erasure_keys)
+                .where(erasure_keys.c.erasure_id == made["id"])
+            ).scalar_one()
+            == 0
+        )
