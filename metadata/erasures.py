@@ -39,7 +39,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.engine import Connection, Engine
 
-from metadata.schema import cluster, hot_segments, of_partition, topics
+from metadata.schema import cluster, hot_segments, of_partition, partitions, topics
 from metadata.types import PartitionRecord, TopicIdPartition
 
 STATES = ("pending", "running", "done", "failed")
@@ -245,6 +245,12 @@ class ErasureRepo:
         )
         with self.engine.begin() as conn:
             conn.execute(stmt)
+
+    def replicas(self, tp: TopicIdPartition) -> builtins.list[int]:
+        query = select(partitions.c.replicas).where(of_partition(partitions, tp))
+        with self.engine.connect() as conn:
+            found = conn.execute(query).scalar_one_or_none()
+        return builtins.list(found or [])
 
     def tiering_in_flight(self, tp: TopicIdPartition, below: int) -> bool:
         """Is a segment starting below `below` being copied to the cold tier right now (its
