@@ -1,7 +1,17 @@
-"""May a cold data file hold any of some keys? Answered from its footer alone (a ranged GET of
-the tail): each row group's min/max statistics on `key` rule a key out when it lies outside
-them. A file without statistics on `key` (written before they were kept) may hold anything.
-False is certain; True means "read the file to know"."""
+"""May a cold data file hold any of some keys? Answered from its footer and bloom filters alone
+(ranged GETs), so an erasure reads only the files that may hold a key.
+
+Per row group: min/max statistics on `key` (when a writer kept them) rule out keys outside
+them; the row group's Parquet bloom filter on `key` (written by tiering and compaction since
+issue 31: coldstore/parquet_writer.KEY_BLOOM_FILTER) rules out keys it does not contain. A
+row group with neither (files written before) may hold anything. False is certain; True
+means "read the file to know".
+
+pyarrow writes bloom filters but cannot read them; the check below is the Parquet format's
+split-block bloom filter (SBBF) lookup: XXH64 (seed 0) of the value's plain encoding (a
+byte array's bytes), the upper 32 bits choosing a 256-bit block, the lower 32 bits times
+eight fixed salts choosing one bit in each of its eight 32-bit words.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +20,23 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import xxhash
 
 from coldstore.object_store import ObjectStore
 
 TAIL_BYTES = 64 * 1024  # one GET holds the footer of any file we write
 MAGIC = b"PAR1"
+_SALT = (
+    0x47B6137B,
+    0x44974D91,
+    0x8824AD5B,
+    0xA2B7289D,
+    0x705495C7,
+    0x2DF1424B,
+    0x9EFC4947,
+    0x5C6BFB31,
+)
+_HEADER_MAX = 64  # a BloomFilterHeader (Thrift compact: 4 small fields) is far shorter
 
 
 def read_footer(store: ObjectStore, key: str, size: int) -> pq.FileMetaData | None:
@@ -30,9 +52,54 @@ def read_footer(store: ObjectStore, key: str, size: int) -> pq.FileMetaData | No
     return pq.read_metadata(pa.BufferReader(tail[-(length + 8) :]))
 
 
+def bloom_bitset(data: bytes) -> bytes | None:
+    """The bitset of a serialized bloom filter (header + bitset); None if unreadable.
+    The header's first field is numBytes (Thrift compact: field 1, i32, zigzag varint)."""
+    if not data or data[0] != 0x15:
+        return None
+    value, shift, pos = 0, 0, 1
+    while pos < len(data):
+        byte = data[pos]
+        value |= (byte & 0x7F) << shift
+        pos, shift = pos + 1, shift + 7
+        if not byte & 0x80:
+            break
+    num_bytes = (value >> 1) ^ -(value & 1)
+    if num_bytes <= 0 or num_bytes % 32 or num_bytes > len(data) - pos:
+        return None
+    return data[len(data) - num_bytes :]
+
+
+def bloom_may_contain(bitset: bytes, value: bytes) -> bool:
+    h = xxhash.xxh64_intdigest(value, seed=0)
+    blocks = len(bitset) // 32
+    block = ((h >> 32) * blocks) >> 32
+    key = h & 0xFFFFFFFF
+    words = struct.unpack_from("<8I", bitset, block * 32)
+    return all(words[i] & (1 << (((key * _SALT[i]) & 0xFFFFFFFF) >> 27)) for i in range(8))
+
+
 def _key_column(metadata: pq.FileMetaData) -> int | None:
     names = [metadata.schema.column(i).name for i in range(metadata.num_columns)]
     return names.index("key") if "key" in names else None
+
+
+def _rules_out(
+    store: ObjectStore, object_key: str, chunk: pq.ColumnChunkMetaData, keys: Sequence[bytes]
+) -> bool:
+    stats = chunk.statistics
+    if stats is not None and stats.has_min_max:
+        lo, hi = _as_bytes(stats.min), _as_bytes(stats.max)
+        keys = [k for k in keys if lo <= k <= hi]
+        if not keys:
+            return True
+    offset, length = chunk.bloom_filter_offset, chunk.bloom_filter_length
+    if offset is None or offset <= 0:
+        return False
+    if length is None or length <= 0:
+        return False  # older writers leave the length out: read the file instead
+    bitset = bloom_bitset(store.get_range(object_key, offset, offset + length))
+    return bitset is not None and not any(bloom_may_contain(bitset, k) for k in keys)
 
 
 def may_hold_keys(store: ObjectStore, object_key: str, size: int, keys: Sequence[bytes]) -> bool:
@@ -40,14 +107,10 @@ def may_hold_keys(store: ObjectStore, object_key: str, size: int, keys: Sequence
     column = None if metadata is None else _key_column(metadata)
     if metadata is None or column is None:
         return True
-    for i in range(metadata.num_row_groups):
-        stats = metadata.row_group(i).column(column).statistics
-        if stats is None or not stats.has_min_max:
-            return True
-        lo, hi = _as_bytes(stats.min), _as_bytes(stats.max)
-        if any(lo <= k <= hi for k in keys):
-            return True
-    return False
+    return not all(
+        _rules_out(store, object_key, metadata.row_group(i).column(column), keys)
+        for i in range(metadata.num_row_groups)
+    )
 
 
 def _as_bytes(value: object) -> bytes:

@@ -100,6 +100,7 @@ class ColdErasure:
             "records_removed": sum(r.removed for r in rewrites),
             "delta_version": version,
             "seconds": round(time.monotonic() - started, 3),
+            "finished_at_ms": int(time.time() * 1000),  # metadata.erasures.COLD_SETTLE_MS
         }
         log.info(
             "cold erasure done",

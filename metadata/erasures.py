@@ -305,8 +305,21 @@ def hot_done(e: Erasure, partitions: Sequence[PartitionRecord]) -> bool:
     )
 
 
-def cold_done(e: Erasure, partitions: Sequence[PartitionRecord], tiered: bool) -> bool:
-    return not tiered or all(e.cold.get(str(p.partition), {}).get("done") for p in partitions)
+# Readers cache a partition's window of cold files for up to 10 s (fetch/cold/cold_index.py's
+# window_ttl_s) and the replaced objects outlive that (the grace period is at least 60 s), so
+# a request is done only once every cold rewrite is older than any such cached window: from
+# then on every read resolves files through the new manifest.
+COLD_SETTLE_MS = 11_000
+
+
+def cold_done(e: Erasure, partitions: Sequence[PartitionRecord], tiered: bool, now_ms: int) -> bool:
+    if not tiered:
+        return True
+    results = [e.cold.get(str(p.partition), {}) for p in partitions]
+    return all(
+        r.get("done") and now_ms - int(r.get("finished_at_ms", 0)) >= COLD_SETTLE_MS
+        for r in results
+    )
 
 
 def _secret(conn: Connection) -> str:

@@ -11,6 +11,7 @@ still below the request's end offset waits (what it fetches later is erased by i
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 
 from cluster.metadata_cache import MetadataCache
@@ -95,7 +96,8 @@ class ErasureDuty:
         if e is None or view is None or e.state not in ("pending", "running"):
             return
         tiered = view.config.remote_storage_enable
-        complete = hot_done(e, view.partitions) and cold_done(e, view.partitions, tiered)
+        now_ms = int(time.time() * 1000)
+        complete = hot_done(e, view.partitions) and cold_done(e, view.partitions, tiered, now_ms)
         if complete and self.repo.finish(e.id):
             log.info("erasure done", extra={"topic": topic, "erasure": e.id})
 
