@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 
 from ingest.cleaner.log_cleaner import segment_frames
 from logformat.frame import decode_records
-from metadata.erasures import erasure_keys, erasures
+from metadata.erasures import ErasureRepo, erasure_keys, erasures
 from metadata.schema import cluster as cluster_table
 from tests.harness.cluster import InProcessCluster
 from tests.integration.cluster import wait_for
@@ -145,3 +145,71 @@ def test_hot_erasure_on_every_replica(cluster: InProcessCluster) -> None:
             ).scalar_one()
             == 0
         )
+
+
+def test_requests_on_a_topic_serialize_and_a_deleted_topic_fails_them(
+    cluster: InProcessCluster,
+) -> None:
+    """A tiered topic's request waits on the cold tier (no compaction worker here): a second
+    one stays pending until the first is done; deleting the topic fails what is open."""
+    topic = "erase-serial"
+    cluster.create_topic(topic, segment_bytes=2048)  # remote.storage.enable=true
+    cluster.produce(topic, [{"key": "alice", "value": "x"}, {"key": "bob", "value": "y"}])
+    http = cluster.any().http
+    first = http.post(f"/topics/{topic}/erasures", json={"keys": ["alice"]}).json()
+    second = http.post(f"/topics/{topic}/erasures", json={"keys": ["bob"]}).json()
+
+    def hot_done() -> bool:
+        doc = http.get(f"/topics/{topic}/erasures/{first['id']}").json()
+        return doc["state"] == "running" and len(doc["hot"]) == 3
+
+    wait_for("the first request's hot tier", hot_done, timeout=60)
+    assert http.get(f"/topics/{topic}/erasures/{second['id']}").json()["state"] == "pending"
+    repo = ErasureRepo(cluster._engine)
+    repo.record_cold(first["id"], 0, {"done": True, "finished_at_ms": 0})  # as compaction
+    _wait_state(cluster, topic, first["id"], "done")
+    wait_for(
+        "the second request's hot tier",
+        lambda: len(http.get(f"/topics/{topic}/erasures/{second['id']}").json()["hot"]) == 3,
+        timeout=60,
+    )
+    assert [r["key"] for r in cluster.leader(topic).fetch_all(topic)] == []
+
+    third = http.post(f"/topics/{topic}/erasures", json={"keys": ["carol"]}).json()
+    assert http.request("DELETE", f"/topics/{topic}").status_code == 200
+    for eid in (second["id"], third["id"]):
+        failed = _wait_state(cluster, topic, eid, "failed")
+        assert failed["error"] == "the topic was deleted" and failed["finished_at"]
+    with cluster._engine.connect() as conn:  # failed requests' keys went too
+        left = select(func.count()).select_from(erasure_keys)
+        ids = [second["id"], third["id"]]
+        assert conn.execute(left.where(erasure_keys.c.erasure_id.in_(ids))).scalar_one() == 0
+
+
+def test_a_replica_cut_off_from_postgres_erases_once_it_is_back(cluster: InProcessCluster) -> None:
+    """A replica whose duty cannot run (its Postgres cut) holds the request in running; once
+    back it runs its pass from the state in Postgres, and the replicas end byte-identical."""
+    topic = "erase-resume"
+    cluster.create_topic(topic, segment_bytes=2048, remote_storage_enable="false")
+    cluster.produce(topic, [{"key": "alice", "value": "x"}, {"key": "bob", "value": "y"}] * 20)
+    leader = cluster.leader(topic)
+    follower = next(n for n in cluster.brokers.values() if n is not leader)
+    cluster.cut_postgres(follower.broker_id)
+    try:
+        made = leader.http.post(f"/topics/{topic}/erasures", json={"keys": ["alice"]}).json()
+
+        def others_done() -> bool:
+            doc = leader.http.get(f"/topics/{topic}/erasures/{made['id']}").json()
+            return len(doc["hot"]) == 2
+
+        wait_for("the other replicas' passes", others_done, timeout=60)
+        doc = leader.http.get(f"/topics/{topic}/erasures/{made['id']}").json()
+        assert doc["state"] == "running" and f"0/{follower.broker_id}" not in doc["hot"]
+        assert b"alice" in _disk_keys(follower.data_dir, topic, 0)
+    finally:
+        cluster.heal()
+    done = _wait_state(cluster, topic, made["id"], "done")
+    assert f"0/{follower.broker_id}" in done["hot"]
+    for n in cluster.brokers.values():
+        assert b"alice" not in _disk_keys(n.data_dir, topic, 0)
+    assert len({n.segment_bytes(topic) for n in cluster.brokers.values()}) == 1
