@@ -53,6 +53,13 @@ def upgrade() -> None:
         ),
     )
     op.create_index("erasures_by_topic", "erasures", ["topic", "requested_at"])
+    # Every broker asks each second for the open requests: the audit rows pile up, these don't.
+    op.create_index(
+        "erasures_open",
+        "erasures",
+        ["requested_at"],
+        postgresql_where=sa.text("state IN ('pending', 'running')"),
+    )
     op.create_table(
         "erasure_keys",
         sa.Column(
@@ -67,5 +74,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("erasure_keys")
+    op.drop_index("erasures_open", table_name="erasures")
     op.drop_index("erasures_by_topic", table_name="erasures")
     op.drop_table("erasures")
