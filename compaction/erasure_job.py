@@ -89,6 +89,7 @@ class ColdErasure:
             removed = pc.sum(named.cast(pa.int64())).as_py() or 0
             if removed:
                 rewrites.append(Rewrite(f, rows.filter(pc.invert(named)), removed))
+        rewrites = self._drop_already_removed(t, rewrites)
         version = self._commit(t, rewrites) if rewrites else None
         result = {
             "done": True,
@@ -107,6 +108,24 @@ class ColdErasure:
             extra={"topic": t.topic, "partition": t.partition, "erasure": erasure_id, **result},
         )
         return result
+
+    def _drop_already_removed(self, t: Target, rewrites: list[Rewrite]) -> list[Rewrite]:
+        """A file whose every row was erased goes without a successor; a worker killed after
+        that Delta commit and before the manifest swap leaves it committed in the manifest
+        but gone from the table, which `recover` (it follows staged successors) cannot see.
+        Retire such files now; the rest is rewritten."""
+        if not rewrites:
+            return rewrites
+        table = self.jobs.table(t)
+        live = {f.path for f in table.files() if f.partition == t.partition}
+        gone = [r for r in rewrites if table.relpath(r.old.object_key) not in live]
+        if gone:
+            self.jobs.ops.retire([r.old.id for r in gone], self.jobs.grace_ms(t))
+            log.warning(
+                "retired erased files a killed rewrite had already removed from the table",
+                extra={"topic": t.topic, "partition": t.partition, "files": len(gone)},
+            )
+        return [r for r in rewrites if r not in gone]
 
     def _commit(self, t: Target, rewrites: Sequence[Rewrite]) -> int:
         """Stage and upload every new file, then ONE Delta commit removing the old files and

@@ -31,14 +31,21 @@ def cold(db_engine: Engine, s3_bucket: ObjectStoreConfig) -> Iterator[ColdEnv]:
 
 
 def _topic(
-    cold: ColdEnv, name: str, files: int = 6, alice_in: tuple[int, ...] = (1, 4), grace: int = 0
+    cold: ColdEnv,
+    name: str,
+    files: int = 6,
+    alice_in: tuple[int, ...] = (1, 4),
+    grace: int = 0,
+    all_alice: tuple[int, ...] = (),
 ) -> str:
     tid = cold.topic(name, **{"file.delete.delay.ms": str(grace)})
     now = now_ms()
     for f in range(files):
         base = 20 * f
         recs = [rec(base + i, now + base + i) for i in range(20)]
-        if f in alice_in:
+        if f in all_alice:
+            recs = [rec(base + i, now + base + i, key=ALICE) for i in range(20)]
+        elif f in alice_in:
             recs[3] = rec(base + 3, now + base + 3, key=ALICE, value=b"secret")
             recs[17] = rec(base + 17, now + base + 17, key=ALICE, value=b"secret2")
         cold.tier(name, 0, recs)
@@ -103,7 +110,7 @@ def test_only_files_with_the_key_are_rewritten_and_objects_go_after_grace(cold: 
 def test_a_worker_killed_between_delta_commit_and_swap_finishes_it(
     cold: ColdEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    tid = _topic(cold, "pii2", files=4, alice_in=(0, 2))
+    tid = _topic(cold, "pii2", files=4, alice_in=(0, 2), all_alice=(3,))  # file 3: only alice
     before = cold.manifest_rows("pii2")
     eid = _request(cold, tid, "pii2", end=80)
     w = cold.worker()
@@ -121,6 +128,7 @@ def test_a_worker_killed_between_delta_commit_and_swap_finishes_it(
     e = ErasureRepo(cold.engine).get("pii2", eid)
     assert e is not None and e.cold["0"]["done"]
     assert cold.manifest_rows("pii2") == [r for r in before if r["key"] != ALICE]
+    assert [f.base_offset for f in cold.manifest.files(TopicIdPartition(tid, 0))] == [0, 20, 40]
     assert ALICE not in [r["key"] for r in cold.delta_rows("pii2")]
     assert ALICE not in _bucket_keys(cold, "pii2")  # zero grace: swept in the same pass
     w.close()
