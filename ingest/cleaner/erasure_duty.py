@@ -5,7 +5,9 @@ replica of every partition (and, for a tiered topic, the cold tier) is done.
 Requests of one topic run one at a time, oldest first (ErasureRepo.runnable). A replica's
 result is written only after its whole pass, and a pass over an erased log removes nothing:
 a broker killed mid-pass runs it again after its restart, from Postgres' state. A follower
-still below the request's end offset waits (what it fetches later is erased by its pass).
+still below the request's end offset waits, and so does every replica until its high
+watermark reaches it: frames below the high watermark are never truncated, so none can be
+fetched again from a replica that has not erased yet after this replica's pass.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ class ErasureDuty:
         done = 0
         for state in todo:
             end = e.end_offsets.get(str(state.partition), 0)
+            if state.high_watermark < end:
+                continue  # below the HW nothing is truncated and fetched again unerased
             try:
                 result = erase_keys(state.log, keys, end, on_swap=self._resized(state))
             except LogChangedError as exc:
