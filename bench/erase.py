@@ -24,6 +24,7 @@ from pathlib import Path
 
 from bench.databases import new_database
 from coldstore.object_store import ObjectStore
+from coldstore.parquet_writer import DEFAULT_ROW_GROUP_BYTES
 from compaction.erasure_job import ColdErasure, Rewrite
 from compaction.jobs import Target
 from compaction.rewrite import read_data_file
@@ -55,7 +56,8 @@ def _tier(env: ColdEnv, topic: str, files: int, records: int, with_key: set[int]
                 }
             )
             offset += 1
-        env.tier(topic, 0, recs, per_frame=1000)
+        # row groups as tiering writes them (4 MiB), each with its bloom filter on key
+        env.tier(topic, 0, recs, per_frame=1000, row_group_bytes=DEFAULT_ROW_GROUP_BYTES)
 
 
 def _target(env: ColdEnv, topic: str) -> Target:

@@ -25,6 +25,7 @@ import xxhash
 from coldstore.object_store import ObjectStore
 
 TAIL_BYTES = 64 * 1024  # one GET holds the footer of any file we write
+MAX_FILTERS_BYTES = 16 << 20  # past this, reading the file is about as cheap
 MAGIC = b"PAR1"
 _SALT = (
     0x47B6137B,
@@ -84,22 +85,13 @@ def _key_column(metadata: pq.FileMetaData) -> int | None:
     return names.index("key") if "key" in names else None
 
 
-def _rules_out(
-    store: ObjectStore, object_key: str, chunk: pq.ColumnChunkMetaData, keys: Sequence[bytes]
-) -> bool:
+def _candidates(chunk: pq.ColumnChunkMetaData, keys: Sequence[bytes]) -> list[bytes]:
+    """The keys a row group's min/max statistics on `key` leave possible (all without them)."""
     stats = chunk.statistics
-    if stats is not None and stats.has_min_max:
-        lo, hi = _as_bytes(stats.min), _as_bytes(stats.max)
-        keys = [k for k in keys if lo <= k <= hi]
-        if not keys:
-            return True
-    offset, length = chunk.bloom_filter_offset, chunk.bloom_filter_length
-    if offset is None or offset <= 0:
-        return False
-    if length is None or length <= 0:
-        return False  # older writers leave the length out: read the file instead
-    bitset = bloom_bitset(store.get_range(object_key, offset, offset + length))
-    return bitset is not None and not any(bloom_may_contain(bitset, k) for k in keys)
+    if stats is None or not stats.has_min_max:
+        return list(keys)
+    lo, hi = _as_bytes(stats.min), _as_bytes(stats.max)
+    return [k for k in keys if lo <= k <= hi]
 
 
 def may_hold_keys(store: ObjectStore, object_key: str, size: int, keys: Sequence[bytes]) -> bool:
@@ -107,10 +99,29 @@ def may_hold_keys(store: ObjectStore, object_key: str, size: int, keys: Sequence
     column = None if metadata is None else _key_column(metadata)
     if metadata is None or column is None:
         return True
-    return not all(
-        _rules_out(store, object_key, metadata.row_group(i).column(column), keys)
-        for i in range(metadata.num_row_groups)
-    )
+    checks: list[tuple[int, int, list[bytes]]] = []  # (bloom offset, length, keys to test)
+    for i in range(metadata.num_row_groups):
+        chunk = metadata.row_group(i).column(column)
+        possible = _candidates(chunk, keys)
+        if not possible:
+            continue
+        offset, length = chunk.bloom_filter_offset, chunk.bloom_filter_length
+        if not offset or not length or offset <= 0 or length <= 0:
+            return True  # no filter (or older writers' length-less one): read the file
+        checks.append((offset, length, possible))
+    if not checks:
+        return False
+    # A writer puts the filters of all row groups together: one GET for all of them.
+    start = min(o for o, _, _ in checks)
+    end = max(o + n for o, n, _ in checks)
+    if end - start > MAX_FILTERS_BYTES:
+        return True
+    blob = store.get_range(object_key, start, end)
+    for offset, length, possible in checks:
+        bitset = bloom_bitset(blob[offset - start : offset - start + length])
+        if bitset is None or any(bloom_may_contain(bitset, k) for k in possible):
+            return True
+    return False
 
 
 def _as_bytes(value: object) -> bytes:
