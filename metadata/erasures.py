@@ -305,11 +305,14 @@ def hot_done(e: Erasure, partitions: Sequence[PartitionRecord]) -> bool:
     )
 
 
-# Readers cache a partition's window of cold files for up to 10 s (fetch/cold/cold_index.py's
-# window_ttl_s) and the replaced objects outlive that (the grace period is at least 60 s), so
-# a request is done only once every cold rewrite is older than any such cached window: from
-# then on every read resolves files through the new manifest.
-COLD_SETTLE_MS = 11_000
+# The longest a reader (fetch/cold/cold_index.py's window of a partition's cold files) may
+# serve from a cached list of files: its default, defined here once so the rule below and the
+# cache cannot drift apart.
+READER_FILE_LIST_TTL_S = 10.0
+# A request is done only once every cold rewrite is older than any list a reader cached before
+# it (plus a second for clocks and the query in flight): from then on every read resolves
+# files through the new manifest. The replaced objects outlive that (grace period >= 60 s).
+COLD_SETTLE_MS = int(READER_FILE_LIST_TTL_S * 1000) + 1_000
 
 
 def cold_done(e: Erasure, partitions: Sequence[PartitionRecord], tiered: bool, now_ms: int) -> bool:
