@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 from coldstore.key_filter import may_hold_keys
 from coldstore.layout import data_file_relpath, table_key
 from coldstore.parquet_writer import ParquetFile
+from compaction import metrics
 from compaction.jobs import PartitionJobs, Target
 from compaction.manifest_ops import ERASED_MARK
 from compaction.rewrite import read_data_file, write_table
@@ -70,6 +71,9 @@ class ColdErasure:
             return 0  # the hot tier first: what tiering copies from then on is erased
         result = self.erase(t, e.id, self.repo.keys(e.id), e.end_offsets.get(str(t.partition), 0))
         self.repo.record_cold(e.id, t.partition, result)
+        metrics.ERASURE_COLD_RECORDS_REMOVED.labels(t.topic).inc(result["records_removed"])
+        metrics.ERASURE_COLD_FILES_REWRITTEN.labels(t.topic).inc(result["files_rewritten"])
+        metrics.ERASURE_COLD_BYTES_REWRITTEN.labels(t.topic).inc(result["bytes_rewritten"])
         return int(result["files_rewritten"])
 
     def erase(self, t: Target, erasure_id: str, keys: Sequence[bytes], end: int) -> dict[str, Any]:

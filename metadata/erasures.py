@@ -190,6 +190,14 @@ class ErasureRepo:
                 first.setdefault(row.topic_id, Erasure(*row))
         return builtins.list(first.values())
 
+    def count_by_state(self) -> dict[str, int]:
+        """How many requests are in each state, cluster-wide (every state, zeros included)."""
+        e = erasures.c
+        query = select(e.state, func.count()).group_by(e.state)
+        with self.engine.connect() as conn:
+            found = {str(state): int(n) for state, n in conn.execute(query)}
+        return {state: found.get(state, 0) for state in STATES}
+
     def keys(self, erasure_id: str) -> builtins.list[bytes]:
         query = select(erasure_keys.c["keys"]).where(erasure_keys.c.erasure_id == erasure_id)
         with self.engine.connect() as conn:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from cluster.metadata_cache import MetadataCache
+from ingest import metrics
 from ingest.cleaner.key_erasure import EraseResult, LogChangedError, erase_keys, key_set
 from ingest.replication.partition import Partition
 from metadata.erasures import Erasure, ErasureRepo, cold_done, hot_done, replica_name
@@ -43,6 +44,8 @@ class ErasureDuty:
     def run_once(self) -> int:
         """Blocking (run it in a thread). Returns the number of replica passes finished."""
         self.repo.fail_deleted_topics()
+        for state, n in self.repo.count_by_state().items():
+            metrics.ERASURE_REQUESTS.labels(state).set(n)
         finished = 0
         for e in self.repo.runnable():
             view = self._cache.topic(e.topic)
@@ -89,6 +92,9 @@ class ErasureDuty:
     def _record(self, e: Erasure, state: Partition, result: EraseResult) -> None:
         name = replica_name(state.partition, self.broker_id)
         self.repo.record_hot(e.id, name, result.to_json())
+        metrics.ERASURE_HOT_RECORDS_REMOVED.labels(e.topic).inc(result.records_removed)
+        metrics.ERASURE_HOT_BYTES_REWRITTEN.labels(e.topic).inc(result.bytes_rewritten)
+        metrics.ERASURE_HOT_SEGMENTS_REWRITTEN.labels(e.topic).inc(result.segments_rewritten)
         log.info(
             "hot erasure pass done",
             extra={**self._ctx(e, state), **result._asdict()},

@@ -8,6 +8,7 @@ import hmac
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import REGISTRY
 from sqlalchemy import func, select
 
 from ingest.cleaner.log_cleaner import segment_frames
@@ -16,6 +17,10 @@ from metadata.erasures import ErasureRepo, erasure_keys, erasures
 from metadata.schema import cluster as cluster_table
 from tests.harness.cluster import InProcessCluster
 from tests.integration.cluster import wait_for
+
+
+def _sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
 def _rows(c: InProcessCluster) -> tuple[int, int]:
@@ -115,8 +120,22 @@ def test_hot_erasure_on_every_replica(cluster: InProcessCluster) -> None:
     before = {p: leader.fetch_all(topic, p) for p in (0, 1)}
     hw = {p: cluster.partition(topic, p)["high_watermark"] for p in (0, 1)}
 
+    hot_metrics = ("records_removed", "bytes_rewritten", "segments_rewritten")
+    counted = {m: _sample(f"tierlog_erasure_hot_{m}_total", topic=topic) for m in hot_metrics}
     made = leader.http.post(f"/topics/{topic}/erasures", json={"keys": ["alice"]}).json()
     done = _wait_state(cluster, topic, made["id"], "done")
+    for m in hot_metrics:  # every broker of the in-process cluster counts on one registry
+        got = _sample(f"tierlog_erasure_hot_{m}_total", topic=topic) - counted[m]
+        assert got == sum(r[m] for r in done["hot"].values()) > 0, m
+    states = ErasureRepo(cluster._engine).count_by_state()
+    assert states["done"] >= 1
+    wait_for(  # the duty's next pass publishes the states Postgres holds
+        "erasure request gauges",
+        lambda: all(
+            _sample("tierlog_erasure_requests", state=s) == n
+            for s, n in ErasureRepo(cluster._engine).count_by_state().items()
+        ),
+    )
     cluster.produce(topic, [{"key": "alice", "value": "after"}], partition=0)  # kept: later
 
     assert done["finished_at"] and done["cold"] == {}

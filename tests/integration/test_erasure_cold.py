@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from prometheus_client import REGISTRY
 from sqlalchemy.engine import Engine
 
 from coldstore.object_store import ObjectStoreConfig
@@ -60,6 +61,10 @@ def _request(cold: ColdEnv, tid: str, name: str, end: int) -> str:
     return e.id
 
 
+def _sample(name: str) -> float:
+    return REGISTRY.get_sample_value(name, {"topic": "pii"}) or 0.0
+
+
 def _bucket_keys(cold: ColdEnv, name: str) -> list[bytes | None]:
     """Every key in every Parquet object under the table, read from the bucket directly."""
     keys: list[bytes | None] = []
@@ -76,12 +81,16 @@ def test_only_files_with_the_key_are_rewritten_and_objects_go_after_grace(cold: 
     before = cold.manifest_rows("pii")
     files_before = cold.manifest.files(tp)
     eid = _request(cold, tid, "pii", end=120)
+    cold_metrics = ("records_removed", "files_rewritten", "bytes_rewritten")
+    counted = {m: _sample(f"tierlog_erasure_cold_{m}_total") for m in cold_metrics}
     w = cold.worker()
     w.run_once()
     e = ErasureRepo(cold.engine).get("pii", eid)
     assert e is not None
     result = e.cold["0"]
     assert result["done"] and result["files_rewritten"] == 2 and result["records_removed"] == 4
+    for m in cold_metrics:
+        assert _sample(f"tierlog_erasure_cold_{m}_total") - counted[m] == result[m], m
     assert result["files_read"] == 2  # the bloom filters ruled the other four out unread
     assert result["bytes_rewritten"] == files_before[1].size_bytes + files_before[4].size_bytes
     want = [r for r in before if r["key"] != ALICE]
