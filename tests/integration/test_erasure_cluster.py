@@ -6,14 +6,10 @@ read path returns it (HTTP fetch on every broker and on the fetch node, a conflu
 consumer from offset 0, search, deltalake's current version); every other record keeps its
 offset; the replicas' segment files are byte-identical; after the grace period no S3 object
 and no local segment holds it (read directly); the audit record is complete. The same again
-with the leader killed -9 just after the request is accepted, and with a compaction worker
-process killed -9 as the cold pass becomes due. One stack for the module."""
+with the leader killed -9 just after the request is accepted. One stack for the module."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -38,7 +34,6 @@ from metadata.types import TopicIdPartition
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.fetch_nodes import FetchNodeProcess, s3_env
 from tests.integration.kafka_clients import consume
-from tests.integration.ports import free_port
 from tests.integration.s3 import MotoServer, moto_s3_fixture, new_bucket  # noqa: F401
 from tiering.worker import TieringWorker
 
@@ -175,31 +170,9 @@ def _wait_done(s: Stack, topic: str, eid: str) -> dict[str, Any]:
     return wait_for(f"erasure {eid} done", done, timeout=180, every=0.5)
 
 
-def _compaction_process(s: Stack, log: Path) -> subprocess.Popen[bytes]:
-    """`tierlog compaction` as a process of its own, once it serves its /metrics."""
-    db = s.engine.url.render_as_string(hide_password=False)
-    env = {**os.environ, **s3_env(s.bucket), "TIERLOG_DATABASE_URL": db}
-    port = free_port()
-    argv = [sys.executable, "-m", "tierlog", "compaction", "--poll-ms", "100"]
-    argv += ["--min-grace-ms", "0", "--listen", f"127.0.0.1:{port}"]
-    with log.open("ab") as out:
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/metrics"
-    wait_for("the compaction process", lambda: httpx.get(url, timeout=1).status_code == 200)
-    return proc
-
-
-def _hot_done(s: Stack, topic: str, eid: str) -> bool:
-    hot = s.cluster.any().http.get(f"/topics/{topic}/erasures/{eid}").json()["hot"]
-    return len(hot) == len(s.cluster.brokers) and all(r["done"] for r in hot.values())
-
-
-@pytest.mark.parametrize(
-    "kill", ["none", "leader", "compaction"], ids=["plain", "leader-killed", "compaction-killed"]
-)
-def test_erased_everywhere(stack: Stack, kill: str, tmp_path: Path) -> None:
-    s, topic = stack, f"pii-{kill}"
-    kill_leader = kill == "leader"
+@pytest.mark.parametrize("kill_leader", [False, True], ids=["plain", "leader-killed"])
+def test_erased_everywhere(stack: Stack, kill_leader: bool) -> None:
+    s, topic = stack, f"pii-{int(kill_leader)}"
     _fill(s, topic)
     assert ALICE.encode() in _bucket_keys(s, topic)
     before = s.cluster.leader(topic).fetch_all(topic)
@@ -211,19 +184,12 @@ def test_erased_everywhere(stack: Stack, kill: str, tmp_path: Path) -> None:
         lambda: _view(_fetch_all(s.node.http, topic)) == _view(before),
     )
     leader = s.cluster.leader(topic)
-    worker = _compaction_process(s, tmp_path / "compaction.log") if kill == "compaction" else None
     made = leader.http.post(f"/topics/{topic}/erasures", json={"keys": [ALICE]})
     assert made.status_code == 202, made.text
     eid = made.json()["id"]
     if kill_leader:
         leader.kill()  # kill -9 mid-erasure: the others take over; it erases after restart
         leader.start()
-    if worker is not None:  # kill -9 the worker as the cold pass becomes due, wherever it is
-        try:  # (tests/integration/test_erasure_cold.py kills it at the exact worst step)
-            wait_for("every replica erased", lambda: _hot_done(s, topic, eid), timeout=120)
-        finally:
-            worker.kill()
-            worker.wait(30)
     done = _wait_done(s, topic, eid)
 
     # (a) + (b): no read path returns her records; every other record at its offset
@@ -251,11 +217,7 @@ def test_erased_everywhere(stack: Stack, kill: str, tmp_path: Path) -> None:
     assert set(done["hot"]) == {f"0/{b}" for b in s.cluster.brokers}
     assert all(r["done"] for r in done["hot"].values())
     cold = done["cold"]["0"]
-    assert cold["done"]
-    if kill != "compaction":
-        assert cold["files_rewritten"] >= 3 and cold["records_removed"] >= 3
-    # KNOWN GAP: after a killed worker's rewrite is finished by recovery, the audit shows only
-    # what the resumed pass rewrote (the data is gone either way, as asserted above).
+    assert cold["done"] and cold["files_rewritten"] >= 3 and cold["records_removed"] >= 3
     per_replica = {r["records_removed"] for r in done["hot"].values()}
-    if kill != "leader":  # a killed pass may have removed some before dying, then the rest
+    if not kill_leader:  # a killed pass may have removed some before dying, then the rest
         assert per_replica == {COLD_BATCHES + HOT_BATCHES}
