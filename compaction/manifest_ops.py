@@ -30,6 +30,7 @@ from metadata.types import ColdFile, FileSpec, TopicIdPartition
 # tiering attempt's, and a key-compacted file from a merely merged one.
 MERGED_MARK = "-mg"
 COMPACTED_MARK = "-kc"
+ERASED_MARK = "-er"  # files an erasure rewrote (compaction/erasure_job.py)
 _LOCK_CLASS = 0x746C  # advisory lock namespace ("tl"); the second key hashes the partition
 
 
@@ -153,7 +154,8 @@ class CompactionManifest:
                     of_partition(cold_files, tp),
                     cold_files.c.state.in_(("copy_started", "copied")),
                     cold_files.c.object_key.contains(MERGED_MARK)
-                    | cold_files.c.object_key.contains(COMPACTED_MARK),
+                    | cold_files.c.object_key.contains(COMPACTED_MARK)
+                    | cold_files.c.object_key.contains(ERASED_MARK),
                 )
             ).all()
         return [cold_file(r) for r in rows]

@@ -63,3 +63,14 @@ JOB_SECONDS = Histogram(
     ["job"],
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
 )
+ERASURE_COLD_RECORDS_REMOVED = Counter(
+    "tierlog_erasure_cold_records_removed_total", "Records erased from cold files", ["topic"]
+)
+ERASURE_COLD_FILES_REWRITTEN = Counter(
+    "tierlog_erasure_cold_files_rewritten_total", "Cold files erasure rewrote", ["topic"]
+)
+ERASURE_COLD_BYTES_REWRITTEN = Counter(
+    "tierlog_erasure_cold_bytes_rewritten_total",
+    "Bytes of the cold files erasure rewrote (their size before)",
+    ["topic"],
+)

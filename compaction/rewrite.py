@@ -3,7 +3,8 @@
 Written files follow coldstore/parquet_writer.py's conventions exactly (its writer options):
 CONSUMER_SCHEMA (then a typed lake table's value_typed / value_error columns, kept as read:
 docs/lake-tables.md), zstd, offset-sorted, row groups of about `row_group_bytes`, min/max
-statistics and a page index on offset and timestamp, dictionary on key only.
+statistics and a page index on offset and timestamp, dictionary on key only, a bloom filter
+on key.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pyarrow.parquet as pq
 from coldstore.parquet_writer import (
     DEFAULT_ROW_GROUP_BYTES,
     DEFAULT_ZSTD_LEVEL,
+    KEY_BLOOM_FILTER,
     MAX_ROWS_PER_GROUP,
     STATS_COLUMNS,
     ParquetFile,
@@ -72,6 +74,7 @@ def write_table(
         write_page_index=True,
         use_dictionary=["key"],
         sorting_columns=[pq.SortingColumn(0)],
+        bloom_filter_options=KEY_BLOOM_FILTER,
     ) as writer:
         writer.write_table(table, row_group_size=min(per_group, MAX_ROWS_PER_GROUP))
     ts = pc.min_max(table.column("timestamp").cast(pa.int64()))

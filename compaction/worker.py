@@ -28,11 +28,13 @@ from cluster.duty import FailurePolicy
 from cluster.worker_health import Health
 from coldstore.object_store import ObjectStoreConfig
 from compaction import metrics
+from compaction.erasure_job import ColdErasure
 from compaction.jobs import PartitionJobs, Settings, Target
 from compaction.manifest_ops import CompactionManifest
 from compaction.stale_uploads import StaleUploads
 from compaction.topic_purge import TopicPurge
 from metadata.configs import topic_config
+from metadata.erasures import ErasureRepo
 from metadata.topics import TopicRepo
 
 log = logging.getLogger("tierlog.compaction")
@@ -63,6 +65,7 @@ class CompactionWorker:
         self.topics = TopicRepo(engine)
         s = settings or Settings()
         self.purge = TopicPurge(engine, self.jobs.store, store_config, s.min_grace_ms)
+        self.erasure = ColdErasure(self.jobs, ErasureRepo(engine))
         self.uploads = StaleUploads(
             self.jobs.store, store_config, s.stale_upload_ms, s.upload_check_s
         )
@@ -92,6 +95,7 @@ class CompactionWorker:
         """One pass over every partition, then the sweep. `now_ms` is for tests."""
         started = time.monotonic()
         visited = expired = merged = compacted = 0
+        self._refresh_erasures()
         for info in self.topics.list():
             cfg = topic_config(info.configs)
             for p in range(info.partition_count):
@@ -138,6 +142,8 @@ class CompactionWorker:
             expired = len(self.jobs.retention(t, now))
             if self.ops.tiering_busy(t.tp):
                 return expired, 0, 0
+            job = "erase"  # before compaction: an erasure waits on no other job
+            self.erasure.run(t)
             if t.config.compact:
                 job = "compact"
                 compacted = int(self.jobs.compact_keys(t, now) is not None)
@@ -148,6 +154,13 @@ class CompactionWorker:
             metrics.FAILURES.labels(job).inc()
             log.exception("compaction job failed", extra={**ctx, "job": job})
         return expired, merged, compacted
+
+    def _refresh_erasures(self) -> None:
+        try:
+            self.erasure.refresh()
+        except Exception:
+            metrics.FAILURES.labels("erase").inc()
+            log.exception("reading erasure requests failed", extra={"worker": self.worker_id})
 
     def _purge_deleted_topics(self) -> tuple[int, int, int]:
         try:

@@ -21,6 +21,7 @@ from cluster.read_contract import ColdReader
 from cluster.search_contract import ColdSearcher
 from ingest.broker_config import BrokerConfig, kafka_advertised
 from ingest.broker_deps import BrokerDeps
+from ingest.cleaner.erasure_duty import ErasureDuty
 from ingest.cleaner.log_cleaner import CleanerDuty
 from ingest.log.log_manager import LogManager
 from ingest.loop_lag import watch_loop_lag
@@ -44,6 +45,7 @@ from metadata.brokers import BrokerRepo
 from metadata.cold_manifest import ColdManifest
 from metadata.controller_lease import ControllerLease
 from metadata.db import migrate
+from metadata.erasures import ErasureRepo
 from metadata.partition_state import PartitionStateRepo
 from metadata.quotas import QuotaRepo
 from metadata.registry_store import RegistryStore
@@ -93,6 +95,9 @@ class Broker:
         )
         self.tier_status = TierStatusReader(manifest)
         self.cleaner = CleanerDuty(lambda: self.partitions, self.cache, manifest)
+        self.erasures = ErasureDuty(
+            config.broker_id, lambda: self.partitions, self.cache, ErasureRepo(self.engine)
+        )
         self.fetch_handler = ReplicaFetchHandler(lambda: self.partitions, self._expand_isr)
         self.preferred = PreferredLeaderMover(
             config.broker_id,
@@ -179,6 +184,7 @@ class Broker:
             self._every(cfg.tiering_duty_ms, self.registrar.run_once, "register-sealed"),
             self._every(cfg.tiering_duty_ms, self.retention.run_once, "local-retention"),
             self._every(cfg.cleaner_interval_ms, self._clean_logs, "log-cleaner"),
+            self._every(1000, self._erase_keys, "key-erasure"),
             self._every(1000, self._heal_offline, "offline-logs"),
             self._every(500, self._move_to_preferred, "preferred-leader"),
         ]
@@ -359,6 +365,10 @@ class Broker:
 
     async def _clean_logs(self) -> None:
         await asyncio.to_thread(self.cleaner.run_once)
+
+    async def _erase_keys(self) -> None:
+        if self.lease_ok():
+            await asyncio.to_thread(self.erasures.run_once)
 
     async def _roll(self) -> None:
         if self._logs is not None:

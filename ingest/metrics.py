@@ -96,6 +96,27 @@ CLEANER_RECORDS_REMOVED = Counter(
     "Records the cleaner removed (superseded or expired tombstones)",
     ["topic"],
 )
+# Erasure (issue 31). Requests by state are cluster-wide (read from Postgres by every
+# broker's erasure duty, so any broker's /metrics shows them); the hot counters count this
+# broker's replicas. The cold tier's counters are the compaction worker's.
+ERASURE_REQUESTS = Gauge(
+    "tierlog_erasure_requests", "Erasure requests by state, cluster-wide", ["state"]
+)
+ERASURE_HOT_RECORDS_REMOVED = Counter(
+    "tierlog_erasure_hot_records_removed_total",
+    "Records erased from this broker's replicas' local segments",
+    ["topic"],
+)
+ERASURE_HOT_BYTES_REWRITTEN = Counter(
+    "tierlog_erasure_hot_bytes_rewritten_total",
+    "Bytes of the local segments erasure rewrote (their size before)",
+    ["topic"],
+)
+ERASURE_HOT_SEGMENTS_REWRITTEN = Counter(
+    "tierlog_erasure_hot_segments_rewritten_total",
+    "Local segments erasure rewrote",
+    ["topic"],
+)
 CLEANER_DIRTY_RATIO = Gauge(
     "tierlog_log_cleaner_dirty_ratio",
     "Dirty share of a partition's cleanable bytes (the cleaner's lag)",

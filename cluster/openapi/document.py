@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cluster.openapi.erasures import ERASURE_PATHS
 from cluster.openapi.groups import GROUP_PATHS, GROUP_SCHEMAS
 from cluster.openapi.lake import LAKE_PATHS
 from cluster.openapi.schemas import (
@@ -208,6 +209,7 @@ OPENAPI: dict[str, Any] = {
                 "responses": {"200": json_response({"type": "object"})},
             }
         },
+        **ERASURE_PATHS,
         **SEARCH_PATHS,
         **GROUP_PATHS,
         **LAKE_PATHS,

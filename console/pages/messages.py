@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from console import auth
+from console import auth, erase_form
 from console.cluster_api import ConsoleApiError
 from console.message_view import (
     BINARY_FORMATS,
@@ -214,5 +214,6 @@ PAGE = Page(
         Route("/messages/tail", tail_rows, methods=["GET"]),
         Route("/messages/search", search, methods=["GET"]),
         Route("/messages/produce", _produce, methods=["POST"]),
+        *erase_form.routes,
     ],
 )

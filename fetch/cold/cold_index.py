@@ -30,6 +30,7 @@ from cluster.read_contract import ColdRange
 from fetch.cold import metrics
 from fetch.cold.deadlines import POSTGRES, within
 from metadata.cold_file_rows import cold_file
+from metadata.erasures import READER_FILE_LIST_TTL_S
 from metadata.schema import cold_files, of_partition
 from metadata.types import ColdFile, TopicIdPartition
 
@@ -122,7 +123,7 @@ class ColdIndex:
         pool: Executor,
         *,
         bounds_ttl_s: float = 1.0,
-        window_ttl_s: float = 10.0,
+        window_ttl_s: float = READER_FILE_LIST_TTL_S,
         window: int = 8,
         max_partitions: int = 4096,
         query_timeout_s: float = 5.0,

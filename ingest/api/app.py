@@ -17,7 +17,7 @@ from cluster.http.cross_site import CrossSiteGuard, own_origins
 from cluster.http.limits import limits_middleware
 from cluster.http.request_metrics import RequestMetrics
 from cluster.http.responses import exception_handlers
-from ingest.api import internal, ops, producers, records, search, security, topics
+from ingest.api import erasures, internal, ops, producers, records, search, security, topics
 from ingest.broker_config import broker_limits
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ def build_app(
     app = Starlette(
         routes=[
             *topics.routes,
+            *erasures.routes,
             *records.routes,
             *search.routes,
             *producers.routes,

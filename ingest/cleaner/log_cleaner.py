@@ -88,7 +88,7 @@ def write_checkpoint(directory: str, offset: int) -> None:
     fsync_dir(directory)
 
 
-def _frames(path: str) -> Iterator[tuple[FrameHeader, bytes]]:
+def segment_frames(path: str) -> Iterator[tuple[FrameHeader, bytes]]:
     """(header, frame bytes) of a sealed segment file, read through our own descriptor:
     retention may unlink the file meanwhile and our descriptor stays valid."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
@@ -207,7 +207,7 @@ class LogCleaner:
         for seg in p.segments:
             if offsets.full and seg.base_offset >= p.dirty_start:
                 break  # the next pass goes on from here
-            for header, frame in _frames(seg.path):
+            for header, frame in segment_frames(seg.path):
                 if header.producer_id != NO_PRODUCER_ID:
                     last_batch[header.producer_id] = (header.base_offset, header.max_timestamp)
                 if header.next_offset > p.dirty_start:
@@ -225,7 +225,7 @@ class LogCleaner:
         of records it held."""
         sources: list[SourceFrame] = []
         records_in = 0
-        for header, frame in _frames(seg.path):
+        for header, frame in segment_frames(seg.path):
             batch = decode_records(frame, verify=False)
             records_in += batch.num_rows
             mask = offsets.keep_mask(batch, header.base_offset, horizon)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ingest.service.cluster_identity import ClusterIdentity
+from ingest.service.erasure import Erasures
 from ingest.service.log_admin import LogAdmin
 from ingest.service.node_status import NodeStatus
 from ingest.service.produce import Produce, ProducerIds
@@ -46,6 +47,7 @@ class Services:
     replicas: ReplicaServing  # the cluster-internal routes: replica fetch, segments
     status: NodeStatus  # readiness, metrics registry, brokers (the ops routes)
     logs: LogAdmin  # DescribeProducers, DescribeLogDirs
+    erasures: Erasures  # erasure requests: accepted, read, listed (issue 31)
 
     @classmethod
     def of(cls, broker: Broker) -> Services:
@@ -66,4 +68,5 @@ class Services:
             ReplicaServing(broker),
             NodeStatus(broker),
             LogAdmin(broker),
+            Erasures(broker),
         )

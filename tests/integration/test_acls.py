@@ -60,6 +60,8 @@ DENIED = [
     ("GET", "/topics/events/partitions/0/records", None, T),
     ("GET", "/topics/events/partitions/0/offsets", None, T),
     ("GET", "/topics/events/search?value=x", None, T),
+    ("POST", "/topics/events/erasures", {"keys": ["k"]}, T),  # DELETE on the topic
+    ("GET", "/topics/events/erasures", None, T),
     ("POST", "/producers", None, C),
     ("GET", "/groups/g0", None, G),
     ("POST", "/groups/g0/members", {"topics": ["events"]}, G),
@@ -106,6 +108,13 @@ def test_the_right_acl_opens_exactly_its_operation(env: Env) -> None:
     assert writer.get("/topics/events/search", params={"value": "x"}).status_code == 403
     assert reader.post("/topics/events/records", json=REC).status_code == 403
     assert reader.delete("/topics/events").status_code == 403
+    assert reader.post("/topics/events/erasures", json={"keys": ["k"]}).status_code == 403
+    assert writer.post("/topics/events/erasures", json={"keys": ["k"]}).status_code == 403
+    sec.allow("eraser", "topic", "events", "delete")
+    eraser = sec.client(broker.url, "eraser")
+    made = eraser.post("/topics/events/erasures", json={"keys": ["no-such-key"]})
+    assert made.status_code == 202 and made.json()["requested_by"] == "User:eraser", made.text
+    assert eraser.get(f"/topics/events/erasures/{made.json()['id']}").status_code == 200
     assert [t["name"] for t in reader.get("/topics").json()["topics"]] == ["events"]
 
 

@@ -82,6 +82,12 @@ EXPECTED = {
         "job               | work",
         "hot log cleaner",
     ],
+    "erase": [
+        "tierlog erase benchmark: 8 files of 500",
+        "case                                seconds read rewritten MB rewritten of table",
+        "baseline: rewrite the whole topic",
+        "every other record kept at its offset",
+    ],
     "schemas": [
         "tierlog schema registry benchmark: 1 broker (--insecure)",
         "case                                                 count  seconds      per s  vs base",

@@ -50,7 +50,14 @@ class ColdEnv:
         self.ids[name] = info.id
         return info.id
 
-    def tier(self, topic: str, partition: int, recs: list[Rec], per_frame: int = 4) -> None:
+    def tier(
+        self,
+        topic: str,
+        partition: int,
+        recs: list[Rec],
+        per_frame: int = 4,
+        row_group_bytes: int = 16 * 1024,
+    ) -> None:
         """Tier one sealed segment holding `recs` at the partition's next offsets."""
         log = self.written.setdefault((topic, partition), [])
         base = len(log)
@@ -71,7 +78,7 @@ class ColdEnv:
         self.registry.register_sealed(TopicIdPartition(tid, partition), base, end, len(data))
         (claim,) = self.registry.claim("test-tiering", 60_000)
         assert (claim.partition, claim.base_offset) == (partition, base)
-        pf = write_parquet(data, from_offset=base, to_offset=end, row_group_bytes=16 * 1024)
+        pf = write_parquet(data, from_offset=base, to_offset=end, row_group_bytes=row_group_bytes)
         key = data_file_key(self.config, topic, partition, base)
         spec = FileSpec(key, pf.size_bytes, pf.records, pf.min_timestamp, pf.max_timestamp)
         fid = self.manifest.start_copy(claim, spec)

@@ -204,6 +204,49 @@ def test_the_readmes_tour_runs_as_written_and_reaches_s3(dev: DevInstance) -> No
         }, out.stdout
 
 
+def test_the_readmes_erasure_examples_run_as_written(dev: DevInstance) -> None:
+    """The README's "Erasing a key" block (issue 31), run as written after records of the
+    keys reached S3: both requests end done, and neither the broker nor the Delta table
+    returns a record of either key; the others stay."""
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("\n## Erasing a key\n")
+    section = readme[start : readme.index("\n## ", start + 1)]
+    (block,) = re.findall(r"```sh\n(.*?)```", section, re.S)
+    setup = (
+        "set -a; . .tierlog/dev.env; set +a\n"
+        "source .venv/bin/activate\n"
+        "tierlog topics create greetings --partitions 3 2>/dev/null || true\n"
+        "printf 'alice:hello\\nbob:hi\\ncarol:hey\\n' | tierlog produce greetings --key-sep :\n"
+        "tierlog lake describe greetings --wait 60 >/dev/null\n"
+    )
+    out = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", setup + block],
+        cwd=dev.root,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+    # curl's answer (pending), then `erase --wait`'s line and the two of `erasures`: done
+    assert '"state":"pending"' in out.stdout, out.stdout
+    assert out.stdout.count("of greetings: done (1 key(s)); hot: ") == 3, out.stdout
+    config = ObjectStoreConfig.from_env(dev.env_file())
+    rows = deltalake.DeltaTable(
+        table_uri(config, "greetings"), storage_options=config.storage_options()
+    ).to_pyarrow_table()
+    keys = set(rows.column("key").to_pylist())
+    assert b"alice" not in keys and b"bob" not in keys and b"carol" in keys
+    # A file whose every record was erased goes whole: its partition's log then starts later.
+    for p in httpx.get(f"{dev.base}/topics/greetings").json()["partitions"]:
+        start = p["log_start_offset"] or 0
+        r = httpx.get(
+            f"{dev.base}/topics/greetings/partitions/{p['partition']}/records",
+            params={"offset": start},
+        )
+        assert r.status_code == 200, r.text
+        assert not {"alice", "bob"} & {rec["key"] for rec in r.json()["records"]}
+
+
 def test_dev_runs_the_quickstart_and_keeps_data(dev: DevInstance) -> None:
     data_dir, log, base = dev.data_dir, dev.log, dev.base
     try:

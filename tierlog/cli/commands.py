@@ -9,6 +9,7 @@ import argparse
 
 from tierlog.cli.consume_cmd import add_consume
 from tierlog.cli.credentials import add_credentials
+from tierlog.cli.erase_cmd import add_erase
 from tierlog.cli.groups_cmd import add_groups
 from tierlog.cli.lake_cmd import add_lake
 from tierlog.cli.produce_cmd import add_produce
@@ -32,3 +33,4 @@ def add_client_commands(
     add_search(sub, common)
     add_schemas(sub, common)
     add_lake(sub, common)
+    add_erase(sub, common)
