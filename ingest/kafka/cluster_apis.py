@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode as KafkaError
 
 from cluster.metadata_cache import TopicView
 from ingest.kafka.context import KafkaContext
-from ingest.kafka.protocol import NO_TRANSACTIONS, SUPPORTED, build, kafka_error, nested
+from ingest.kafka.protocol import SUPPORTED, build, kafka_error, nested
 from logformat.errors import TierlogError
 from metadata.acl import CLUSTER_NAME
 
@@ -172,8 +172,8 @@ async def handle_describe_cluster(ctx: KafkaContext, request: Any, response_cls:
 
 
 async def handle_init_producer_id(ctx: KafkaContext, request: Any, response_cls: Any) -> Any:
-    """An idempotent producer's id, from the same Postgres sequence as POST /producers.
-    Transactions are not served: a transactional id is refused, not ignored."""
+    """An idempotent producer's id, from the same Postgres sequence as POST /producers (a
+    transactional id's request goes to txn_apis.py instead)."""
 
     def answer(error: KafkaError, pid: int = -1, epoch: int = -1) -> Any:
         return build(
@@ -184,8 +184,6 @@ async def handle_init_producer_id(ctx: KafkaContext, request: Any, response_cls:
             producer_epoch=epoch,
         )
 
-    if request.transactional_id is not None:  # no transactions (protocol.py says why)
-        return answer(NO_TRANSACTIONS)
     if not ctx.may_write_somewhere():
         return answer(KafkaError.cluster_authorization_failed)
     repo = ctx.broker.partition_repo

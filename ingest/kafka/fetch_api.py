@@ -26,12 +26,14 @@ from ingest.kafka.protocol import build, kafka_error, nested
 from ingest.kafka.record_batch import encode_batch
 from ingest.replication.partition import Partition
 from ingest.service.fetch_rules import ResponseBudget, merged
+from ingest.service.txn_log import TxnView, txn_log
 from ingest.tiered import tiered_fetch
 from logformat.errors import ErrorCode, TierlogError
 
 log = logging.getLogger("tierlog.kafka")
 
 LATEST, EARLIEST = -1, -2
+READ_COMMITTED = 1  # isolation_level
 RECORD_TIME_BYTES = 1 << 20  # enough for the one record whose time ListOffsets answers
 _MAX_RECORDS = 100_000  # per partition and fetch; max bytes normally ends a read first
 _INLINE_BYTES = 256 * 1024  # records encoded on the event loop below this, in a thread above
@@ -44,6 +46,7 @@ class _Read(NamedTuple):
     high_watermark: int = -1
     log_start: int = -1
     diverging: EpochEnd = UNDEFINED  # KIP-320: where the consumer's last epoch ended
+    stable: int = -1  # the last stable offset (-1: the high watermark)
 
 
 def cold_reader(ctx: KafkaContext, topic: str) -> ColdReader | None:
@@ -72,8 +75,8 @@ class _Slicer:
     slices the event loop is free, and batches past _INLINE_BYTES are encoded in a worker
     thread. Each slice is one batch with its leader epoch."""
 
-    def __init__(self, ctx: KafkaContext, state: Partition, topic: str) -> None:
-        self.state, self.topic = state, topic
+    def __init__(self, ctx: KafkaContext, state: Partition, topic: str, txns: TxnView) -> None:
+        self.state, self.topic, self.txns = state, topic, txns
         self.cold = cold_reader(ctx, topic)
         view = ctx.broker.cache.topic(topic)
         self.append_time = (
@@ -85,7 +88,7 @@ class _Slicer:
         got = await tiered_fetch.fetch_tiered(
             self.state, self.cold, offset, _MAX_RECORDS, min(max_bytes, _SLICE_BYTES), 0
         )
-        got = leader_epochs.within_epoch(got, epoch_end)
+        got = self.txns.apply(leader_epochs.within_epoch(got, epoch_end), offset)
         metrics.FETCHED_RECORDS.labels(self.topic).inc(got.batch.num_rows)
         args = (got, offset, self.append_time, epoch)
         if got.batch.nbytes >= _INLINE_BYTES:  # encoding walks every record
@@ -96,7 +99,7 @@ class _Slicer:
         """From `offset`, up to `max_bytes` (the last batch may pass it, as in Kafka)."""
         data, got = await self._slice(offset, max_bytes)
         parts, left = [data], max_bytes - len(data)
-        while data and left > 0 and got.next_offset < got.high_watermark:
+        while data and left > 0 and got.next_offset < min(got.high_watermark, self.txns.stable):
             try:
                 data, more = await self._slice(got.next_offset, left)
             except TierlogError:  # e.g. retention raced the read: answer what was read
@@ -104,10 +107,14 @@ class _Slicer:
             parts.append(data)
             left -= len(data)
             got = more
-        return _Read(KafkaError.none, b"".join(parts), got.high_watermark, got.log_start_offset)
+        hw = got.high_watermark
+        stable = min(self.txns.stable, hw)
+        return _Read(KafkaError.none, b"".join(parts), hw, got.log_start_offset, stable=stable)
 
 
-async def _read(ctx: KafkaContext, topic: str, p: Any, max_bytes: int) -> _Read:
+async def _read(
+    ctx: KafkaContext, topic: str, p: Any, max_bytes: int, committed: bool = False
+) -> _Read:
     """One partition's answer; `max_bytes` 0: the response's budget is spent, so only its
     watermarks (ingest/service/fetch_rules.py)."""
     try:
@@ -121,7 +128,8 @@ async def _read(ctx: KafkaContext, topic: str, p: Any, max_bytes: int) -> _Read:
             return _Read(KafkaError.none, high_watermark=state.high_watermark, diverging=diverged)
         if max_bytes <= 0:
             return _Read(KafkaError.none, b"", state.high_watermark, state.log.log_start_offset)
-        return await _Slicer(ctx, state, topic).read(p.fetch_offset, max_bytes)
+        txns = await txn_log(ctx.broker).view(state, committed)
+        return await _Slicer(ctx, state, topic, txns).read(p.fetch_offset, max_bytes)
     except TierlogError as exc:
         return _Read(kafka_error(exc))
     except Exception:
@@ -140,25 +148,31 @@ def wanted(request: Any) -> Wanted:
 async def _read_all(ctx: KafkaContext, request: Any, parts: Wanted) -> list[list[_Read]]:
     """Every partition read within the response's budget (fetch_rules.ResponseBudget)."""
     budget = ResponseBudget(request.max_bytes, ctx.broker.config)
+    committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     out: list[list[_Read]] = []
     for topic, partitions in parts:
         reads = []
         for _, p in partitions:
-            r = await _read(ctx, topic, p, budget.limit(p.partition_max_bytes))
+            r = await _read(ctx, topic, p, budget.limit(p.partition_max_bytes), committed)
             budget.spend(len(r.records))
             reads.append(r)
         out.append(reads)
     return out
 
 
-async def _wait_for_any(ctx: KafkaContext, parts: Wanted, timeout_s: float) -> None:
-    """Until a fetched partition gets a record past its fetch offset, or the timeout."""
+async def _wait_for_any(
+    ctx: KafkaContext, parts: Wanted, timeout_s: float, committed: bool = False
+) -> None:
+    """Until a fetched partition gets a record past its fetch offset (read_committed: past
+    its high watermark, as records held back by an open transaction are there already), or
+    the timeout."""
     waits = []
     for topic, partitions in parts:
         for _, p in partitions:
             state = ctx.broker.leader_state(topic, p.partition)
             if state is not None:
-                waits.append(asyncio.ensure_future(state.wait_for_data(p.fetch_offset, timeout_s)))
+                at = max(p.fetch_offset, state.high_watermark) if committed else p.fetch_offset
+                waits.append(asyncio.ensure_future(state.wait_for_data(at, timeout_s)))
     if not waits:
         await asyncio.sleep(timeout_s)
         return
@@ -186,7 +200,8 @@ async def handle_fetch(ctx: KafkaContext, request: Any, response_cls: Any) -> An
         remaining = deadline - time.monotonic()
         if got >= max(1, request.min_bytes) or failed or remaining <= 0:
             break
-        await _wait_for_any(ctx, parts, remaining)
+        committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+        await _wait_for_any(ctx, parts, remaining, committed)
     data_cls = nested(response_cls, "PartitionData")
     topic_cls = nested(response_cls, "FetchableTopicResponse")
     topics = []
@@ -197,9 +212,9 @@ async def handle_fetch(ctx: KafkaContext, request: Any, response_cls: Any) -> An
                 partition_index=index,
                 error_code=r.error,
                 high_watermark=r.high_watermark,
-                last_stable_offset=r.high_watermark,
+                last_stable_offset=r.stable if r.stable >= 0 else r.high_watermark,
                 log_start_offset=r.log_start,
-                aborted_transactions=None,
+                aborted_transactions=None,  # aborted records are left out here
                 preferred_read_replica=-1,
                 records=r.records,
                 **_diverging(response_cls, r),
@@ -216,7 +231,9 @@ async def handle_fetch(ctx: KafkaContext, request: Any, response_cls: Any) -> An
     )
 
 
-async def _offset(ctx: KafkaContext, topic: str, p: Any) -> tuple[KafkaError, int, int, int]:
+async def _offset(
+    ctx: KafkaContext, topic: str, p: Any, committed: bool = False
+) -> tuple[KafkaError, int, int, int]:
     """(error, timestamp, offset, leader epoch) of one ListOffsets partition."""
     state = await leader(ctx, topic, p.partition_index, "describe")
     fenced = leader_epochs.fence(state, getattr(p, "current_leader_epoch", -1))
@@ -224,7 +241,10 @@ async def _offset(ctx: KafkaContext, topic: str, p: Any) -> tuple[KafkaError, in
         return fenced, -1, -1, -1
     cold = cold_reader(ctx, topic)
     if p.timestamp == LATEST:
-        return KafkaError.none, -1, state.high_watermark, state.leader_epoch
+        end = state.high_watermark
+        if committed:  # read_committed's end is the last stable offset
+            end = await txn_log(ctx.broker).stable_offset(state)
+        return KafkaError.none, -1, end, state.leader_epoch
     if p.timestamp == EARLIEST:
         first = await tiered_fetch.earliest(state, cold)
         return KafkaError.none, -1, first, leader_epochs.epoch_at(state, first)[0]
@@ -258,7 +278,8 @@ async def handle_list_offsets(ctx: KafkaContext, request: Any, response_cls: Any
         parts = []
         for p in t.partitions:
             try:
-                error, ts, offset, epoch = await _offset(ctx, t.name, p)
+                committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+                error, ts, offset, epoch = await _offset(ctx, t.name, p, committed)
             except TierlogError as exc:
                 error, ts, offset, epoch = kafka_error(exc), -1, -1, -1
             parts.append(

@@ -34,7 +34,9 @@ from ingest.service.expansion import expansion_limits
 # The topic's rules for stored records (keys on compacted topics, header bounds, timestamps,
 # LogAppendTime), shared with HTTP produce rather than restated here.
 from ingest.service.record_rules import checked_records
+from ingest.service.txn_log import txn_checked
 from logformat.errors import TierlogError
+from metadata.transactions import TxnError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -74,6 +76,7 @@ class _Outcome:
 class _Prepared(NamedTuple):
     frames: list[bytearray]
     batch: pa.RecordBatch
+    transaction: tuple[int, int] | None  # a transactional producer's (id, epoch)
 
 
 def _prepare(data: bytes, config: BrokerConfig, topic: TopicConfig, now_ms: int) -> _Prepared:
@@ -87,7 +90,8 @@ def _prepare(data: bytes, config: BrokerConfig, topic: TopicConfig, now_ms: int)
         if kb.producer_id >= 0
         else None
     )
-    return _Prepared(frames_for(batch, topic, producer), batch)
+    txn = (kb.producer_id, kb.producer_epoch) if kb.transactional else None
+    return _Prepared(frames_for(batch, topic, producer), batch, txn)
 
 
 class _Queued(NamedTuple):
@@ -114,11 +118,15 @@ async def _queue(
     await broker.schema_ids.check_batch(topic, view.config, prepared.batch)
     frames = prepared.frames
     min_insync = view.config.min_insync_replicas
-    queued = state.submit(frames, acks, min_insync)
+    queued = await txn_checked(
+        broker, state, prepared.transaction, lambda: state.submit(frames, acks, min_insync)
+    )
     return _Queued(state, queued, min_insync, topic, prepared.batch.num_rows, sum(map(len, frames)))
 
 
 def _failed(exc: BaseException, topic: str, partition: int) -> _Outcome:
+    if isinstance(exc, TxnError):  # KIP-890: not in the producer's transaction, or fenced
+        return _Outcome(KafkaError[exc.kafka_name.lower()], message=exc.message)
     if isinstance(exc, TierlogError):
         return _Outcome.refused(exc)
     # one partition's fault must not take the connection down
@@ -181,12 +189,7 @@ def _record_errors(index_cls: Any, o: _Outcome) -> tuple[Any, ...]:
 
 async def handle_produce(ctx: KafkaContext, request: Any, response_cls: Any) -> Any | None:
     """The response, or None under acks=0 (Kafka sends none)."""
-    if request.transactional_id is not None:  # transactions are not served: say so
-        refused = _Outcome(KafkaError.transactional_id_authorization_failed)
-        results = [refused for t in request.topic_data for _ in t.partition_data]
-    else:
-        results = await _produce(ctx, request)
-    outcomes = iter(results)
+    outcomes = iter(await _produce(ctx, request))
     if request.acks == 0:
         return None
     part_cls = nested(response_cls, "PartitionProduceResponse")

@@ -24,15 +24,7 @@ CREATE_TOPICS, DELETE_TOPICS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 19, 20, 17, 36
 FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 10, 11, 14, 12, 13
 OFFSET_COMMIT, OFFSET_FETCH, OFFSET_FOR_LEADER_EPOCH = 8, 9, 23
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, CREATE_PARTITIONS, DESCRIBE_CLUSTER = 32, 44, 37, 60
-# Transactions are out of scope. Their APIs are absent from ApiVersions, but clients look
-# for a transaction coordinator regardless (librdkafka then retries until init_transactions
-# times out), so FindCoordinator and InitProducerId refuse a transactional id with the one
-# error clients treat as fatal at once, and this message, which librdkafka shows.
-NO_TRANSACTIONS = KafkaError.transactional_id_authorization_failed
-NO_TRANSACTIONS_MESSAGE = (
-    "tierlog does not support Kafka transactions: unset transactional.id (an idempotent "
-    "producer, enable.idempotence=true, still keeps retries from duplicating records)"
-)
+ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 # What a connection may send before it authenticated, when auth is on.
 BEFORE_AUTH = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
@@ -62,6 +54,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DESCRIBE_CONFIGS: (1, 4),  # 0 is gone from Kafka 4
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     DESCRIBE_CLUSTER: (0, 2),
+    ADD_PARTITIONS_TO_TXN: (0, 3),  # 4+ is the brokers' batch form (KIP-890)
+    ADD_OFFSETS_TO_TXN: (0, 3),
+    END_TXN: (0, 3),
+    TXN_OFFSET_COMMIT: (0, 3),
 }
 
 _FIXED = struct.Struct(">hhi")  # api key, api version, correlation id

@@ -1,0 +1,205 @@
+"""Transactions on a partition's leader: the KIP-890 check of a transactional produce, the
+spans it records, the commit/abort markers (control records) and what each isolation level
+may read (the last stable offset; aborted records and markers left out).
+
+A partition's spans live in Postgres (metadata/transactions.py) and, on its leader, in
+memory: they are loaded once per leader epoch (spans past the new leader's start offset
+were truncated with the records they named) and changed only here, under the partition's
+lock, so a marker is never written between a produce's check and its records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
+
+import pyarrow as pa
+
+from cluster.read_contract import FetchResult
+from ingest.replication.group_commit import AppendResult
+from ingest.replication.partition import Partition
+from logformat.frame import encode_frame
+from logformat.schema import RECORD_SCHEMA, TIMESTAMP
+from metadata.transactions import ONGOING, Span, TxnError, TxnRepo
+
+if TYPE_CHECKING:
+    from ingest.broker import Broker
+
+ABORT, COMMIT = 0, 1  # Kafka's control record types
+_CONTROL_KEY = struct.Struct(">hh")  # version 0, type
+_CONTROL_VALUE = struct.Struct(">hi")  # version 0, coordinator epoch
+
+
+def control_batch(commit: bool, now_ms: int) -> pa.RecordBatch:
+    """One control record as Kafka writes it (key: version + type; value: version +
+    coordinator epoch)."""
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([0], pa.int32()),
+            pa.array([now_ms], pa.int64()).cast(TIMESTAMP),
+            pa.array([_CONTROL_KEY.pack(0, COMMIT if commit else ABORT)], pa.binary()),
+            pa.array([_CONTROL_VALUE.pack(0, 0)], pa.binary()),
+            pa.nulls(1, RECORD_SCHEMA.field("headers").type),
+        ],
+        schema=RECORD_SCHEMA,
+    )
+
+
+class TxnView(NamedTuple):
+    """What one read may see of a partition: records below `stable` only, none in `hidden`."""
+
+    stable: int  # the last stable offset (read_committed) or the high watermark
+    hidden: tuple[tuple[int, int], ...]  # [first, last] ranges left out
+
+    def apply(self, got: FetchResult, offset: int) -> FetchResult:
+        batch, next_offset = got.batch, min(got.next_offset, max(self.stable, offset))
+        if batch.num_rows == 0 or (not self.hidden and next_offset == got.next_offset):
+            return got._replace(next_offset=next_offset)
+        offsets = batch.column(0).to_numpy()
+        keep = offsets < next_offset
+        for first, last in self.hidden:
+            if first <= offsets[-1] and last >= offsets[0]:
+                keep &= (offsets < first) | (offsets > last)
+        if bool(keep.all()):
+            return got._replace(next_offset=next_offset)
+        return got._replace(batch=batch.filter(pa.array(keep)), next_offset=next_offset)
+
+
+class PartitionTxns:
+    def __init__(self, leader_epoch: int, spans: list[Span]) -> None:
+        self.leader_epoch = leader_epoch
+        self.spans = spans
+        self.lock = asyncio.Lock()
+
+    def stable(self, high_watermark: int) -> int:
+        ongoing = [s.first_offset for s in self.spans if s.kind == "ongoing"]
+        return min([high_watermark, *ongoing])
+
+    def view(self, high_watermark: int, committed: bool) -> TxnView:
+        kinds = ("aborted", "marker") if committed else ("marker",)
+        hidden = tuple((s.first_offset, s.last_offset) for s in self.spans if s.kind in kinds)
+        stable = self.stable(high_watermark) if committed else high_watermark
+        return TxnView(stable, hidden)
+
+
+class TxnLog:
+    """The broker's transactional partitions (those it leads)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.repo = TxnRepo(broker.engine)
+        self._parts: dict[tuple[str, int], PartitionTxns] = {}
+
+    async def partition(self, state: Partition) -> PartitionTxns:
+        key = (state.topic, state.partition)
+        txns = self._parts.get(key)
+        if txns is None or txns.leader_epoch != state.leader_epoch:
+            start = state.epoch_start_offset
+            await asyncio.to_thread(self.repo.drop_spans_from, state.topic, state.partition, start)
+            spans = await asyncio.to_thread(self.repo.spans, state.topic, state.partition)
+            txns = self._parts.get(key)
+            if txns is None or txns.leader_epoch != state.leader_epoch:
+                txns = self._parts[key] = PartitionTxns(state.leader_epoch, spans)
+        return txns
+
+    async def view(self, state: Partition, committed: bool) -> TxnView:
+        txns = await self.partition(state)
+        return txns.view(state.high_watermark, committed)
+
+    async def stable_offset(self, state: Partition) -> int:
+        return (await self.partition(state)).stable(state.high_watermark)
+
+    async def submit(
+        self,
+        state: Partition,
+        pid: int,
+        epoch: int,
+        submit: Callable[[], asyncio.Future[list[AppendResult]]],
+    ) -> asyncio.Future[list[AppendResult]]:
+        """A transactional produce: checked against its transaction (KIP-890: the partition
+        must have been added to it), written, and its offsets recorded as an ongoing span
+        before any marker can be written here."""
+        txns = await self.partition(state)
+        async with txns.lock:
+            await self._check(state, pid, epoch)
+            queued = submit()
+            results = await asyncio.shield(queued)
+            for r in results:
+                await asyncio.to_thread(
+                    self.repo.add_span,
+                    state.topic,
+                    state.partition,
+                    pid,
+                    r.base_offset,
+                    r.last_offset,
+                )
+                txns.spans.append(Span(r.base_offset, r.last_offset, pid, "ongoing"))
+            return queued
+
+    async def _check(self, state: Partition, pid: int, epoch: int) -> None:
+        row = await asyncio.to_thread(self.repo.by_producer, pid)
+        tp = f"{state.topic}-{state.partition}"
+        if row is None:
+            raise TxnError("INVALID_PRODUCER_ID_MAPPING", f"producer {pid} has no transactional id")
+        if row.producer_epoch != epoch:
+            raise TxnError(
+                "INVALID_PRODUCER_EPOCH",
+                f"producer {pid} epoch {epoch} is fenced by epoch {row.producer_epoch}",
+            )
+        if row.state != ONGOING or (state.topic, state.partition) not in row.partitions:
+            raise TxnError(
+                "INVALID_TXN_STATE",
+                f"{tp} is not in a transaction of producer {pid} under way "
+                f"(state {row.state}): AddPartitionsToTxn first",
+            )
+
+    async def write_marker(self, state: Partition, pid: int, commit: bool, timeout_s: float) -> int:
+        """The control record ending producer `pid`'s transaction here, replicated to the
+        ISR before its spans change: its offset."""
+        txns = await self.partition(state)
+        view = await self.broker.cache.require_topic(state.topic, state.partition)
+        frame = encode_frame(control_batch(commit, int(time.time() * 1000)))
+        async with txns.lock:
+            results = await state.append([frame], -1, view.config.min_insync_replicas, timeout_s)
+            at = results[0].base_offset
+            await asyncio.to_thread(
+                self.repo.close_spans, state.topic, state.partition, pid, commit, at
+            )
+            kept = []
+            for s in txns.spans:
+                if s.producer_id == pid and s.kind == "ongoing":
+                    if not commit:
+                        kept.append(s._replace(kind="aborted"))
+                else:
+                    kept.append(s)
+            kept.append(Span(at, at, pid, "marker"))
+            txns.spans = kept
+            return at
+
+
+_LOGS: weakref.WeakKeyDictionary[Broker, TxnLog] = weakref.WeakKeyDictionary()
+
+
+def txn_log(broker: Broker) -> TxnLog:
+    """The broker's TxnLog (one per broker, made on first use)."""
+    found = _LOGS.get(broker)
+    if found is None:
+        found = _LOGS[broker] = TxnLog(broker)
+    return found
+
+
+async def txn_checked(
+    broker: Broker,
+    state: Partition,
+    producer: tuple[int, int] | None,
+    submit: Callable[[], asyncio.Future[list[AppendResult]]],
+) -> asyncio.Future[list[AppendResult]]:
+    """submit() as it is for ordinary records; for a transactional producer's (pid, epoch)
+    through the partition's transaction check."""
+    if producer is None:
+        return submit()
+    return await txn_log(broker).submit(state, producer[0], producer[1], submit)

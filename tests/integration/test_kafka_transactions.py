@@ -1,0 +1,159 @@
+"""Kafka transactions (issue 30) with a client no one here wrote: confluent-kafka's
+(librdkafka's) transactional producer against a broker process. Commit and abort, what
+read_committed and read_uncommitted consumers see, a zombie fenced, a transaction aborted
+by its timeout, and the HTTP reader seeing committed records only."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from tests.integration.brokers import BrokerProcess
+from tests.integration.ports import free_port
+
+
+@pytest.fixture(scope="module")
+def txn_broker(
+    db_factory: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[BrokerProcess, str]]:
+    port = free_port()
+    data = tmp_path_factory.mktemp("txn-broker") / "data-1"
+    b = BrokerProcess(db_factory(), data, 1, ["--kafka-listen", f"127.0.0.1:{port}"])
+    try:
+        yield b.start(), f"127.0.0.1:{port}"
+    finally:
+        b.stop()
+
+
+def _topic(broker: BrokerProcess, partitions: int = 1) -> str:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(name, partitions)
+    return name
+
+
+def _producer(bootstrap: str, tid: str, **conf: Any) -> Producer:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, **conf})
+    p.init_transactions(30)
+    return p
+
+
+def _consume(
+    bootstrap: str, topic: str, isolation: str, partitions: int = 1, until: int = 0
+) -> list[Any]:
+    """Everything readable at `isolation` from offset 0, read until every partition reports
+    its end (and at least `until` records arrived)."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        out: list[Any] = []
+        at_end: set[int] = set()
+        deadline = time.monotonic() + 30
+        while (len(at_end) < partitions or len(out) < until) and time.monotonic() < deadline:
+            msg = c.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                at_end.add(msg.partition())
+                continue
+            out.append(msg)
+        assert len(at_end) == partitions, "the consumer never reached the end"
+        return out
+    finally:
+        c.close()
+
+
+def _send(p: Producer, topic: str, values: list[bytes], partition: int = 0) -> None:
+    for v in values:
+        p.produce(topic, v, partition=partition)
+    p.flush(30)
+
+
+def test_commit_and_abort_seen_by_each_isolation_level(txn_broker: Any) -> None:
+    broker, bootstrap = txn_broker
+    topic = _topic(broker, 2)
+    p = _producer(bootstrap, f"tx-{uuid.uuid4().hex[:6]}")
+    committed = [f"c{i}".encode() for i in range(10)]
+    aborted = [f"a{i}".encode() for i in range(5)]
+    p.begin_transaction()
+    _send(p, topic, committed[:5], 0)
+    _send(p, topic, committed[5:], 1)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    _send(p, topic, aborted[:3], 0)
+    _send(p, topic, aborted[3:], 1)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    _send(p, topic, [b"last"], 0)
+    p.commit_transaction(30)
+
+    seen = _consume(bootstrap, topic, "read_committed", 2, until=11)
+    assert sorted(m.value() for m in seen) == sorted([*committed, b"last"])
+    everything = _consume(bootstrap, topic, "read_uncommitted", 2, until=16)
+    # aborted records are there for read_uncommitted; the markers never reach anyone
+    assert sorted(m.value() for m in everything) == sorted([*committed, *aborted, b"last"])
+    # the HTTP reader reads committed records by default
+    http = broker.fetch(topic, 0, 0)["records"]
+    assert [r["value"] for r in http] == [v.decode() for v in [*committed[:5], b"last"]]
+
+
+def test_open_transaction_holds_back_read_committed(txn_broker: Any) -> None:
+    broker, bootstrap = txn_broker
+    topic = _topic(broker)
+    p = _producer(bootstrap, f"tx-{uuid.uuid4().hex[:6]}")
+    p.begin_transaction()
+    _send(p, topic, [b"pending"])
+    assert _consume(bootstrap, topic, "read_committed") == []
+    assert [m.value() for m in _consume(bootstrap, topic, "read_uncommitted")] == [b"pending"]
+    p.commit_transaction(30)
+    assert [m.value() for m in _consume(bootstrap, topic, "read_committed", until=1)] == [
+        b"pending"
+    ]
+
+
+def test_zombie_is_fenced_and_its_transaction_aborted(txn_broker: Any) -> None:
+    broker, bootstrap = txn_broker
+    topic = _topic(broker)
+    tid = f"tx-{uuid.uuid4().hex[:6]}"
+    zombie = _producer(bootstrap, tid)
+    zombie.begin_transaction()
+    _send(zombie, topic, [b"zombie"])
+    successor = _producer(bootstrap, tid)  # the same id again: the zombie's epoch is fenced
+    with pytest.raises(KafkaException) as info:
+        zombie.commit_transaction(30)
+    assert info.value.args[0].code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED)
+    successor.begin_transaction()
+    _send(successor, topic, [b"successor"])
+    successor.commit_transaction(30)
+    seen = _consume(bootstrap, topic, "read_committed", until=1)
+    assert [m.value() for m in seen] == [b"successor"]
+
+
+def test_timed_out_transaction_is_aborted_and_its_commit_refused(txn_broker: Any) -> None:
+    broker, bootstrap = txn_broker
+    topic = _topic(broker)
+    p = _producer(bootstrap, f"tx-{uuid.uuid4().hex[:6]}", **{"transaction.timeout.ms": 2000})
+    p.begin_transaction()
+    _send(p, topic, [b"too slow"])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the coordinator's sweeper aborts it
+        if broker.fetch(topic, 0, 0).get("high_watermark", 0) >= 2:
+            break
+        time.sleep(0.1)
+    with pytest.raises(KafkaException):
+        p.commit_transaction(30)
+    assert _consume(bootstrap, topic, "read_committed") == []
