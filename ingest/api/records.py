@@ -29,6 +29,7 @@ from ingest.produce import ProducePlan, json_offsets, plan_arrow, plan_json, pro
 from ingest.replication.partition import AppendResult, Partition, Role
 from ingest.service.expansion import expansion_limits
 from ingest.service.fetch_rules import capped_max_bytes
+from ingest.service.txn_log import txn_log
 from ingest.tiered import tiered_fetch
 from logformat.errors import ErrorCode, TierlogError
 from logformat.expansion import measure_arrow
@@ -185,6 +186,10 @@ async def fetch_records(request: Request) -> Response:
         result = await tiered_fetch.fetch_tiered(
             state, cold, params.offset, params.max_records, params.max_bytes, params.wait_ms
         )
+        # HTTP readers read committed: nothing past the last stable offset, no aborted
+        # records, no transaction markers (ingest/service/txn_log.py).
+        txns = await txn_log(broker).view(state, committed=True)
+        result = txns.apply(result, params.offset or 0)
     except TierlogError as exc:
         offset = params.offset
         if (

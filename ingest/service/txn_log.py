@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from cluster.read_contract import FetchResult
 from ingest.replication.group_commit import AppendResult
-from ingest.replication.partition import Partition
+from ingest.replication.partition import Partition, Role
 from logformat.frame import encode_frame
 from logformat.schema import RECORD_SCHEMA, TIMESTAMP
 from metadata.transactions import ONGOING, Span, TxnError, TxnRepo
@@ -107,6 +107,11 @@ class TxnLog:
         return txns
 
     async def view(self, state: Partition, committed: bool) -> TxnView:
+        """What a read of `state` may see. A follower (a KIP-392 read) has no spans of its
+        own: it reads the leader's from Postgres."""
+        if state.role is not Role.LEADER:
+            spans = await asyncio.to_thread(self.repo.spans, state.topic, state.partition)
+            return PartitionTxns(state.leader_epoch, spans).view(state.high_watermark, committed)
         txns = await self.partition(state)
         return txns.view(state.high_watermark, committed)
 
