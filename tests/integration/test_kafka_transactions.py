@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from tests.integration import kafka_txn_wire as wire
 from tests.integration.brokers import BrokerProcess
 from tests.integration.ports import free_port
 
@@ -157,3 +158,29 @@ def test_timed_out_transaction_is_aborted_and_its_commit_refused(txn_broker: Any
     with pytest.raises(KafkaException):
         p.commit_transaction(30)
     assert _consume(bootstrap, topic, "read_committed") == []
+
+
+def test_bad_transactional_calls_get_kafkas_codes(txn_broker: Any) -> None:
+    broker, bootstrap = txn_broker
+    topic = _topic(broker)
+    tid = f"tx-{uuid.uuid4().hex[:6]}"
+    first = wire.init_producer(bootstrap, tid)
+    assert first.error_code == 0
+    pid, epoch = int(first.producer_id), int(first.producer_epoch)
+    # KIP-890: a transactional produce to a partition not added to the transaction
+    assert wire.produce_txn(bootstrap, topic, wire.txn_batch(pid, epoch, 0, b"x"), tid) == 48
+    # EndTxn with nothing under way, and for a transactional id nobody initialized
+    assert wire.end_txn(bootstrap, tid, pid, epoch, commit=True) == 48  # INVALID_TXN_STATE
+    assert wire.end_txn(bootstrap, "nobody", pid, epoch, commit=True) == 49  # no such id
+    assert wire.add_partition(bootstrap, tid, pid, epoch, topic) == 0
+    assert wire.produce_txn(bootstrap, topic, wire.txn_batch(pid, epoch, 0, b"ok"), tid) == 0
+    # a second InitProducerId aborts it, bumping the epoch (to fence), and bumps it again for
+    # its own producer, as Kafka's coordinator does: the old epoch is stale everywhere
+    second = wire.init_producer(bootstrap, tid)
+    assert (second.error_code, second.producer_id, second.producer_epoch) == (0, pid, epoch + 2)
+    assert wire.produce_txn(bootstrap, topic, wire.txn_batch(pid, epoch, 1, b"z"), tid) == 47
+    assert wire.add_partition(bootstrap, tid, pid, epoch, topic) == 90  # PRODUCER_FENCED
+    assert wire.end_txn(bootstrap, tid, pid, epoch, commit=True) == 90
+    # nothing of the aborted transaction, nor the refused records, is committed
+    assert _consume(bootstrap, topic, "read_committed") == []
+    assert [m.value() for m in _consume(bootstrap, topic, "read_uncommitted")] == [b"ok"]
