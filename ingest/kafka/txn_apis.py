@@ -55,7 +55,7 @@ def coordinator_for_listener(broker: Broker, groups: ClassicGroups | None) -> Tx
             group: str, member: str, generation: int, entries: list[tuple[str, int, int, Any]]
         ) -> None:
             rows = [CommitEntry(t, p, o, m) for t, p, o, m in entries]
-            await groups.commit(group, member or None, generation, rows)
+            await groups.commit_transactional(group, rows)
 
         coord.commit_offsets = commit
     return coord

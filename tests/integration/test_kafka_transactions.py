@@ -5,6 +5,7 @@ by its timeout, and the HTTP reader seeing committed records only."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -14,6 +15,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from tests.integration import kafka_txn_wire as wire
+from tests.integration import txn_apps
 from tests.integration.brokers import BrokerProcess
 from tests.integration.ports import free_port
 
@@ -184,3 +186,22 @@ def test_bad_transactional_calls_get_kafkas_codes(txn_broker: Any) -> None:
     # nothing of the aborted transaction, nor the refused records, is committed
     assert _consume(bootstrap, topic, "read_committed") == []
     assert [m.value() for m in _consume(bootstrap, topic, "read_uncommitted")] == [b"ok"]
+
+
+def test_aiokafka_consume_transform_produce_is_exactly_once(txn_broker: Any) -> None:
+    broker, bootstrap = txn_broker
+    source, sink = _topic(broker, 2), _topic(broker, 2)
+    group, tid = f"g-{uuid.uuid4().hex[:6]}", f"tx-{uuid.uuid4().hex[:6]}"
+    inputs = [f"v{i}".encode() for i in range(30)]
+    p = Producer({"bootstrap.servers": bootstrap})
+    for i, v in enumerate(inputs):
+        p.produce(source, v, partition=i % 2)
+    assert p.flush(30) == 0
+    # a first run aborts its transaction: neither its output nor its offsets count
+    assert asyncio.run(txn_apps.aiokafka_transform(bootstrap, source, sink, group, tid, True))
+    assert broker.http.get(f"/groups/{group}/offsets").json()["offsets"] == []
+    asyncio.run(txn_apps.aiokafka_transform(bootstrap, source, sink, group, tid, False))
+    out = _consume(bootstrap, sink, "read_committed", 2, until=len(inputs))
+    assert sorted(m.value() for m in out) == sorted(v.upper() for v in inputs)
+    committed = broker.http.get(f"/groups/{group}/offsets").json()["offsets"]
+    assert {(o["partition"], o["offset"]) for o in committed} == {(0, 15), (1, 15)}
