@@ -17,7 +17,9 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cluster.read_contract import FetchResult
 from ingest.replication.group_commit import AppendResult
@@ -30,6 +32,10 @@ if TYPE_CHECKING:
     from ingest.broker import Broker
 
 ABORT, COMMIT = 0, 1  # Kafka's control record types
+# Every marker carries this header: a marker whose span never reached Postgres (its leader
+# lost leadership after followers copied it, before its append was acknowledged) is still
+# recognised and left out.
+MARKER_HEADER = "__tierlog_txn_marker"
 _CONTROL_KEY = struct.Struct(">hh")  # version 0, type
 _CONTROL_VALUE = struct.Struct(">hi")  # version 0, coordinator epoch
 
@@ -43,7 +49,10 @@ def control_batch(commit: bool, now_ms: int) -> pa.RecordBatch:
             pa.array([now_ms], pa.int64()).cast(TIMESTAMP),
             pa.array([_CONTROL_KEY.pack(0, COMMIT if commit else ABORT)], pa.binary()),
             pa.array([_CONTROL_VALUE.pack(0, 0)], pa.binary()),
-            pa.nulls(1, RECORD_SCHEMA.field("headers").type),
+            pa.array(
+                [[{"key": MARKER_HEADER, "value": b"commit" if commit else b"abort"}]],
+                RECORD_SCHEMA.field("headers").type,
+            ),
         ],
         schema=RECORD_SCHEMA,
     )
@@ -54,19 +63,36 @@ class TxnView(NamedTuple):
 
     stable: int  # the last stable offset (read_committed) or the high watermark
     hidden: tuple[tuple[int, int], ...]  # [first, last] ranges left out
+    transactional: bool = False  # the partition has seen transactions: look for markers
 
     def apply(self, got: FetchResult, offset: int) -> FetchResult:
         batch, next_offset = got.batch, min(got.next_offset, max(self.stable, offset))
-        if batch.num_rows == 0 or (not self.hidden and next_offset == got.next_offset):
+        plain = not self.hidden and not self.transactional
+        if batch.num_rows == 0 or (plain and next_offset == got.next_offset):
             return got._replace(next_offset=next_offset)
         offsets = batch.column(0).to_numpy()
         keep = offsets < next_offset
+        if self.transactional:
+            keep &= ~_markers(batch)
         for first, last in self.hidden:
             if first <= offsets[-1] and last >= offsets[0]:
                 keep &= (offsets < first) | (offsets > last)
         if bool(keep.all()):
             return got._replace(next_offset=next_offset)
         return got._replace(batch=batch.filter(pa.array(keep)), next_offset=next_offset)
+
+
+def _markers(batch: pa.RecordBatch) -> np.ndarray:
+    """Rows that are transaction markers (they carry MARKER_HEADER)."""
+    found = np.zeros(batch.num_rows, bool)
+    headers = batch.column(4)
+    if headers.null_count == len(headers):
+        return found
+    hits = pc.equal(pc.list_flatten(headers).field(0), MARKER_HEADER).fill_null(False)
+    if pc.any(hits).as_py():
+        parents = pc.list_parent_indices(headers).to_numpy()
+        found[parents[hits.to_numpy(zero_copy_only=False)]] = True
+    return found
 
 
 class PartitionTxns:
@@ -83,7 +109,7 @@ class PartitionTxns:
         kinds = ("aborted", "marker") if committed else ("marker",)
         hidden = tuple((s.first_offset, s.last_offset) for s in self.spans if s.kind in kinds)
         stable = self.stable(high_watermark) if committed else high_watermark
-        return TxnView(stable, hidden)
+        return TxnView(stable, hidden, bool(self.spans))
 
 
 class TxnLog:

@@ -38,13 +38,17 @@ def init_producer(bootstrap: str, tid: str, timeout_ms: int = 60_000) -> Any:
     return _ask(bootstrap, "init_producer_id", 22, 1, req, "InitProducerIdResponse")
 
 
-def add_partition(bootstrap: str, tid: str, pid: int, epoch: int, topic: str) -> int:
+def add_partition(
+    bootstrap: str, tid: str, pid: int, epoch: int, topic: str, partitions: tuple[int, ...] = (0,)
+) -> int:
+    """AddPartitionsToTxn v1: the first partition's error code."""
     s = _schema("add_partitions_to_txn", 1, "request")
+    parts = tuple(i32(p) for p in partitions)
     req = s.AddPartitionsToTxnRequest(
         v3_and_below_transactional_id=tid,
         v3_and_below_producer_id=i64(pid),
         v3_and_below_producer_epoch=i16(epoch),
-        v3_and_below_topics=(s.AddPartitionsToTxnTopic(name=topic, partitions=(i32(0),)),),
+        v3_and_below_topics=(s.AddPartitionsToTxnTopic(name=topic, partitions=parts),),
     )
     resp = _ask(bootstrap, "add_partitions_to_txn", 24, 1, req, "AddPartitionsToTxnResponse")
     return int(resp.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code)
@@ -69,8 +73,8 @@ def txn_batch(pid: int, epoch: int, seq: int, value: bytes) -> bytes:
     return struct.pack(">qiibI", 0, len(tail) + len(body) + 9, -1, 2, crc) + tail + body
 
 
-def produce_txn(bootstrap: str, topic: str, batch: bytes, tid: str) -> int:
-    """A transactional Produce v7 of `batch` to partition 0: its error code."""
+def produce_txn(bootstrap: str, topic: str, batch: bytes, tid: str, partition: int = 0) -> int:
+    """A transactional Produce v7 of `batch` to `partition`: its error code."""
     s = _schema("produce", 7, "request")
     req = s.ProduceRequest(
         transactional_id=tid,
@@ -78,7 +82,8 @@ def produce_txn(bootstrap: str, topic: str, batch: bytes, tid: str) -> int:
         timeout=timedelta(seconds=5),
         topic_data=(
             s.TopicProduceData(
-                name=topic, partition_data=(s.PartitionProduceData(index=i32(0), records=batch),)
+                name=topic,
+                partition_data=(s.PartitionProduceData(index=i32(partition), records=batch),),
             ),
         ),
     )

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from tests.integration import kafka_txn_wire as wire
 from tests.integration import txn_apps
@@ -45,41 +45,6 @@ def _producer(bootstrap: str, tid: str, **conf: Any) -> Producer:
     return p
 
 
-def _consume(
-    bootstrap: str, topic: str, isolation: str, partitions: int = 1, until: int = 0
-) -> list[Any]:
-    """Everything readable at `isolation` from offset 0, read until every partition reports
-    its end (and at least `until` records arrived)."""
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "unused",
-            "enable.auto.commit": False,
-            "isolation.level": isolation,
-            "enable.partition.eof": True,
-            "fetch.wait.max.ms": 100,
-        }
-    )
-    try:
-        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        out: list[Any] = []
-        at_end: set[int] = set()
-        deadline = time.monotonic() + 30
-        while (len(at_end) < partitions or len(out) < until) and time.monotonic() < deadline:
-            msg = c.poll(0.2)
-            if msg is None:
-                continue
-            if msg.error() is not None:
-                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-                at_end.add(msg.partition())
-                continue
-            out.append(msg)
-        assert len(at_end) == partitions, "the consumer never reached the end"
-        return out
-    finally:
-        c.close()
-
-
 def _send(p: Producer, topic: str, values: list[bytes], partition: int = 0) -> None:
     for v in values:
         p.produce(topic, v, partition=partition)
@@ -104,9 +69,9 @@ def test_commit_and_abort_seen_by_each_isolation_level(txn_broker: Any) -> None:
     _send(p, topic, [b"last"], 0)
     p.commit_transaction(30)
 
-    seen = _consume(bootstrap, topic, "read_committed", 2, until=11)
+    seen = txn_apps.read_all(bootstrap, topic, "read_committed", 2, until=11)
     assert sorted(m.value() for m in seen) == sorted([*committed, b"last"])
-    everything = _consume(bootstrap, topic, "read_uncommitted", 2, until=16)
+    everything = txn_apps.read_all(bootstrap, topic, "read_uncommitted", 2, until=16)
     # aborted records are there for read_uncommitted; the markers never reach anyone
     assert sorted(m.value() for m in everything) == sorted([*committed, *aborted, b"last"])
     # the HTTP reader reads committed records by default
@@ -120,10 +85,12 @@ def test_open_transaction_holds_back_read_committed(txn_broker: Any) -> None:
     p = _producer(bootstrap, f"tx-{uuid.uuid4().hex[:6]}")
     p.begin_transaction()
     _send(p, topic, [b"pending"])
-    assert _consume(bootstrap, topic, "read_committed") == []
-    assert [m.value() for m in _consume(bootstrap, topic, "read_uncommitted")] == [b"pending"]
+    assert txn_apps.read_all(bootstrap, topic, "read_committed") == []
+    assert [m.value() for m in txn_apps.read_all(bootstrap, topic, "read_uncommitted")] == [
+        b"pending"
+    ]
     p.commit_transaction(30)
-    assert [m.value() for m in _consume(bootstrap, topic, "read_committed", until=1)] == [
+    assert [m.value() for m in txn_apps.read_all(bootstrap, topic, "read_committed", until=1)] == [
         b"pending"
     ]
 
@@ -142,7 +109,7 @@ def test_zombie_is_fenced_and_its_transaction_aborted(txn_broker: Any) -> None:
     successor.begin_transaction()
     _send(successor, topic, [b"successor"])
     successor.commit_transaction(30)
-    seen = _consume(bootstrap, topic, "read_committed", until=1)
+    seen = txn_apps.read_all(bootstrap, topic, "read_committed", until=1)
     assert [m.value() for m in seen] == [b"successor"]
 
 
@@ -159,7 +126,7 @@ def test_timed_out_transaction_is_aborted_and_its_commit_refused(txn_broker: Any
         time.sleep(0.1)
     with pytest.raises(KafkaException):
         p.commit_transaction(30)
-    assert _consume(bootstrap, topic, "read_committed") == []
+    assert txn_apps.read_all(bootstrap, topic, "read_committed") == []
 
 
 def test_bad_transactional_calls_get_kafkas_codes(txn_broker: Any) -> None:
@@ -184,8 +151,8 @@ def test_bad_transactional_calls_get_kafkas_codes(txn_broker: Any) -> None:
     assert wire.add_partition(bootstrap, tid, pid, epoch, topic) == 90  # PRODUCER_FENCED
     assert wire.end_txn(bootstrap, tid, pid, epoch, commit=True) == 90
     # nothing of the aborted transaction, nor the refused records, is committed
-    assert _consume(bootstrap, topic, "read_committed") == []
-    assert [m.value() for m in _consume(bootstrap, topic, "read_uncommitted")] == [b"ok"]
+    assert txn_apps.read_all(bootstrap, topic, "read_committed") == []
+    assert [m.value() for m in txn_apps.read_all(bootstrap, topic, "read_uncommitted")] == [b"ok"]
 
 
 def test_aiokafka_consume_transform_produce_is_exactly_once(txn_broker: Any) -> None:
@@ -201,7 +168,7 @@ def test_aiokafka_consume_transform_produce_is_exactly_once(txn_broker: Any) -> 
     assert asyncio.run(txn_apps.aiokafka_transform(bootstrap, source, sink, group, tid, True))
     assert broker.http.get(f"/groups/{group}/offsets").json()["offsets"] == []
     asyncio.run(txn_apps.aiokafka_transform(bootstrap, source, sink, group, tid, False))
-    out = _consume(bootstrap, sink, "read_committed", 2, until=len(inputs))
+    out = txn_apps.read_all(bootstrap, sink, "read_committed", 2, until=len(inputs))
     assert sorted(m.value() for m in out) == sorted(v.upper() for v in inputs)
     committed = broker.http.get(f"/groups/{group}/offsets").json()["offsets"]
     assert {(o["partition"], o["offset"]) for o in committed} == {(0, 15), (1, 15)}

@@ -1,10 +1,14 @@
 """Exactly-once applications for test_kafka_transactions.py, written with clients no one
-here wrote: aiokafka's consume-transform-produce loop (send_offsets_to_transaction)."""
+here wrote: aiokafka's consume-transform-produce loop (send_offsets_to_transaction), and a
+confluent-kafka reader at either isolation level."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 
 async def aiokafka_transform(
@@ -50,3 +54,38 @@ async def aiokafka_transform(
     finally:
         await producer.stop()
         await consumer.stop()
+
+
+def read_all(
+    bootstrap: str, topic: str, isolation: str, partitions: int = 1, until: int = 0
+) -> list[Any]:
+    """Everything readable at `isolation` from offset 0, read until every partition reports
+    its end (and at least `until` records arrived)."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        out: list[Any] = []
+        at_end: set[int] = set()
+        deadline = time.monotonic() + 30
+        while (len(at_end) < partitions or len(out) < until) and time.monotonic() < deadline:
+            msg = c.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                at_end.add(msg.partition())
+                continue
+            out.append(msg)
+        assert len(at_end) == partitions, "the consumer never reached the end"
+        return out
+    finally:
+        c.close()
