@@ -74,9 +74,10 @@ class TxnView(NamedTuple):
         keep = offsets < next_offset
         if self.transactional:
             keep &= ~_markers(batch)
-        for first, last in self.hidden:
-            if first <= offsets[-1] and last >= offsets[0]:
-                keep &= (offsets < first) | (offsets > last)
+        if self.hidden:  # spans never overlap: each offset's candidate is the last before it
+            firsts, lasts = np.array(self.hidden, np.int64).T
+            at = np.searchsorted(firsts, offsets, side="right") - 1
+            keep &= ~((at >= 0) & (offsets <= lasts[np.maximum(at, 0)]))
         if bool(keep.all()):
             return got._replace(next_offset=next_offset)
         return got._replace(batch=batch.filter(pa.array(keep)), next_offset=next_offset)
@@ -107,7 +108,9 @@ class PartitionTxns:
 
     def view(self, high_watermark: int, committed: bool) -> TxnView:
         kinds = ("aborted", "marker") if committed else ("marker",)
-        hidden = tuple((s.first_offset, s.last_offset) for s in self.spans if s.kind in kinds)
+        hidden = tuple(
+            sorted((s.first_offset, s.last_offset) for s in self.spans if s.kind in kinds)
+        )
         stable = self.stable(high_watermark) if committed else high_watermark
         return TxnView(stable, hidden, bool(self.spans))
 
