@@ -33,6 +33,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine
 
 EMPTY, ONGOING = "Empty", "Ongoing"
@@ -144,6 +145,20 @@ def _matching(row: TxnRow | None, tid: str, pid: int, epoch: int) -> TxnRow:
             "CONCURRENT_TRANSACTIONS", f"the transaction of {tid!r} is completing: retry"
         )
     return row
+
+
+def _put_span(conn: Connection, topic: str, partition: int, span: Span) -> None:
+    """A span at its first offset, replacing one left there by a leader whose records at
+    that offset were truncated (written after the new leader dropped its spans)."""
+    values = {"topic": topic, "partition": partition, **span._asdict()}
+    stmt = pg_insert(kafka_txn_spans).values(values)
+    keys = ("last_offset", "producer_id", "kind")
+    conn.execute(
+        stmt.on_conflict_do_update(
+            index_elements=["topic", "partition", "first_offset"],
+            set_={k: stmt.excluded[k] for k in keys},
+        )
+    )
 
 
 class TxnRepo:
@@ -347,16 +362,7 @@ class TxnRepo:
 
     def add_span(self, topic: str, partition: int, pid: int, first: int, last: int) -> None:
         with self.engine.begin() as conn:
-            conn.execute(
-                insert(kafka_txn_spans).values(
-                    topic=topic,
-                    partition=partition,
-                    first_offset=first,
-                    last_offset=last,
-                    producer_id=pid,
-                    kind="ongoing",
-                )
-            )
+            _put_span(conn, topic, partition, Span(first, last, pid, "ongoing"))
 
     def close_spans(
         self, topic: str, partition: int, pid: int, commit: bool, marker_offset: int
@@ -372,16 +378,7 @@ class TxnRepo:
                 conn.execute(delete(kafka_txn_spans).where(mine))
             else:
                 conn.execute(update(kafka_txn_spans).where(mine).values(kind="aborted"))
-            conn.execute(
-                insert(kafka_txn_spans).values(
-                    topic=topic,
-                    partition=partition,
-                    first_offset=marker_offset,
-                    last_offset=marker_offset,
-                    producer_id=pid,
-                    kind="marker",
-                )
-            )
+            _put_span(conn, topic, partition, Span(marker_offset, marker_offset, pid, "marker"))
 
     def spans(self, topic: str, partition: int) -> builtins.list[Span]:
         s = kafka_txn_spans.c

@@ -11,6 +11,7 @@ lock, so a marker is never written between a produce's check and its records.
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 import time
 import weakref
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from sqlalchemy.exc import SQLAlchemyError
 
 from cluster.read_contract import FetchResult
 from ingest.replication.group_commit import AppendResult
@@ -30,6 +32,8 @@ from metadata.transactions import ONGOING, Span, TxnError, TxnRepo
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
+
+log = logging.getLogger("tierlog.txn")
 
 ABORT, COMMIT = 0, 1  # Kafka's control record types
 # Every marker carries this header: a marker whose span never reached Postgres (its leader
@@ -101,6 +105,11 @@ class PartitionTxns:
         self.leader_epoch = leader_epoch
         self.spans = spans
         self.lock = asyncio.Lock()
+        # (producer id, epoch) found in a transaction under way with this partition added:
+        # it stays so until its marker is written here (every way a transaction ends, a
+        # fencing InitProducerId and a timeout included, writes one to each of its
+        # partitions), so its next batches skip Postgres.
+        self.verified: set[tuple[int, int]] = set()
 
     def stable(self, high_watermark: int) -> int:
         ongoing = [s.first_offset for s in self.spans if s.kind == "ongoing"]
@@ -137,12 +146,25 @@ class TxnLog:
 
     async def view(self, state: Partition, committed: bool) -> TxnView:
         """What a read of `state` may see. A follower (a KIP-392 read) has no spans of its
-        own: it reads the leader's from Postgres."""
-        if state.role is not Role.LEADER:
-            spans = await asyncio.to_thread(self.repo.spans, state.topic, state.partition)
-            return PartitionTxns(state.leader_epoch, spans).view(state.high_watermark, committed)
-        txns = await self.partition(state)
-        return txns.view(state.high_watermark, committed)
+        own: it reads the leader's from Postgres. Reads must not stop with Postgres: while it
+        cannot be reached, the spans last known here are used, and a partition never seen
+        with transactions is read as having none (markers still left out by their header)."""
+        hw = state.high_watermark
+        try:
+            if state.role is not Role.LEADER:
+                spans = await asyncio.to_thread(self.repo.spans, state.topic, state.partition)
+                return PartitionTxns(state.leader_epoch, spans).view(hw, committed)
+            return (await self.partition(state)).view(hw, committed)
+        except (SQLAlchemyError, OSError) as exc:
+            log.warning(
+                "transaction spans unavailable: %r",
+                exc,
+                extra={"topic": state.topic, "partition": state.partition},
+            )
+            known = self._parts.get((state.topic, state.partition))
+            if known is None:
+                return TxnView(hw, (), transactional=True)
+            return known.view(hw, committed)
 
     async def stable_offset(self, state: Partition) -> int:
         return (await self.partition(state)).stable(state.high_watermark)
@@ -159,7 +181,9 @@ class TxnLog:
         before any marker can be written here."""
         txns = await self.partition(state)
         async with txns.lock:
-            await self._check(state, pid, epoch)
+            if (pid, epoch) not in txns.verified:
+                await self._check(state, pid, epoch)
+                txns.verified.add((pid, epoch))
             queued = submit()
             results = await asyncio.shield(queued)
             for r in results:
@@ -212,6 +236,7 @@ class TxnLog:
                     kept.append(s)
             kept.append(Span(at, at, pid, "marker"))
             txns.spans = kept
+            txns.verified = {v for v in txns.verified if v[0] != pid}
             return at
 
 
