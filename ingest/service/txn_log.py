@@ -84,7 +84,9 @@ class TxnView(NamedTuple):
             keep &= ~((at >= 0) & (offsets <= lasts[np.maximum(at, 0)]))
         if bool(keep.all()):
             return got._replace(next_offset=next_offset)
-        return got._replace(batch=batch.filter(pa.array(keep)), next_offset=next_offset)
+        # The frames' checksums (hot reads) cover rows no longer there: the reader gets none.
+        kept = batch.filter(pa.array(keep))
+        return got._replace(batch=kept, next_offset=next_offset, frames=())
 
 
 def _markers(batch: pa.RecordBatch) -> np.ndarray:
