@@ -93,6 +93,13 @@ def render() -> str:
         "records are returned. Markers are never returned (offsets skip them, as over a",
         "compacted gap). HTTP fetches read committed records.",
         "",
+        "Not yet: tiering copies records as they are, so the Delta table (what Spark's own",
+        "Delta reader sees) holds aborted records and markers (each marker carries a",
+        "`__tierlog_txn_marker` header) and may hold records of a transaction still open;",
+        "Kafka and HTTP reads of the cold tier leave them out as above. The Spark source plans",
+        "its hot part to the high watermark, so a query of a partition with a transaction open",
+        "fails (HotReadError) rather than stopping at the last stable offset.",
+        "",
     ]
     return "\n".join(lines)
 
