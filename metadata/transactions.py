@@ -361,8 +361,12 @@ class TxnRepo:
     # -- the partitions' spans (the leader's) ---------------------------------------------------
 
     def add_span(self, topic: str, partition: int, pid: int, first: int, last: int) -> None:
+        self.add_spans(topic, partition, [Span(first, last, pid, "ongoing")])
+
+    def add_spans(self, topic: str, partition: int, spans: Iterable[Span]) -> None:
         with self.engine.begin() as conn:
-            _put_span(conn, topic, partition, Span(first, last, pid, "ongoing"))
+            for span in spans:
+                _put_span(conn, topic, partition, span)
 
     def close_spans(
         self, topic: str, partition: int, pid: int, commit: bool, marker_offset: int

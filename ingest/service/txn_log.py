@@ -112,6 +112,7 @@ class PartitionTxns:
         # fencing InitProducerId and a timeout included, writes one to each of its
         # partitions), so its next batches skip Postgres.
         self.verified: set[tuple[int, int]] = set()
+        self.pending: set[asyncio.Future[list[AppendResult]]] = set()  # spans being recorded
 
     def stable(self, high_watermark: int) -> int:
         ongoing = [s.first_offset for s in self.spans if s.kind == "ongoing"]
@@ -179,26 +180,32 @@ class TxnLog:
         submit: Callable[[], asyncio.Future[list[AppendResult]]],
     ) -> asyncio.Future[list[AppendResult]]:
         """A transactional produce: checked against its transaction (KIP-890: the partition
-        must have been added to it), written, and its offsets recorded as an ongoing span
-        before any marker can be written here."""
+        must have been added to it) and queued; the future it returns resolves once the
+        records are written and their offsets recorded as an ongoing span (so before the
+        producer hears of them). A marker written here waits for those spans first, so the
+        connection's next request need not."""
         txns = await self.partition(state)
         async with txns.lock:
             if (pid, epoch) not in txns.verified:
                 await self._check(state, pid, epoch)
                 txns.verified.add((pid, epoch))
-            queued = submit()
-            results = await asyncio.shield(queued)
-            for r in results:
-                await asyncio.to_thread(
-                    self.repo.add_span,
-                    state.topic,
-                    state.partition,
-                    pid,
-                    r.base_offset,
-                    r.last_offset,
-                )
-                txns.spans.append(Span(r.base_offset, r.last_offset, pid, "ongoing"))
-            return queued
+            recorded = asyncio.ensure_future(self._record(txns, state, pid, submit()))
+            txns.pending.add(recorded)
+            recorded.add_done_callback(txns.pending.discard)
+            return recorded
+
+    async def _record(
+        self,
+        txns: PartitionTxns,
+        state: Partition,
+        pid: int,
+        queued: asyncio.Future[list[AppendResult]],
+    ) -> list[AppendResult]:
+        results = await queued
+        spans = [Span(r.base_offset, r.last_offset, pid, "ongoing") for r in results]
+        await asyncio.to_thread(self.repo.add_spans, state.topic, state.partition, spans)
+        txns.spans.extend(spans)
+        return results
 
     async def _check(self, state: Partition, pid: int, epoch: int) -> None:
         row = await asyncio.to_thread(self.repo.by_producer, pid)
@@ -224,6 +231,8 @@ class TxnLog:
         view = await self.broker.cache.require_topic(state.topic, state.partition)
         frame = encode_frame(control_batch(commit, int(time.time() * 1000)))
         async with txns.lock:
+            if txns.pending:  # every span written before the marker is recorded first
+                await asyncio.wait(set(txns.pending))
             results = await state.append([frame], -1, view.config.min_insync_replicas, timeout_s)
             at = results[0].base_offset
             await asyncio.to_thread(
