@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 import pyarrow as pa
@@ -132,9 +132,11 @@ def write_parquet(
     to_offset: int | None = None,
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
     compression_level: int = DEFAULT_ZSTD_LEVEL,
+    keep: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
 ) -> ParquetFile:
     """Write the records of `segment` (a segment file path, or its bytes) with offsets in
-    [from_offset, to_offset) as Parquet to `out_path`, or to memory when it is None."""
+    [from_offset, to_offset) as Parquet to `out_path`, or to memory when it is None.
+    `keep` filters each batch (tiering/txn_filter.py: no aborted records, no markers)."""
     if row_group_bytes <= 0:
         raise ValueError("row_group_bytes must be positive")
     sink: str | pa.BufferOutputStream = (
@@ -156,6 +158,8 @@ def write_parquet(
     try:
         with _segment_buffer(segment) as buf:
             for raw in iter_consumer_batches(buf, from_offset, to_offset):
+                if keep is not None and not (raw := keep(raw)).num_rows:
+                    continue
                 batch, clamped = clamp_timestamps(raw)
                 stats.clamped.extend(clamped)
                 stats.add(batch)

@@ -34,6 +34,7 @@ from coldstore.parquet_writer import ParquetFile, write_parquet
 from metadata.segment_registry import ClaimLostError, ColdFile, FileSpec, SegmentClaim
 from tiering import metrics
 from tiering.segment_source import Downloaded
+from tiering.txn_filter import segment_filter
 
 if TYPE_CHECKING:
     import os
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from coldstore.object_store import ObjectStore, ObjectStoreConfig
     from metadata.cold_manifest import ColdManifest
     from metadata.segment_registry import SegmentRegistry
+    from metadata.transactions import TxnRepo
     from tiering.segment_source import SegmentSource
 
 log = logging.getLogger(__name__)
@@ -90,6 +92,7 @@ class BatchHost(Protocol):
     step_seconds: dict[str, float]
     store: ObjectStore
     temp_dir: str | os.PathLike[str] | None
+    txns: TxnRepo
 
     @property
     def source(self) -> SegmentSource: ...
@@ -162,6 +165,10 @@ def _download(worker: BatchHost, claim: SegmentClaim, tmp: Path) -> Downloaded:
 def _encode(worker: BatchHost, claim: SegmentClaim, download: Future[Downloaded]) -> ParquetFile:
     """On an encoder thread: the segment's Parquet file, beside its copy (then deleted)."""
     got = download.result()  # a failed download raises its _StepError
+    try:  # checked after the download: a transaction open then cannot reach the segment
+        keep = segment_filter(worker.txns, claim)
+    except Exception as exc:
+        raise _StepError("transactions", exc) from exc
     t0 = time.perf_counter()
     kwargs = {} if worker.row_group_bytes is None else {"row_group_bytes": worker.row_group_bytes}
     try:
@@ -170,6 +177,7 @@ def _encode(worker: BatchHost, claim: SegmentClaim, download: Future[Downloaded]
             got.path.parent / "data.parquet",
             from_offset=claim.base_offset,
             to_offset=claim.end_offset,
+            keep=keep.apply,
             **kwargs,
         )
     except Exception as exc:

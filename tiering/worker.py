@@ -36,6 +36,7 @@ from coldstore.layout import table_uri
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
 from metadata.segment_registry import SegmentClaim, SegmentRegistry
+from metadata.transactions import TxnRepo
 from tiering import metrics
 from tiering.batch import BatchSettings, tier_batch
 from tiering.segment_source import SegmentSource
@@ -66,6 +67,7 @@ class TieringWorker:
         self.batch = batch or BatchSettings()
         self.registry = SegmentRegistry(engine)
         self.manifest = ColdManifest(engine)
+        self.txns = TxnRepo(engine)  # tiering/txn_filter.py: committed records only
         self.store = ObjectStore(store_config)
         self._source: SegmentSource | None = None
         self._tables: dict[str, DeltaTopicTable] = {}

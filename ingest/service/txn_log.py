@@ -18,9 +18,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from sqlalchemy.exc import SQLAlchemyError
 
 from cluster.read_contract import FetchResult
@@ -28,6 +26,7 @@ from ingest.replication.group_commit import AppendResult
 from ingest.replication.partition import Partition, Role
 from logformat.frame import encode_frame
 from logformat.schema import RECORD_SCHEMA, TIMESTAMP
+from logformat.txn_rows import MARKER_HEADER, in_spans, marker_rows
 from metadata.transactions import ONGOING, Span, TxnError, TxnRepo
 
 if TYPE_CHECKING:
@@ -36,10 +35,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("tierlog.txn")
 
 ABORT, COMMIT = 0, 1  # Kafka's control record types
-# Every marker carries this header: a marker whose span never reached Postgres (its leader
-# lost leadership after followers copied it, before its append was acknowledged) is still
-# recognised and left out.
-MARKER_HEADER = "__tierlog_txn_marker"
 _CONTROL_KEY = struct.Struct(">hh")  # version 0, type
 _CONTROL_VALUE = struct.Struct(">hi")  # version 0, coordinator epoch
 
@@ -77,29 +72,14 @@ class TxnView(NamedTuple):
         offsets = batch.column(0).to_numpy()
         keep = offsets < next_offset
         if self.transactional:
-            keep &= ~_markers(batch)
-        if self.hidden:  # spans never overlap: each offset's candidate is the last before it
-            firsts, lasts = np.array(self.hidden, np.int64).T
-            at = np.searchsorted(firsts, offsets, side="right") - 1
-            keep &= ~((at >= 0) & (offsets <= lasts[np.maximum(at, 0)]))
+            keep &= ~marker_rows(batch)
+        if self.hidden:
+            keep &= ~in_spans(offsets, self.hidden)
         if bool(keep.all()):
             return got._replace(next_offset=next_offset)
         # The frames' checksums (hot reads) cover rows no longer there: the reader gets none.
         kept = batch.filter(pa.array(keep))
         return got._replace(batch=kept, next_offset=next_offset, frames=())
-
-
-def _markers(batch: pa.RecordBatch) -> np.ndarray:
-    """Rows that are transaction markers (they carry MARKER_HEADER)."""
-    found = np.zeros(batch.num_rows, bool)
-    headers = batch.column(4)
-    if headers.null_count == len(headers):
-        return found
-    hits = pc.equal(pc.list_flatten(headers).field(0), MARKER_HEADER).fill_null(False)
-    if pc.any(hits).as_py():
-        parents = pc.list_parent_indices(headers).to_numpy()
-        found[parents[hits.to_numpy(zero_copy_only=False)]] = True
-    return found
 
 
 class PartitionTxns:

@@ -1,0 +1,57 @@
+"""Transactions in the Delta table (issue 30): what Spark's or anyone's Delta reader sees is
+committed data only. A segment is tiered only when no transaction is still open in it (the
+last stable offset has passed its end: a transaction ends, by commit, abort or timeout, so
+the segment waits for the next attempt), and its aborted records and markers are left out
+(skipped, not marked: a Delta reader then needs no filter of its own). Kafka reads of the
+cold tier leave out the same rows by the spans in Postgres, so they read the same records;
+a read_uncommitted reader no longer finds aborted records there.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import NamedTuple
+
+import pyarrow as pa
+
+from logformat.txn_rows import in_spans, marker_rows
+from metadata.segment_registry import SegmentClaim
+from metadata.transactions import TxnRepo
+
+log = logging.getLogger(__name__)
+
+
+class OpenTransactionError(RuntimeError):
+    """The segment holds records of a transaction not ended yet: tiered once it ends."""
+
+
+class SegmentTxnFilter(NamedTuple):
+    """Rows kept of one segment: not a marker, not in an aborted span."""
+
+    hidden: tuple[tuple[int, int], ...]  # [first, last] of aborted spans and markers
+
+    def apply(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        hide = marker_rows(batch)
+        if self.hidden:
+            hide |= in_spans(batch.column(0).to_numpy(), self.hidden)
+        return batch.filter(pa.array(~hide)) if hide.any() else batch
+
+
+def segment_filter(repo: TxnRepo, claim: SegmentClaim) -> SegmentTxnFilter:
+    """The filter for the claimed segment's rows, from the partition's spans; raises
+    OpenTransactionError while a transaction with records in it is open."""
+    spans = repo.spans(claim.topic, claim.partition)
+    open_at = [s.first_offset for s in spans if s.kind == "ongoing"]
+    if open_at and min(open_at) < claim.end_offset:
+        raise OpenTransactionError(
+            f"{claim.topic}-{claim.partition}: a transaction open from offset {min(open_at)} "
+            f"(the last stable offset) is not over; the segment ends at {claim.end_offset}"
+        )
+    hidden = tuple(
+        (s.first_offset, s.last_offset)
+        for s in spans
+        if s.kind in ("aborted", "marker")
+        and s.last_offset >= claim.base_offset
+        and s.first_offset < claim.end_offset
+    )
+    return SegmentTxnFilter(hidden)
