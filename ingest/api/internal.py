@@ -22,6 +22,7 @@ from cluster.http.responses import JSONResponse, path_partition, read_body
 from cluster.internal_http import CLUSTER_TOKEN_HEADER
 from ingest.api.partition_stats import led_stats
 from ingest.replication import corruption
+from ingest.service.txn_log import txn_log
 from ingest.tiered.tier_status import TierStatus
 from logformat.errors import ErrorCode, TierlogError
 from logformat.frame import scan
@@ -91,8 +92,14 @@ async def led_partitions(request: Request) -> JSONResponse:
         except Exception:  # describe shows the offsets without the lag figures
             log.exception("reading the cold manifest failed", extra={"topic": topic})
             tiers = None
+    txns = txn_log(broker)
     out = {
-        str(p): led_stats(state, tiering, tiers.get(p) if tiers is not None else None)
+        str(p): led_stats(
+            state,
+            tiering,
+            tiers.get(p) if tiers is not None else None,
+            await txns.described_stable(state),
+        )
         for p, state in led.items()
     }
     return JSONResponse(out)

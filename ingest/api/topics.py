@@ -12,6 +12,7 @@ from starlette.routing import Route
 from cluster.http import auth
 from cluster.http.responses import JSONResponse, field_int, json_object, only_fields
 from ingest.api.partition_stats import led_stats
+from ingest.service.txn_log import txn_log
 from ingest.tiered.tier_status import TierStatus
 from logformat.errors import ErrorCode, TierlogError
 from metadata.acl import CLUSTER_NAME
@@ -86,6 +87,8 @@ def _partition_doc(
         "isr": p.isr,
         "log_start_offset": start,
         "high_watermark": hw,
+        # Below it no transaction is open: what read_committed readers (Spark) may read.
+        "last_stable_offset": offsets.get("last_stable_offset") if offsets else None,
         "log_end_offset": offsets["log_end_offset"] if offsets else None,
         "hot": ({"start": hot_start, "end": offsets["log_end_offset"]} if offsets else None),
         "cold": {"start": cold[0], "end": cold[1]} if cold is not None else None,
@@ -107,7 +110,11 @@ async def describe(broker: Broker, view: TopicView) -> dict[str, Any]:
     for p in view.partitions:
         tier = tiers.get(p.partition) if tiers is not None else None
         state = broker.leader_state(view.info.name, p.partition)
-        offsets = led_stats(state, tiering, tier) if state is not None else remote.get(p.partition)
+        offsets = (
+            led_stats(state, tiering, tier, await txn_log(broker).described_stable(state))
+            if state is not None
+            else remote.get(p.partition)
+        )
         partitions.append(_partition_doc(p, offsets, tier, tiering))
     return {
         "name": view.info.name,

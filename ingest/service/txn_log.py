@@ -152,6 +152,15 @@ class TxnLog:
     async def stable_offset(self, state: Partition) -> int:
         return (await self.partition(state)).stable(state.high_watermark)
 
+    async def described_stable(self, state: Partition) -> int | None:
+        """The last stable offset for describe (the Spark source plans to it); None while
+        Postgres cannot be reached and this leader knows no spans of the partition."""
+        try:
+            return await self.stable_offset(state)
+        except (SQLAlchemyError, OSError):
+            known = self._parts.get((state.topic, state.partition))
+            return None if known is None else known.stable(state.high_watermark)
+
     async def submit(
         self,
         state: Partition,

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from spark_tables import hot
 from tests.integration import kafka_txn_wire as wire
 from tests.integration import txn_apps
 from tests.integration.brokers import BrokerProcess
@@ -93,6 +94,25 @@ def test_open_transaction_holds_back_read_committed(txn_broker: Any) -> None:
     assert [m.value() for m in txn_apps.read_all(bootstrap, topic, "read_committed", until=1)] == [
         b"pending"
     ]
+
+
+def test_spark_source_plans_to_the_last_stable_offset(txn_broker: Any) -> None:
+    """The Spark source's plan (describe) and hot read stop at the last stable offset: a
+    partition with a transaction open is read up to it, not failed with HotReadError."""
+    broker, bootstrap = txn_broker
+    topic = _topic(broker)
+    p = _producer(bootstrap, f"tx-{uuid.uuid4().hex[:6]}")
+    p.begin_transaction()
+    _send(p, topic, [b"c0", b"c1"])
+    p.commit_transaction(30)  # offsets 0, 1 and the marker at 2
+    p.begin_transaction()
+    _send(p, topic, [b"open0", b"open1"])  # offsets 3, 4: open
+    ends = hot.describe(broker.url, topic)[0]
+    assert (ends.last_stable, ends.high_watermark) == (3, 5)
+    got = hot.read_hot(broker.url, topic, 0, 0, ends.last_stable, lambda *_: iter(()))
+    assert [v for b in got for v in b.column(3).to_pylist()] == [b"c0", b"c1"]
+    p.abort_transaction(30)
+    assert hot.describe(broker.url, topic)[0].last_stable == 6  # past the abort's marker
 
 
 def test_zombie_is_fenced_and_its_transaction_aborted(txn_broker: Any) -> None:
