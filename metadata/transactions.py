@@ -394,6 +394,20 @@ class TxnRepo:
             ).all()
         return [Span(int(a), int(b), int(c), str(d)) for a, b, c, d in rows]
 
+    def prune_spans_below(self, topic: str, partition: int, offset: int) -> int:
+        """Ended spans wholly below `offset` (the log start: their records are deleted or
+        tiered without them, so no read needs them); how many went."""
+        s = kafka_txn_spans.c
+        with self.engine.begin() as conn:
+            return conn.execute(
+                delete(kafka_txn_spans).where(
+                    s.topic == topic,
+                    s.partition == partition,
+                    s.last_offset < offset,
+                    s.kind != "ongoing",
+                )
+            ).rowcount
+
     def drop_spans_from(self, topic: str, partition: int, offset: int) -> None:
         """Spans at or past `offset` (a new leader's log ends there: they were truncated)."""
         s = kafka_txn_spans.c

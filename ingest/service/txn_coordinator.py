@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("tierlog.txn")
 
 SWEEP_S = 1.0  # how often a broker looks for transactions to abort or complete
+PRUNE_EVERY = 60  # sweeps between prunes of the spans below the log start (retention's pace)
 STUCK = timedelta(seconds=5)  # a prepared transaction no coordinator finished in this long
 MARKER_PATH = "/internal/txn/markers"
 # group, member, generation, [(topic, partition, offset, metadata)]: applies committed offsets
@@ -151,10 +152,17 @@ class TxnCoordinator:
         await broker.forwarder.post_json(f"{url}{MARKER_PATH}", body)
 
     async def _sweep_forever(self) -> None:
+        sweeps = 0
         while True:
             await asyncio.sleep(SWEEP_S)
+            sweeps += 1
             with contextlib.suppress(Exception):
                 await self.sweep()
+            if sweeps % PRUNE_EVERY == 0:
+                try:
+                    await txn_log(self.broker).prune()
+                except Exception as exc:  # Postgres away: the next prune does it
+                    log.warning("pruning transaction spans failed: %r", exc)
 
     async def sweep(self) -> None:
         """Abort what timed out; finish what a dead coordinator left prepared."""

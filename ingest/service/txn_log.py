@@ -152,6 +152,24 @@ class TxnLog:
     async def stable_offset(self, state: Partition) -> int:
         return (await self.partition(state)).stable(state.high_watermark)
 
+    async def prune(self) -> int:
+        """Spans below the log start of the partitions this broker leads (their records are
+        deleted, or tiered without aborted records and markers: tiering/txn_filter.py)."""
+        pruned = 0
+        for (topic, partition), txns in list(self._parts.items()):
+            state = self.broker.leader_state(topic, partition)
+            if state is None or state.leader_epoch != txns.leader_epoch:
+                continue
+            start = state.log.log_start_offset
+            if not any(_prunable(s, start) for s in txns.spans):
+                continue
+            async with txns.lock:
+                pruned += await asyncio.to_thread(
+                    self.repo.prune_spans_below, topic, partition, start
+                )
+                txns.spans = [s for s in txns.spans if not _prunable(s, start)]
+        return pruned
+
     async def described_stable(self, state: Partition) -> int | None:
         """The last stable offset for describe (the Spark source plans to it); None while
         Postgres cannot be reached and this leader knows no spans of the partition."""
@@ -238,6 +256,10 @@ class TxnLog:
             txns.spans = kept
             txns.verified = {v for v in txns.verified if v[0] != pid}
             return at
+
+
+def _prunable(span: Span, log_start: int) -> bool:
+    return span.kind != "ongoing" and span.last_offset < log_start
 
 
 _LOGS: weakref.WeakKeyDictionary[Broker, TxnLog] = weakref.WeakKeyDictionary()

@@ -88,3 +88,17 @@ def test_spans_become_aborted_or_vanish_with_their_marker(db_engine: Engine) -> 
     ]
     repo.drop_spans_from("a", 0, 15)  # a new leader's log ends at 15
     assert [s.first_offset for s in repo.spans("a", 0)] == [0, 13]
+
+
+def test_ended_spans_below_the_log_start_are_pruned(db_engine: Engine) -> None:
+    repo = TxnRepo(db_engine)
+    repo.add_spans(
+        "p",
+        0,
+        [Span(0, 4, 5, "aborted"), Span(5, 5, 5, "marker"), Span(6, 9, 6, "aborted")],
+    )
+    repo.add_span("p", 0, 7, 3, 3)  # still open: kept whatever the log start
+    repo.add_span("p", 1, 8, 0, 0)  # another partition
+    assert repo.prune_spans_below("p", 0, 7) == 2  # 6..9 straddles the start: kept
+    assert repo.spans("p", 0) == [Span(3, 3, 7, "ongoing"), Span(6, 9, 6, "aborted")]
+    assert repo.spans("p", 1) == [Span(0, 0, 8, "ongoing")]
