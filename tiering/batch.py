@@ -34,7 +34,7 @@ from coldstore.parquet_writer import ParquetFile, write_parquet
 from metadata.segment_registry import ClaimLostError, ColdFile, FileSpec, SegmentClaim
 from tiering import metrics
 from tiering.segment_source import Downloaded
-from tiering.txn_filter import segment_filter
+from tiering.txn_filter import committed_parquet, segment_filter
 
 if TYPE_CHECKING:
     import os
@@ -172,13 +172,17 @@ def _encode(worker: BatchHost, claim: SegmentClaim, download: Future[Downloaded]
     t0 = time.perf_counter()
     kwargs = {} if worker.row_group_bytes is None else {"row_group_bytes": worker.row_group_bytes}
     try:
-        parquet = write_parquet(
-            got.path,
-            got.path.parent / "data.parquet",
-            from_offset=claim.base_offset,
-            to_offset=claim.end_offset,
-            keep=keep.apply,
-            **kwargs,
+        parquet = committed_parquet(
+            lambda k: write_parquet(
+                got.path,
+                got.path.parent / "data.parquet",
+                from_offset=claim.base_offset,
+                to_offset=claim.end_offset,
+                keep=k,
+                **kwargs,
+            ),
+            keep,
+            claim,
         )
     except Exception as exc:
         raise _StepError("parquet", exc) from exc

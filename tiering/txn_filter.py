@@ -5,15 +5,22 @@ the segment waits for the next attempt), and its aborted records and markers are
 (skipped, not marked: a Delta reader then needs no filter of its own). Kafka reads of the
 cold tier leave out the same rows by the spans in Postgres, so they read the same records;
 a read_uncommitted reader no longer finds aborted records there.
+
+A segment holding nothing but aborted records and markers is tiered as its markers alone:
+a file must hold a row for the partition's offsets to go on (an empty one cannot say which
+offsets it covers). Delta readers know those rows by their `__tierlog_txn_marker` header.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import NamedTuple
 
+import numpy as np
 import pyarrow as pa
 
+from coldstore.parquet_writer import EmptyRangeError, ParquetFile
 from logformat.txn_rows import in_spans, marker_rows
 from metadata.segment_registry import SegmentClaim
 from metadata.transactions import TxnRepo
@@ -29,12 +36,31 @@ class SegmentTxnFilter(NamedTuple):
     """Rows kept of one segment: not a marker, not in an aborted span."""
 
     hidden: tuple[tuple[int, int], ...]  # [first, last] of aborted spans and markers
+    keep_markers: bool = False  # the segment holds nothing else
 
     def apply(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        hide = marker_rows(batch)
+        markers = marker_rows(batch)
+        hide = np.zeros(batch.num_rows, bool) if self.keep_markers else markers
         if self.hidden:
-            hide |= in_spans(batch.column(0).to_numpy(), self.hidden)
+            hide |= in_spans(batch.column(0).to_numpy(), self.hidden) & ~markers
         return batch.filter(pa.array(~hide)) if hide.any() else batch
+
+
+Keep = Callable[[pa.RecordBatch], pa.RecordBatch]
+
+
+def committed_parquet(
+    write: Callable[[Keep], ParquetFile], keep: SegmentTxnFilter, claim: SegmentClaim
+) -> ParquetFile:
+    """write(keep.apply); for a segment of aborted records and markers only, its markers."""
+    try:
+        return write(keep.apply)
+    except EmptyRangeError:
+        log.warning(
+            "segment holds no committed record: tiered as its transaction markers alone",
+            extra={"topic": claim.topic, "partition": claim.partition, "base": claim.base_offset},
+        )
+        return write(keep._replace(keep_markers=True).apply)
 
 
 def segment_filter(repo: TxnRepo, claim: SegmentClaim) -> SegmentTxnFilter:

@@ -13,21 +13,38 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
+from deltalake import DeltaTable
 
+from coldstore.layout import table_uri
+from coldstore.object_store import ObjectStoreConfig
+from logformat.txn_rows import MARKER_HEADER
+from metadata.db import make_engine
 from spark_tables import hot
 from tests.integration import kafka_txn_wire as wire
 from tests.integration import txn_apps
 from tests.integration.brokers import BrokerProcess
+from tests.integration.cluster import wait_for
+from tests.integration.fetch_nodes import s3_env
 from tests.integration.ports import free_port
+from tests.integration.s3 import MotoServer, moto_s3_fixture, new_bucket  # noqa: F401
+from tiering.worker import TieringWorker
+
+
+@pytest.fixture(scope="module")
+def txn_s3(moto_s3: MotoServer) -> ObjectStoreConfig:
+    return new_bucket(moto_s3)
 
 
 @pytest.fixture(scope="module")
 def txn_broker(
-    db_factory: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
+    db_factory: Callable[..., str],
+    tmp_path_factory: pytest.TempPathFactory,
+    txn_s3: ObjectStoreConfig,
 ) -> Iterator[tuple[BrokerProcess, str]]:
     port = free_port()
     data = tmp_path_factory.mktemp("txn-broker") / "data-1"
-    b = BrokerProcess(db_factory(), data, 1, ["--kafka-listen", f"127.0.0.1:{port}"])
+    args = ["--kafka-listen", f"127.0.0.1:{port}"]
+    b = BrokerProcess(db_factory(), data, 1, args, env=s3_env(txn_s3))
     try:
         yield b.start(), f"127.0.0.1:{port}"
     finally:
@@ -113,6 +130,51 @@ def test_spark_source_plans_to_the_last_stable_offset(txn_broker: Any) -> None:
     assert [v for b in got for v in b.column(3).to_pylist()] == [b"c0", b"c1"]
     p.abort_transaction(30)
     assert hot.describe(broker.url, topic)[0].last_stable == 6  # past the abort's marker
+
+
+def test_tiered_transactions_delta_and_kafka_read_committed(
+    txn_broker: Any, txn_s3: ObjectStoreConfig
+) -> None:
+    """Committed and aborted transactions tiered: the Delta table (read with deltalake
+    itself) holds exactly the committed records, and a read_committed consumer from offset 0
+    (cold tier, then hot) still reads exactly them."""
+    broker, bootstrap = txn_broker
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, 1, segment_bytes=4096, local_retention_ms=1000)
+    p = _producer(bootstrap, f"tx-{uuid.uuid4().hex[:6]}")
+    committed: list[bytes] = []
+    for t in range(8):
+        values = [f"{t}-{i}-".encode() + b"x" * 300 for i in range(6)]
+        p.begin_transaction()
+        _send(p, topic, values)
+        if t % 3 == 1:
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+            committed.extend(values)
+    engine = make_engine(broker.database_url)
+    worker = TieringWorker(engine, txn_s3, "txn-tiering")
+    try:
+
+        def hot_start() -> int | None:
+            worker.run_once()
+            start = broker.http.get(f"/topics/{topic}").json()["partitions"][0]["hot"]["start"]
+            return int(start) if start >= 20 else None
+
+        wait_for("the first segments tiered and deleted locally", hot_start, timeout=60, every=0.3)
+    finally:
+        worker.close()
+        engine.dispose()
+    table = DeltaTable(table_uri(txn_s3, topic), storage_options=txn_s3.storage_options())
+    rows = table.to_pyarrow_table(columns=["offset", "value", "headers"]).to_pylist()
+    rows.sort(key=lambda r: r["offset"])
+    marker = [r for r in rows if r["headers"] and r["headers"][0]["key"] == MARKER_HEADER]
+    tiered = [r["value"] for r in rows if r not in marker]
+    assert tiered and tiered == committed[: len(tiered)]  # no aborted record
+    # markers only where a segment held nothing else (every aborted one's segment here)
+    assert all(r["value"] == b"\x00\x00\x00\x00\x00\x00" for r in marker)
+    got = txn_apps.read_all(bootstrap, topic, "read_committed", until=len(committed))
+    assert [m.value() for m in got] == committed
 
 
 def test_zombie_is_fenced_and_its_transaction_aborted(txn_broker: Any) -> None:

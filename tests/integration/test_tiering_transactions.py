@@ -82,3 +82,19 @@ def test_aborted_open_transaction_never_reaches_delta(env: Env) -> None:
         time.sleep(0.05)
     assert tiered == 1
     assert _tiered(env, "tx2") == [(0, b"v0"), (4, b"v4")]
+
+
+def test_a_segment_of_an_aborted_transaction_alone_keeps_only_its_marker(env: Env) -> None:
+    """A file must hold a row: such a segment is tiered as its marker (known by its header),
+    never as its aborted records, and the partition's later segments follow it."""
+    env.topic("tx3", 1)
+    txns = TxnRepo(env.engine)
+    end = env.add_segment("tx3", 0, 0, [rec(0), rec(1), _marker(2, False)])
+    env.add_segment("tx3", 0, end, [rec(3), rec(4)])
+    txns.add_spans("tx3", 0, [Span(0, 1, 4, "aborted"), Span(2, 2, 4, "marker")])
+    assert env.worker("w3").run_once() == 2
+    rows = env.delta_rows("tx3")
+    assert [(r["offset"], r["headers"]) for r in rows[:1]] == [
+        (2, [{"key": MARKER_HEADER, "value": b"abort"}])
+    ]
+    assert [(r["offset"], r["value"]) for r in rows[1:]] == [(3, b"v3"), (4, b"v4")]
