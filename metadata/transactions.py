@@ -396,15 +396,20 @@ class TxnRepo:
 
     def prune_spans_below(self, topic: str, partition: int, offset: int) -> int:
         """Ended spans wholly below `offset` (the log start: their records are deleted or
-        tiered without them, so no read needs them); how many went."""
+        tiered without them, so no read needs them); how many went. The newest marker stays:
+        reads of a partition with spans look for marker rows (the cold tier keeps some)."""
         s = kafka_txn_spans.c
+        mine = and_(s.topic == topic, s.partition == partition)
         with self.engine.begin() as conn:
+            newest = conn.execute(
+                select(func.max(s.first_offset)).where(mine, s.kind == "marker")
+            ).scalar()
             return conn.execute(
                 delete(kafka_txn_spans).where(
-                    s.topic == topic,
-                    s.partition == partition,
+                    mine,
                     s.last_offset < offset,
                     s.kind != "ongoing",
+                    s.first_offset != (newest if newest is not None else -1),
                 )
             ).rowcount
 

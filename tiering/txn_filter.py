@@ -8,7 +8,9 @@ a read_uncommitted reader no longer finds aborted records there.
 
 A segment holding nothing but aborted records and markers is tiered as its markers alone:
 a file must hold a row for the partition's offsets to go on (an empty one cannot say which
-offsets it covers). Delta readers know those rows by their `__tierlog_txn_marker` header.
+offsets it covers). One of aborted records only (a long transaction's marker is in a later
+segment) is tiered as one placeholder: its first record with no key, no value and the
+marker header. Delta readers know those rows by their `__tierlog_txn_marker` header.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from coldstore.parquet_writer import EmptyRangeError, ParquetFile
-from logformat.txn_rows import in_spans, marker_rows
+from logformat.txn_rows import MARKER_HEADER, in_spans, marker_rows
 from metadata.segment_registry import SegmentClaim
 from metadata.transactions import TxnRepo
 
@@ -60,7 +62,34 @@ def committed_parquet(
             "segment holds no committed record: tiered as its transaction markers alone",
             extra={"topic": claim.topic, "partition": claim.partition, "base": claim.base_offset},
         )
-        return write(keep._replace(keep_markers=True).apply)
+        try:
+            return write(keep._replace(keep_markers=True).apply)
+        except EmptyRangeError:
+            return write(_Placeholder().apply)
+
+
+class _Placeholder:
+    """The segment's first record as a marker-like row (its data was aborted): the rest go."""
+
+    def __init__(self) -> None:
+        self.done = False
+
+    def apply(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        if self.done or not batch.num_rows:
+            return batch.slice(0, 0)
+        self.done = True
+        first = batch.slice(0, 1)
+        headers = [[{"key": MARKER_HEADER, "value": b"aborted"}]]
+        return pa.RecordBatch.from_arrays(
+            [
+                first.column(0),
+                first.column(1),
+                pa.nulls(1, first.schema.field(2).type),
+                pa.nulls(1, first.schema.field(3).type),
+                pa.array(headers, first.schema.field(4).type),
+            ],
+            schema=first.schema,
+        )
 
 
 def segment_filter(repo: TxnRepo, claim: SegmentClaim) -> SegmentTxnFilter:

@@ -167,7 +167,10 @@ class TxnLog:
                 pruned += await asyncio.to_thread(
                     self.repo.prune_spans_below, topic, partition, start
                 )
-                txns.spans = [s for s in txns.spans if not _prunable(s, start)]
+                newest = max((s.first_offset for s in txns.spans if s.kind == "marker"), default=-1)
+                txns.spans = [
+                    s for s in txns.spans if not _prunable(s, start) or s.first_offset == newest
+                ]
         return pruned
 
     async def described_stable(self, state: Partition) -> int | None:

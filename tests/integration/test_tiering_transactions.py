@@ -98,3 +98,19 @@ def test_a_segment_of_an_aborted_transaction_alone_keeps_only_its_marker(env: En
         (2, [{"key": MARKER_HEADER, "value": b"abort"}])
     ]
     assert [(r["offset"], r["value"]) for r in rows[1:]] == [(3, b"v3"), (4, b"v4")]
+
+
+def test_a_segment_of_aborted_records_only_is_one_placeholder(env: Env) -> None:
+    """A long aborted transaction whose marker is in a later segment: its first segment is
+    tiered as one marker-like row with no data, and the partition goes on."""
+    env.topic("tx4", 1)
+    txns = TxnRepo(env.engine)
+    end = env.add_segment("tx4", 0, 0, [rec(0), rec(1), rec(2)])
+    env.add_segment("tx4", 0, end, [rec(3), _marker(4, False), rec(5)])
+    txns.add_spans("tx4", 0, [Span(0, 3, 4, "aborted"), Span(4, 4, 4, "marker")])
+    assert env.worker("w4").run_once() == 2
+    rows = [(r["offset"], r["key"], r["value"], r["headers"]) for r in env.delta_rows("tx4")]
+    assert rows == [
+        (0, None, None, [{"key": MARKER_HEADER, "value": b"aborted"}]),
+        (5, b"k5", b"v5", None),
+    ]

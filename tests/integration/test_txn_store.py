@@ -95,10 +95,22 @@ def test_ended_spans_below_the_log_start_are_pruned(db_engine: Engine) -> None:
     repo.add_spans(
         "p",
         0,
-        [Span(0, 4, 5, "aborted"), Span(5, 5, 5, "marker"), Span(6, 9, 6, "aborted")],
+        [
+            Span(0, 4, 5, "aborted"),
+            Span(5, 5, 5, "marker"),
+            Span(6, 9, 6, "aborted"),
+            Span(10, 10, 6, "marker"),
+        ],
     )
     repo.add_span("p", 0, 7, 3, 3)  # still open: kept whatever the log start
     repo.add_span("p", 1, 8, 0, 0)  # another partition
     assert repo.prune_spans_below("p", 0, 7) == 2  # 6..9 straddles the start: kept
-    assert repo.spans("p", 0) == [Span(3, 3, 7, "ongoing"), Span(6, 9, 6, "aborted")]
+    assert repo.spans("p", 0) == [
+        Span(3, 3, 7, "ongoing"),
+        Span(6, 9, 6, "aborted"),
+        Span(10, 10, 6, "marker"),
+    ]
+    # all below the start: the newest marker stays, so reads still look for marker rows
+    assert repo.prune_spans_below("p", 0, 20) == 1
+    assert repo.spans("p", 0) == [Span(3, 3, 7, "ongoing"), Span(10, 10, 6, "marker")]
     assert repo.spans("p", 1) == [Span(0, 0, 8, "ongoing")]
