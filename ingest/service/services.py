@@ -18,6 +18,8 @@ from ingest.service.replica_serving import ReplicaServing
 from ingest.service.security import Security
 from ingest.service.topic_admin import TopicAdmin
 from ingest.service.topic_describe import Describer
+from ingest.service.txn_coordinator import Transactions
+from ingest.service.txn_log import TxnLog, txn_log
 
 if TYPE_CHECKING:
     from cluster.http.inflight import SlotCounter
@@ -46,6 +48,8 @@ class Services:
     replicas: ReplicaServing  # the cluster-internal routes: replica fetch, segments
     status: NodeStatus  # readiness, metrics registry, brokers (the ops routes)
     logs: LogAdmin  # DescribeProducers, DescribeLogDirs
+    txns: TxnLog  # transactional partitions: the produce check, markers, what reads see
+    transactions: Transactions  # the transaction coordinator (Kafka's transaction APIs)
 
     @classmethod
     def of(cls, broker: Broker) -> Services:
@@ -66,4 +70,6 @@ class Services:
             ReplicaServing(broker),
             NodeStatus(broker),
             LogAdmin(broker),
+            txn_log(broker),
+            Transactions(broker),
         )
