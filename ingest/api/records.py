@@ -151,9 +151,13 @@ async def fetch_records(request: Request) -> Response:
     params = params._replace(max_bytes=capped_max_bytes(params.max_bytes, services.config))
     # HTTP readers read committed: nothing past the last stable offset, no aborted records,
     # no transaction markers (ingest/service/txn_log.py).
-    txns = await services.reads.txn_view(state, committed=True)
     result = await services.reads.fetch(
-        state, params.offset, params.max_records, params.max_bytes, params.wait_ms, txns=txns
+        state,
+        params.offset,
+        params.max_records,
+        params.max_bytes,
+        params.wait_ms,
+        committed=True,
     )
     leader = (  # a follower read (KIP-392) still names the leader
         services.config.advertised_url

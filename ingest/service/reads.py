@@ -74,11 +74,13 @@ class Reads:
         wait_ms: int = 0,
         trim: Callable[[FetchResult], FetchResult] | None = None,
         txns: TxnView | None = None,
+        committed: bool = False,
     ) -> FetchResult:
         """Records from whichever tier holds `offset` (cut by `trim`: what the caller will
-        answer; then by `txns`: what its isolation level may see), counted in the fetch
-        metrics. Below the hot log with no cold reader here,
-        the refusal says where the records are."""
+        answer; then by `txns`: what its isolation level may see, or with `committed` by the
+        read_committed view taken once a long poll's wait is over, as the records it waited
+        for may have moved the last stable offset), counted in the fetch metrics. Below the
+        hot log with no cold reader here, the refusal says where the records are."""
         topic = state.topic
         cold = self.cold_reader(topic)
         try:
@@ -98,6 +100,8 @@ class Reads:
             raise
         if trim is not None:
             got = trim(got)
+        if txns is None and committed:
+            txns = await self.txn_view(state, committed=True)
         if txns is not None:
             got = txns.apply(got, offset or 0)
         metrics.FETCHED_RECORDS.labels(topic).inc(got.batch.num_rows)
