@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -28,6 +29,10 @@ from tests.integration.fetch_nodes import s3_env
 from tests.integration.ports import free_port
 from tests.integration.s3 import MotoServer, moto_s3_fixture, new_bucket  # noqa: F401
 from tiering.worker import TieringWorker
+
+with warnings.catch_warnings():  # kafka-python reads its schemas with a deprecated call
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import KafkaAdminClient, TopicPartition
 
 
 @pytest.fixture(scope="module")
@@ -100,10 +105,21 @@ def test_commit_and_abort_seen_by_each_isolation_level(txn_broker: Any) -> None:
 def test_open_transaction_holds_back_read_committed(txn_broker: Any) -> None:
     broker, bootstrap = txn_broker
     topic = _topic(broker)
-    p = _producer(bootstrap, f"tx-{uuid.uuid4().hex[:6]}")
+    tid = f"tx-{uuid.uuid4().hex[:6]}"
+    p = _producer(bootstrap, tid)
     p.begin_transaction()
     _send(p, topic, [b"pending"])
     assert txn_apps.read_all(bootstrap, topic, "read_committed") == []
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:  # the coordinator's store answers the transaction admin APIs
+        described = admin.describe_transactions([tid])[tid]
+        assert described.state == "Ongoing" and described.topic_partitions == {
+            TopicPartition(topic, 0)
+        }
+        listed = [t.transactional_id for ts in admin.list_transactions().values() for t in ts]
+        assert tid in listed
+    finally:
+        admin.close()
     assert [m.value() for m in txn_apps.read_all(bootstrap, topic, "read_uncommitted")] == [
         b"pending"
     ]
