@@ -18,6 +18,8 @@ keyed ~100 B JSON records (4 partitions; a topic per case):
   object, as librdkafka's Python binding hands them out).
 Checks: each topic's log holds exactly the records sent; each reader got each offset of its
 span once, in order; the Kafka consumer got the same value bytes as HTTP reads there.
+Also transactions (bench/kafka_txn.py, 1 broker): one producer with transactions of 1,000
+records against the same producer idempotent, and commit -> read_committed latency.
 Also, the Kafka listener without a client library: pre-encoded Produce requests sent as
 the HTTP baseline sends its bodies (bench/pre_encoded.py), and bare Fetch requests read as
 the HTTP baseline reads (bench/kafka_fetch.py).
@@ -44,7 +46,7 @@ import httpx
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench import kafka_clients, kafka_fetch, pre_encoded
+from bench import kafka_clients, kafka_fetch, kafka_txn, pre_encoded
 from bench.client_consume import (
     ARROW,
     FETCH_BYTES,
@@ -298,6 +300,7 @@ def run(args: argparse.Namespace, tmp: Path, db: str) -> list[Row]:
             idle_rate(_pids([broker]), args.idle_seconds),
         )
         rows += produce_rows(one, args.records, args.clients) + consume_rows(one, args.consume)
+        args.txn = kafka_txn.run(one.bootstrap, one.create, args.txn_records, args.txn_rounds)
     finally:
         broker.stop()
     if args.no_cluster:
@@ -331,11 +334,14 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--clients", type=int, default=2, help="Kafka producer processes")
     parser.add_argument("--consume", type=int, default=400_000, help="records to read")
     parser.add_argument("--no-cluster", action="store_true", help="one broker only")
+    parser.add_argument("--txn-records", type=int, default=200_000, help="transactional case")
+    parser.add_argument("--txn-rounds", type=int, default=200, help="latency transactions")
     parser.add_argument("--smoke", action="store_true", help="seconds-long run, tiny sizes")
     args = parser.parse_args()
     args.idle_seconds = 3.0
     if args.smoke:
         args.records, args.clients, args.consume, args.idle_seconds = 4_000, 1, 2_000, 0.1
+        args.txn_records, args.txn_rounds = 3_000, 5
         args.no_cluster = True  # the suite's time: the cluster's cases run the same code
     return args
 
@@ -367,6 +373,7 @@ def main() -> None:
         f"fetches of {FETCH_BYTES:,} B per partition; Python client: send_table(), poll_arrow()"
     )
     print_table(rows)
+    kafka_txn.print_figures("1 broker", args.txn)
     print(
         "\nchecked: every topic holds exactly the records sent; each reader read each offset "
         "once, in order; the Kafka consumer read the key and value bytes HTTP reads there"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple, Protocol
 
 import pyarrow as pa
@@ -147,10 +147,12 @@ def write_parquet(
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
     compression_level: int = DEFAULT_ZSTD_LEVEL,
     extra: ExtraColumns | None = None,
+    keep: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
 ) -> ParquetFile:
     """Write the records of `segment` (a segment file path, or its bytes) with offsets in
     [from_offset, to_offset) as Parquet to `out_path`, or to memory when it is None; with
-    `extra`, its columns after the record columns."""
+    `extra`, its columns after the record columns. `keep` filters each batch first
+    (tiering/txn_filter.py: no aborted records, no markers)."""
     if row_group_bytes <= 0:
         raise ValueError("row_group_bytes must be positive")
     sink: str | pa.BufferOutputStream = (
@@ -174,6 +176,8 @@ def write_parquet(
     try:
         with segment_buffer(segment) as buf:
             for raw in iter_consumer_batches(buf, from_offset, to_offset):
+                if keep is not None and not (raw := keep(raw)).num_rows:
+                    continue
                 batch, clamped = clamp_timestamps(raw)
                 if extra is not None:
                     batch = pa.RecordBatch.from_arrays(

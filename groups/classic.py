@@ -235,6 +235,10 @@ class ClassicCoordinator:
                 raise ClassicGroupError("ILLEGAL_GENERATION", exc.message) from None
             raise
 
+    def commit_transactional(self, group: str, offsets: Sequence[CommitEntry]) -> None:
+        entries = tuple(OffsetEntry(o.topic, o.partition, o.offset, o.metadata) for o in offsets)
+        self.coordinator.commit_transactional(group, entries)
+
     def committed(self, group: str) -> tuple[CommitEntry, ...]:
         rows = self.repo.offsets(group) or []
         return tuple(CommitEntry(r.topic, r.partition, r.offset, r.metadata) for r in rows)
@@ -289,6 +293,9 @@ class KafkaClassicGroups:
     ) -> None:
         member = valid_member(member) if member else None
         await self.run(self.classic.commit, group_name(group), member, generation, offsets)
+
+    async def commit_transactional(self, group: str, offsets: Sequence[CommitEntry]) -> None:
+        await self.run(self.classic.commit_transactional, group_name(group), offsets)
 
     async def committed(self, group: str) -> tuple[CommitEntry, ...]:
         rows: tuple[CommitEntry, ...] = await self.run(self.classic.committed, group_name(group))

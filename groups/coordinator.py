@@ -272,6 +272,18 @@ class GroupCoordinator:
         _check(self.repo.transact(group, decide, create=create, topics=topics))
         return req.offsets
 
+    def commit_transactional(self, group: str, offsets: Sequence[OffsetEntry]) -> None:
+        """A committed Kafka transaction's offsets (TxnOffsetCommit, applied at EndTxn): no
+        member or epoch fence, as Kafka's group coordinator applies them then."""
+
+        def decide(snap: GroupSnapshot | None) -> tuple[GroupWrite, TierlogError | None]:
+            if snap is None:
+                return GroupWrite(), _unknown_member("")
+            return _Draft(snap).finish(_offset_writes(snap, offsets)), None
+
+        topics = {o.topic for o in offsets}
+        _check(self.repo.transact(group, decide, create=self.default_assignor, topics=topics))
+
     @staticmethod
     def _fence_commit(d: _Draft, req: CommitRequest) -> TierlogError | None:
         if req.member_id is None:

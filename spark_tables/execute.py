@@ -146,7 +146,7 @@ def sample_values(opts: SourceOptions, n: int) -> list[bytes]:
     if opts.broker_url and not out:
         for p, e in describe(opts.broker_url, opts.topic, opts.api_key).items():
             start = e.hot_start if e.hot_start is not None else e.log_start
-            end = min(e.high_watermark, start + n)
+            end = min(e.last_stable, start + n)
             for batch in read_hot(
                 opts.broker_url, opts.topic, p, start, end, _no_cold, opts.api_key
             ):

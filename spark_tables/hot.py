@@ -43,6 +43,7 @@ class PartitionEnds(NamedTuple):
     log_start: int  # first offset of the whole log (hot and cold)
     hot_start: int | None  # first offset on the leader's disk
     high_watermark: int
+    last_stable: int  # the last stable offset: committed reads end there (transactions)
 
 
 def _client(broker_url: str, timeout_s: float, api_key: str | None) -> httpx.Client:
@@ -55,7 +56,8 @@ def _client(broker_url: str, timeout_s: float, api_key: str | None) -> httpx.Cli
 
 
 def describe(broker_url: str, topic: str, api_key: str | None = None) -> dict[int, PartitionEnds]:
-    """Log start and high watermark of every partition of `topic`, now."""
+    """Log start, high watermark and last stable offset of every partition of `topic`, now
+    (a broker that does not say its last stable offset: the high watermark)."""
     with _client(broker_url, 30.0, api_key) as http:
         r = http.get(f"/topics/{quote(topic, safe='')}")
     if r.status_code == 404:
@@ -71,11 +73,13 @@ def describe(broker_url: str, topic: str, api_key: str | None = None) -> dict[in
             )
         hot = p.get("hot") or {}
         start = p.get("log_start_offset")
+        stable = p.get("last_stable_offset")
         out[int(p["partition"])] = PartitionEnds(
             int(p["partition"]),
             int(start if start is not None else 0),
             hot.get("start"),
             int(hw),
+            int(stable if stable is not None else hw),
         )
     return out
 
@@ -127,7 +131,7 @@ def read_hot(
                 if stalls >= NO_PROGRESS_TRIES:
                     raise HotReadError(
                         f"{topic}-{partition}: offset {offset} was committed at planning "
-                        f"(high watermark {end}) but the leader serves nothing from it"
+                        f"(planned end {end}) but the leader serves nothing from it"
                     )
                 time.sleep(0.05)
                 continue

@@ -47,7 +47,7 @@ def resolve(spec: OffsetSpec, partition: int, earliest: int, latest: int, missin
 def log_ends(
     opts: SourceOptions, live: bool, listing: ColdListing | None = None
 ) -> dict[int, LogEnds]:
-    """Per partition, the readable range now: up to the high watermark when `live` (the
+    """Per partition, the readable range now: up to the last stable offset when `live` (the
     brokers), else up to the end of the cold data."""
     listing = listing if listing is not None else list_cold_files(opts)
     files = listing.by_partition()
@@ -58,7 +58,8 @@ def log_ends(
             ce = cold_end(files.get(p, ()))
             first = _first_offset(files.get(p, ()))
             start = first if first is not None else e.log_start
-            out[p] = LogEnds(min(start, e.log_start), e.high_watermark, ce)
+            # to the last stable offset: past it a transaction is open (issue 30)
+            out[p] = LogEnds(min(start, e.log_start), e.last_stable, ce)
         return out
     parts: Iterable[int] = (
         range(listing.partition_count) if listing.partition_count is not None else files

@@ -35,6 +35,7 @@ from metadata.segment_registry import ClaimLostError, ColdFile, FileSpec, Segmen
 from schemaformat.typed_decode import TypedDecoder
 from tiering import metrics
 from tiering.segment_source import Downloaded
+from tiering.txn_filter import committed_parquet, segment_filter
 from tiering.typed_columns import TYPED, BatchTypes, TypedColumns, typed_columns
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from coldstore.object_store import ObjectStore, ObjectStoreConfig
     from metadata.cold_manifest import ColdManifest
     from metadata.segment_registry import SegmentRegistry
+    from metadata.transactions import TxnRepo
     from tiering.segment_source import SegmentSource
 
 log = logging.getLogger(__name__)
@@ -92,6 +94,7 @@ class BatchHost(Protocol):
     step_seconds: dict[str, float]
     store: ObjectStore
     temp_dir: str | os.PathLike[str] | None
+    txns: TxnRepo
 
     @property
     def source(self) -> SegmentSource: ...
@@ -187,6 +190,10 @@ def _encode(
 ) -> ParquetFile:
     """On an encoder thread: the segment's Parquet file, beside its copy (then deleted)."""
     got = download.result()  # a failed download raises its _StepError
+    try:  # checked after the download: a transaction open then cannot reach the segment
+        keep = segment_filter(worker.txns, claim)
+    except Exception as exc:
+        raise _StepError("transactions", exc) from exc
     t0 = time.perf_counter()
     kwargs = {} if worker.row_group_bytes is None else {"row_group_bytes": worker.row_group_bytes}
     extra: TypedColumns | None = None
@@ -195,13 +202,18 @@ def _encode(
             extra = typed_columns(
                 typing.decoder, typing.types, got.path, claim.base_offset, claim.end_offset
             )
-        parquet = write_parquet(
-            got.path,
-            got.path.parent / "data.parquet",
-            from_offset=claim.base_offset,
-            to_offset=claim.end_offset,
-            extra=extra,
-            **kwargs,
+        parquet = committed_parquet(
+            lambda k: write_parquet(
+                got.path,
+                got.path.parent / "data.parquet",
+                from_offset=claim.base_offset,
+                to_offset=claim.end_offset,
+                extra=extra,
+                keep=k,
+                **kwargs,
+            ),
+            keep,
+            claim,
         )
     except Exception as exc:
         raise _StepError("parquet", exc) from exc

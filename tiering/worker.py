@@ -40,6 +40,7 @@ from metadata.configs import topic_config
 from metadata.registry_store import RegistryStore
 from metadata.segment_registry import SegmentClaim, SegmentRegistry
 from metadata.topics import TopicRepo
+from metadata.transactions import TxnRepo
 from schemaformat.typed_decode import TYPED_MODES, TypedDecoder
 from tiering import metrics
 from tiering.batch import BatchSettings, tier_batch
@@ -72,6 +73,7 @@ class TieringWorker:
         self.batch = batch or BatchSettings()
         self.registry = SegmentRegistry(engine)
         self.manifest = ColdManifest(engine)
+        self.txns = TxnRepo(engine)  # tiering/txn_filter.py: committed records only
         self.store = ObjectStore(store_config)
         self._source: SegmentSource | None = None
         self._tables: dict[str, DeltaTopicTable] = {}

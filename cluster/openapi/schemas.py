@@ -52,6 +52,11 @@ _PARTITION_DESC = {
         "isr": {"type": "array", "items": {"type": "integer"}},
         "log_start_offset": {"type": ["integer", "null"]},
         "high_watermark": {"type": ["integer", "null"]},
+        "last_stable_offset": {
+            "type": ["integer", "null"],
+            "description": "below it no transaction is open: the end of what read_committed "
+            "readers and the Spark source read (null: unknown)",
+        },
         "log_end_offset": {"type": ["integer", "null"]},
         "hot": {"type": ["object", "null"]},
         "cold": {"type": ["object", "null"]},

@@ -17,7 +17,17 @@ from cluster.http.cross_site import CrossSiteGuard, own_origins
 from cluster.http.limits import limits_middleware
 from cluster.http.request_metrics import RequestMetrics
 from cluster.http.responses import exception_handlers
-from ingest.api import erasures, internal, ops, producers, records, search, security, topics
+from ingest.api import (
+    erasures,
+    internal,
+    ops,
+    producers,
+    records,
+    search,
+    security,
+    topics,
+    txn_internal,
+)
 from ingest.broker_config import broker_limits
 
 if TYPE_CHECKING:
@@ -41,6 +51,7 @@ def build_app(
             *security.routes,
             *ops.routes,
             *internal.routes,
+            *txn_internal.routes,
             *docs_routes(),  # /docs: Swagger UI over /openapi.json, no key needed
             *extra_routes,
         ],

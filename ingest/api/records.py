@@ -149,8 +149,15 @@ async def fetch_records(request: Request) -> Response:
         return state
     params = fetch_params(request)
     params = params._replace(max_bytes=capped_max_bytes(params.max_bytes, services.config))
+    # HTTP readers read committed: nothing past the last stable offset, no aborted records,
+    # no transaction markers (ingest/service/txn_log.py).
     result = await services.reads.fetch(
-        state, params.offset, params.max_records, params.max_bytes, params.wait_ms
+        state,
+        params.offset,
+        params.max_records,
+        params.max_bytes,
+        params.wait_ms,
+        committed=True,
     )
     leader = (  # a follower read (KIP-392) still names the leader
         services.config.advertised_url

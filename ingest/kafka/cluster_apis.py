@@ -25,7 +25,7 @@ from kio.static.protocol import Entity
 
 from cluster.metadata_cache import TopicView
 from ingest.kafka.context import KafkaContext
-from ingest.kafka.protocol import NO_TRANSACTIONS, SUPPORTED, build, kafka_error, nested
+from ingest.kafka.protocol import SUPPORTED, build, kafka_error, nested
 from logformat.errors import TierlogError
 from metadata.acl import CLUSTER_NAME
 
@@ -202,8 +202,8 @@ async def handle_describe_cluster(
 async def handle_init_producer_id(
     ctx: KafkaContext, request: InitProducerIdRequest, response_cls: type[InitProducerIdResponse]
 ) -> InitProducerIdResponse:
-    """An idempotent producer's id, from the same Postgres sequence as POST /producers.
-    Transactions are not served: a transactional id is refused, not ignored."""
+    """An idempotent producer's id, from the same Postgres sequence as POST /producers (a
+    transactional id's request goes to txn_apis.py instead)."""
 
     def answer(error: KafkaError, pid: int = -1, epoch: int = -1) -> InitProducerIdResponse:
         return build(
@@ -214,8 +214,6 @@ async def handle_init_producer_id(
             producer_epoch=epoch,
         )
 
-    if request.transactional_id is not None:  # no transactions (protocol.py says why)
-        return answer(NO_TRANSACTIONS)
     try:
         pid = await ctx.services.producer_ids.allocate(ctx.principal)
     except TierlogError as exc:  # KIP-679's rule refused it: CLUSTER_AUTHORIZATION_FAILED

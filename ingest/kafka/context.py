@@ -47,8 +47,8 @@ class KafkaContext:
         self.advertised = advertised
         self.groups = groups  # None: no groups extension mounted (COORDINATOR_NOT_AVAILABLE)
         # The transaction coordinator's store, for ListTransactions and DescribeTransactions
-        # (None: no transactions are served, so none exist).
-        self.transactions: TransactionStore | None = None
+        # (metadata/transactions.py; None: none to list or describe).
+        self.transactions: TransactionStore | None = services.txns.repo
         self.principal = ANONYMOUS
         self.peer = ""  # the client's address: for the audit of failed logins
         self.sasl_started = False  # a SaslHandshake chose PLAIN

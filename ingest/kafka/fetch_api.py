@@ -39,11 +39,13 @@ from ingest.kafka.record_batch import encode_batch
 from ingest.service.fetch_rules import ResponseBudget, merged
 from ingest.service.partitions import Partition, log_start
 from ingest.service.reads import Reads
+from ingest.service.txn_log import TxnView
 from logformat.errors import ErrorCode, TierlogError
 
 log = logging.getLogger("tierlog.kafka")
 
 LATEST, EARLIEST = -1, -2
+READ_COMMITTED = 1  # isolation_level
 RECORD_TIME_BYTES = 1 << 20  # enough for the one record whose time ListOffsets answers
 _MAX_RECORDS = 100_000  # per partition and fetch; max bytes normally ends a read first
 _INLINE_BYTES = 256 * 1024  # records encoded on the event loop below this, in a thread above
@@ -56,6 +58,7 @@ class _Read(NamedTuple):
     high_watermark: int = -1
     log_start: int = -1
     diverging: EpochEnd = UNDEFINED  # KIP-320: where the consumer's last epoch ended
+    stable: int = -1  # the last stable offset (-1: the high watermark)
 
 
 async def leader(ctx: KafkaContext, topic: str, partition: int, operation: str) -> Partition:
@@ -73,8 +76,8 @@ class _Slicer:
     slices the event loop is free, and batches past _INLINE_BYTES are encoded in a worker
     thread. Each slice is one batch with its leader epoch."""
 
-    def __init__(self, reads: Reads, state: Partition, append_time: bool) -> None:
-        self.reads, self.state, self.append_time = reads, state, append_time
+    def __init__(self, reads: Reads, state: Partition, append_time: bool, txns: TxnView) -> None:
+        self.reads, self.state, self.append_time, self.txns = reads, state, append_time, txns
 
     async def _slice(self, offset: int, max_bytes: int) -> tuple[bytes, FetchResult]:
         epoch, epoch_end = leader_epochs.epoch_at(self.state, offset)
@@ -84,6 +87,7 @@ class _Slicer:
             _MAX_RECORDS,
             min(max_bytes, _SLICE_BYTES),
             trim=lambda got: leader_epochs.within_epoch(got, epoch_end),
+            txns=self.txns,
         )
         args = (got, offset, self.append_time, epoch)
         if got.batch.nbytes >= _INLINE_BYTES:  # encoding walks every record
@@ -94,7 +98,7 @@ class _Slicer:
         """From `offset`, up to `max_bytes` (the last batch may pass it, as in Kafka)."""
         data, got = await self._slice(offset, max_bytes)
         parts, left = [data], max_bytes - len(data)
-        while data and left > 0 and got.next_offset < got.high_watermark:
+        while data and left > 0 and got.next_offset < min(got.high_watermark, self.txns.stable):
             try:
                 data, more = await self._slice(got.next_offset, left)
             except TierlogError:  # e.g. retention raced the read: answer what was read
@@ -102,11 +106,18 @@ class _Slicer:
             parts.append(data)
             left -= len(data)
             got = more
-        return _Read(KafkaError.none, b"".join(parts), got.high_watermark, got.log_start_offset)
+        hw = got.high_watermark
+        stable = min(self.txns.stable, hw)
+        return _Read(KafkaError.none, b"".join(parts), hw, got.log_start_offset, stable=stable)
 
 
 async def _read(
-    ctx: KafkaContext, topic: str, p: FetchPartition, max_bytes: int, append_time: bool
+    ctx: KafkaContext,
+    topic: str,
+    p: FetchPartition,
+    max_bytes: int,
+    append_time: bool,
+    committed: bool,
 ) -> _Read:
     """One partition's answer; `max_bytes` 0: the response's budget is spent, so only its
     watermarks (ingest/service/fetch_rules.py)."""
@@ -121,8 +132,9 @@ async def _read(
             return _Read(KafkaError.none, high_watermark=state.high_watermark, diverging=diverged)
         if max_bytes <= 0:
             return _Read(KafkaError.none, b"", state.high_watermark, log_start(state))
-        slicer = _Slicer(ctx.services.reads, state, append_time)
-        return await slicer.read(p.fetch_offset, max_bytes)
+        reads = ctx.services.reads
+        txns = await reads.txn_view(state, committed)
+        return await _Slicer(reads, state, append_time, txns).read(p.fetch_offset, max_bytes)
     except TierlogError as exc:
         return _Read(kafka_error(exc))
     except Exception:
@@ -133,6 +145,11 @@ async def _read(
 Wanted = list[tuple[str, list[tuple[int, FetchPartition]]]]  # per topic, its partitions (merged)
 
 
+def _committed(request: FetchRequest) -> bool:
+    """read_committed (Fetch v4+ carries an isolation level; older ones read uncommitted)."""
+    return getattr(request, "isolation_level", 0) == READ_COMMITTED
+
+
 def wanted(request: FetchRequest) -> Wanted:
     """The request's partitions, each once (fetch_rules.merged: as Kafka keys them)."""
     return merged((t.topic, p.partition, p) for t in request.topics for p in t.partitions)
@@ -141,26 +158,33 @@ def wanted(request: FetchRequest) -> Wanted:
 async def _read_all(ctx: KafkaContext, request: FetchRequest, parts: Wanted) -> list[list[_Read]]:
     """Every partition read within the response's budget (fetch_rules.ResponseBudget)."""
     budget = ResponseBudget(request.max_bytes, ctx.services.config)
+    committed = _committed(request)
     out: list[list[_Read]] = []
     for topic, partitions in parts:
         reads = []
         append_time = ctx.services.reads.log_append_time(topic)
         for _, p in partitions:
-            r = await _read(ctx, topic, p, budget.limit(p.partition_max_bytes), append_time)
+            limit = budget.limit(p.partition_max_bytes)
+            r = await _read(ctx, topic, p, limit, append_time, committed)
             budget.spend(len(r.records))
             reads.append(r)
         out.append(reads)
     return out
 
 
-async def _wait_for_any(ctx: KafkaContext, parts: Wanted, timeout_s: float) -> None:
-    """Until a fetched partition gets a record past its fetch offset, or the timeout."""
+async def _wait_for_any(
+    ctx: KafkaContext, parts: Wanted, timeout_s: float, committed: bool = False
+) -> None:
+    """Until a fetched partition gets a record past its fetch offset (read_committed: past
+    its high watermark, as records held back by an open transaction are there already), or
+    the timeout."""
     waits = []
     for topic, partitions in parts:
         for _, p in partitions:
             state = ctx.services.reads.leader_state(topic, p.partition)
             if state is not None:
-                waits.append(asyncio.ensure_future(state.wait_for_data(p.fetch_offset, timeout_s)))
+                at = max(p.fetch_offset, state.high_watermark) if committed else p.fetch_offset
+                waits.append(asyncio.ensure_future(state.wait_for_data(at, timeout_s)))
     if not waits:
         await asyncio.sleep(timeout_s)
         return
@@ -191,7 +215,7 @@ async def handle_fetch(
         remaining = deadline - time.monotonic()
         if got >= max(1, request.min_bytes) or failed or remaining <= 0:
             break
-        await _wait_for_any(ctx, parts, remaining)
+        await _wait_for_any(ctx, parts, remaining, _committed(request))
     data_cls = nested(response_cls, PartitionData)
     topic_cls = nested(response_cls, FetchableTopicResponse)
     topics = []
@@ -202,9 +226,9 @@ async def handle_fetch(
                 partition_index=index,
                 error_code=r.error,
                 high_watermark=r.high_watermark,
-                last_stable_offset=r.high_watermark,
+                last_stable_offset=r.stable if r.stable >= 0 else r.high_watermark,
                 log_start_offset=r.log_start,
-                aborted_transactions=None,
+                aborted_transactions=None,  # aborted records are left out here
                 preferred_read_replica=-1,
                 records=r.records,
                 **_diverging(response_cls, r),
@@ -222,7 +246,7 @@ async def handle_fetch(
 
 
 async def _offset(
-    ctx: KafkaContext, topic: str, p: ListOffsetsPartition
+    ctx: KafkaContext, topic: str, p: ListOffsetsPartition, committed: bool = False
 ) -> tuple[KafkaError, int, int, int]:
     """(error, timestamp, offset, leader epoch) of one ListOffsets partition."""
     state = await leader(ctx, topic, p.partition_index, "describe")
@@ -231,7 +255,10 @@ async def _offset(
         return fenced, -1, -1, -1
     reads = ctx.services.reads
     if p.timestamp == LATEST:
-        return KafkaError.none, -1, state.high_watermark, state.leader_epoch
+        end = state.high_watermark
+        if committed:  # read_committed's end is the last stable offset
+            end = await reads.stable_offset(state)
+        return KafkaError.none, -1, end, state.leader_epoch
     if p.timestamp == EARLIEST:
         first = await reads.earliest(state)
         return KafkaError.none, -1, first, leader_epochs.epoch_at(state, first)[0]
@@ -267,7 +294,8 @@ async def handle_list_offsets(
         parts = []
         for p in t.partitions:
             try:
-                error, ts, offset, epoch = await _offset(ctx, t.name, p)
+                committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+                error, ts, offset, epoch = await _offset(ctx, t.name, p, committed)
             except TierlogError as exc:
                 error, ts, offset, epoch = kafka_error(exc), -1, -1, -1
             parts.append(

@@ -45,20 +45,14 @@ from ingest.kafka.consumer_protocol import (
     encode_assignment,
 )
 from ingest.kafka.context import KafkaContext
-from ingest.kafka.protocol import (
-    NO_TRANSACTIONS,
-    NO_TRANSACTIONS_MESSAGE,
-    build,
-    kafka_error,
-    nested,
-)
+from ingest.kafka.protocol import build, kafka_error, nested
 from logformat.errors import ErrorCode, TierlogError
 from metadata.types import TopicNamePartition
 
 T = TypeVar("T")
 CONSUMER = "consumer"
 NO_LEADER = ""  # no member runs an assignor: the server assigns (groups/classic.py)
-KEY_GROUP = 0
+KEY_GROUP, KEY_TRANSACTION = 0, 1
 
 
 def group_error(exc: TierlogError | ClassicGroupError) -> KafkaError:
@@ -87,8 +81,11 @@ def _coordinator(ctx: KafkaContext, key: str, key_type: int) -> dict[str, object
     host, port = ctx.advertised
     fields: dict[str, object] = {"key": key, "node_id": ctx.services.config.broker_id}
     fields.update(host=host, port=port, error_code=KafkaError.none, error_message=None)
-    if key_type != KEY_GROUP:  # a transaction coordinator: refused (protocol.py says why)
-        fields.update(error_code=NO_TRANSACTIONS, error_message=NO_TRANSACTIONS_MESSAGE)
+    if key_type == KEY_TRANSACTION:  # every broker coordinates (state in Postgres)
+        return fields
+    if key_type != KEY_GROUP:
+        message = f"coordinator key type {key_type} is unknown: 0 (group) or 1 (transaction)"
+        fields.update(error_code=KafkaError.invalid_request, error_message=message)
         fields.update(node_id=-1, host="", port=-1)
     elif ctx.groups is None:
         message = "this broker serves no consumer groups"

@@ -45,6 +45,7 @@ from ingest.kafka import (
     sasl_apis,
     scram_admin_apis,
     txn_admin_apis,
+    txn_apis,
 )
 from ingest.kafka.budget import RequestBudget
 from ingest.kafka.client_limits import KafkaClientLimits
@@ -54,6 +55,8 @@ from ingest.kafka.error_response import answer_unsupported
 from ingest.kafka.frames import ConnectionLimit, FrameReader
 from ingest.kafka.offload import offload
 from ingest.kafka.protocol import (
+    ADD_OFFSETS_TO_TXN,
+    ADD_PARTITIONS_TO_TXN,
     API_VERSIONS,
     BEFORE_AUTH,
     CONSUMER_GROUP_DESCRIBE,
@@ -72,6 +75,7 @@ from ingest.kafka.protocol import (
     DESCRIBE_PRODUCERS,
     DESCRIBE_TRANSACTIONS,
     DESCRIBE_USER_SCRAM_CREDENTIALS,
+    END_TXN,
     FETCH,
     FIND_COORDINATOR,
     HEARTBEAT,
@@ -92,6 +96,7 @@ from ingest.kafka.protocol import (
     SASL_HANDSHAKE,
     SUPPORTED,
     SYNC_GROUP,
+    TXN_OFFSET_COMMIT,
     ProtocolError,
     RequestHeader,
     decode_body,
@@ -113,7 +118,7 @@ Handler = Callable[..., Awaitable[ResponsePayload | None]]
 HANDLERS: dict[int, Handler] = {
     API_VERSIONS: cluster_apis.handle_api_versions,
     METADATA: cluster_apis.handle_metadata,
-    INIT_PRODUCER_ID: cluster_apis.handle_init_producer_id,
+    INIT_PRODUCER_ID: txn_apis.handle_init_producer_id_txn,
     PRODUCE: produce_api.handle_produce,
     FETCH: fetch_api.handle_fetch,
     LIST_OFFSETS: fetch_api.handle_list_offsets,
@@ -147,6 +152,10 @@ HANDLERS: dict[int, Handler] = {
     DESCRIBE_TRANSACTIONS: txn_admin_apis.handle_describe_transactions,
     LIST_TRANSACTIONS: txn_admin_apis.handle_list_transactions,
     DESCRIBE_USER_SCRAM_CREDENTIALS: scram_admin_apis.handle_describe_user_scram_credentials,
+    ADD_PARTITIONS_TO_TXN: txn_apis.handle_add_partitions_to_txn,
+    ADD_OFFSETS_TO_TXN: txn_apis.handle_add_offsets_to_txn,
+    END_TXN: txn_apis.handle_end_txn,
+    TXN_OFFSET_COMMIT: txn_apis.handle_txn_offset_commit,
 }
 PIPELINED = 32  # requests read ahead of their answers, per connection (after SASL)
 _FLUSH_BYTES = 1 << 20  # answers buffered beyond this are flushed before the next one
@@ -207,6 +216,7 @@ class KafkaListener:
         return "SASL_SSL" if self.sasl else "SSL"
 
     async def start(self) -> None:
+        txn_apis.coordinator_for_listener(self.services, self.groups)  # its sweeper runs here
         # A TLS handshake happens before a connection is admitted: it gets the auth deadline.
         handshake_s = self.services.config.kafka_conn.auth_timeout_ms / 1000
         self._server = await asyncio.start_server(
@@ -222,6 +232,7 @@ class KafkaListener:
         )
 
     async def stop(self) -> None:
+        await self.services.transactions.stop()
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):

@@ -41,6 +41,7 @@ from ingest.service.produce import Queued
 # LogAppendTime), shared with HTTP produce rather than restated here.
 from ingest.service.record_rules import checked_records
 from logformat.errors import TierlogError
+from metadata.transactions import TxnError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -80,6 +81,7 @@ class _Outcome:
 class _Prepared(NamedTuple):
     frames: list[bytearray]
     batch: pa.RecordBatch
+    transaction: tuple[int, int] | None  # a transactional producer's (id, epoch)
 
 
 def _prepare(data: bytes, config: BrokerConfig, topic: TopicConfig, now_ms: int) -> _Prepared:
@@ -93,7 +95,8 @@ def _prepare(data: bytes, config: BrokerConfig, topic: TopicConfig, now_ms: int)
         if kb.producer_id >= 0
         else None
     )
-    return _Prepared(frames_for(batch, topic, producer), batch)
+    txn = (kb.producer_id, kb.producer_epoch) if kb.transactional else None
+    return _Prepared(frames_for(batch, topic, producer), batch, txn)
 
 
 async def _queue(
@@ -105,10 +108,15 @@ async def _queue(
     now_ms = int(time.time() * 1000)
     prepared = await offload(_prepare, data or b"", ctx.services.config, view.config, now_ms)
     await produce.check_schema_ids(view, prepared.batch)
-    return produce.queue(view, state, prepared.frames, acks, prepared.batch.num_rows)
+    records = prepared.batch.num_rows
+    return await produce.queue_checked(
+        view, state, prepared.frames, acks, records, prepared.transaction
+    )
 
 
 def _failed(exc: BaseException, topic: str, partition: int) -> _Outcome:
+    if isinstance(exc, TxnError):  # KIP-890: not in the producer's transaction, or fenced
+        return _Outcome(KafkaError[exc.kafka_name.lower()], message=exc.message)
     if isinstance(exc, TierlogError):
         return _Outcome.refused(exc)
     # one partition's fault must not take the connection down
@@ -173,12 +181,7 @@ async def handle_produce(
     ctx: KafkaContext, request: ProduceRequest, response_cls: type[ProduceResponse]
 ) -> ProduceResponse | None:
     """The response, or None under acks=0 (Kafka sends none)."""
-    if request.transactional_id is not None:  # transactions are not served: say so
-        refused = _Outcome(KafkaError.transactional_id_authorization_failed)
-        results = [refused for t in request.topic_data for _ in t.partition_data]
-    else:
-        results = await _produce(ctx, request)
-    outcomes = iter(results)
+    outcomes = iter(await _produce(ctx, request))
     if request.acks == 0:
         return None
     part_cls = nested(response_cls, PartitionProduceResponse)

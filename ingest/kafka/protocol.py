@@ -32,15 +32,7 @@ CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS = 35, 61
 DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
 DESCRIBE_USER_SCRAM_CREDENTIALS = 50
-# Transactions are out of scope. Their APIs are absent from ApiVersions, but clients look
-# for a transaction coordinator regardless (librdkafka then retries until init_transactions
-# times out), so FindCoordinator and InitProducerId refuse a transactional id with the one
-# error clients treat as fatal at once, and this message, which librdkafka shows.
-NO_TRANSACTIONS = KafkaError.transactional_id_authorization_failed
-NO_TRANSACTIONS_MESSAGE = (
-    "tierlog does not support Kafka transactions: unset transactional.id (an idempotent "
-    "producer, enable.idempotence=true, still keeps retries from duplicating records)"
-)
+ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 # What a connection may send before it authenticated, when auth is on.
 BEFORE_AUTH = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
@@ -84,6 +76,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DESCRIBE_TRANSACTIONS: (0, 0),
     LIST_TRANSACTIONS: (0, 1),
     DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),  # 2 adds a transactional id pattern (KIP-1152)
+    ADD_PARTITIONS_TO_TXN: (0, 3),  # 4+ is the brokers' batch form (KIP-890)
+    ADD_OFFSETS_TO_TXN: (0, 3),
+    END_TXN: (0, 3),
+    TXN_OFFSET_COMMIT: (0, 3),
 }
 
 _FIXED = struct.Struct(">hhi")  # api key, api version, correlation id

@@ -38,6 +38,7 @@ class KafkaBatch(NamedTuple):
     producer_epoch: int
     base_sequence: int
     decoded_bytes: int  # the records' size after decompression
+    transactional: bool = False  # a transactional producer's (its partition is checked)
 
 
 def _body(data: bytes, codec: int, limits: ExpansionLimits) -> bytes:
@@ -73,10 +74,10 @@ def decode_batch(
         raise corrupt("the batch length does not match the partition's record bytes")
     if google_crc32c.value(data[_CRC_START:]) != crc:
         raise corrupt("CRC-32C mismatch")
-    if attrs & (_TRANSACTIONAL | _CONTROL):
-        raise TierlogError(
-            ErrorCode.INVALID_RECORD, "transactional and control batches are not supported"
-        )
+    if attrs & _CONTROL:  # markers are the coordinator's to write, never a client's
+        raise TierlogError(ErrorCode.INVALID_RECORD, "a client may not produce control batches")
+    if attrs & _TRANSACTIONAL and pid < 0:
+        raise TierlogError(ErrorCode.INVALID_RECORD, "a transactional batch needs a producer id")
     if not 0 < count <= limits.max_records or last_delta != count - 1:
         raise TierlogError(
             ErrorCode.INVALID_RECORD,
@@ -84,7 +85,7 @@ def decode_batch(
         )
     body = _body(data, attrs & 0x07, limits)
     records = decode_records(body, count, base_ts, data_limits)
-    return KafkaBatch(records, pid, epoch, seq, len(body))
+    return KafkaBatch(records, pid, epoch, seq, len(body), bool(attrs & _TRANSACTIONAL))
 
 
 # -- tierlog -> Kafka ---------------------------------------------------------------------

@@ -132,6 +132,19 @@ class Forwarder:
         """A search's lines from the leader (cluster/search_relay.py)."""
         return leader_lines(self._client, url, params)
 
+    async def post_json(self, url: str, body: object) -> object:
+        """A cluster-internal call with a JSON body (a transaction marker for a leader):
+        the leader's TierlogError is raised here as its own."""
+        try:
+            response = await self._client.post(url, content=orjson.dumps(body))
+        except httpx.HTTPError as exc:
+            raise TierlogError(
+                ErrorCode.LEADER_NOT_AVAILABLE, f"cannot reach {url}: {exc!r}"
+            ) from None
+        if response.status_code != 200:
+            raise _error_from(response)
+        return orjson.loads(response.content)
+
     async def get_json(self, url: str) -> object:
         response = await self._client.get(url, timeout=2.0)
         response.raise_for_status()

@@ -25,12 +25,16 @@ def open_segment_records(segments: list[SegmentInfo], hw: int, tiered_end: int |
     return max(0, hw - max(active.base_offset, tiered_end or 0))
 
 
-def led_stats(state: Partition, tiering: bool, tier: TierStatus | None) -> dict[str, Any]:
-    """`tiering`: the topic has a cold tier; `tier`: what the manifest says (None: unread)."""
+def led_stats(
+    state: Partition, tiering: bool, tier: TierStatus | None, stable: int | None
+) -> dict[str, Any]:
+    """`tiering`: the topic has a cold tier; `tier`: what the manifest says (None: unread);
+    `stable`: the last stable offset (transactions; None: unknown)."""
     segments = state.log.segments()
     stats: dict[str, Any] = {
         "log_start_offset": state.log.log_start_offset,
         "high_watermark": state.high_watermark,
+        "last_stable_offset": stable,
         "log_end_offset": state.log.log_end_offset,
         "hot_bytes": sum(s.size for s in segments),
         "tiering_lag_bytes": 0,

@@ -10,6 +10,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ingest import metrics
+from ingest.service.txn_log import txn_log
 from logformat.errors import ErrorCode, TierlogError
 
 if TYPE_CHECKING:
@@ -66,6 +67,26 @@ class Produce:
         next group commit, so a connection's pipelined requests keep their order."""
         min_insync = view.config.min_insync_replicas
         queued = state.submit(frames, acks, min_insync)
+        return Queued(state, queued, acks, min_insync, records, sum(map(len, frames)))
+
+    async def queue_checked(
+        self,
+        view: TopicView,
+        state: Partition,
+        frames: list[bytearray],
+        acks: int,
+        records: int,
+        txn: tuple[int, int] | None,
+    ) -> Queued:
+        """queue() for ordinary records; a transactional producer's (id, epoch) records are
+        first checked against its transaction (KIP-890: the partition was added to it) and
+        queued with their span recorded (ingest/service/txn_log.py). TxnError when refused."""
+        if txn is None:
+            return self.queue(view, state, frames, acks, records)
+        min_insync = view.config.min_insync_replicas
+        queued = await txn_log(self._broker).submit(
+            state, txn[0], txn[1], lambda: state.submit(frames, acks, min_insync)
+        )
         return Queued(state, queued, acks, min_insync, records, sum(map(len, frames)))
 
     async def completed(self, q: Queued, timeout_s: float) -> list[AppendResult]:

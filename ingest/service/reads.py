@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from cluster.search_run import PartitionSearch, search_partition
 from ingest import metrics
+from ingest.service.txn_log import TxnView, txn_log
 from ingest.tiered import tiered_fetch
 from ingest.tiered.tiered_search import LocalHot
 from logformat.errors import ErrorCode, TierlogError
@@ -72,10 +73,14 @@ class Reads:
         max_bytes: int,
         wait_ms: int = 0,
         trim: Callable[[FetchResult], FetchResult] | None = None,
+        txns: TxnView | None = None,
+        committed: bool = False,
     ) -> FetchResult:
         """Records from whichever tier holds `offset` (cut by `trim`: what the caller will
-        answer), counted in the fetch metrics. Below the hot log with no cold reader here,
-        the refusal says where the records are."""
+        answer; then by `txns`: what its isolation level may see, or with `committed` by the
+        read_committed view taken once a long poll's wait is over, as the records it waited
+        for may have moved the last stable offset), counted in the fetch metrics. Below the
+        hot log with no cold reader here, the refusal says where the records are."""
         topic = state.topic
         cold = self.cold_reader(topic)
         try:
@@ -95,8 +100,22 @@ class Reads:
             raise
         if trim is not None:
             got = trim(got)
+        if txns is None and committed:
+            txns = await self.txn_view(state, committed=True)
+        if txns is not None:
+            got = txns.apply(got, offset or 0)
         metrics.FETCHED_RECORDS.labels(topic).inc(got.batch.num_rows)
         return got
+
+    async def txn_view(self, state: Partition, committed: bool) -> TxnView:
+        """What a read of `state` may see: read_committed (HTTP always; Kafka by its
+        isolation level) stops at the last stable offset and skips aborted records; both
+        levels skip the transaction markers."""
+        return await txn_log(self._broker).view(state, committed)
+
+    async def stable_offset(self, state: Partition) -> int:
+        """The last stable offset: read_committed's end (ListOffsets LATEST)."""
+        return await txn_log(self._broker).stable_offset(state)
 
     async def record_at(self, state: Partition, offset: int, max_bytes: int) -> FetchResult:
         """The one record at `offset`, from whichever tier holds it, not counted as served

@@ -19,6 +19,8 @@ from ingest.service.replica_serving import ReplicaServing
 from ingest.service.security import Security
 from ingest.service.topic_admin import TopicAdmin
 from ingest.service.topic_describe import Describer
+from ingest.service.txn_coordinator import Transactions
+from ingest.service.txn_log import TxnLog, txn_log
 
 if TYPE_CHECKING:
     from cluster.http.inflight import SlotCounter
@@ -48,6 +50,8 @@ class Services:
     status: NodeStatus  # readiness, metrics registry, brokers (the ops routes)
     logs: LogAdmin  # DescribeProducers, DescribeLogDirs
     erasures: Erasures  # erasure requests: accepted, read, listed (issue 31)
+    txns: TxnLog  # transactional partitions: the produce check, markers, what reads see
+    transactions: Transactions  # the transaction coordinator (Kafka's transaction APIs)
 
     @classmethod
     def of(cls, broker: Broker) -> Services:
@@ -69,4 +73,6 @@ class Services:
             NodeStatus(broker),
             LogAdmin(broker),
             Erasures(broker),
+            txn_log(broker),
+            Transactions(broker),
         )

@@ -10,6 +10,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ingest.service.partition_stats import led_stats
+from ingest.service.txn_log import txn_log
 from ingest.tiered.tier_status import TierStatus
 from metadata.configs import effective_configs
 from metadata.types import PartitionRecord
@@ -79,6 +80,8 @@ def _partition_doc(
         "isr": p.isr,
         "log_start_offset": start,
         "high_watermark": hw,
+        # Below it no transaction is open: what read_committed readers (Spark) may read.
+        "last_stable_offset": offsets.get("last_stable_offset") if offsets else None,
         "log_end_offset": offsets["log_end_offset"] if offsets else None,
         "hot": ({"start": hot_start, "end": offsets["log_end_offset"]} if offsets else None),
         "cold": {"start": cold[0], "end": cold[1]} if cold is not None else None,
@@ -101,7 +104,11 @@ async def describe(broker: Broker, view: TopicView) -> dict[str, Any]:
     for p in view.partitions:
         tier = tiers.get(p.partition) if tiers is not None else None
         state = broker.leader_state(view.info.name, p.partition)
-        offsets = led_stats(state, tiering, tier) if state is not None else remote.get(p.partition)
+        offsets = (
+            led_stats(state, tiering, tier, await txn_log(broker).described_stable(state))
+            if state is not None
+            else remote.get(p.partition)
+        )
         partitions.append(_partition_doc(p, offsets, tier, tiering))
     return {
         "name": view.info.name,
@@ -143,7 +150,13 @@ class Describer:
             except Exception:  # describe shows the offsets without the lag figures
                 log.exception("reading the cold manifest failed", extra={"topic": topic})
                 tiers = None
+        txns = txn_log(broker)
         return {
-            str(p): led_stats(state, tiering, tiers.get(p) if tiers is not None else None)
+            str(p): led_stats(
+                state,
+                tiering,
+                tiers.get(p) if tiers is not None else None,
+                await txns.described_stable(state),
+            )
             for p, state in led.items()
         }

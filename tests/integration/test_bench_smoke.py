@@ -107,6 +107,8 @@ EXPECTED = {
         "1 broker        produce: Kafka, confluent, linger 50ms",
         "1 broker        consume: Kafka, confluent-kafka",
         "the Kafka consumer read the key and value bytes HTTP reads there",
+        "transactions of 1,000 records vs idempotent (one producer)",
+        "read_committed read every transactional record once",
     ],
     "typed_lake": [
         "tierlog typed lake benchmark: 5,000 Avro records",

@@ -1,6 +1,6 @@
 """The Kafka APIs that complete the protocol (issue 19): UNSUPPORTED_VERSION answers, leader
 epochs (fencing, divergence, OffsetForLeaderEpoch), the admin APIs through confluent-kafka's
-AdminClient, and transactions refused with a clear message. One broker for the module."""
+AdminClient (transactions: test_kafka_transactions.py). One broker for the module."""
 
 from __future__ import annotations
 
@@ -350,16 +350,3 @@ def test_create_partitions_and_describe_cluster(kafka_broker: Any) -> None:
     assert [(n.id, f"{n.host}:{n.port}") for n in cluster.nodes] == [(1, bootstrap)]
     metadata = admin.list_topics(timeout=30)  # Metadata names the same controller and id
     assert (metadata.cluster_id, metadata.controller_id) == (real_id, broker.broker_id)
-
-
-# -- 4. transactions: refused with a message, not a timeout ---------------------------------
-
-
-def test_a_transactional_producer_is_refused_with_a_clear_error(kafka_broker: Any) -> None:
-    _, bootstrap = kafka_broker
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{uuid.uuid4().hex}"})
-    with pytest.raises(KafkaException) as got:
-        p.init_transactions(20)  # fails at once: the refusal is fatal, not retried to the end
-    error = got.value.args[0]
-    assert error.fatal() and error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    assert "does not support Kafka transactions" in error.str()

@@ -148,7 +148,7 @@ def test_producers_and_log_dirs_are_described(kafka_broker: Any) -> None:
             sizes = {p["partition_index"]: p["partition_size"] for p in described["partitions"]}
             assert set(sizes) == {0, 1} and sizes[1] == 0, answer
             assert sizes[0] > 0 or answer["broker"] != leader, answer
-        # No transaction store on this listener: none to list (ListTransactions answers).
+        # No transaction begun in this cluster: none to list (ListTransactions answers).
         assert all(listed == [] for listed in py_admin.list_transactions().values())
     finally:
         py_admin.close()

@@ -34,7 +34,7 @@ def test_short_headers_are_protocol_errors(frame: bytes) -> None:
 def test_served_versions() -> None:
     assert supported(0, 3) and supported(0, 9) and not supported(0, 2)
     assert not supported(1, 13)  # Fetch by topic id
-    assert not supported(24, 0)  # AddPartitionsToTxn: transactions are not served
+    assert supported(24, 3) and not supported(24, 4)  # v4+: the brokers' batch form
 
 
 def test_build_keeps_the_fields_of_each_version() -> None:

@@ -87,7 +87,7 @@ def test_compacted_gaps_and_empty_batches_advance_the_consumer() -> None:
         (lambda b: b[:30], ErrorCode.CORRUPT_MESSAGE),  # shorter than a header
         (lambda b: b[:-1] + bytes([b[-1] ^ 1]), ErrorCode.CORRUPT_MESSAGE),  # wrong CRC
         (lambda b: b[:16] + b"\x01" + b[17:], ErrorCode.CORRUPT_MESSAGE),  # magic 1
-        (lambda b: _reseal(b, 0x10), ErrorCode.INVALID_RECORD),  # transactional
+        (lambda b: _reseal(b, 0x10), ErrorCode.INVALID_RECORD),  # transactional, no producer
         (lambda b: _reseal(b, 0x20), ErrorCode.INVALID_RECORD),  # control batch
         (lambda b: _reseal(b, 5), ErrorCode.CORRUPT_MESSAGE),  # unknown codec
         (lambda b: _reseal(b, 1), ErrorCode.CORRUPT_MESSAGE),  # "gzip" that is not

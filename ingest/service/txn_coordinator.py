@@ -1,0 +1,225 @@
+"""The transaction coordinator (KIP-98): InitProducerId with a transactional id,
+AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit and EndTxn over the state in Postgres
+(metadata/transactions.py), and the markers written to every partition of an ended
+transaction (WriteTxnMarkers' effect: on the partition's leader, this broker's own or
+another's through its internal endpoint).
+
+Every broker coordinates every transactional id (FindCoordinator names the broker asked),
+as for groups. A transaction whose coordinator died in PrepareCommit/PrepareAbort is
+completed by the next call for its id or by the sweeper every broker runs, which also aborts
+transactions past their timeout (bumping the epoch: the producer is fenced).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from ingest.service.txn_log import txn_log
+from logformat.errors import ErrorCode, TierlogError
+from metadata.transactions import (
+    PREPARE_COMMIT,
+    Initialized,
+    TxnError,
+    TxnRepo,
+    TxnRow,
+)
+
+if TYPE_CHECKING:
+    from ingest.broker import Broker
+
+log = logging.getLogger("tierlog.txn")
+
+SWEEP_S = 1.0  # how often a broker looks for transactions to abort or complete
+PRUNE_EVERY = 60  # sweeps between prunes of the spans below the log start (retention's pace)
+STUCK = timedelta(seconds=5)  # a prepared transaction no coordinator finished in this long
+MARKER_PATH = "/internal/txn/markers"
+# group, member, generation, [(topic, partition, offset, metadata)]: applies committed offsets
+OffsetCommit = Callable[[str, str, int, list[tuple[str, int, int, str | None]]], Awaitable[None]]
+
+
+class TxnCoordinator:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.repo = TxnRepo(broker.engine)
+        self.commit_offsets: OffsetCommit | None = None  # the listener's groups, when mounted
+        self._sweeper: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = asyncio.create_task(self._sweep_forever(), name="txn-sweeper")
+
+    async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(BaseException):
+                await self._sweeper
+            self._sweeper = None
+
+    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except TxnError:
+            raise
+        except Exception as exc:  # Postgres unreachable: retriable for the client
+            log.warning("transaction state unavailable: %r", exc)
+            raise TxnError("COORDINATOR_NOT_AVAILABLE", "transaction state unavailable") from exc
+
+    async def init(self, tid: str, timeout_ms: int) -> Initialized:
+        allocate = self.broker.partition_repo.allocate_producer_id
+        for _ in range(3):
+            got = await self._run(self.repo.init, tid, timeout_ms, allocate)
+            if isinstance(got, Initialized):
+                return got
+            await self.complete(got)  # an earlier transaction first (aborted if ongoing)
+        raise TxnError("CONCURRENT_TRANSACTIONS", f"{tid!r} is busy: retry")
+
+    async def add_partitions(
+        self, tid: str, pid: int, epoch: int, parts: Sequence[tuple[str, int]]
+    ) -> None:
+        await self._run(self.repo.add_partitions, tid, pid, epoch, list(parts))
+
+    async def add_offsets(self, tid: str, pid: int, epoch: int, group: str) -> None:
+        await self._run(self.repo.add_offsets, tid, pid, epoch, group)
+
+    async def txn_offsets(
+        self,
+        tid: str,
+        pid: int,
+        epoch: int,
+        group: str,
+        member: tuple[str, int],
+        entries: list[tuple[str, int, int, str | None]],
+    ) -> None:
+        await self._run(self.repo.txn_offsets, tid, pid, epoch, group, member, entries)
+
+    async def end(self, tid: str, pid: int, epoch: int, commit: bool) -> None:
+        row = await self._run(self.repo.end, tid, pid, epoch, commit)
+        if row is not None:
+            await self.complete(row)
+
+    async def complete(self, row: TxnRow) -> None:
+        """Markers to every partition, then (commit) the group offsets, then Complete*."""
+        commit = row.state == PREPARE_COMMIT
+        await asyncio.gather(
+            *(self._marker(t, p, row.producer_id, commit) for t, p in row.partitions)
+        )
+        if commit:
+            await self._apply_offsets(row)
+        await self._run(self.repo.finish, row)
+        log.info(
+            "transaction %s",
+            "committed" if commit else "aborted",
+            extra={
+                "transactional_id": row.transactional_id,
+                "producer_id": row.producer_id,
+                "partitions": len(row.partitions),
+                "node": self.broker.config.broker_id,
+            },
+        )
+
+    async def _apply_offsets(self, row: TxnRow) -> None:
+        for group, pending in row.offsets.items():
+            entries = [(str(t), int(p), int(o), m) for t, p, o, m in pending.get("entries", [])]
+            if not entries:
+                continue
+            if self.commit_offsets is None:
+                raise TxnError("COORDINATOR_NOT_AVAILABLE", "this broker serves no groups")
+            await self.commit_offsets(
+                group, str(pending.get("member", "")), int(pending.get("generation", -1)), entries
+            )
+
+    async def _marker(self, topic: str, partition: int, pid: int, commit: bool) -> None:
+        broker = self.broker
+        timeout_s = broker.config.request_timeout_ms / 1000
+        state = broker.leader_state(topic, partition)
+        if state is not None:
+            await txn_log(broker).write_marker(state, pid, commit, timeout_s)
+            return
+        view = await broker.cache.require_topic(topic, partition)
+        leader = view.partitions[partition].leader
+        url = None if leader is None else broker.cache.broker_url(leader)
+        if url is None:
+            raise TierlogError(
+                ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{partition} has no leader for its marker"
+            )
+        body = {"topic": topic, "partition": partition, "producer_id": pid, "commit": commit}
+        await broker.forwarder.post_json(f"{url}{MARKER_PATH}", body)
+
+    async def _sweep_forever(self) -> None:
+        sweeps = 0
+        while True:
+            await asyncio.sleep(SWEEP_S)
+            sweeps += 1
+            with contextlib.suppress(Exception):
+                await self.sweep()
+            if sweeps % PRUNE_EVERY == 0:
+                try:
+                    await txn_log(self.broker).prune()
+                except Exception as exc:  # Postgres away: the next prune does it
+                    log.warning("pruning transaction spans failed: %r", exc)
+
+    async def sweep(self) -> None:
+        """Abort what timed out; finish what a dead coordinator left prepared."""
+        for row in await asyncio.to_thread(self.repo.due, STUCK):
+            try:
+                if row.state == "Ongoing":
+                    aborted = await asyncio.to_thread(
+                        self.repo.abort_if_expired, row.transactional_id
+                    )
+                    if aborted is not None:
+                        log.info(
+                            "transaction timed out",
+                            extra={"transactional_id": row.transactional_id},
+                        )
+                        await self.complete(aborted)
+                else:
+                    await self.complete(row)
+            except Exception as exc:  # the next sweep tries again
+                log.warning("transaction %s not completed: %r", row.transactional_id, exc)
+
+
+_COORDINATORS: weakref.WeakKeyDictionary[Broker, TxnCoordinator] = weakref.WeakKeyDictionary()
+
+
+async def stop_coordinator(broker: Broker) -> None:
+    found = _COORDINATORS.get(broker)
+    if found is not None:
+        await found.stop()
+
+
+def coordinator(broker: Broker) -> TxnCoordinator:
+    """The broker's coordinator, its sweeper started on first use."""
+    found = _COORDINATORS.get(broker)
+    if found is None:
+        found = _COORDINATORS[broker] = TxnCoordinator(broker)
+    found.start()
+    return found
+
+
+class Transactions:
+    """What the front-ends reach of transactions: the broker's coordinator (its sweeper
+    started on first use) and the markers another broker's coordinator asks of this one."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    def coordinator(self) -> TxnCoordinator:
+        return coordinator(self._broker)
+
+    async def stop(self) -> None:
+        await stop_coordinator(self._broker)
+
+    async def write_marker(self, topic: str, partition: int, pid: int, commit: bool) -> int:
+        """The marker ending producer `pid`'s transaction on a partition this broker leads
+        (WriteTxnMarkers' effect, asked over /internal/txn/markers): its offset."""
+        broker = self._broker
+        await broker.cache.require_topic(topic, partition)
+        state = broker.require_leader(topic, partition)
+        timeout_s = broker.config.request_timeout_ms / 1000
+        return await txn_log(broker).write_marker(state, pid, commit, timeout_s)

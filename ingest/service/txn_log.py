@@ -1,0 +1,276 @@
+"""Transactions on a partition's leader: the KIP-890 check of a transactional produce, the
+spans it records, the commit/abort markers (control records) and what each isolation level
+may read (the last stable offset; aborted records and markers left out).
+
+A partition's spans live in Postgres (metadata/transactions.py) and, on its leader, in
+memory: they are loaded once per leader epoch (spans past the new leader's start offset
+were truncated with the records they named) and changed only here, under the partition's
+lock, so a marker is never written between a produce's check and its records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
+
+import pyarrow as pa
+from sqlalchemy.exc import SQLAlchemyError
+
+from cluster.read_contract import FetchResult
+from ingest.replication.group_commit import AppendResult
+from ingest.replication.partition import Partition, Role
+from logformat.frame import encode_frame
+from logformat.schema import RECORD_SCHEMA, TIMESTAMP
+from logformat.txn_rows import MARKER_HEADER, in_spans, marker_rows
+from metadata.transactions import ONGOING, Span, TxnError, TxnRepo
+
+if TYPE_CHECKING:
+    from ingest.broker import Broker
+
+log = logging.getLogger("tierlog.txn")
+
+ABORT, COMMIT = 0, 1  # Kafka's control record types
+_CONTROL_KEY = struct.Struct(">hh")  # version 0, type
+_CONTROL_VALUE = struct.Struct(">hi")  # version 0, coordinator epoch
+
+
+def control_batch(commit: bool, now_ms: int) -> pa.RecordBatch:
+    """One control record as Kafka writes it (key: version + type; value: version +
+    coordinator epoch)."""
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([0], pa.int32()),
+            pa.array([now_ms], pa.int64()).cast(TIMESTAMP),
+            pa.array([_CONTROL_KEY.pack(0, COMMIT if commit else ABORT)], pa.binary()),
+            pa.array([_CONTROL_VALUE.pack(0, 0)], pa.binary()),
+            pa.array(
+                [[{"key": MARKER_HEADER, "value": b"commit" if commit else b"abort"}]],
+                RECORD_SCHEMA.field("headers").type,
+            ),
+        ],
+        schema=RECORD_SCHEMA,
+    )
+
+
+class TxnView(NamedTuple):
+    """What one read may see of a partition: records below `stable` only, none in `hidden`."""
+
+    stable: int  # the last stable offset (read_committed) or the high watermark
+    hidden: tuple[tuple[int, int], ...]  # [first, last] ranges left out
+    transactional: bool = False  # the partition has seen transactions: look for markers
+
+    def apply(self, got: FetchResult, offset: int) -> FetchResult:
+        batch, next_offset = got.batch, min(got.next_offset, max(self.stable, offset))
+        plain = not self.hidden and not self.transactional
+        if batch.num_rows == 0 or (plain and next_offset == got.next_offset):
+            return got._replace(next_offset=next_offset)
+        offsets = batch.column(0).to_numpy()
+        keep = offsets < next_offset
+        if self.transactional:
+            keep &= ~marker_rows(batch)
+        if self.hidden:
+            keep &= ~in_spans(offsets, self.hidden)
+        if bool(keep.all()):
+            return got._replace(next_offset=next_offset)
+        # The frames' checksums (hot reads) cover rows no longer there: the reader gets none.
+        kept = batch.filter(pa.array(keep))
+        return got._replace(batch=kept, next_offset=next_offset, frames=())
+
+
+class PartitionTxns:
+    def __init__(self, leader_epoch: int, spans: list[Span]) -> None:
+        self.leader_epoch = leader_epoch
+        self.spans = spans
+        self.lock = asyncio.Lock()
+        # (producer id, epoch) found in a transaction under way with this partition added:
+        # it stays so until its marker is written here (every way a transaction ends, a
+        # fencing InitProducerId and a timeout included, writes one to each of its
+        # partitions), so its next batches skip Postgres.
+        self.verified: set[tuple[int, int]] = set()
+        self.pending: set[asyncio.Future[list[AppendResult]]] = set()  # spans being recorded
+
+    def stable(self, high_watermark: int) -> int:
+        ongoing = [s.first_offset for s in self.spans if s.kind == "ongoing"]
+        return min([high_watermark, *ongoing])
+
+    def view(self, high_watermark: int, committed: bool) -> TxnView:
+        kinds = ("aborted", "marker") if committed else ("marker",)
+        hidden = tuple(
+            sorted((s.first_offset, s.last_offset) for s in self.spans if s.kind in kinds)
+        )
+        stable = self.stable(high_watermark) if committed else high_watermark
+        return TxnView(stable, hidden, bool(self.spans))
+
+
+class TxnLog:
+    """The broker's transactional partitions (those it leads)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.repo = TxnRepo(broker.engine)
+        self._parts: dict[tuple[str, int], PartitionTxns] = {}
+
+    async def partition(self, state: Partition) -> PartitionTxns:
+        key = (state.topic, state.partition)
+        txns = self._parts.get(key)
+        if txns is None or txns.leader_epoch != state.leader_epoch:
+            start = state.epoch_start_offset
+            await asyncio.to_thread(self.repo.drop_spans_from, state.topic, state.partition, start)
+            spans = await asyncio.to_thread(self.repo.spans, state.topic, state.partition)
+            txns = self._parts.get(key)
+            if txns is None or txns.leader_epoch != state.leader_epoch:
+                txns = self._parts[key] = PartitionTxns(state.leader_epoch, spans)
+        return txns
+
+    async def view(self, state: Partition, committed: bool) -> TxnView:
+        """What a read of `state` may see. A follower (a KIP-392 read) has no spans of its
+        own: it reads the leader's from Postgres. Reads must not stop with Postgres: while it
+        cannot be reached, the spans last known here are used, and a partition never seen
+        with transactions is read as having none (markers still left out by their header)."""
+        hw = state.high_watermark
+        try:
+            if state.role is not Role.LEADER:
+                spans = await asyncio.to_thread(self.repo.spans, state.topic, state.partition)
+                return PartitionTxns(state.leader_epoch, spans).view(hw, committed)
+            return (await self.partition(state)).view(hw, committed)
+        except (SQLAlchemyError, OSError) as exc:
+            log.warning(
+                "transaction spans unavailable: %r",
+                exc,
+                extra={"topic": state.topic, "partition": state.partition},
+            )
+            known = self._parts.get((state.topic, state.partition))
+            if known is None:
+                return TxnView(hw, (), transactional=True)
+            return known.view(hw, committed)
+
+    async def stable_offset(self, state: Partition) -> int:
+        return (await self.partition(state)).stable(state.high_watermark)
+
+    async def prune(self) -> int:
+        """Spans below the log start of the partitions this broker leads (their records are
+        deleted, or tiered without aborted records and markers: tiering/txn_filter.py)."""
+        pruned = 0
+        for (topic, partition), txns in list(self._parts.items()):
+            state = self.broker.leader_state(topic, partition)
+            if state is None or state.leader_epoch != txns.leader_epoch:
+                continue
+            start = state.log.log_start_offset
+            if not any(_prunable(s, start) for s in txns.spans):
+                continue
+            async with txns.lock:
+                pruned += await asyncio.to_thread(
+                    self.repo.prune_spans_below, topic, partition, start
+                )
+                newest = max((s.first_offset for s in txns.spans if s.kind == "marker"), default=-1)
+                txns.spans = [
+                    s for s in txns.spans if not _prunable(s, start) or s.first_offset == newest
+                ]
+        return pruned
+
+    async def described_stable(self, state: Partition) -> int | None:
+        """The last stable offset for describe (the Spark source plans to it); None while
+        Postgres cannot be reached and this leader knows no spans of the partition."""
+        try:
+            return await self.stable_offset(state)
+        except (SQLAlchemyError, OSError):
+            known = self._parts.get((state.topic, state.partition))
+            return None if known is None else known.stable(state.high_watermark)
+
+    async def submit(
+        self,
+        state: Partition,
+        pid: int,
+        epoch: int,
+        submit: Callable[[], asyncio.Future[list[AppendResult]]],
+    ) -> asyncio.Future[list[AppendResult]]:
+        """A transactional produce: checked against its transaction (KIP-890: the partition
+        must have been added to it) and queued; the future it returns resolves once the
+        records are written and their offsets recorded as an ongoing span (so before the
+        producer hears of them). A marker written here waits for those spans first, so the
+        connection's next request need not."""
+        txns = await self.partition(state)
+        async with txns.lock:
+            if (pid, epoch) not in txns.verified:
+                await self._check(state, pid, epoch)
+                txns.verified.add((pid, epoch))
+            recorded = asyncio.ensure_future(self._record(txns, state, pid, submit()))
+            txns.pending.add(recorded)
+            recorded.add_done_callback(txns.pending.discard)
+            return recorded
+
+    async def _record(
+        self,
+        txns: PartitionTxns,
+        state: Partition,
+        pid: int,
+        queued: asyncio.Future[list[AppendResult]],
+    ) -> list[AppendResult]:
+        results = await queued
+        spans = [Span(r.base_offset, r.last_offset, pid, "ongoing") for r in results]
+        await asyncio.to_thread(self.repo.add_spans, state.topic, state.partition, spans)
+        txns.spans.extend(spans)
+        return results
+
+    async def _check(self, state: Partition, pid: int, epoch: int) -> None:
+        row = await asyncio.to_thread(self.repo.by_producer, pid)
+        tp = f"{state.topic}-{state.partition}"
+        if row is None:
+            raise TxnError("INVALID_PRODUCER_ID_MAPPING", f"producer {pid} has no transactional id")
+        if row.producer_epoch != epoch:
+            raise TxnError(
+                "INVALID_PRODUCER_EPOCH",
+                f"producer {pid} epoch {epoch} is fenced by epoch {row.producer_epoch}",
+            )
+        if row.state != ONGOING or (state.topic, state.partition) not in row.partitions:
+            raise TxnError(
+                "INVALID_TXN_STATE",
+                f"{tp} is not in a transaction of producer {pid} under way "
+                f"(state {row.state}): AddPartitionsToTxn first",
+            )
+
+    async def write_marker(self, state: Partition, pid: int, commit: bool, timeout_s: float) -> int:
+        """The control record ending producer `pid`'s transaction here, replicated to the
+        ISR before its spans change: its offset."""
+        txns = await self.partition(state)
+        view = await self.broker.cache.require_topic(state.topic, state.partition)
+        frame = encode_frame(control_batch(commit, int(time.time() * 1000)))
+        async with txns.lock:
+            if txns.pending:  # every span written before the marker is recorded first
+                await asyncio.wait(set(txns.pending))
+            results = await state.append([frame], -1, view.config.min_insync_replicas, timeout_s)
+            at = results[0].base_offset
+            await asyncio.to_thread(
+                self.repo.close_spans, state.topic, state.partition, pid, commit, at
+            )
+            kept = []
+            for s in txns.spans:
+                if s.producer_id == pid and s.kind == "ongoing":
+                    if not commit:
+                        kept.append(s._replace(kind="aborted"))
+                else:
+                    kept.append(s)
+            kept.append(Span(at, at, pid, "marker"))
+            txns.spans = kept
+            txns.verified = {v for v in txns.verified if v[0] != pid}
+            return at
+
+
+def _prunable(span: Span, log_start: int) -> bool:
+    return span.kind != "ongoing" and span.last_offset < log_start
+
+
+_LOGS: weakref.WeakKeyDictionary[Broker, TxnLog] = weakref.WeakKeyDictionary()
+
+
+def txn_log(broker: Broker) -> TxnLog:
+    """The broker's TxnLog (one per broker, made on first use)."""
+    found = _LOGS.get(broker)
+    if found is None:
+        found = _LOGS[broker] = TxnLog(broker)
+    return found

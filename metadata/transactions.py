@@ -1,0 +1,424 @@
+"""Kafka transactions in Postgres (migration 0014_transactions): the coordinator's state per
+transactional id and each partition's transaction spans (docs/kafka-apis.md, Transactions).
+
+Every state change locks its row (SELECT ... FOR UPDATE), so any broker may act as the
+coordinator of any transactional id: a broker that dies mid-commit leaves the row in
+PrepareCommit, and whichever broker looks next (the client's retry, or the sweeper every
+broker runs) writes the markers again and completes it. Errors carry Kafka's error name.
+
+Read API for the admin APIs (ListTransactions / DescribeTransactions): `TxnRepo.list()`
+and `TxnRepo.get(transactional_id)`.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    and_,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.engine import Connection, Engine
+
+EMPTY, ONGOING = "Empty", "Ongoing"
+PREPARE_COMMIT, PREPARE_ABORT = "PrepareCommit", "PrepareAbort"
+COMPLETE_COMMIT, COMPLETE_ABORT = "CompleteCommit", "CompleteAbort"
+PREPARING = (PREPARE_COMMIT, PREPARE_ABORT)
+MAX_EPOCH = 32767
+
+_meta = MetaData()
+kafka_transactions = Table(
+    "kafka_transactions",
+    _meta,
+    Column("transactional_id", Text, primary_key=True),
+    Column("producer_id", BigInteger, nullable=False),
+    Column("producer_epoch", Integer, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("timeout_ms", Integer, nullable=False),
+    Column("started_at", DateTime(timezone=True)),
+    Column("partitions", JSONB, nullable=False),
+    Column("offsets", JSONB, nullable=False),
+    Column("updated_at", DateTime(timezone=True), server_default=func.now()),
+)
+kafka_txn_spans = Table(
+    "kafka_txn_spans",
+    _meta,
+    Column("topic", Text, primary_key=True),
+    Column("partition", Integer, primary_key=True),
+    Column("first_offset", BigInteger, primary_key=True),
+    Column("last_offset", BigInteger, nullable=False),
+    Column("producer_id", BigInteger, nullable=False),
+    Column("kind", Text, nullable=False),
+)
+
+
+class TxnError(Exception):
+    """A refused transaction call: `kafka_name` is Kafka's error name for it."""
+
+    def __init__(self, kafka_name: str, message: str) -> None:
+        super().__init__(message)
+        self.kafka_name, self.message = kafka_name, message
+
+
+class TxnRow(NamedTuple):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: str
+    timeout_ms: int
+    started_at: datetime | None
+    partitions: tuple[tuple[str, int], ...]
+    # group -> {"member": str, "generation": int, "entries": [[topic, partition, offset, meta]]}
+    offsets: dict[str, Any]
+    updated_at: datetime
+
+
+class Span(NamedTuple):
+    """Offsets [first, last] of one partition: a transaction's records (ongoing, aborted)
+    or one control record (marker)."""
+
+    first_offset: int
+    last_offset: int
+    producer_id: int
+    kind: str
+
+
+class Initialized(NamedTuple):
+    producer_id: int
+    producer_epoch: int
+
+
+def _row(r: Any) -> TxnRow:
+    return TxnRow(
+        r.transactional_id,
+        int(r.producer_id),
+        int(r.producer_epoch),
+        r.state,
+        int(r.timeout_ms),
+        r.started_at,
+        tuple((str(t), int(p)) for t, p in r.partitions),
+        dict(r.offsets),
+        r.updated_at,
+    )
+
+
+def _expired(row: TxnRow, now: datetime) -> bool:
+    started = row.started_at
+    return started is not None and started + timedelta(milliseconds=row.timeout_ms) <= now
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _matching(row: TxnRow | None, tid: str, pid: int, epoch: int) -> TxnRow:
+    """The row of a client call naming (pid, epoch); Kafka's errors when they are not its."""
+    if row is None or row.producer_id != pid:
+        raise TxnError(
+            "INVALID_PRODUCER_ID_MAPPING",
+            f"transactional id {tid!r} has no producer {pid}: call InitProducerId first",
+        )
+    if row.producer_epoch != epoch:
+        raise TxnError(
+            "PRODUCER_FENCED",
+            f"producer {pid} epoch {epoch} of {tid!r} is fenced by epoch {row.producer_epoch} "
+            "(another producer with this transactional id, or the transaction timed out)",
+        )
+    if row.state in PREPARING:
+        raise TxnError(
+            "CONCURRENT_TRANSACTIONS", f"the transaction of {tid!r} is completing: retry"
+        )
+    return row
+
+
+def _put_span(conn: Connection, topic: str, partition: int, span: Span) -> None:
+    """A span at its first offset, replacing one left there by a leader whose records at
+    that offset were truncated (written after the new leader dropped its spans)."""
+    values = {"topic": topic, "partition": partition, **span._asdict()}
+    stmt = pg_insert(kafka_txn_spans).values(values)
+    keys = ("last_offset", "producer_id", "kind")
+    conn.execute(
+        stmt.on_conflict_do_update(
+            index_elements=["topic", "partition", "first_offset"],
+            set_={k: stmt.excluded[k] for k in keys},
+        )
+    )
+
+
+class TxnRepo:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    # -- reading (also the admin APIs' read API) ---------------------------------------------
+
+    def get(self, tid: str) -> TxnRow | None:
+        with self.engine.connect() as conn:
+            r = conn.execute(
+                select(kafka_transactions).where(kafka_transactions.c.transactional_id == tid)
+            ).one_or_none()
+        return None if r is None else _row(r)
+
+    def list(self) -> builtins.list[TxnRow]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(kafka_transactions).order_by(kafka_transactions.c.transactional_id)
+            ).all()
+        return [_row(r) for r in rows]
+
+    def by_producer(self, pid: int) -> TxnRow | None:
+        with self.engine.connect() as conn:
+            r = conn.execute(
+                select(kafka_transactions).where(kafka_transactions.c.producer_id == pid)
+            ).first()
+        return None if r is None else _row(r)
+
+    # -- the coordinator's state changes --------------------------------------------------------
+
+    @staticmethod
+    def _lock(conn: Connection, tid: str) -> TxnRow | None:
+        r = conn.execute(
+            select(kafka_transactions)
+            .where(kafka_transactions.c.transactional_id == tid)
+            .with_for_update()
+        ).one_or_none()
+        return None if r is None else _row(r)
+
+    @staticmethod
+    def _set(conn: Connection, tid: str, **values: Any) -> None:
+        conn.execute(
+            update(kafka_transactions)
+            .where(kafka_transactions.c.transactional_id == tid)
+            .values(updated_at=_now(), **values)
+        )
+
+    def init(self, tid: str, timeout_ms: int, allocate: Callable[[], int]) -> Initialized | TxnRow:
+        """InitProducerId: the id and its next epoch (fencing every older one), or the row of
+        a transaction that must be completed first (an ongoing one is aborted: its epoch is
+        bumped now, so its producer is fenced before the markers are written)."""
+        with self.engine.begin() as conn:
+            row = self._lock(conn, tid)
+            if row is None:
+                pid = allocate()
+                conn.execute(
+                    insert(kafka_transactions).values(
+                        transactional_id=tid,
+                        producer_id=pid,
+                        producer_epoch=0,
+                        state=EMPTY,
+                        timeout_ms=timeout_ms,
+                        partitions=[],
+                        offsets={},
+                    )
+                )
+                return Initialized(pid, 0)
+            if row.state == ONGOING:
+                self._set(conn, tid, state=PREPARE_ABORT, producer_epoch=row.producer_epoch + 1)
+                return row._replace(state=PREPARE_ABORT, producer_epoch=row.producer_epoch + 1)
+            if row.state in PREPARING:
+                return row
+            pid, epoch = row.producer_id, row.producer_epoch + 1
+            if epoch > MAX_EPOCH:  # exhausted: a new id, as Kafka does
+                pid, epoch = allocate(), 0
+            self._set(
+                conn,
+                tid,
+                producer_id=pid,
+                producer_epoch=epoch,
+                state=EMPTY,
+                timeout_ms=timeout_ms,
+                started_at=None,
+                partitions=[],
+                offsets={},
+            )
+            return Initialized(pid, epoch)
+
+    def add_partitions(
+        self, tid: str, pid: int, epoch: int, parts: Iterable[tuple[str, int]]
+    ) -> None:
+        with self.engine.begin() as conn:
+            row = _matching(self._lock(conn, tid), tid, pid, epoch)
+            known = list(row.partitions) if row.state == ONGOING else []
+            for tp in parts:
+                if tp not in known:
+                    known.append(tp)
+            self._begin(conn, row, partitions=[list(tp) for tp in known])
+
+    def _begin(self, conn: Connection, row: TxnRow, **values: Any) -> None:
+        if row.state != ONGOING:  # the first partition or group starts the transaction
+            values.setdefault("partitions", [])
+            values.setdefault("offsets", {})
+            self._set(conn, row.transactional_id, state=ONGOING, started_at=_now(), **values)
+        else:
+            self._set(conn, row.transactional_id, **values)
+
+    def add_offsets(self, tid: str, pid: int, epoch: int, group: str) -> None:
+        with self.engine.begin() as conn:
+            row = _matching(self._lock(conn, tid), tid, pid, epoch)
+            offsets = dict(row.offsets) if row.state == ONGOING else {}
+            offsets.setdefault(group, {"member": "", "generation": -1, "entries": []})
+            self._begin(conn, row, offsets=offsets)
+
+    def txn_offsets(
+        self,
+        tid: str,
+        pid: int,
+        epoch: int,
+        group: str,
+        member: tuple[str, int],
+        entries: Iterable[tuple[str, int, int, str | None]],
+    ) -> None:
+        """TxnOffsetCommit: the offsets are kept with the transaction, applied at commit."""
+        with self.engine.begin() as conn:
+            row = _matching(self._lock(conn, tid), tid, pid, epoch)
+            if row.state != ONGOING or group not in row.offsets:
+                raise TxnError(
+                    "INVALID_TXN_STATE",
+                    f"group {group!r} was not added to the transaction of {tid!r} "
+                    "(AddOffsetsToTxn first)",
+                )
+            pending = dict(row.offsets[group])
+            merged = {(e[0], e[1]): e for e in pending.get("entries", [])}
+            for t, p, offset, meta in entries:
+                merged[(t, p)] = [t, p, offset, meta]
+            pending.update(member=member[0], generation=member[1], entries=list(merged.values()))
+            self._set(conn, tid, offsets={**row.offsets, group: pending})
+
+    def end(self, tid: str, pid: int, epoch: int, commit: bool) -> TxnRow | None:
+        """EndTxn: the row to complete (now PrepareCommit/PrepareAbort), or None when the
+        transaction already ended this way (a retried EndTxn)."""
+        wanted = PREPARE_COMMIT if commit else PREPARE_ABORT
+        done = COMPLETE_COMMIT if commit else COMPLETE_ABORT
+        with self.engine.begin() as conn:
+            row = self._lock(conn, tid)
+            same = row is not None and (row.producer_id, row.producer_epoch) == (pid, epoch)
+            if same and row is not None and row.state == wanted:
+                return row  # a retry while it completes: complete it (again)
+            if same and row is not None and row.state == done:
+                return None  # a retry once it completed
+            row = _matching(row, tid, pid, epoch)
+            if row.state != ONGOING:
+                raise TxnError(
+                    "INVALID_TXN_STATE",
+                    f"no transaction of {tid!r} is under way (state {row.state}): "
+                    f"nothing to {'commit' if commit else 'abort'}",
+                )
+            self._set(conn, tid, state=wanted)
+            return row._replace(state=wanted)
+
+    def finish(self, row: TxnRow) -> None:
+        """The markers are written: Complete*, and the row is ready for the next one."""
+        done = COMPLETE_COMMIT if row.state == PREPARE_COMMIT else COMPLETE_ABORT
+        with self.engine.begin() as conn:
+            now = self._lock(conn, row.transactional_id)
+            if now is None or now.state != row.state or now.producer_id != row.producer_id:
+                return
+            self._set(
+                conn, row.transactional_id, state=done, started_at=None, partitions=[], offsets={}
+            )
+
+    def abort_if_expired(self, tid: str) -> TxnRow | None:
+        """The sweeper's abort of a transaction past its timeout: PrepareAbort with the
+        epoch bumped (its producer is fenced, as Kafka fences it), or None."""
+        with self.engine.begin() as conn:
+            row = self._lock(conn, tid)
+            if row is None or row.state != ONGOING or row.started_at is None:
+                return None
+            if row.started_at + timedelta(milliseconds=row.timeout_ms) > _now():
+                return None
+            self._set(conn, tid, state=PREPARE_ABORT, producer_epoch=row.producer_epoch + 1)
+            return row._replace(state=PREPARE_ABORT, producer_epoch=row.producer_epoch + 1)
+
+    def due(self, stuck_after: timedelta) -> builtins.list[TxnRow]:
+        """Transactions past their timeout, and ones left preparing longer than
+        `stuck_after` (their coordinator died while writing markers)."""
+        t = kafka_transactions.c
+        now = _now()
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(kafka_transactions).where(
+                    and_(t.state == ONGOING, t.started_at.is_not(None))
+                    | (t.state.in_(PREPARING) & (t.updated_at < now - stuck_after))
+                )
+            ).all()
+        return [r for r in map(_row, rows) if r.state in PREPARING or _expired(r, now)]
+
+    # -- the partitions' spans (the leader's) ---------------------------------------------------
+
+    def add_span(self, topic: str, partition: int, pid: int, first: int, last: int) -> None:
+        self.add_spans(topic, partition, [Span(first, last, pid, "ongoing")])
+
+    def add_spans(self, topic: str, partition: int, spans: Iterable[Span]) -> None:
+        with self.engine.begin() as conn:
+            for span in spans:
+                _put_span(conn, topic, partition, span)
+
+    def close_spans(
+        self, topic: str, partition: int, pid: int, commit: bool, marker_offset: int
+    ) -> None:
+        """A marker was written at `marker_offset`: the producer's ongoing spans become
+        ordinary data (commit) or aborted ones, and the marker is a span of its own."""
+        s = kafka_txn_spans.c
+        mine = and_(
+            s.topic == topic, s.partition == partition, s.producer_id == pid, s.kind == "ongoing"
+        )
+        with self.engine.begin() as conn:
+            if commit:
+                conn.execute(delete(kafka_txn_spans).where(mine))
+            else:
+                conn.execute(update(kafka_txn_spans).where(mine).values(kind="aborted"))
+            _put_span(conn, topic, partition, Span(marker_offset, marker_offset, pid, "marker"))
+
+    def spans(self, topic: str, partition: int) -> builtins.list[Span]:
+        s = kafka_txn_spans.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(s.first_offset, s.last_offset, s.producer_id, s.kind)
+                .where(s.topic == topic, s.partition == partition)
+                .order_by(s.first_offset)
+            ).all()
+        return [Span(int(a), int(b), int(c), str(d)) for a, b, c, d in rows]
+
+    def prune_spans_below(self, topic: str, partition: int, offset: int) -> int:
+        """Ended spans wholly below `offset` (the log start: their records are deleted or
+        tiered without them, so no read needs them); how many went. The newest marker stays:
+        reads of a partition with spans look for marker rows (the cold tier keeps some)."""
+        s = kafka_txn_spans.c
+        mine = and_(s.topic == topic, s.partition == partition)
+        with self.engine.begin() as conn:
+            newest = conn.execute(
+                select(func.max(s.first_offset)).where(mine, s.kind == "marker")
+            ).scalar()
+            return conn.execute(
+                delete(kafka_txn_spans).where(
+                    mine,
+                    s.last_offset < offset,
+                    s.kind != "ongoing",
+                    s.first_offset != (newest if newest is not None else -1),
+                )
+            ).rowcount
+
+    def drop_spans_from(self, topic: str, partition: int, offset: int) -> None:
+        """Spans at or past `offset` (a new leader's log ends there: they were truncated)."""
+        s = kafka_txn_spans.c
+        with self.engine.begin() as conn:
+            conn.execute(
+                delete(kafka_txn_spans).where(
+                    s.topic == topic, s.partition == partition, s.first_offset >= offset
+                )
+            )
