@@ -32,6 +32,12 @@ from metadata.db import make_engine, migrate
 from metadata.types import TopicIdPartition
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import FAST, wait_for
+
+# A broker fences itself once its lease lapses (no reads, no writes: docs/operations.md), and
+# a frozen Postgres lets the lease lapse. These tests hold Postgres frozen for several
+# deadlines in a row, so their brokers get a lease far longer than the freeze: what they
+# prove is the answer while the broker still leads, not what fencing does after.
+LONG_LEASE = [*FAST, "--lease-ms", "60000"]
 from tests.integration.fetch_nodes import FetchNodeProcess, s3_env
 from tests.integration.kafka_wire import call, fetch_request, fetch_response
 from tests.integration.ports import free_port
@@ -76,7 +82,7 @@ def test_hot_reads_do_not_wait_on_a_frozen_postgres(
     for k, v in s3_env(s3_bucket).items():  # S3 configured: the broker has a cold reader
         monkeypatch.setenv(k, v)
     url, pgdata = private_pg
-    broker = BrokerProcess(url, tmp_path / "data-1", 1, FAST).start()
+    broker = BrokerProcess(url, tmp_path / "data-1", 1, LONG_LEASE).start()
     try:
         broker.create_topic("hot")
         offsets = broker.produce("hot", [{"value": f"v{i}"} for i in range(5)])
@@ -207,7 +213,7 @@ def cold_on_private_pg(
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     kafka = f"127.0.0.1:{free_port()}"
-    broker = BrokerProcess(url, tmp_path / "data-1", 1, [*FAST, "--kafka-listen", kafka])
+    broker = BrokerProcess(url, tmp_path / "data-1", 1, [*LONG_LEASE, "--kafka-listen", kafka])
     node = FetchNodeProcess(url, tmp_path / "fetch.log", env)
     engine = make_engine(url)
     try:
