@@ -32,12 +32,6 @@ from metadata.db import make_engine, migrate
 from metadata.types import TopicIdPartition
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import FAST, wait_for
-
-# A broker fences itself once its lease lapses (no reads, no writes: docs/operations.md), and
-# a frozen Postgres lets the lease lapse. These tests hold Postgres frozen for several
-# deadlines in a row, so their brokers get a lease far longer than the freeze: what they
-# prove is the answer while the broker still leads, not what fencing does after.
-LONG_LEASE = [*FAST, "--lease-ms", "60000"]
 from tests.integration.fetch_nodes import FetchNodeProcess, s3_env
 from tests.integration.kafka_wire import call, fetch_request, fetch_response
 from tests.integration.ports import free_port
@@ -46,6 +40,11 @@ from tests.integration.s3_faults import FaultyS3Proxy
 from tiering.worker import TieringWorker
 from tierlog.devstack.localpg import LocalPostgres
 
+# A broker fences itself once its lease lapses (no reads, no writes: docs/operations.md), and
+# a frozen Postgres lets the lease lapse. These tests hold Postgres frozen for several
+# deadlines in a row, so their brokers get a lease far longer than the freeze: what they
+# prove is the answer while the broker still leads, not what fencing does after.
+LONG_LEASE = [*FAST, "--lease-ms", "60000"]
 N = 60
 
 
