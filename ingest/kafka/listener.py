@@ -19,7 +19,6 @@ import contextlib
 import logging
 import ssl
 import struct
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, cast
 
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
@@ -29,22 +28,10 @@ from kio.schema.fetch.v12.response import FetchResponse
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 from ingest.kafka import (
-    acl_apis,
-    admin_apis,
     cluster_apis,
-    config_apis,
-    consumer_group_apis,
-    epoch_api,
     fetch_api,
-    group_admin_apis,
-    group_apis,
-    log_admin_apis,
-    offset_apis,
-    produce_api,
     request_bounds,
     sasl_apis,
-    scram_admin_apis,
-    txn_admin_apis,
     txn_apis,
 )
 from ingest.kafka.budget import RequestBudget
@@ -53,50 +40,13 @@ from ingest.kafka.conn_gate import INFLIGHT, ConnectionGate
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.error_response import answer_unsupported
 from ingest.kafka.frames import ConnectionLimit, FrameReader
+from ingest.kafka.handlers import HANDLERS
 from ingest.kafka.offload import offload
 from ingest.kafka.protocol import (
-    ADD_OFFSETS_TO_TXN,
-    ADD_PARTITIONS_TO_TXN,
     API_VERSIONS,
     BEFORE_AUTH,
-    CONSUMER_GROUP_DESCRIBE,
-    CONSUMER_GROUP_HEARTBEAT,
-    CREATE_ACLS,
-    CREATE_PARTITIONS,
-    CREATE_TOPICS,
-    DELETE_ACLS,
-    DELETE_GROUPS,
-    DELETE_TOPICS,
-    DESCRIBE_ACLS,
-    DESCRIBE_CLUSTER,
-    DESCRIBE_CONFIGS,
-    DESCRIBE_GROUPS,
-    DESCRIBE_LOG_DIRS,
-    DESCRIBE_PRODUCERS,
-    DESCRIBE_TRANSACTIONS,
-    DESCRIBE_USER_SCRAM_CREDENTIALS,
-    END_TXN,
     FETCH,
-    FIND_COORDINATOR,
-    HEARTBEAT,
-    INCREMENTAL_ALTER_CONFIGS,
-    INIT_PRODUCER_ID,
-    JOIN_GROUP,
-    LEAVE_GROUP,
-    LIST_GROUPS,
-    LIST_OFFSETS,
-    LIST_TRANSACTIONS,
-    METADATA,
-    OFFSET_COMMIT,
-    OFFSET_DELETE,
-    OFFSET_FETCH,
-    OFFSET_FOR_LEADER_EPOCH,
-    PRODUCE,
-    SASL_AUTHENTICATE,
-    SASL_HANDSHAKE,
     SUPPORTED,
-    SYNC_GROUP,
-    TXN_OFFSET_COMMIT,
     ProtocolError,
     RequestHeader,
     decode_body,
@@ -112,51 +62,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tierlog.kafka")
 
-# Each handler is typed with its API's kio classes (protocol.py says how one serves every
-# version); the table only knows it answers a request with a response, or none (acks=0).
-Handler = Callable[..., Awaitable[ResponsePayload | None]]
-HANDLERS: dict[int, Handler] = {
-    API_VERSIONS: cluster_apis.handle_api_versions,
-    METADATA: cluster_apis.handle_metadata,
-    INIT_PRODUCER_ID: txn_apis.handle_init_producer_id_txn,
-    PRODUCE: produce_api.handle_produce,
-    FETCH: fetch_api.handle_fetch,
-    LIST_OFFSETS: fetch_api.handle_list_offsets,
-    CREATE_TOPICS: admin_apis.handle_create_topics,
-    DELETE_TOPICS: admin_apis.handle_delete_topics,
-    SASL_HANDSHAKE: sasl_apis.handle_sasl_handshake,
-    SASL_AUTHENTICATE: sasl_apis.handle_sasl_authenticate,
-    FIND_COORDINATOR: group_apis.handle_find_coordinator,
-    JOIN_GROUP: group_apis.handle_join_group,
-    SYNC_GROUP: group_apis.handle_sync_group,
-    HEARTBEAT: group_apis.handle_heartbeat,
-    LEAVE_GROUP: group_apis.handle_leave_group,
-    OFFSET_COMMIT: offset_apis.handle_offset_commit,
-    OFFSET_FETCH: offset_apis.handle_offset_fetch,
-    OFFSET_FOR_LEADER_EPOCH: epoch_api.handle_offset_for_leader_epoch,
-    CREATE_PARTITIONS: admin_apis.handle_create_partitions,
-    DESCRIBE_CONFIGS: config_apis.handle_describe_configs,
-    INCREMENTAL_ALTER_CONFIGS: config_apis.handle_incremental_alter_configs,
-    DESCRIBE_CLUSTER: cluster_apis.handle_describe_cluster,
-    LIST_GROUPS: group_admin_apis.handle_list_groups,
-    DESCRIBE_GROUPS: group_admin_apis.handle_describe_groups,
-    DELETE_GROUPS: group_admin_apis.handle_delete_groups,
-    OFFSET_DELETE: group_admin_apis.handle_offset_delete,
-    DESCRIBE_ACLS: acl_apis.handle_describe_acls,
-    CREATE_ACLS: acl_apis.handle_create_acls,
-    DELETE_ACLS: acl_apis.handle_delete_acls,
-    CONSUMER_GROUP_HEARTBEAT: consumer_group_apis.handle_consumer_group_heartbeat,
-    CONSUMER_GROUP_DESCRIBE: consumer_group_apis.handle_consumer_group_describe,
-    DESCRIBE_LOG_DIRS: log_admin_apis.handle_describe_log_dirs,
-    DESCRIBE_PRODUCERS: log_admin_apis.handle_describe_producers,
-    DESCRIBE_TRANSACTIONS: txn_admin_apis.handle_describe_transactions,
-    LIST_TRANSACTIONS: txn_admin_apis.handle_list_transactions,
-    DESCRIBE_USER_SCRAM_CREDENTIALS: scram_admin_apis.handle_describe_user_scram_credentials,
-    ADD_PARTITIONS_TO_TXN: txn_apis.handle_add_partitions_to_txn,
-    ADD_OFFSETS_TO_TXN: txn_apis.handle_add_offsets_to_txn,
-    END_TXN: txn_apis.handle_end_txn,
-    TXN_OFFSET_COMMIT: txn_apis.handle_txn_offset_commit,
-}
 PIPELINED = 32  # requests read ahead of their answers, per connection (after SASL)
 _FLUSH_BYTES = 1 << 20  # answers buffered beyond this are flushed before the next one
 _SIZE = struct.Struct(">i")
