@@ -28,12 +28,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
-from coldstore.delta_table import BatchCommit, DeltaTopicTable, PendingFile
-from coldstore.layout import data_file_key, table_key
+from coldstore.delta_table import DeltaTopicTable
+from coldstore.layout import data_file_key
 from coldstore.parquet_writer import ParquetFile, write_parquet
 from metadata.segment_registry import ClaimLostError, ColdFile, FileSpec, SegmentClaim
 from schemaformat.typed_decode import TypedDecoder
 from tiering import metrics
+from tiering.batch_commit import commit_batch
+from tiering.batch_reports import claim_context, parquet_stats, report_clamped, report_untyped
 from tiering.segment_source import Downloaded
 from tiering.txn_filter import committed_parquet, segment_filter
 from tiering.typed_columns import TYPED, BatchTypes, TypedColumns, typed_columns
@@ -151,7 +153,7 @@ def tier_batch(worker: BatchHost, claims: list[SegmentClaim]) -> int:
     if not live:
         return 0
     try:
-        done, version = _timed(worker, "Delta commit", lambda: _commit(worker, live, typing))
+        done, version = _timed(worker, "Delta commit", lambda: commit_batch(worker, live, typing))
     except Exception as exc:
         _release_all(worker, [u.claim for u in live], "delta", exc)
         return 0
@@ -172,7 +174,7 @@ def tier_batch(worker: BatchHost, claims: list[SegmentClaim]) -> int:
 
 def _download(worker: BatchHost, claim: SegmentClaim, tmp: Path) -> Downloaded:
     """On the download thread: the segment, from an in-sync replica, into `tmp`."""
-    log.debug("segment claimed", extra={**_ctx(claim), "size_bytes": claim.size_bytes})
+    log.debug("segment claimed", extra={**claim_context(claim), "size_bytes": claim.size_bytes})
     t0 = time.perf_counter()
     tmp.mkdir()
     try:
@@ -181,7 +183,7 @@ def _download(worker: BatchHost, claim: SegmentClaim, tmp: Path) -> Downloaded:
         raise _StepError("download", exc) from exc
     _add_time(worker, "download (on its thread)", time.perf_counter() - t0)
     metrics.DOWNLOADED_BYTES.inc(got.size)
-    log.debug("segment downloaded", extra={**_ctx(claim), "broker": got.broker_id})
+    log.debug("segment downloaded", extra={**claim_context(claim), "broker": got.broker_id})
     return got
 
 
@@ -221,37 +223,10 @@ def _encode(
         _add_time(worker, "parquet (on its threads)", time.perf_counter() - t0)
     got.path.unlink()  # free the disk before the upload
     if parquet.clamped:
-        _report_clamped(claim, parquet)
+        report_clamped(claim, parquet)
     if extra is not None and extra.reasons:
-        _report_untyped(claim, extra)
+        report_untyped(claim, extra)
     return parquet
-
-
-def _report_untyped(claim: SegmentClaim, extra: TypedColumns) -> None:
-    """Records tiered with no typed value (the reason in their value_error column)."""
-    for reason, n in extra.reasons.items():
-        metrics.UNTYPED_RECORDS.labels(claim.topic, reason).inc(n)
-    log.warning(
-        "records tiered without a typed value: see their value_error column",
-        extra={**_ctx(claim), "reasons": dict(extra.reasons), "refused": extra.plan.refused},
-    )
-
-
-def _report_clamped(claim: SegmentClaim, parquet: ParquetFile) -> None:
-    """One line per file and a metric: records tiered with their timestamp clamped (the
-    policy of coldstore/timestamp_policy.py), rather than a segment retried forever."""
-    first = parquet.clamped[0]
-    metrics.BAD_RECORDS.labels(claim.topic, "timestamp_out_of_range").inc(len(parquet.clamped))
-    log.warning(
-        "records with a timestamp the cold tier cannot hold were tiered with it clamped "
-        "(the original is in their tierlog.original.timestamp header)",
-        extra={
-            **_ctx(claim),
-            "records": len(parquet.clamped),
-            "first_offset": first.offset,
-            "first_timestamp_ms": first.original_ms,
-        },
-    )
 
 
 def _upload(worker: BatchHost, claim: SegmentClaim, parquet: ParquetFile) -> Uploaded:
@@ -267,7 +242,9 @@ def _upload(worker: BatchHost, claim: SegmentClaim, parquet: ParquetFile) -> Upl
     worker.store.put(key, str(parquet.output))
     worker.manifest.mark_copied(file_id)
     Path(str(parquet.output)).unlink()
-    log.debug("data file uploaded", extra={**_ctx(claim), "key": key, **_stats(parquet)})
+    log.debug(
+        "data file uploaded", extra={**claim_context(claim), "key": key, **parquet_stats(parquet)}
+    )
     _add_time(worker, "S3 upload (on its threads)", time.perf_counter() - t0)
     return Uploaded(claim, parquet, ours)
 
@@ -317,17 +294,18 @@ def _in_order(
         broken.add(claim.partition)
         if u is not None:
             log.info(
-                "segment left for later: an earlier one of its partition failed", extra=_ctx(claim)
+                "segment left for later: an earlier one of its partition failed",
+                extra=claim_context(claim),
             )
             try:
                 worker.registry.release(claim)
             except Exception:  # the lease lapses and the segment is claimable again
-                log.exception("releasing a claim failed", extra=_ctx(claim))
+                log.exception("releasing a claim failed", extra=claim_context(claim))
     return out
 
 
 def _fail(worker: BatchHost, claim: SegmentClaim, step: str, exc: BaseException) -> None:
-    ctx = {**_ctx(claim), "step": step}
+    ctx = {**claim_context(claim), "step": step}
     if isinstance(exc, ClaimLostError):
         # Another worker owns the segment now; it will finish (and clean up after) us.
         metrics.FAILURES.labels("claim_lost").inc()
@@ -359,44 +337,7 @@ def _add_time(worker: BatchHost, step: str, seconds: float) -> None:
         worker.step_seconds[step] += seconds
 
 
-# -- the commit ------------------------------------------------------------------------------
-
-
-def _commit(
-    worker: BatchHost, live: list[Uploaded], typing: Typing | None
-) -> tuple[list[tuple[SegmentClaim, FileSpec]], int]:
-    """One Delta commit of every file; returns, per segment, the file that the table holds
-    for it (ours, or a lapsed attempt's that got there first) and a version showing them.
-    A typed table's schema first gains the columns the batch's files add."""
-    table = worker.table(live[0].claim)
-    if typing is not None:
-        table.merge_columns(typing.types.fields())
-    commit = table.commit_files(
-        [PendingFile(u.claim.partition, u.parquet, u.file.object_key) for u in live]
-    )
-    return [(u.claim, _held(worker, table, commit, u)) for u in live], commit.version
-
-
-def _held(worker: BatchHost, table: DeltaTopicTable, commit: BatchCommit, u: Uploaded) -> FileSpec:
-    if all(p.object_key != u.file.object_key for p in commit.already):
-        return u.file  # committed just now: no need to list the table's files
-    claim = u.claim
-    f = table.covering(claim.partition, claim.base_offset)
-    if f is None:
-        raise RuntimeError(f"{claim.topic}-{claim.partition} {claim.base_offset} left the table")
-    if f.path != table.relpath(u.file.object_key):
-        log.warning(
-            "segment was already committed by another attempt",
-            extra={**_ctx(claim), "path": f.path},
-        )
-    p = u.parquet
-    return FileSpec(
-        f"{table_key(worker.config, claim.topic)}/{f.path}",
-        f.size,
-        f.records if f.records is not None else p.records,
-        f.min_timestamp if f.min_timestamp is not None else p.min_timestamp,
-        f.max_timestamp if f.max_timestamp is not None else p.max_timestamp,
-    )
+# -- after the commit: superseded objects, accounting ---------------------------------------
 
 
 def _delete_orphans(worker: BatchHost, orphans: list[ColdFile]) -> None:
@@ -431,7 +372,7 @@ def _account(
         log.info(
             "segment tiered",
             extra={  # the one INFO line per segment: its steps log at DEBUG
-                **_ctx(claim),
+                **claim_context(claim),
                 "key": f.object_key,
                 "delta_version": version,
                 "records": f.records,
@@ -439,18 +380,3 @@ def _account(
                 "seconds": round(seconds, 3),
             },
         )
-
-
-def _ctx(claim: SegmentClaim) -> dict[str, object]:
-    return {
-        "worker": claim.worker_id,
-        "topic": claim.topic,
-        "partition": claim.partition,
-        "base_offset": claim.base_offset,
-        "end_offset": claim.end_offset,
-        "attempt": claim.attempt,
-    }
-
-
-def _stats(p: ParquetFile) -> dict[str, int]:
-    return {"records": p.records, "bytes": p.size_bytes, "row_groups": p.row_groups}
