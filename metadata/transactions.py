@@ -22,19 +22,20 @@ from sqlalchemy import (
     Column,
     DateTime,
     Integer,
-    MetaData,
     Table,
     Text,
     and_,
-    delete,
     func,
     insert,
     select,
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine
+
+from metadata.txn_spans import Span as Span  # re-exported: the store's callers name it here
+from metadata.txn_spans import TxnSpans
+from metadata.txn_tables import META
 
 EMPTY, ONGOING = "Empty", "Ongoing"
 PREPARE_COMMIT, PREPARE_ABORT = "PrepareCommit", "PrepareAbort"
@@ -42,10 +43,9 @@ COMPLETE_COMMIT, COMPLETE_ABORT = "CompleteCommit", "CompleteAbort"
 PREPARING = (PREPARE_COMMIT, PREPARE_ABORT)
 MAX_EPOCH = 32767
 
-_meta = MetaData()
 kafka_transactions = Table(
     "kafka_transactions",
-    _meta,
+    META,
     Column("transactional_id", Text, primary_key=True),
     Column("producer_id", BigInteger, nullable=False),
     Column("producer_epoch", Integer, nullable=False),
@@ -55,16 +55,6 @@ kafka_transactions = Table(
     Column("partitions", JSONB, nullable=False),
     Column("offsets", JSONB, nullable=False),
     Column("updated_at", DateTime(timezone=True), server_default=func.now()),
-)
-kafka_txn_spans = Table(
-    "kafka_txn_spans",
-    _meta,
-    Column("topic", Text, primary_key=True),
-    Column("partition", Integer, primary_key=True),
-    Column("first_offset", BigInteger, primary_key=True),
-    Column("last_offset", BigInteger, nullable=False),
-    Column("producer_id", BigInteger, nullable=False),
-    Column("kind", Text, nullable=False),
 )
 
 
@@ -87,16 +77,6 @@ class TxnRow(NamedTuple):
     # group -> {"member": str, "generation": int, "entries": [[topic, partition, offset, meta]]}
     offsets: dict[str, Any]
     updated_at: datetime
-
-
-class Span(NamedTuple):
-    """Offsets [first, last] of one partition: a transaction's records (ongoing, aborted)
-    or one control record (marker)."""
-
-    first_offset: int
-    last_offset: int
-    producer_id: int
-    kind: str
 
 
 class Initialized(NamedTuple):
@@ -147,21 +127,9 @@ def _matching(row: TxnRow | None, tid: str, pid: int, epoch: int) -> TxnRow:
     return row
 
 
-def _put_span(conn: Connection, topic: str, partition: int, span: Span) -> None:
-    """A span at its first offset, replacing one left there by a leader whose records at
-    that offset were truncated (written after the new leader dropped its spans)."""
-    values = {"topic": topic, "partition": partition, **span._asdict()}
-    stmt = pg_insert(kafka_txn_spans).values(values)
-    keys = ("last_offset", "producer_id", "kind")
-    conn.execute(
-        stmt.on_conflict_do_update(
-            index_elements=["topic", "partition", "first_offset"],
-            set_={k: stmt.excluded[k] for k in keys},
-        )
-    )
+class TxnRepo(TxnSpans):
+    """The coordinator's state per transactional id, and (TxnSpans) each partition's spans."""
 
-
-class TxnRepo:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
@@ -357,68 +325,3 @@ class TxnRepo:
                 )
             ).all()
         return [r for r in map(_row, rows) if r.state in PREPARING or _expired(r, now)]
-
-    # -- the partitions' spans (the leader's) ---------------------------------------------------
-
-    def add_span(self, topic: str, partition: int, pid: int, first: int, last: int) -> None:
-        self.add_spans(topic, partition, [Span(first, last, pid, "ongoing")])
-
-    def add_spans(self, topic: str, partition: int, spans: Iterable[Span]) -> None:
-        with self.engine.begin() as conn:
-            for span in spans:
-                _put_span(conn, topic, partition, span)
-
-    def close_spans(
-        self, topic: str, partition: int, pid: int, commit: bool, marker_offset: int
-    ) -> None:
-        """A marker was written at `marker_offset`: the producer's ongoing spans become
-        ordinary data (commit) or aborted ones, and the marker is a span of its own."""
-        s = kafka_txn_spans.c
-        mine = and_(
-            s.topic == topic, s.partition == partition, s.producer_id == pid, s.kind == "ongoing"
-        )
-        with self.engine.begin() as conn:
-            if commit:
-                conn.execute(delete(kafka_txn_spans).where(mine))
-            else:
-                conn.execute(update(kafka_txn_spans).where(mine).values(kind="aborted"))
-            _put_span(conn, topic, partition, Span(marker_offset, marker_offset, pid, "marker"))
-
-    def spans(self, topic: str, partition: int) -> builtins.list[Span]:
-        s = kafka_txn_spans.c
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(s.first_offset, s.last_offset, s.producer_id, s.kind)
-                .where(s.topic == topic, s.partition == partition)
-                .order_by(s.first_offset)
-            ).all()
-        return [Span(int(a), int(b), int(c), str(d)) for a, b, c, d in rows]
-
-    def prune_spans_below(self, topic: str, partition: int, offset: int) -> int:
-        """Ended spans wholly below `offset` (the log start: their records are deleted or
-        tiered without them, so no read needs them); how many went. The newest marker stays:
-        reads of a partition with spans look for marker rows (the cold tier keeps some)."""
-        s = kafka_txn_spans.c
-        mine = and_(s.topic == topic, s.partition == partition)
-        with self.engine.begin() as conn:
-            newest = conn.execute(
-                select(func.max(s.first_offset)).where(mine, s.kind == "marker")
-            ).scalar()
-            return conn.execute(
-                delete(kafka_txn_spans).where(
-                    mine,
-                    s.last_offset < offset,
-                    s.kind != "ongoing",
-                    s.first_offset != (newest if newest is not None else -1),
-                )
-            ).rowcount
-
-    def drop_spans_from(self, topic: str, partition: int, offset: int) -> None:
-        """Spans at or past `offset` (a new leader's log ends there: they were truncated)."""
-        s = kafka_txn_spans.c
-        with self.engine.begin() as conn:
-            conn.execute(
-                delete(kafka_txn_spans).where(
-                    s.topic == topic, s.partition == partition, s.first_offset >= offset
-                )
-            )

@@ -1,0 +1,121 @@
+"""Each partition's transaction spans in Postgres (migration 0014_transactions): the offsets
+of a transaction's records while it is under way (ongoing) and once aborted, and of each
+control record (marker). The partition's leader records them (ingest/service/txn_log.py);
+reads, tiering (tiering/txn_filter.py) and a new leader read them back. Part of the
+transaction store: metadata/transactions.py's TxnRepo is a TxnSpans."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from sqlalchemy import BigInteger, Column, Integer, Table, Text, and_, delete, func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.engine import Connection, Engine
+
+from metadata.txn_tables import META
+
+kafka_txn_spans = Table(
+    "kafka_txn_spans",
+    META,
+    Column("topic", Text, primary_key=True),
+    Column("partition", Integer, primary_key=True),
+    Column("first_offset", BigInteger, primary_key=True),
+    Column("last_offset", BigInteger, nullable=False),
+    Column("producer_id", BigInteger, nullable=False),
+    Column("kind", Text, nullable=False),
+)
+
+
+class Span(NamedTuple):
+    """Offsets [first, last] of one partition: a transaction's records (ongoing, aborted)
+    or one control record (marker)."""
+
+    first_offset: int
+    last_offset: int
+    producer_id: int
+    kind: str
+
+
+def _put_span(conn: Connection, topic: str, partition: int, span: Span) -> None:
+    """A span at its first offset, replacing one left there by a leader whose records at
+    that offset were truncated (written after the new leader dropped its spans)."""
+    values = {"topic": topic, "partition": partition, **span._asdict()}
+    stmt = pg_insert(kafka_txn_spans).values(values)
+    keys = ("last_offset", "producer_id", "kind")
+    conn.execute(
+        stmt.on_conflict_do_update(
+            index_elements=["topic", "partition", "first_offset"],
+            set_={k: stmt.excluded[k] for k in keys},
+        )
+    )
+
+
+class TxnSpans:
+    """The spans of every partition (the leader's writes, everyone's reads)."""
+
+    engine: Engine
+
+    def add_span(self, topic: str, partition: int, pid: int, first: int, last: int) -> None:
+        self.add_spans(topic, partition, [Span(first, last, pid, "ongoing")])
+
+    def add_spans(self, topic: str, partition: int, spans: Iterable[Span]) -> None:
+        with self.engine.begin() as conn:
+            for span in spans:
+                _put_span(conn, topic, partition, span)
+
+    def close_spans(
+        self, topic: str, partition: int, pid: int, commit: bool, marker_offset: int
+    ) -> None:
+        """A marker was written at `marker_offset`: the producer's ongoing spans become
+        ordinary data (commit) or aborted ones, and the marker is a span of its own."""
+        s = kafka_txn_spans.c
+        mine = and_(
+            s.topic == topic, s.partition == partition, s.producer_id == pid, s.kind == "ongoing"
+        )
+        with self.engine.begin() as conn:
+            if commit:
+                conn.execute(delete(kafka_txn_spans).where(mine))
+            else:
+                conn.execute(update(kafka_txn_spans).where(mine).values(kind="aborted"))
+            _put_span(conn, topic, partition, Span(marker_offset, marker_offset, pid, "marker"))
+
+    def spans(self, topic: str, partition: int) -> builtins.list[Span]:
+        s = kafka_txn_spans.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(s.first_offset, s.last_offset, s.producer_id, s.kind)
+                .where(s.topic == topic, s.partition == partition)
+                .order_by(s.first_offset)
+            ).all()
+        return [Span(int(a), int(b), int(c), str(d)) for a, b, c, d in rows]
+
+    def prune_spans_below(self, topic: str, partition: int, offset: int) -> int:
+        """Ended spans wholly below `offset` (the log start: their records are deleted or
+        tiered without them, so no read needs them); how many went. The newest marker stays:
+        reads of a partition with spans look for marker rows (the cold tier keeps some)."""
+        s = kafka_txn_spans.c
+        mine = and_(s.topic == topic, s.partition == partition)
+        with self.engine.begin() as conn:
+            newest = conn.execute(
+                select(func.max(s.first_offset)).where(mine, s.kind == "marker")
+            ).scalar()
+            return conn.execute(
+                delete(kafka_txn_spans).where(
+                    mine,
+                    s.last_offset < offset,
+                    s.kind != "ongoing",
+                    s.first_offset != (newest if newest is not None else -1),
+                )
+            ).rowcount
+
+    def drop_spans_from(self, topic: str, partition: int, offset: int) -> None:
+        """Spans at or past `offset` (a new leader's log ends there: they were truncated)."""
+        s = kafka_txn_spans.c
+        with self.engine.begin() as conn:
+            conn.execute(
+                delete(kafka_txn_spans).where(
+                    s.topic == topic, s.partition == partition, s.first_offset >= offset
+                )
+            )
