@@ -28,7 +28,7 @@ from ingest.loop_lag import watch_loop_lag
 from ingest.metrics import ReplicationMetrics
 from ingest.replication.controller import Controller
 from ingest.replication.forwarding import Forwarder
-from ingest.replication.handover import resign
+from ingest.replication.handover import RESIGN_S, hand_over_leaderships
 from ingest.replication.partition import Partition, Role
 from ingest.replication.preferred_leader import PreferredLeaderMover
 from ingest.replication.replica_leader import ReplicaFetchHandler
@@ -54,9 +54,6 @@ from metadata.topics import TopicRepo
 from metadata.types import TopicNamePartition
 
 log = logging.getLogger("tierlog.broker")
-# On SIGTERM, how long a partition's writes are held for a follower to catch up before its
-# leadership is handed over (Kafka's controlled shutdown).
-RESIGN_S = 1.0
 
 
 class Broker:
@@ -328,19 +325,7 @@ class Broker:
         self._resigning = asyncio.ensure_future(self._resign_leaderships())
 
     async def _resign_leaderships(self) -> None:
-        led = [s for s in list(self.partitions.values()) if s.role is Role.LEADER]
-        moved = 0
-        for state in led:
-            try:
-                info = await resign(self.partition_repo, self.config.broker_id, state, RESIGN_S)
-            except Exception:
-                log.exception("hand-over on shutdown failed", extra={"topic": state.topic})
-                continue
-            moved += info is not None
-        log.info(
-            "leaderships handed over on shutdown",
-            extra={"broker_id": self.config.broker_id, "led": len(led), "moved": moved},
-        )
+        await hand_over_leaderships(self.partition_repo, self.config.broker_id, self.partitions)
         # Then leave: the controller takes it out of every ISR (leaders stop waiting for its
         # fetches) and keeps it out, as Kafka's controller does with a broker shutting down.
         self._left = True

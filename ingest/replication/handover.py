@@ -5,11 +5,18 @@ PreferredLeaderMover)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+from collections.abc import Mapping
 
 from ingest.replication.partition import Partition, Role
 from metadata.partition_state import PartitionStateRepo
-from metadata.types import PartitionRecord
+from metadata.types import PartitionRecord, TopicNamePartition
+
+log = logging.getLogger("tierlog.broker")
+# On SIGTERM, how long a partition's writes are held for a follower to catch up before its
+# leadership is handed over (Kafka's controlled shutdown).
+RESIGN_S = 1.0
 
 
 async def hand_over(
@@ -69,3 +76,24 @@ def handed_over(state: Partition, info: PartitionRecord) -> dict[str, object]:
         "leader": info.leader,
         "leader_epoch": info.leader_epoch,
     }
+
+
+async def hand_over_leaderships(
+    repo: PartitionStateRepo, broker_id: int, partitions: Mapping[TopicNamePartition, Partition]
+) -> int:
+    """Controlled shutdown: every partition this broker leads handed to a caught-up in-sync
+    follower (resign() each); how many moved. A failure leaves that one for the lease."""
+    led = [s for s in list(partitions.values()) if s.role is Role.LEADER]
+    moved = 0
+    for state in led:
+        try:
+            info = await resign(repo, broker_id, state, RESIGN_S)
+        except Exception:
+            log.exception("hand-over on shutdown failed", extra={"topic": state.topic})
+            continue
+        moved += info is not None
+    log.info(
+        "leaderships handed over on shutdown",
+        extra={"broker_id": broker_id, "led": len(led), "moved": moved},
+    )
+    return moved
