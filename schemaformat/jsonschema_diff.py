@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from schemaformat.bipartite import maximum_matching
 from schemaformat.jsonschema_model import Node, canonical
 from schemaformat.jsonschema_rules import (
     COMPATIBLE,
@@ -276,7 +277,7 @@ def _compare_combined(ctx: Context, original: Node, update: Node) -> None:
                 compare(sub, sub_before, sub_after)
                 if sub.compatible():
                     edges.setdefault(i, {})[j] = sub.diffs
-    matching = _maximum_matching(edges)
+    matching = maximum_matching(edges)
     for j, i in sorted(matching.items()):
         ctx.diffs.extend(edges[i][j])
     if len(matching) < min(len(before), len(after)):
@@ -298,25 +299,6 @@ def _compare_criteria(ctx: Context, original: Node, update: Node) -> bool:
         return False
     ctx.add("COMBINED_TYPE_CHANGED")
     return True
-
-
-def _maximum_matching(edges: dict[int, dict[int, Any]]) -> dict[int, int]:
-    """Maximum bipartite matching (augmenting paths): update index → original index."""
-    matched: dict[int, int] = {}
-
-    def augment(i: int, seen: set[int]) -> bool:
-        for j in edges.get(i, {}):
-            if j in seen:
-                continue
-            seen.add(j)
-            if j not in matched or augment(matched[j], seen):
-                matched[j] = i
-                return True
-        return False
-
-    for i in edges:
-        augment(i, set())
-    return matched
 
 
 def _compare_object(ctx: Context, original: Node, update: Node) -> None:
