@@ -11,36 +11,31 @@ so nodes with skewed clocks agree on when a session lapsed.
 
 from __future__ import annotations
 
-import base64
 import builtins
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from psycopg.errors import ForeignKeyViolation
 from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.engine import Connection, Engine, Row
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from logformat.errors import ErrorCode, TierlogError
+from metadata.group_rows import AnyRow, group_of, member_of, member_values, round_doc
 from metadata.schema import consumer_groups, group_members, group_offsets, topics
 from metadata.types import (
     CommittedOffset,
-    ConsumerGroupMember,
     GroupRow,
     GroupSnapshot,
     GroupSummary,
     GroupWrite,
-    KafkaMembership,
-    KafkaRound,
-    PartitionMap,
     TopicMeta,
 )
 
 T = TypeVar("T")
-AnyRow = Row[*tuple[Any, ...]]
 # The decision: what to write and what to answer. It gets None when the group does not exist
 # (and was not to be created); it may raise to roll everything back.
 Decide = Callable[[GroupSnapshot | None], tuple[GroupWrite, T]]
@@ -50,108 +45,6 @@ LOCK_TIMEOUT_MS = 10_000  # a group lock held longer than this is a stuck node: 
 
 class ConcurrentChange(RuntimeError):
     """A compare-and-set lost although the row was locked: a bug, never a normal race."""
-
-
-def _partition_map(doc: Any) -> PartitionMap:
-    return {str(t): sorted(int(p) for p in ps) for t, ps in (doc or {}).items()}
-
-
-def _b64(raw: bytes | None) -> str | None:
-    return None if raw is None else base64.b64encode(raw).decode()
-
-
-def _unb64(text: str | None) -> bytes | None:
-    return None if text is None else base64.b64decode(text)
-
-
-def _round(doc: Any) -> KafkaRound | None:
-    if doc is None:
-        return None
-    deadline = doc["deadline"]
-    return KafkaRound(
-        int(doc["generation"]),
-        str(doc["phase"]),
-        doc["leader"],
-        doc["protocol"],
-        tuple(doc["members"]),
-        None if deadline is None else datetime.fromisoformat(deadline),
-    )
-
-
-def _round_doc(r: KafkaRound | None) -> dict[str, Any] | None:
-    if r is None:
-        return None
-    deadline = None if r.deadline is None else r.deadline.isoformat()
-    return {**r._asdict(), "members": list(r.members), "deadline": deadline}
-
-
-def _membership(doc: Any) -> KafkaMembership | None:
-    if doc is None:
-        return None
-    return KafkaMembership(
-        tuple((str(name), _unb64(meta) or b"") for name, meta in doc["protocols"]),
-        doc["generation"],
-        _unb64(doc["assignment"]),
-        int(doc["rebalance_timeout_ms"]),
-    )
-
-
-def _membership_doc(k: KafkaMembership | None) -> dict[str, Any] | None:
-    if k is None:
-        return None
-    return {
-        "protocols": [[name, _b64(meta)] for name, meta in k.protocols],
-        "generation": k.generation,
-        "assignment": _b64(k.assignment),
-        "rebalance_timeout_ms": k.rebalance_timeout_ms,
-    }
-
-
-def _group(row: AnyRow) -> GroupRow:
-    subscribed = {str(t): TopicMeta(str(v[0]), int(v[1])) for t, v in row.subscribed.items()}
-    return GroupRow(
-        row.id,
-        row.name,
-        row.group_epoch,
-        row.assignor,
-        row.state,
-        subscribed,
-        row.created_at,
-        _round(row.kafka),
-    )
-
-
-def _member(row: AnyRow) -> ConsumerGroupMember:
-    return ConsumerGroupMember(
-        row.member_id,
-        row.member_epoch,
-        tuple(row.topics),
-        row.assignor,
-        row.session_timeout_ms,
-        row.joined_at,
-        row.last_heartbeat_at,
-        row.session_expires_at,
-        _partition_map(row.target),
-        _partition_map(row.assigned),
-        _partition_map(row.owned),
-        _membership(row.kafka),
-    )
-
-
-def _member_values(m: ConsumerGroupMember) -> dict[str, object]:
-    return {
-        "member_epoch": m.member_epoch,
-        "topics": list(m.topics),
-        "assignor": m.assignor,
-        "session_timeout_ms": m.session_timeout_ms,
-        "joined_at": m.joined_at,
-        "last_heartbeat_at": m.last_heartbeat_at,
-        "session_expires_at": m.session_expires_at,
-        "target": m.target,
-        "assigned": m.assigned,
-        "owned": m.owned,
-        "kafka": _membership_doc(m.kafka),
-    }
 
 
 @contextmanager
@@ -208,7 +101,7 @@ class GroupRepo:
                 if write != GroupWrite():
                     raise ValueError("a decision on a missing group cannot write")
                 return result
-            snapshot = self._snapshot(conn, _group(row), topics)
+            snapshot = self._snapshot(conn, group_of(row), topics)
             write, result = decide(snapshot)
             self._apply(conn, snapshot, write)
             return result
@@ -220,7 +113,7 @@ class GroupRepo:
 
     def _snapshot(self, conn: Connection, group: GroupRow, extra: Iterable[str]) -> GroupSnapshot:
         members = [
-            _member(r)
+            member_of(r)
             for r in conn.execute(
                 select(group_members)
                 .where(group_members.c.group_id == group.id)
@@ -262,7 +155,7 @@ class GroupRepo:
                     assignor=g.assignor,
                     state=g.state,
                     subscribed={t: [m.id, m.partitions] for t, m in g.subscribed.items()},
-                    kafka=_round_doc(g.kafka),
+                    kafka=round_doc(g.kafka),
                     updated_at=func.clock_timestamp(),
                 )
             )
@@ -281,7 +174,7 @@ class GroupRepo:
             if old is None or m.member_id in write.removed:
                 conn.execute(
                     insert(group_members).values(
-                        group_id=gid, member_id=m.member_id, **_member_values(m)
+                        group_id=gid, member_id=m.member_id, **member_values(m)
                     )
                 )
                 continue
@@ -292,7 +185,7 @@ class GroupRepo:
                     group_members.c.member_id == m.member_id,
                     group_members.c.member_epoch == old.member_epoch,
                 )
-                .values(**_member_values(m))
+                .values(**member_values(m))
             )
             if done.rowcount != 1:
                 raise ConcurrentChange(f"member {m.member_id!r} changed under its group's lock")
@@ -340,7 +233,7 @@ class GroupRepo:
             row = conn.execute(
                 select(consumer_groups).where(consumer_groups.c.name == name)
             ).first()
-            return None if row is None else self._snapshot(conn, _group(row), topics)
+            return None if row is None else self._snapshot(conn, group_of(row), topics)
 
     def list(self) -> builtins.list[GroupSummary]:
         live = (
