@@ -26,53 +26,26 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from coldstore.delta_table import DeltaTopicTable
 from coldstore.layout import data_file_key
 from coldstore.parquet_writer import ParquetFile, write_parquet
 from metadata.segment_registry import ClaimLostError, ColdFile, FileSpec, SegmentClaim
-from schemaformat.typed_decode import TypedDecoder
 from tiering import metrics
 from tiering.batch_commit import commit_batch
 from tiering.batch_reports import claim_context, parquet_stats, report_clamped, report_untyped
+from tiering.batch_types import BatchHost, Typing, Uploaded
+from tiering.batch_types import BatchSettings as BatchSettings  # its callers import it here
 from tiering.segment_source import Downloaded
 from tiering.txn_filter import committed_parquet, segment_filter
 from tiering.typed_columns import TYPED, BatchTypes, TypedColumns, typed_columns
 
 if TYPE_CHECKING:
-    import os
-
-    from coldstore.object_store import ObjectStore, ObjectStoreConfig
-    from metadata.cold_manifest import ColdManifest
-    from metadata.segment_registry import SegmentRegistry
-    from metadata.transactions import TxnRepo
-    from tiering.segment_source import SegmentSource
+    pass
 
 log = logging.getLogger(__name__)
-MiB = 1 << 20
 T = TypeVar("T")
 _TIMES_LOCK = threading.Lock()
-
-
-class BatchSettings(NamedTuple):
-    """How much one Delta commit carries. The defaults: 16 segments or 1 GiB of segments
-    (a commit then costs ~1/16 of what it did per segment, and the temp disk a batch may
-    hold stays bounded), 2 upload threads (one upload in flight while the next encodes,
-        one spare for S3's latency), 2 encoder threads (pyarrow's decode, CRC and zstd work
-    releases the GIL: on this 2-core machine, shared with a broker and S3, 2 threads tiered
-    123.6 MB/s of raw records where 1 did 75.6; bench/tiering.py --encode-threads)."""
-
-    max_segments: int = 16
-    max_bytes: int = 1024 * MiB
-    upload_threads: int = 2
-    encode_threads: int = 2
-
-
-class Uploaded(NamedTuple):
-    claim: SegmentClaim
-    parquet: ParquetFile
-    file: FileSpec  # ours: the object just uploaded
 
 
 class _StepError(Exception):
@@ -81,36 +54,6 @@ class _StepError(Exception):
     def __init__(self, step: str, error: Exception) -> None:
         super().__init__(f"{step}: {error}")
         self.step, self.error = step, error
-
-
-class BatchHost(Protocol):
-    """What a batch uses of the worker running it (tiering.worker.TieringWorker): named here
-    so the batch does not import the worker that imports it."""
-
-    batch: BatchSettings
-    config: ObjectStoreConfig
-    lease_ms: int
-    manifest: ColdManifest
-    registry: SegmentRegistry
-    row_group_bytes: int | None
-    step_seconds: dict[str, float]
-    store: ObjectStore
-    temp_dir: str | os.PathLike[str] | None
-    txns: TxnRepo
-
-    @property
-    def source(self) -> SegmentSource: ...
-
-    def table(self, claim: SegmentClaim) -> DeltaTopicTable: ...
-
-    def typed_decoder(self, claim: SegmentClaim) -> TypedDecoder | None: ...
-
-
-class Typing(NamedTuple):
-    """A typed lake table's batch (lake.mode): the topic's decoder and the batch's type."""
-
-    decoder: TypedDecoder
-    types: BatchTypes
 
 
 def _typing(worker: BatchHost, claim: SegmentClaim) -> Typing | None:

@@ -12,7 +12,7 @@ from metadata.segment_registry import FileSpec, SegmentClaim
 from tiering.batch_reports import claim_context
 
 if TYPE_CHECKING:
-    from tiering.batch import BatchHost, Typing, Uploaded
+    from tiering.batch_types import BatchHost, Typing, Uploaded
 
 log = logging.getLogger("tiering.batch")
 
