@@ -36,6 +36,10 @@ STALL_BACKOFF_S = (0.1, 2.0)  # first and longest wait of a loop that makes no p
 _THROTTLE = LogThrottle(every_s=30.0)
 
 
+class LeaderUnavailable(Exception):
+    """The leader did not answer a fetch (unreachable, or an error status)."""
+
+
 class ReplicaFetcher:
     """Follows every partition led by one broker."""
 
@@ -58,6 +62,10 @@ class ReplicaFetcher:
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"fetcher-{self.leader_id}")
+
+    @property
+    def alive(self) -> bool:
+        return self._task is not None and not self._task.done()
 
     async def stop(self) -> None:
         self._stopping = True
@@ -92,39 +100,62 @@ class ReplicaFetcher:
         return parts, states
 
     async def _run(self) -> None:
+        # Nothing ends this loop but stop(): a follower whose fetcher died would never catch up
+        # again, silently (the leader's ISR shrinks it out for good). Postgres away during the
+        # metadata refresh, or a bug in one round, costs a back-off, not the loop.
         backoff, stall = 0.05, STALL_BACKOFF_S[0]
         while not self._stopping:
-            parts, states = self._request()
-            url = self.leader_url()
-            if not parts or url is None:
-                await asyncio.sleep(0.1)
-                continue
             try:
-                response = await self._client.post(
-                    f"{url}/internal/replicas/fetch",
-                    content=encode_request(self.me, MAX_WAIT_MS, MAX_BYTES, parts),
-                )
-                if response.status_code != 200:
-                    raise RuntimeError(f"HTTP {response.status_code}: {response.text[:200]}")
-                replies = decode_response(response.content)
+                fetched = await self._round()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.debug(
-                    "replica fetch failed", extra={"leader": self.leader_id, "error": str(exc)}
-                )
+                self._failed(exc)
                 await asyncio.sleep(backoff)
                 backoff = min(1.0, backoff * 2)
                 continue
             backoff = 0.05
-            if self._apply(replies, states):
-                await self.refresh_metadata()
-                await asyncio.sleep(0.05)
+            if not fetched:
+                continue
             if self._stalled:
                 await asyncio.sleep(stall)
                 stall = min(STALL_BACKOFF_S[1], stall * 2)
             else:
                 stall = STALL_BACKOFF_S[0]
+
+    async def _round(self) -> bool:
+        """One fetch from the leader, applied; False when there was nothing to ask for."""
+        parts, states = self._request()
+        url = self.leader_url()
+        if not parts or url is None:
+            await asyncio.sleep(0.1)
+            return False
+        try:
+            response = await self._client.post(
+                f"{url}/internal/replicas/fetch",
+                content=encode_request(self.me, MAX_WAIT_MS, MAX_BYTES, parts),
+            )
+        except httpx.HTTPError as exc:
+            raise LeaderUnavailable(str(exc)) from exc
+        if response.status_code != 200:
+            raise LeaderUnavailable(f"HTTP {response.status_code}: {response.text[:200]}")
+        replies = decode_response(response.content)
+        if self._apply(replies, states):
+            await self.refresh_metadata()  # raises while Postgres is away: _run backs off
+            await asyncio.sleep(0.05)
+        return True
+
+    def _failed(self, exc: Exception) -> None:
+        if isinstance(exc, LeaderUnavailable):  # a leader away or busy: usual, quietly
+            log.debug("replica fetch failed", extra={"leader": self.leader_id, "error": str(exc)})
+            return
+        skipped = _THROTTLE.allow(("round", self.leader_id, type(exc).__name__))
+        if skipped is not None:  # Postgres away while refreshing, or a bug: say so, throttled
+            log.warning(
+                "replica fetch round failed; backing off",
+                extra={"leader": self.leader_id, "error": repr(exc), "repeats_not_logged": skipped},
+                exc_info=exc,
+            )
 
     def _apply(
         self, replies: list[tuple[PartitionReply, memoryview]], states: list[Partition]

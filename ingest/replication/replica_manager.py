@@ -134,6 +134,12 @@ class ReplicaManager:
                 by_leader.setdefault(state.leader_id, {})[key] = state
         for leader_id, parts in by_leader.items():
             fetcher = self.fetchers.get(leader_id)
+            if fetcher is not None and not fetcher.alive:  # ended by a bug: never left so
+                log.error(
+                    "replica fetcher had stopped; starting it again", extra={"leader": leader_id}
+                )
+                asyncio.get_running_loop().create_task(fetcher.stop())
+                fetcher = None
             if fetcher is None:
                 fetcher = self.fetchers[leader_id] = ReplicaFetcher(
                     self.me,

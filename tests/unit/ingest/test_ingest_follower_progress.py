@@ -6,14 +6,16 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import httpx
 import pytest
+from sqlalchemy.exc import OperationalError
 
 from ingest import log_throttle
 from ingest.log_throttle import LogThrottle
 from ingest.replication.partition import Partition, Role
 from ingest.replication.replica_fetcher import ReplicaFetcher
-from ingest.replication.wire import PartitionReply
-from metadata.types import PartitionRecord
+from ingest.replication.wire import PartitionReply, encode_response
+from metadata.types import PartitionRecord, TopicNamePartition
 
 
 def test_throttle_writes_once_per_interval_and_counts_the_rest(monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -74,5 +76,44 @@ def test_an_answer_that_changes_nothing_stalls_the_loop_and_is_logged_once(
             assert not fetcher._stalled and state.log.log_end_offset == 0
         finally:
             await fetcher._client.aclose()
+
+    asyncio.run(run())
+
+
+def test_a_failed_metadata_refresh_backs_the_loop_off_and_never_ends_it(env, frame) -> None:  # type: ignore[no-untyped-def]
+    """CI chaos seed 2486818428: Postgres was away when a leader's answer asked for fresh
+    metadata; the refresh raised out of the fetch loop, which ended silently, and the follower
+    stayed out of every ISR of that leader for good. The loop must survive it and fetch on."""
+
+    async def run() -> None:
+        state = _follower(env, frame)
+        asked: list[int] = []
+        refreshes: list[int] = []
+
+        def leader(request: httpx.Request) -> httpx.Response:
+            asked.append(1)
+            reply = _diverging(-1, -1)._replace(error_code="NOT_LEADER_OR_FOLLOWER")
+            return httpx.Response(200, content=encode_response([reply], [b""]))
+
+        async def refresh() -> None:
+            refreshes.append(1)
+            if len(refreshes) <= 3:  # Postgres away for the first three
+                raise OperationalError("SELECT", {}, ConnectionError("server closed"))
+
+        def link(token, timeout):  # type: ignore[no-untyped-def]
+            return httpx.AsyncClient(transport=httpx.MockTransport(leader))
+
+        fetcher = ReplicaFetcher(2, 1, lambda: "http://leader", lambda: "", refresh, link)
+        fetcher.partitions = {TopicNamePartition("orders", 0): state}
+        fetcher.start()
+        try:
+            for _ in range(200):
+                if len(refreshes) > 5:
+                    break
+                await asyncio.sleep(0.02)
+            assert len(refreshes) > 5, (len(asked), len(refreshes))
+            assert fetcher.alive
+        finally:
+            await fetcher.stop()
 
     asyncio.run(run())
