@@ -18,15 +18,12 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import update
-
 from cluster.clock import ManualClock
 from metadata.db import make_engine
-from metadata.schema import brokers, controller
+from tests.harness.cut_leases import CutLeases
 from tests.harness.links import Links
 from tests.harness.loop import LoopThread
 from tests.harness.node import REPLICA_LAG_MS, BrokerLogs, Node, until
@@ -57,6 +54,7 @@ class InProcessCluster:
         self._tierlog = logging.getLogger("tierlog")
         self._level = self._tierlog.level
         self._engine = make_engine(database_url)  # the harness's own, never cut
+        self._cut_leases = CutLeases(self._engine)
         self.brokers = {
             i: Node(i, database_url, root / f"data-{i}", self.clock, self.links, self.loop)
             for i in range(1, size + 1)
@@ -72,13 +70,7 @@ class InProcessCluster:
         self._tierlog.addHandler(self.logs)
         for node in self.brokers.values():
             node.start()
-        wait_for(
-            "all brokers alive",
-            lambda: (
-                all(b["alive"] for b in self.any().http.get("/brokers").json()["brokers"])
-                and len(self.any().http.get("/brokers").json()["brokers"]) == len(self.brokers)
-            ),
-        )
+        wait_for("all brokers alive", self._all_alive)
         return self
 
     def stop(self) -> None:
@@ -104,6 +96,7 @@ class InProcessCluster:
     def cut_postgres(self, i: int) -> None:
         self._pg_cut.add(i)
         self.brokers[i].to_postgres.cut()
+        self._cut_leases.cut(i)
 
     def isolate(self, i: int) -> None:
         """Broker i reaches neither Postgres nor any other broker (the test still reaches it)."""
@@ -119,6 +112,19 @@ class InProcessCluster:
                 self.links.restore(i, j)
             self.brokers[i].to_postgres.restore()
         self._pg_cut.clear()
+        self._cut_leases.restore_all()
+
+    def recover(self) -> None:
+        """Every link back and every broker's lease current again, so that a test that failed
+        half-way (a broker left fenced) does not fail the next one of the module as well."""
+        self.heal()
+        deadline = time.monotonic() + 30
+        while not self._all_alive() and time.monotonic() < deadline:
+            self.advance(STEP_S)
+
+    def _all_alive(self) -> bool:
+        listed = self.any().http.get("/brokers").json()["brokers"]
+        return len(listed) == len(self.brokers) and all(b["alive"] for b in listed)
 
     @contextlib.contextmanager
     def failing_storage(self, node: Node, topic: str, p: int = 0) -> Iterator[Path]:
@@ -143,24 +149,8 @@ class InProcessCluster:
             step = min(STEP_S, left)
             left -= step
             self.clock.advance(step)
-            self._shift_db_leases(step)
+            self._cut_leases.advance(step)
             self.loop.run(self._after_step())
-
-    def _shift_db_leases(self, seconds: float) -> None:
-        if not self._pg_cut:
-            return
-        by = timedelta(seconds=seconds)
-        with self._engine.begin() as conn:
-            conn.execute(
-                update(brokers)
-                .where(brokers.c.id.in_(self._pg_cut))
-                .values(lease_expires_at=brokers.c.lease_expires_at - by)
-            )
-            conn.execute(
-                update(controller)
-                .where(controller.c.holder.in_(self._pg_cut))
-                .values(expires_at=controller.c.expires_at - by)
-            )
 
     async def _after_step(self) -> None:
         running = [n for n in self.brokers.values() if n.running]

@@ -1,6 +1,7 @@
 """The in-process cluster for the harness tests: one per file (each test with topics of its
-own), every link restored after each test. Not one per session: three idle brokers would go
-on heartbeating in the worker, on the suite's shared cores, until the run ends."""
+own), every link restored and every lease current after each test. Not one per session:
+three idle brokers would go on heartbeating in the worker, on the suite's shared cores,
+until the run ends."""
 
 from __future__ import annotations
 
@@ -23,4 +24,4 @@ def _shared(
 @pytest.fixture
 def cluster(_shared: InProcessCluster) -> Iterator[InProcessCluster]:
     yield _shared
-    _shared.heal()
+    _shared.recover()

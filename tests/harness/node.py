@@ -29,7 +29,7 @@ from tests.integration.tcp_proxy import TcpProxy
 T = TypeVar("T")
 
 # Leases and the replica lag on the manual clock: nothing lapses unless the test advances
-# time (the database's lease outlives any test in real time; the harness shifts it).
+# time (a cut broker's database lease is pinned and lapses on that clock: cut_leases.py).
 LEASE_MS = 8_000
 REPLICA_LAG_MS = 4_000
 TIMINGS: dict[str, Any] = {
