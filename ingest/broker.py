@@ -8,8 +8,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from sqlalchemy.exc import OperationalError
-
 from cluster.authorizer import Authorizer
 from cluster.dependency_wait import wait_for
 from cluster.duty import Backoff, Duty
@@ -45,6 +43,7 @@ from metadata.brokers import BrokerRepo
 from metadata.cold_manifest import ColdManifest
 from metadata.controller_lease import ControllerLease
 from metadata.db import migrate
+from metadata.db_errors import POSTGRES_DOWN
 from metadata.erasures import ErasureRepo
 from metadata.partition_state import PartitionStateRepo
 from metadata.quotas import QuotaRepo
@@ -144,7 +143,7 @@ class Broker:
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         # Postgres may be restarting or frozen as we start: wait for it (bounded) rather than die.
         await asyncio.to_thread(
-            wait_for, "Postgres", lambda: migrate(self.engine), retry_on=(OperationalError,)
+            wait_for, "Postgres", lambda: migrate(self.engine), retry_on=POSTGRES_DOWN
         )
         self.cluster_secret = await asyncio.to_thread(self.partition_repo.cluster_secret)
         await self.authorizer.start()

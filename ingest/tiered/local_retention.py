@@ -23,8 +23,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from cluster.metadata_cache import MetadataCache
 from ingest import metrics
 from ingest.replication.partition import Partition, Role
@@ -37,6 +35,7 @@ from ingest.tiered.retention_plan import (
 from ingest.tiered.seams import ColdManifestApi, topic_config
 from ingest.tiered.tiering_gauges import TieringGauges, labels_of
 from metadata.configs import TopicConfig
+from metadata.db_errors import POSTGRES_DOWN
 from metadata.types import TopicIdPartition, TopicNamePartition
 
 log = logging.getLogger("tierlog.remote_log")
@@ -117,7 +116,7 @@ class LocalRetention:
                 out[tp] = ManifestView(
                     self._manifest.tiered_end_offset(tp), self._manifest.log_start_offset(tp)
                 )
-            except SQLAlchemyError:  # Postgres away: no deletion this turn (a bug: the duty's)
+            except POSTGRES_DOWN:  # Postgres away: no deletion this turn (a bug: the duty's)
                 log.exception("reading the cold manifest failed")
                 break
         return out
