@@ -236,7 +236,12 @@ POLL_MS = "poll_ms"
 WORKER_LISTEN = "listen"
 
 
-def worker_settings(role: str, poll_env: str, poll_ms: int) -> tuple[Setting[Any], ...]:
+def worker_settings(
+    role: str,
+    poll_env: str,
+    poll_ms: int,
+    poll_doc: str = "how often the worker looks for work when it found none",
+) -> tuple[Setting[Any], ...]:
     """What every worker role takes; `poll_env` keeps each role's older variable name."""
     return (
         WORKER_ID,
@@ -245,7 +250,7 @@ def worker_settings(role: str, poll_env: str, poll_ms: int) -> tuple[Setting[Any
             POLL_MS,
             int,
             poll_ms,
-            "how often the worker looks for work when it found none",
+            poll_doc,
             env=poll_env,
             validate=at_least(1),
         ),

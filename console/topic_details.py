@@ -18,11 +18,15 @@ def topic_path(name: str, *rest: str) -> str:
     return "/".join([f"/topics/{quote(name, safe='')}", *rest])
 
 
+def topic_names(listing: dict[str, Any]) -> list[str]:
+    """The names in GET /topics (the API's TopicList), sorted."""
+    return sorted(t["name"] for t in listing.get("topics", []))
+
+
 async def describe_all(api: ClusterApi, api_key: str | None) -> list[dict[str, Any]]:
     """Descriptions of the topics the key may describe, in name order. A topic deleted
     between the list and its describe is left out."""
-    listing = await api.get("/topics", api_key)
-    names = sorted(t["name"] for t in listing.get("topics", []))
+    names = topic_names(await api.get("/topics", api_key))
     gate = asyncio.Semaphore(CONCURRENT_DESCRIBES)
 
     async def one(name: str) -> dict[str, Any] | None:

@@ -8,8 +8,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from sqlalchemy.exc import OperationalError
-
 from cluster.authorizer import Authorizer
 from cluster.dependency_wait import wait_for
 from cluster.duty import Backoff, Duty
@@ -17,6 +15,7 @@ from cluster.http.inflight import SlotCounter
 from cluster.http.quota_manager import QuotaManager
 from cluster.metadata_cache import MetadataCache
 from cluster.metadata_follower import MetadataFollower
+from cluster.metadata_listener import MetadataListener
 from cluster.read_contract import ColdReader
 from cluster.search_contract import ColdSearcher
 from ingest.broker_config import BrokerConfig, kafka_advertised
@@ -35,6 +34,7 @@ from ingest.replication.replica_leader import ReplicaFetchHandler
 from ingest.replication.replica_manager import ReplicaManager
 from ingest.schema_ids import SchemaIdCheck
 from ingest.tiered.local_retention import LocalRetention
+from ingest.tiered.manifest_views import ManifestViews
 from ingest.tiered.segment_registrar import SealedSegmentRegistrar
 from ingest.tiered.tier_status import TierStatusReader
 from ingest.tiered.tiering_gauges import TieringGauges
@@ -42,9 +42,10 @@ from ingest.tiered.untiered_bound import UntieredBound
 from logformat.errors import ErrorCode, TierlogError
 from logformat.partitioner import StickyPartitioner
 from metadata.brokers import BrokerRepo
-from metadata.cold_manifest import ColdManifest
+from metadata.cold_manifest import COLD_FILES_CHANNEL, ColdManifest
 from metadata.controller_lease import ControllerLease
 from metadata.db import migrate
+from metadata.db_errors import POSTGRES_DOWN
 from metadata.erasures import ErasureRepo
 from metadata.partition_state import PartitionStateRepo
 from metadata.quotas import QuotaRepo
@@ -87,8 +88,19 @@ class Broker:
         )
         # Produce waits (503) while this broker holds too much the cold tier lacks.
         self.untiered_bound = UntieredBound(config.max_untiered_bytes, config.tiering_duty_ms)
+        # Each hosted tiered partition's manifest view, read again when a NOTIFY names it.
+        self.manifest_views = ManifestViews(manifest, self.clock.monotonic)
+        self._cold_files = MetadataListener(
+            config.database_url,
+            self.manifest_views.changed_all,
+            channel=COLD_FILES_CHANNEL,
+            on_payload=self.manifest_views.changed,
+        )
         self.retention = LocalRetention(
-            lambda: self.partitions, self.cache, manifest, TieringGauges(self.untiered_bound)
+            lambda: self.partitions,
+            self.cache,
+            self.manifest_views,
+            TieringGauges(self.untiered_bound),
         )
         self.tier_status = TierStatusReader(manifest)
         self.cleaner = CleanerDuty(lambda: self.partitions, self.cache, manifest)
@@ -144,7 +156,7 @@ class Broker:
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         # Postgres may be restarting or frozen as we start: wait for it (bounded) rather than die.
         await asyncio.to_thread(
-            wait_for, "Postgres", lambda: migrate(self.engine), retry_on=(OperationalError,)
+            wait_for, "Postgres", lambda: migrate(self.engine), retry_on=POSTGRES_DOWN
         )
         self.cluster_secret = await asyncio.to_thread(self.partition_repo.cluster_secret)
         await self.authorizer.start()
@@ -171,6 +183,7 @@ class Broker:
         )
         await self.metadata.load()
         self.metadata.start()
+        self._cold_files.start()
         self._tasks += [
             self._every(
                 cfg.controller_tick_ms, self._controller_tick, "controller", backs_off=False
@@ -202,6 +215,7 @@ class Broker:
         self.ready = False
         self._stopping = True
         await self.metadata.stop()
+        self._cold_files.stop()
         self.authorizer.stop()
         for task in self._tasks:
             task.cancel()

@@ -21,6 +21,10 @@ from metadata.schema import cold_files, hot_segments, of_partition
 from metadata.segment_registry import ClaimLostError, claim_fence, describe_lost_claim
 from metadata.types import ColdFile, FileSpec, SegmentClaim, TopicIdPartition
 
+# NOTIFY'd with `topic_id:partition` when a cold file of the partition is committed or
+# removed (migration 0015): brokers read that partition's manifest view again.
+COLD_FILES_CHANNEL = "tierlog_cold_files"
+
 
 class ColdManifest:
     """The cold files of each partition and their states."""

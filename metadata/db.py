@@ -10,6 +10,7 @@ from alembic.util import CommandError
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine, make_url
 
+from metadata import db_errors
 from metadata.schema import NOTIFY_CHANNEL
 
 __all__ = ["MIGRATIONS_DIR", "NOTIFY_CHANNEL", "make_engine", "migrate", "schema_revision"]
@@ -20,7 +21,8 @@ _MIGRATE_LOCK_KEY = 0x7469_6572_6C6F_6701  # "tierlog" + 1
 
 
 def make_engine(url: str, **kwargs: object) -> Engine:
-    """An engine on psycopg 3; plain postgresql:// (or postgres://) URLs are accepted."""
+    """An engine on psycopg 3; plain postgresql:// (or postgres://) URLs are accepted. Its
+    errors leave it as failures/ families (metadata/db_errors.py)."""
     u = make_url(url)
     if u.drivername in ("postgresql", "postgres", "postgresql+psycopg2"):
         u = u.set(drivername="postgresql+psycopg")
@@ -41,7 +43,9 @@ def make_engine(url: str, **kwargs: object) -> Engine:
         "connect_args": {"connect_timeout": 5},
     }
     options.update(kwargs)
-    return create_engine(u, **options)
+    engine = create_engine(u, **options)
+    db_errors.install(engine)
+    return engine
 
 
 def _alembic_config() -> Config:

@@ -17,13 +17,12 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TypeVar
 
-from psycopg.errors import ForeignKeyViolation
 from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError, OperationalError
 
 from logformat.errors import ErrorCode, TierlogError
+from metadata.db_errors import FOREIGN_KEY_VIOLATION, POSTGRES_DOWN, ConstraintViolation
 from metadata.group_rows import AnyRow, group_of, member_of, member_values, round_doc
 from metadata.schema import consumer_groups, group_members, group_offsets, topics
 from metadata.types import (
@@ -52,17 +51,17 @@ def _unavailable_on_db_errors() -> Iterator[None]:
     # A lost connection or a lock wait past LOCK_TIMEOUT_MS: retriable, not the caller's fault.
     try:
         yield
-    except IntegrityError as exc:
-        if not isinstance(exc.orig, ForeignKeyViolation):
+    except ConstraintViolation as exc:
+        if exc.sqlstate != FOREIGN_KEY_VIOLATION:
             raise
         # Offsets for a topic deleted between the snapshot and the write.
         raise TierlogError(
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "a topic was deleted while committing to it"
         ) from None
-    except OperationalError as exc:
+    except POSTGRES_DOWN as exc:
         raise TierlogError(
             ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            f"the group coordinator cannot reach its metadata right now: {exc.orig}",
+            f"the group coordinator cannot reach its metadata right now: {exc}",
         ) from None
 
 

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Table, and_, exists, func, select, update
+from sqlalchemy import Table, and_, case, exists, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.sql.elements import ColumnElement
@@ -54,6 +54,9 @@ __all__ = [
     "SegmentRegistry",
     "Untiered",
 ]
+# NOTIFY'd when a segment may have become claimable (migration 0015): registered, released,
+# or the one below it tiered. Idle tiering workers wait on it.
+SEGMENTS_CHANNEL = "tierlog_segments"
 COLD_STATES = ("copy_started", "copied", "committed", "delete_started", "deleted")
 
 
@@ -226,6 +229,20 @@ class SegmentRegistry:
                 .order_by(hot_segments.c.base_offset)
             ).all()
         return [HotSegment(str(r[0]), *r[1:]) for r in rows]
+
+    def next_due_s(self) -> float | None:
+        """Seconds until a segment that no NOTIFY will announce may become claimable: a
+        released one's retry_at, a claim's lease running out; None when none is ahead."""
+        deadline = case(
+            (hot_segments.c.state == "tiering", hot_segments.c.claim_expires_at),
+            else_=hot_segments.c.retry_at,
+        )
+        stmt = select(func.extract("epoch", func.min(deadline) - func.now())).where(
+            hot_segments.c.state != "tiered", deadline > func.now()
+        )
+        with self.engine.connect() as conn:
+            seconds = conn.execute(stmt).scalar()
+        return None if seconds is None else float(seconds)
 
     def untiered(self) -> builtins.list[Untiered]:
         """Per partition: the sealed segments not yet tiered (for lag metrics)."""

@@ -51,7 +51,13 @@ TIERING = SettingsTable(
     "tiering",
     "A tiering worker: sealed segments to the topic's Delta table in S3.",
     (
-        *node.worker_settings("tiering", "TIERLOG_POLL_MS", 1000),
+        *node.worker_settings(
+            "tiering",
+            "TIERLOG_POLL_MS",
+            30_000,
+            "how often an idle worker looks for work unwoken: a NOTIFY wakes it when a"
+            " segment becomes claimable, so this is only a safety net",
+        ),
         LEASE_MS,
         BATCH_SEGMENTS,
         BATCH_MB,

@@ -46,6 +46,7 @@ from tiering import metrics
 from tiering.batch import BatchSettings, tier_batch
 from tiering.schema_lookup import StoreLookup
 from tiering.segment_source import SegmentSource
+from tiering.wakeups import Wakeups
 
 log = logging.getLogger(__name__)
 DEFAULT_LEASE_MS = 120_000
@@ -100,23 +101,40 @@ class TieringWorker:
         stop_event: threading.Event,
         health: Health | None = None,
     ) -> None:
+        """Turns until `stop_event`: each tiers what is claimable; an idle worker then sleeps
+        until woken (tiering/wakeups.py), `poll_ms` being only the safety net."""
         log.info("tiering worker started", extra={"worker": self.worker_id})
         # Postgres or S3 away: back off until they are back; a bug: its traceback, counted.
         policy = FailurePolicy("tiering", poll_ms / 1000, context={"worker": self.worker_id})
-        while not stop_event.is_set():
-            try:
-                n = self.run_once()
-                self.update_lag_metrics()
-                policy.succeeded()
-            except Exception as exc:  # the policy tells an outage from a bug
-                policy.failed(exc)
-                metrics.FAILURES.labels("loop").inc()
-                n = 0
-            if health is not None:
-                health.beat()
-            if n < self.max_segments_per_run:  # drained (or failed): wait
-                stop_event.wait(policy.next_delay())
+        wakeups = Wakeups(self.engine)
+        wakeups.start()
+        try:
+            while not stop_event.is_set():
+                wakeups.clear()
+                n, due = self._turn(policy)
+                if health is not None:
+                    health.beat()
+                if n < self.max_segments_per_run:  # drained (or failed): wait
+                    wait = policy.next_delay()
+                    if due is not None and not policy.outages:
+                        wait = min(wait, max(0.0, due))
+                    wakeups.wait(wait, stop_event, notified=not policy.outages)
+        finally:
+            wakeups.stop()
         log.info("tiering worker stopped", extra={"worker": self.worker_id})
+
+    def _turn(self, policy: FailurePolicy) -> tuple[int, float | None]:
+        """One turn: (segments tiered, seconds until a deadline may make one claimable)."""
+        try:
+            n = self.run_once()
+            self.update_lag_metrics()
+            due = self.registry.next_due_s()
+        except Exception as exc:  # the policy tells an outage from a bug
+            policy.failed(exc)
+            metrics.FAILURES.labels("loop").inc()
+            return 0, None
+        policy.succeeded()
+        return n, due
 
     def run_once(self) -> int:
         """Tier claimable segments, a batch at a time, until none is left (or

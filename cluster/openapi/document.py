@@ -32,7 +32,7 @@ OPENAPI: dict[str, Any] = {
         "/topics": {
             "get": {
                 "summary": "List topics",
-                "responses": {"200": json_response({"type": "object"})},
+                "responses": {"200": json_response(ref("TopicList"))},
             },
             "post": {
                 "summary": "Create a topic",
@@ -206,7 +206,7 @@ OPENAPI: dict[str, Any] = {
         "/brokers": {
             "get": {
                 "summary": "Brokers of the cluster",
-                "responses": {"200": json_response({"type": "object"})},
+                "responses": {"200": json_response(ref("BrokerList"))},
             }
         },
         **ERASURE_PATHS,

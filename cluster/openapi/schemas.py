@@ -153,6 +153,44 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "partitions": {"type": "array", "items": ref("PartitionDescription")},
         },
     },
+    "TopicList": {
+        "type": "object",
+        "required": ["topics"],
+        "properties": {
+            "topics": {
+                "type": "array",
+                "description": "the topics the caller may describe",
+                "items": {
+                    "type": "object",
+                    "required": ["name", "partitions", "replication_factor"],
+                    "properties": {
+                        "name": {"type": "string"},
+                        "partitions": {"type": "integer"},
+                        "replication_factor": {"type": "integer"},
+                    },
+                },
+            }
+        },
+    },
+    "BrokerList": {
+        "type": "object",
+        "required": ["brokers"],
+        "properties": {
+            "brokers": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["id", "url", "alive", "controller"],
+                    "properties": {
+                        "id": {"type": "integer"},
+                        "url": {"type": "string", "format": "uri"},
+                        "alive": {"type": "boolean", "description": "its lease is live"},
+                        "controller": {"type": "boolean"},
+                    },
+                },
+            }
+        },
+    },
     "TopicCreate": {
         "type": "object",
         "required": ["name"],

@@ -19,7 +19,6 @@ from typing import Any, NamedTuple, TypeVar
 
 import pyarrow as pa
 from botocore.exceptions import BotoCoreError, ClientError
-from sqlalchemy.exc import SQLAlchemyError
 
 from cluster import node_settings as node
 from cluster.read_contract import ColdRange, ColdRead
@@ -41,6 +40,7 @@ from fetch.cold.row_groups import RowGroupCache
 from fetch.cold.store import RangeStore
 from logformat.errors import ErrorCode, TierlogError
 from metadata.db import make_engine
+from metadata.db_errors import POSTGRES_DOWN
 from metadata.types import ColdFile, TopicIdPartition
 
 log = logging.getLogger("tierlog.fetch.cold")
@@ -55,7 +55,7 @@ _STORE_ERRORS = (
     CorruptColdFileError,
     ShortReadError,
     pa.ArrowException,
-    SQLAlchemyError,  # the manifest (Postgres) is away
+    *POSTGRES_DOWN,  # the manifest (Postgres) is away
 )
 
 
@@ -141,6 +141,8 @@ class ColdTier:
                 return hit[0]
         try:
             return await self._on_loop(self.index.bounds(tp, fresh))
+        except POSTGRES_DOWN as exc:
+            raise _unavailable("the cold manifest cannot be read", exc) from exc
         except TierlogError:
             raise
         except Exception as exc:
@@ -234,6 +236,8 @@ class ColdTier:
         tp = TopicIdPartition(topic_id, partition)
         try:
             return await self._on_loop(self.searcher.plan(tp, query))
+        except POSTGRES_DOWN as exc:
+            raise _unavailable("the cold manifest cannot be read", exc) from exc
         except TierlogError:
             raise
         except Exception as exc:
@@ -273,6 +277,6 @@ def _unavailable(what: str, exc: BaseException) -> TierlogError:
     error (both retriable: another read may succeed); the client sees KAFKA_STORAGE_ERROR."""
     log.warning("cold read failed: %s: %r", what, exc)
     if family(exc) in (Family.UNAVAILABLE, Family.THROTTLED):
-        dependency = "Postgres" if isinstance(exc, SQLAlchemyError) else "S3"
+        dependency = "Postgres" if isinstance(exc, POSTGRES_DOWN) else "S3"
         return UnavailableError(dependency, f"{what}: {exc}", ErrorCode.KAFKA_STORAGE_ERROR)
     return StorageError(f"{what}: {exc}")

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 import pyarrow as pa
-from sqlalchemy.exc import SQLAlchemyError
 
 from cluster.read_contract import FetchResult
 from ingest.replication.group_commit import AppendResult
@@ -27,12 +26,15 @@ from ingest.replication.partition import Partition, Role
 from logformat.frame import encode_frame
 from logformat.schema import RECORD_SCHEMA, TIMESTAMP
 from logformat.txn_rows import MARKER_HEADER, in_spans, marker_rows
+from metadata.db_errors import POSTGRES_DOWN
 from metadata.transactions import ONGOING, Span, TxnError, TxnRepo
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
 
 log = logging.getLogger("tierlog.txn")
+# Postgres away or a local read failing: reads go on with the spans last known here.
+_SPANS_AWAY: tuple[type[Exception], ...] = (*POSTGRES_DOWN, OSError)
 
 ABORT, COMMIT = 0, 1  # Kafka's control record types
 _CONTROL_KEY = struct.Struct(">hh")  # version 0, type
@@ -138,7 +140,7 @@ class TxnLog:
                 spans = await asyncio.to_thread(self.repo.spans, state.topic, state.partition)
                 return PartitionTxns(state.leader_epoch, spans).view(hw, committed)
             return (await self.partition(state)).view(hw, committed)
-        except (SQLAlchemyError, OSError) as exc:
+        except _SPANS_AWAY as exc:
             log.warning(
                 "transaction spans unavailable: %r",
                 exc,
@@ -178,7 +180,7 @@ class TxnLog:
         Postgres cannot be reached and this leader knows no spans of the partition."""
         try:
             return await self.stable_offset(state)
-        except (SQLAlchemyError, OSError):
+        except _SPANS_AWAY:
             known = self._parts.get((state.topic, state.partition))
             return None if known is None else known.stable(state.high_watermark)
 

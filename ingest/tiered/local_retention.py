@@ -21,32 +21,25 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
-
-from sqlalchemy.exc import SQLAlchemyError
 
 from cluster.metadata_cache import MetadataCache
 from ingest import metrics
 from ingest.replication.partition import Partition, Role
+from ingest.tiered.manifest_views import ManifestView, ManifestViews
 from ingest.tiered.retention_plan import (
     RetentionPlan,
     advance_to,
     plan_local_retention,
     plan_untiered_retention,
 )
-from ingest.tiered.seams import ColdManifestApi, topic_config
+from ingest.tiered.seams import topic_config
 from ingest.tiered.tiering_gauges import TieringGauges, labels_of
 from metadata.configs import TopicConfig
-from metadata.types import TopicIdPartition, TopicNamePartition
+from metadata.types import TopicNamePartition
 
 log = logging.getLogger("tierlog.remote_log")
 
 Deletions = list[tuple[Partition, RetentionPlan]]
-
-
-class ManifestView(NamedTuple):
-    tiered_end: int | None
-    log_start: int | None
 
 
 class LocalRetention:
@@ -54,11 +47,11 @@ class LocalRetention:
         self,
         partitions: Callable[[], Mapping[TopicNamePartition, Partition]],
         cache: MetadataCache,
-        manifest: ColdManifestApi,
+        views: ManifestViews,
         gauges: TieringGauges,
     ) -> None:
         self._partitions, self._cache = partitions, cache
-        self._manifest, self._gauges = manifest, gauges
+        self._views, self._gauges = views, gauges
 
     async def run_once(self) -> None:
         now_ms = int(time.time() * 1000)
@@ -74,7 +67,7 @@ class LocalRetention:
             else:
                 deletions += self._plan_untiered(state, cfg, now_ms)
         if tiered:
-            views = await asyncio.to_thread(self._manifest_views, [s.tp for s, _ in tiered])
+            views = await asyncio.to_thread(self._views.read, [s.tp for s, _ in tiered])
             for state, cfg in tiered:
                 view = views.get(state.tp)
                 if view is not None:  # None: the manifest could not be read, decide nothing
@@ -108,18 +101,6 @@ class LocalRetention:
         self._gauges.blocked(state, plan, end, cfg)
         if plan.segments:
             out.append((state, plan))
-        return out
-
-    def _manifest_views(self, keys: list[TopicIdPartition]) -> dict[TopicIdPartition, ManifestView]:
-        out: dict[TopicIdPartition, ManifestView] = {}
-        for tp in keys:
-            try:
-                out[tp] = ManifestView(
-                    self._manifest.tiered_end_offset(tp), self._manifest.log_start_offset(tp)
-                )
-            except SQLAlchemyError:  # Postgres away: no deletion this turn (a bug: the duty's)
-                log.exception("reading the cold manifest failed")
-                break
         return out
 
     def _delete(self, deletions: Deletions, hosted: list[Partition]) -> None:

@@ -14,19 +14,20 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from cluster.metadata_cache import MetadataCache
 from ingest import metrics
 from ingest.log.local_log import SegmentInfo
 from ingest.replication.partition import Partition, Role
 from ingest.tiered.seams import SegmentRegistryApi, topic_config
 from logformat.errors import TierlogError
+from metadata.db_errors import POSTGRES_DOWN, ConstraintViolation
 from metadata.types import TopicIdPartition, TopicNamePartition
 
 log = logging.getLogger("tierlog.remote_log")
 
 Todo = list[tuple[Partition, SegmentInfo]]
+# Postgres away, or the topic deleted meanwhile (its partition's foreign key).
+_NOT_NOW: tuple[type[Exception], ...] = (*POSTGRES_DOWN, ConstraintViolation)
 
 
 class SealedSegmentRegistrar:
@@ -80,7 +81,7 @@ class SealedSegmentRegistrar:
                 self._registry.register_sealed(state.tp, seg.base_offset, seg.next_offset, seg.size)
             # The topic was deleted meanwhile (FK), or Postgres is away: this segment waits for
             # the next turn. Anything else is a bug, for the duty's policy (cluster/duty.py).
-            except SQLAlchemyError:
+            except _NOT_NOW:
                 log.exception(
                     "segment registration failed",
                     extra={"topic": state.topic, "partition": state.partition},

@@ -11,11 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError
 
 from metadata.brokers import BrokerRepo
 from metadata.controller_lease import ControllerFence, ControllerLease
 from metadata.db import make_engine, schema_revision
+from metadata.db_errors import ConstraintViolation
 from metadata.partition_state import PartitionStateRepo
 from metadata.topics import TopicRepo
 from metadata.types import PartitionRecord, TopicIdPartition
@@ -85,9 +85,9 @@ def test_producer_ids_are_unique_even_when_racing(repo: PartitionStateRepo) -> N
 def test_database_refuses_an_isr_outside_the_replicas(
     db_engine: Engine, part: PartitionRecord
 ) -> None:
-    with pytest.raises(IntegrityError), db_engine.begin() as conn:
+    with pytest.raises(ConstraintViolation), db_engine.begin() as conn:
         conn.execute(text("UPDATE partitions SET isr = '{1,2,3,99}'"))
-    with pytest.raises(IntegrityError), db_engine.begin() as conn:
+    with pytest.raises(ConstraintViolation), db_engine.begin() as conn:
         conn.execute(text("UPDATE partitions SET isr = '{}'"))  # the leader must be in it
 
 

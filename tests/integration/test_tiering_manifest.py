@@ -10,10 +10,10 @@ from collections import Counter
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError
 
 from metadata.brokers import BrokerRepo
 from metadata.cold_manifest import ColdManifest
+from metadata.db_errors import ConstraintViolation
 from metadata.segment_registry import ClaimLostError, FileSpec, SegmentRegistry
 from metadata.topics import TopicRepo
 from metadata.types import TopicIdPartition
@@ -230,7 +230,7 @@ def test_cold_file_state_machine_and_ranges(
 
 
 def test_states_are_checked_by_the_database(db_engine: Engine, topic_id: str) -> None:
-    with pytest.raises(IntegrityError), db_engine.begin() as conn:
+    with pytest.raises(ConstraintViolation), db_engine.begin() as conn:
         conn.execute(
             text(
                 "INSERT INTO hot_segments (topic_id, partition, base_offset, end_offset,"
@@ -238,7 +238,7 @@ def test_states_are_checked_by_the_database(db_engine: Engine, topic_id: str) ->
             ),
             {"t": topic_id},
         )
-    with pytest.raises(IntegrityError), db_engine.begin() as conn:
+    with pytest.raises(ConstraintViolation), db_engine.begin() as conn:
         conn.execute(
             text(
                 "INSERT INTO cold_files (topic_id, partition, base_offset, last_offset,"

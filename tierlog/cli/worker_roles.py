@@ -94,13 +94,12 @@ def _run_worker(
     make: Callable[[Engine, ObjectStoreConfig, str], Worker],
     stale_s: float,
 ) -> int:
-    from sqlalchemy.exc import OperationalError
-
     from cluster.dependency_wait import DependencyUnavailableError, wait_for
     from cluster.http.server import parse_listen
     from cluster.worker_health import Health, serve_metrics
     from coldstore.object_store import S3_TRANSIENT_ERRORS, ObjectStore
     from metadata.db import make_engine, migrate
+    from metadata.db_errors import POSTGRES_DOWN
     from tierlog import logs
 
     role = s.role
@@ -117,7 +116,7 @@ def _run_worker(
     engine = make_engine(database_url)
     config = s3_config(s)
     try:  # Postgres or S3 briefly away at start-up: wait for them, bounded
-        wait_for("Postgres", lambda: migrate(engine), retry_on=(OperationalError,))
+        wait_for("Postgres", lambda: migrate(engine), retry_on=POSTGRES_DOWN)
         wait_for("S3", ObjectStore(config).ensure_bucket, retry_on=S3_TRANSIENT_ERRORS)
     except DependencyUnavailableError as exc:
         print(f"tierlog {role}: {exc}", file=sys.stderr)

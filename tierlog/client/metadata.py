@@ -30,6 +30,23 @@ class TopicMetadata(NamedTuple):
     fetched_at: float  # time.monotonic()
 
 
+def parse_partitions(doc: Any) -> tuple[PartitionInfo, ...]:
+    """A topic's partitions from GET /topics/{topic} (the API's TopicDescription)."""
+    return tuple(
+        PartitionInfo(int(p["partition"]), p.get("leader"), int(p.get("leader_epoch") or 0))
+        for p in sorted(doc["partitions"], key=lambda p: int(p["partition"]))
+    )
+
+
+def parse_brokers(doc: Any) -> dict[int, str]:
+    """The live brokers' URLs by id, from GET /brokers (the API's BrokerList)."""
+    return {
+        int(b["id"]): normalize_url(b["url"])
+        for b in doc.get("brokers", [])
+        if b.get("url") and b.get("alive", True)
+    }
+
+
 def topic_path(topic: str) -> str:
     return "/topics/" + quote(topic, safe="")
 
@@ -101,10 +118,7 @@ class ClusterMetadata:
     async def _fetch(self, topic: str) -> TopicMetadata:
         deadline = time.monotonic() + self.timeout_s
         doc = await self.http.call_any("GET", topic_path(topic), deadline=deadline)
-        parts = tuple(
-            PartitionInfo(int(p["partition"]), p.get("leader"), int(p.get("leader_epoch") or 0))
-            for p in sorted(doc["partitions"], key=lambda p: int(p["partition"]))
-        )
+        parts = parse_partitions(doc)
         old = self._topics.get(topic)
         meta = TopicMetadata(topic, parts, time.monotonic())
         self._topics[topic] = meta
@@ -125,10 +139,6 @@ class ClusterMetadata:
     async def refresh_brokers(self, deadline: float | None = None) -> dict[int, str]:
         end = deadline if deadline is not None else time.monotonic() + self.timeout_s
         doc: Any = await self.http.call_any("GET", "/brokers", deadline=end)
-        self._brokers = {
-            int(b["id"]): normalize_url(b["url"])
-            for b in doc.get("brokers", [])
-            if b.get("url") and b.get("alive", True)
-        }
+        self._brokers = parse_brokers(doc)
         self._brokers_at = time.monotonic()
         return dict(self._brokers)
