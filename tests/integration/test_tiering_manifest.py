@@ -96,13 +96,26 @@ def test_two_workers_never_claim_the_same_segment(reg: SegmentRegistry, topic_id
     assert len(seen) == 20 and set(seen.values()) == {1}
 
 
+def _lapse(engine: Engine, worker_id: str) -> None:
+    """A worker's claims run out now: set in Postgres, not raced against the wall clock (a
+    100 ms lease lapsed between two calls on a loaded machine)."""
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE hot_segments SET claim_expires_at = now() - interval '1 second'"
+                " WHERE claimed_by = :w"
+            ),
+            {"w": worker_id},
+        )
+
+
 def test_expired_claim_is_taken_over_and_the_old_claim_is_fenced(
     reg: SegmentRegistry, db_engine: Engine, topic_id: str
 ) -> None:
     reg.register_sealed(TopicIdPartition(topic_id, 0), 0, 10, 1)
-    (old,) = reg.claim("crashed", 100)
+    (old,) = reg.claim("crashed", LEASE)
     assert reg.claim("w2", LEASE) == []
-    time.sleep(0.2)
+    _lapse(db_engine, "crashed")
     (new,) = reg.claim("w2", LEASE)
     assert (new.base_offset, new.attempt) == (0, 2)
     manifest = ColdManifest(db_engine)
@@ -123,9 +136,9 @@ def test_a_batch_claim_is_bounded_by_bytes_and_marked_tiered_in_one_transaction(
     for p in range(4):
         reg.register_sealed(TopicIdPartition(topic_id, p), 0, 10, 400)
     assert len(reg.claim("w1", LEASE, limit=4, max_bytes=900)) == 2  # 3 x 400 > 900
-    (big,) = reg.claim("w2", 100, limit=4, max_bytes=10)  # the first is claimed however big
+    (big,) = reg.claim("w2", LEASE, limit=4, max_bytes=10)  # the first is claimed however big
     (last,) = reg.claim("w3", LEASE, limit=4)
-    time.sleep(0.2)  # w2's lease lapses: w4 takes its segment over
+    _lapse(db_engine, "w2")  # w2's lease lapses: w4 takes its segment over
     (taken,) = reg.claim("w4", LEASE)
     assert (taken.partition, taken.base_offset) == (big.partition, 0)
     manifest = ColdManifest(db_engine)
