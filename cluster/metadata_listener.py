@@ -22,11 +22,16 @@ class MetadataListener:
     """A daemon thread holding `LISTEN <channel>`; reconnects after errors."""
 
     def __init__(
-        self, database_url: str, on_notify: Callable[[], None], channel: str = NOTIFY_CHANNEL
+        self,
+        database_url: str,
+        on_notify: Callable[[], None],
+        channel: str = NOTIFY_CHANNEL,
+        on_payload: Callable[[str], None] | None = None,
     ) -> None:
         self._url = libpq_url(database_url)
         self._channel = channel
         self._on_notify = on_notify
+        self._on_payload = on_payload  # channels whose NOTIFY says something (its payload)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"listen-{channel}", daemon=True)
 
@@ -46,8 +51,10 @@ class MetadataListener:
                     policy.succeeded()
                     self._on_notify()  # changes may have happened while we were not listening
                     while not self._stop.is_set():
-                        for _ in conn.notifies(timeout=1.0, stop_after=1):
+                        for note in conn.notifies(timeout=1.0, stop_after=1):
                             self._on_notify()
+                            if self._on_payload is not None:
+                                self._on_payload(note.payload)
             except Exception as exc:  # the policy tells an outage from a bug
                 if not self._stop.is_set():
                     policy.failed(exc)  # logs it: one line for an outage, a traceback for a bug

@@ -27,6 +27,7 @@ from ingest.log.log_manager import LogManager
 from ingest.loop_lag import watch_loop_lag
 from ingest.metrics import ReplicationMetrics
 from ingest.replication.controller import Controller
+from ingest.replication.death_signal import DeathSignal
 from ingest.replication.forwarding import Forwarder
 from ingest.replication.handover import RESIGN_S, hand_over_leaderships
 from ingest.replication.partition import Partition, Role
@@ -107,6 +108,17 @@ class Broker:
             self.engine, config.broker_id, config.lease_ms, metrics=self.metrics
         )
         self.controller_lease = ControllerLease(self.engine)
+        # A leader's dropped connections, re-checked at once: failover inside the lease.
+        self.death_signal = DeathSignal(
+            config.broker_id,
+            self.brokers,
+            self.controller,
+            config.database_url,
+            self._controller_tick,
+            lambda: self.cluster_secret,
+            link=deps.peer_link,
+            clock=self.clock,
+        )
         self.sticky: dict[str, StickyPartitioner] = {}
         self.cluster_secret = ""
         self.forwarder = Forwarder(
@@ -168,9 +180,11 @@ class Broker:
             metrics=self.metrics,
             clock=self.clock,
             link=self.deps.peer_link,
+            on_dropped=self.death_signal.connection_dropped,
         )
         await self.metadata.load()
         self.metadata.start()
+        self.death_signal.start()
         self._tasks += [
             self._every(
                 cfg.controller_tick_ms, self._controller_tick, "controller", backs_off=False
@@ -203,6 +217,7 @@ class Broker:
         self._stopping = True
         await self.metadata.stop()
         self.authorizer.stop()
+        await self.death_signal.stop()
         for task in self._tasks:
             task.cancel()
         # Bounded: on 3.11 a cancel racing a completed wait can be swallowed; the loops also

@@ -22,7 +22,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import func, update
 
 from cluster.clock import ManualClock
 from metadata.db import make_engine
@@ -104,6 +104,28 @@ class InProcessCluster:
     def cut_postgres(self, i: int) -> None:
         self._pg_cut.add(i)
         self.brokers[i].to_postgres.cut()
+
+    def crash(self, i: int) -> None:
+        """Broker i dies at once (kill -9): its port refuses connections, those in flight are
+        reset, its Postgres connections drop. Its lease in the database runs on until it
+        lapses or a peer proves it dead (ingest/replication/death_signal.py). For good: the
+        module's cluster keeps a crashed broker down."""
+        self.cut_postgres(i)
+
+        async def on_loop() -> None:
+            self.links.crash(i)
+
+        self.loop.run(on_loop())
+
+    def hold_lease(self, i: int, seconds: float = 3600) -> None:
+        """Broker i's lease in the database runs `seconds` from now, whatever time it is in
+        real time: only a proof of its death can end it sooner."""
+        with self._engine.begin() as conn:
+            conn.execute(
+                update(brokers)
+                .where(brokers.c.id == i)
+                .values(lease_expires_at=func.now() + timedelta(seconds=seconds))
+            )
 
     def isolate(self, i: int) -> None:
         """Broker i reaches neither Postgres nor any other broker (the test still reaches it)."""
