@@ -18,6 +18,12 @@ from metadata.types import BrokerRegistration
 # id), so that the controller re-checks it at once (ingest/replication/death_signal.py).
 SUSPECT_CHANNEL = "tierlog_suspect"
 
+
+def session_name(broker_id: int) -> str:
+    """The application_name of the Postgres session a broker holds while its process lives."""
+    return f"tierlog-broker-{broker_id}"
+
+
 _COLUMNS = (
     brokers.c.id,
     brokers.c.url,
@@ -133,6 +139,13 @@ class BrokerRepo:
             conn.execute(
                 text("SELECT pg_notify(:c, :s)"), {"c": SUSPECT_CHANNEL, "s": str(broker_id)}
             )
+
+    def has_session(self, broker_id: int) -> bool:
+        """Whether the broker's process holds its named Postgres session (session_name): a
+        killed process's connection closes with it, a paused or draining one's stays."""
+        stmt = text("SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = :n)")
+        with self.engine.connect() as conn:
+            return bool(conn.execute(stmt, {"n": session_name(broker_id)}).scalar())
 
     def get(self, broker_id: int) -> BrokerRegistration | None:
         with self.engine.connect() as conn:

@@ -8,14 +8,16 @@ hears of it does; the controller lease fences their writes, so one of them wins)
 
 - any HTTP answer, or a timeout, proves nothing: a paused broker still holds its port, a
   partitioned one drops packets. The broker lease decides, as before (the safety net);
-- a refused connection means no process listens there: the suspect's registration (that
-  incarnation only, so a broker that came back is never hit) ends now, and the controller
-  elects new leaders in the same breath.
+- a refused connection means no process listens there; and if the Postgres session the
+  broker holds while its process lives (named by metadata.brokers.session_name) is gone
+  too, the process is: the suspect's registration (that incarnation only, so a broker that
+  came back is never hit) ends now, and the controller elects in the same breath.
 
-Fencing stays exact: a broker whose lease ends this way has no listener, so it is not
-serving writes; a live one always answers or times out, and keeps its lease. A refusal is
-the kernel's word that nothing listens; a firewall that forges refusals (REJECT rules)
-between live brokers would void that, and is not a supported network (docs/design.md).
+Fencing stays exact: both proofs hold only for a process that is gone. A broker shutting
+down has closed its port but holds its session until it has handed its partitions over and
+deregistered; a paused one keeps both. A refusal is the kernel's word that nothing listens;
+a firewall that forges refusals (REJECT rules) between live brokers, while Postgres also
+lost the broker's session, would void it: not a supported network (docs/design.md).
 """
 
 from __future__ import annotations
@@ -27,12 +29,13 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import httpx
+from sqlalchemy.engine import make_url
 
 from cluster.clock import SYSTEM_CLOCK, Clock
 from cluster.internal_http import PeerLink, internal_async_client
 from cluster.metadata_listener import MetadataListener
 from ingest.replication.controller import Controller
-from metadata.brokers import SUSPECT_CHANNEL, BrokerRepo
+from metadata.brokers import SUSPECT_CHANNEL, BrokerRepo, session_name
 from metadata.controller_lease import ControllerLease
 
 log = logging.getLogger("tierlog.death_signal")
@@ -63,7 +66,11 @@ class DeathSignal:
         self._lease = ControllerLease(brokers.engine)
         self._tick, self._clock = tick, clock
         self._client = link(token, PROBE_TIMEOUT)
-        self._listener = MetadataListener(database_url, _nothing, SUSPECT_CHANNEL, self._heard)
+        # Its connection is this process's named session: has_session() looks for it.
+        named = make_url(database_url).update_query_dict({"application_name": session_name(me)})
+        self._listener = MetadataListener(
+            named.render_as_string(hide_password=False), _nothing, SUSPECT_CHANNEL, self._heard
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reported: dict[int, float] = {}
         self._checking: set[int] = set()
@@ -111,6 +118,8 @@ class DeathSignal:
                 return False
             if not await self._refused(reg.url):
                 return False
+            if await asyncio.to_thread(self.brokers.has_session, suspect):
+                return False  # alive (shutting down, say): its lease decides
             ended = await asyncio.to_thread(self.brokers.end_lease, suspect, reg.incarnation)
             if ended:
                 log.warning(

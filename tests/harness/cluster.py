@@ -117,6 +117,18 @@ class InProcessCluster:
 
         self.loop.run(on_loop())
 
+    def close_port(self, i: int, closed: bool = True) -> None:
+        """Broker i's port refuses connections while its process lives (a broker shutting
+        down has closed its listener); closed=False opens it again."""
+
+        async def on_loop() -> None:
+            if closed:
+                self.links.apps.pop(i, None)
+            else:
+                self.links.apps[i] = self.brokers[i].app
+
+        self.loop.run(on_loop())
+
     def hold_lease(self, i: int, seconds: float = 3600) -> None:
         """Broker i's lease in the database runs `seconds` from now, whatever time it is in
         real time: only a proof of its death can end it sooner."""

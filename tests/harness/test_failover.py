@@ -50,6 +50,29 @@ def test_a_leader_cut_off_by_the_network_keeps_leading_until_its_lease_lapses(
     wait_for("a new leader", lambda: _leader(c, "cut", other) not in (None, old), timeout=30)
 
 
+def test_a_leader_refusing_connections_while_it_lives_keeps_its_lease(
+    cluster: InProcessCluster,
+) -> None:
+    """A broker shutting down closes its port before it has handed its partitions over: a
+    refusal alone is no proof of death while the process still holds its Postgres session."""
+    c = cluster
+    wait_for("every broker back", lambda: all(b["alive"] for b in _brokers(c)), timeout=30)
+    c.create_topic("closing", min_insync_replicas=2)
+    c.produce("closing", [{"value": "a"}])
+    old = c.leader("closing").broker_id
+    other = next(i for i in c.brokers if i != old)
+    c.hold_lease(old)
+    c.close_port(old)
+    try:
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:  # its followers are refused all along
+            assert _leader(c, "closing", other) == old
+            time.sleep(0.1)
+        assert {b["id"]: b["alive"] for b in _brokers(c)}[old] is True
+    finally:
+        c.close_port(old, closed=False)
+
+
 def test_a_crashed_leader_is_replaced_before_its_lease_lapses(cluster: InProcessCluster) -> None:
     """kill -9 of the leader: its followers' connections are reset and refused, the
     controller finds nothing listening and ends the lease; a new leader takes writes
