@@ -117,7 +117,6 @@ class Broker:
             self._controller_tick,
             lambda: self.cluster_secret,
             link=deps.peer_link,
-            clock=self.clock,
         )
         self.sticky: dict[str, StickyPartitioner] = {}
         self.cluster_secret = ""

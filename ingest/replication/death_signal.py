@@ -31,7 +31,6 @@ from typing import Any
 import httpx
 from sqlalchemy.engine import make_url
 
-from cluster.clock import SYSTEM_CLOCK, Clock
 from cluster.internal_http import PeerLink, internal_async_client
 from cluster.metadata_listener import MetadataListener
 from ingest.replication.controller import Controller
@@ -40,7 +39,8 @@ from metadata.controller_lease import ControllerLease
 
 log = logging.getLogger("tierlog.death_signal")
 
-REPORT_EVERY_S = 1.0  # per suspect: a fetcher retrying a refused leader reports it once
+REPORT_EVERY_S = 0.5  # per suspect: a fetcher retrying a refused leader reports it once
+SESSION_GRACE_S = 0.5  # how long a refused suspect's session may take to go
 PROBE_TIMEOUT = httpx.Timeout(2.0, connect=1.0)
 
 
@@ -60,11 +60,10 @@ class DeathSignal:
         token: Callable[[], str],
         *,
         link: PeerLink = internal_async_client,
-        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.me, self.brokers, self.controller = me, brokers, controller
         self._lease = ControllerLease(brokers.engine)
-        self._tick, self._clock = tick, clock
+        self._tick = tick
         self._client = link(token, PROBE_TIMEOUT)
         # Its connection is this process's named session: has_session() looks for it.
         named = make_url(database_url).update_query_dict({"application_name": session_name(me)})
@@ -92,7 +91,7 @@ class DeathSignal:
 
     def connection_dropped(self, peer: int) -> None:
         """A replica fetcher's connection to `peer` dropped (called on the loop)."""
-        now = self._clock.monotonic()
+        now = asyncio.get_running_loop().time()  # real time: this paces load, not a protocol
         if now - self._reported.get(peer, -math.inf) < REPORT_EVERY_S:
             return
         self._reported[peer] = now
@@ -118,7 +117,7 @@ class DeathSignal:
                 return False
             if not await self._refused(reg.url):
                 return False
-            if await asyncio.to_thread(self.brokers.has_session, suspect):
+            if not await self._session_gone(suspect):
                 return False  # alive (shutting down, say): its lease decides
             ended = await asyncio.to_thread(self.brokers.end_lease, suspect, reg.incarnation)
             if ended:
@@ -132,11 +131,23 @@ class DeathSignal:
             self._checking.discard(suspect)
 
     async def _mine_to_check(self, suspect: int) -> bool:
-        """The controller re-checks; every broker does when the suspect is the controller."""
+        """The controller re-checks; every broker does when the suspect is the controller, or
+        when no broker holds the lease now (the next controller must not miss the news)."""
         if self.controller.epoch is not None:
             return True
         holder, _ = await asyncio.to_thread(self._lease.holder)
-        return holder == suspect
+        return holder is None or holder == suspect
+
+    async def _session_gone(self, suspect: int) -> bool:
+        """Postgres drops a killed process's session within moments of its connections'
+        reset (which may be what we heard first); a live process's stays."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SESSION_GRACE_S
+        while await asyncio.to_thread(self.brokers.has_session, suspect):
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
 
     async def _refused(self, url: str) -> bool:
         try:
