@@ -216,7 +216,6 @@ class Broker:
         self._stopping = True
         await self.metadata.stop()
         self.authorizer.stop()
-        await self.death_signal.stop()
         for task in self._tasks:
             task.cancel()
         # Bounded: on 3.11 a cancel racing a completed wait can be swallowed; the loops also
@@ -235,6 +234,8 @@ class Broker:
             await asyncio.to_thread(self.controller.resign)
         with contextlib.suppress(Exception):
             await asyncio.to_thread(self.brokers.deregister, self.config.broker_id)
+        # Last: its session tells the others this process lives until its lease has ended.
+        await self.death_signal.stop()
         self.engine.dispose()
         log.info("broker stopped", extra={"broker_id": self.config.broker_id})
 
