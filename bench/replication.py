@@ -7,8 +7,10 @@ Starts its own Postgres. Measures, in one run: single-broker acks=1 produce thro
 baseline), then a 3-broker cluster with RF=3 and min.insync.replicas=2 at acks=1 and
 acks=all (Arrow bodies of 1,000 ~100-byte records, clients sending to each partition's
 leader), and failover time: kill -9 of a partition's leader → first successful acks=all
-produce through a surviving node, over several trials, stated against the controller lease the
-cluster really runs with. Each case checks that its partition holds every acknowledged record.
+produce through a surviving node, over several trials, stated against the broker lease the
+cluster really runs with (the lease is the safety net: a killed leader's refused connections
+end it sooner, ingest/replication/death_signal.py). Each case checks that its partition holds
+every acknowledged record.
 """
 
 from __future__ import annotations
@@ -191,8 +193,8 @@ def main() -> None:
     elected = [t.elected_s for t in times]
     print(
         f"\nfailover (kill -9 leader → first acks=all success via another node), "
-        f"{len(times)} trials, controller lease {lease_s:g} s (heartbeat {heartbeat_s:g} s, "
-        f"so detection alone takes about lease - heartbeat): "
+        f"{len(times)} trials, broker lease {lease_s:g} s (heartbeat {heartbeat_s:g} s; a "
+        f"killed leader's refused connections end its lease before it lapses): "
         f"p50 {statistics.median(acked):.2f} s, "
         f"min {min(acked):.2f} s, max {max(acked):.2f} s; of which detection + election "
         f"(a new leader described) p50 {statistics.median(elected):.2f} s"

@@ -26,6 +26,7 @@ from ingest.log.log_manager import LogManager
 from ingest.loop_lag import watch_loop_lag
 from ingest.metrics import ReplicationMetrics
 from ingest.replication.controller import Controller
+from ingest.replication.death_signal import DeathSignal
 from ingest.replication.forwarding import Forwarder
 from ingest.replication.handover import RESIGN_S, hand_over_leaderships
 from ingest.replication.partition import Partition, Role
@@ -119,6 +120,16 @@ class Broker:
             self.engine, config.broker_id, config.lease_ms, metrics=self.metrics
         )
         self.controller_lease = ControllerLease(self.engine)
+        # A leader's dropped connections, re-checked at once: failover inside the lease.
+        self.death_signal = DeathSignal(
+            config.broker_id,
+            self.brokers,
+            self.controller,
+            config.database_url,
+            self._controller_tick,
+            lambda: self.cluster_secret,
+            link=deps.peer_link,
+        )
         self.sticky: dict[str, StickyPartitioner] = {}
         self.cluster_secret = ""
         self.forwarder = Forwarder(
@@ -180,10 +191,12 @@ class Broker:
             metrics=self.metrics,
             clock=self.clock,
             link=self.deps.peer_link,
+            on_dropped=self.death_signal.connection_dropped,
         )
         await self.metadata.load()
         self.metadata.start()
         self._cold_files.start()
+        self.death_signal.start()
         self._tasks += [
             self._every(
                 cfg.controller_tick_ms, self._controller_tick, "controller", backs_off=False
@@ -235,6 +248,8 @@ class Broker:
             await asyncio.to_thread(self.controller.resign)
         with contextlib.suppress(Exception):
             await asyncio.to_thread(self.brokers.deregister, self.config.broker_id)
+        # Last: its session tells the others this process lives until its lease has ended.
+        await self.death_signal.stop()
         self.engine.dispose()
         log.info("broker stopped", extra={"broker_id": self.config.broker_id})
 

@@ -6,13 +6,23 @@ import builtins
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Engine, Row
 
 from logformat.errors import ErrorCode, TierlogError
 from metadata.schema import brokers
 from metadata.types import BrokerRegistration
+
+# A broker whose replication connection to a peer dropped names the peer here (payload: its
+# id), so that the controller re-checks it at once (ingest/replication/death_signal.py).
+SUSPECT_CHANNEL = "tierlog_suspect"
+
+
+def session_name(broker_id: int) -> str:
+    """The application_name of the Postgres session a broker holds while its process lives."""
+    return f"tierlog-broker-{broker_id}"
+
 
 _COLUMNS = (
     brokers.c.id,
@@ -106,6 +116,36 @@ class BrokerRepo:
         )
         with self.engine.begin() as conn:
             conn.execute(stmt)
+
+    def end_lease(self, broker_id: int, incarnation: int) -> bool:
+        """End the lease of a broker found dead (ingest/replication/death_signal.py), so the
+        controller moves its leaderships now. Only that incarnation's: one that registered
+        again since is alive. True if a current lease ended."""
+        stmt = (
+            update(brokers)
+            .where(
+                brokers.c.id == broker_id,
+                brokers.c.incarnation == incarnation,
+                brokers.c.lease_expires_at > func.now(),
+            )
+            .values(lease_expires_at=func.now())
+        )
+        with self.engine.begin() as conn:
+            return conn.execute(stmt).rowcount == 1
+
+    def report_suspect(self, broker_id: int) -> None:
+        """Tell every broker (the controller among them) that `broker_id` may be dead."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                text("SELECT pg_notify(:c, :s)"), {"c": SUSPECT_CHANNEL, "s": str(broker_id)}
+            )
+
+    def has_session(self, broker_id: int) -> bool:
+        """Whether the broker's process holds its named Postgres session (session_name): a
+        killed process's connection closes with it, a paused or draining one's stays."""
+        stmt = text("SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = :n)")
+        with self.engine.connect() as conn:
+            return bool(conn.execute(stmt, {"n": session_name(broker_id)}).scalar())
 
     def get(self, broker_id: int) -> BrokerRegistration | None:
         with self.engine.connect() as conn:

@@ -19,6 +19,7 @@ import httpx
 from cluster.internal_http import PeerLink, internal_async_client
 from ingest.log_throttle import LogThrottle
 from ingest.replication import corruption
+from ingest.replication.death_signal import dropped
 from ingest.replication.partition import Partition, Role
 from ingest.replication.wire import (
     FetchPartition,
@@ -51,8 +52,11 @@ class ReplicaFetcher:
         token: Callable[[], str],
         refresh_metadata: Callable[[], Awaitable[None]],
         link: PeerLink = internal_async_client,
+        on_dropped: Callable[[int], None] = lambda leader_id: None,
     ) -> None:
         self.me, self.leader_id = me, leader_id
+        # Told when the leader's end of the connection is gone (death_signal.py), not slow.
+        self.on_dropped = on_dropped
         self.leader_url, self.token, self.refresh_metadata = leader_url, token, refresh_metadata
         self.partitions: dict[TopicNamePartition, Partition] = {}
         self._task: asyncio.Task[None] | None = None
@@ -136,6 +140,8 @@ class ReplicaFetcher:
                 content=encode_request(self.me, MAX_WAIT_MS, MAX_BYTES, parts),
             )
         except httpx.HTTPError as exc:
+            if dropped(exc) and not self._stopping:
+                self.on_dropped(self.leader_id)
             raise LeaderUnavailable(str(exc)) from exc
         if response.status_code != 200:
             raise LeaderUnavailable(f"HTTP {response.status_code}: {response.text[:200]}")

@@ -59,8 +59,10 @@ class ReplicaManager:
         metrics: ReplicationMetrics,
         clock: Clock = SYSTEM_CLOCK,
         link: PeerLink = internal_async_client,
+        on_dropped: Callable[[int], None] = lambda leader_id: None,
     ) -> None:
         self.me, self.logs, self.cache, self.repo = me, logs, cache, repo
+        self._on_dropped = on_dropped  # a leader's connection dropped (death_signal.py)
         # The node's metrics and clock, and how its fetchers reach leaders (HTTP; in-process
         # routes in tests/harness/), all passed in by the broker.
         self.metrics, self.clock, self._link = metrics, clock, link
@@ -148,6 +150,7 @@ class ReplicaManager:
                     self._token,
                     self._refresh_metadata,
                     self._link,
+                    self._on_dropped,
                 )
                 fetcher.start()
             fetcher.partitions = parts

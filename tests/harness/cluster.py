@@ -18,11 +18,15 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import func, update
+
 from cluster.clock import ManualClock
 from metadata.db import make_engine
+from metadata.schema import brokers
 from tests.harness.cut_leases import CutLeases
 from tests.harness.links import Links
 from tests.harness.loop import LoopThread
@@ -97,6 +101,40 @@ class InProcessCluster:
         self._pg_cut.add(i)
         self.brokers[i].to_postgres.cut()
         self._cut_leases.cut(i)
+
+    def crash(self, i: int) -> None:
+        """Broker i dies at once (kill -9): its port refuses connections, those in flight are
+        reset, its Postgres connections drop. Its lease in the database runs on until it
+        lapses or a peer proves it dead (ingest/replication/death_signal.py). For good: the
+        module's cluster keeps a crashed broker down."""
+        self.cut_postgres(i)
+
+        async def on_loop() -> None:
+            self.links.crash(i)
+
+        self.loop.run(on_loop())
+
+    def close_port(self, i: int, closed: bool = True) -> None:
+        """Broker i's port refuses connections while its process lives (a broker shutting
+        down has closed its listener); closed=False opens it again."""
+
+        async def on_loop() -> None:
+            if closed:
+                self.links.apps.pop(i, None)
+            else:
+                self.links.apps[i] = self.brokers[i].app
+
+        self.loop.run(on_loop())
+
+    def hold_lease(self, i: int, seconds: float = 3600) -> None:
+        """Broker i's lease in the database runs `seconds` from now, whatever time it is in
+        real time: only a proof of its death can end it sooner."""
+        with self._engine.begin() as conn:
+            conn.execute(
+                update(brokers)
+                .where(brokers.c.id == i)
+                .values(lease_expires_at=func.now() + timedelta(seconds=seconds))
+            )
 
     def isolate(self, i: int) -> None:
         """Broker i reaches neither Postgres nor any other broker (the test still reaches it)."""

@@ -57,14 +57,14 @@ class CutLeases:
     def _write(self) -> None:
         with self._engine.begin() as conn:
             for broker_id, left in self._left.items():
-                conn.execute(
+                conn.execute(  # a lease ended meanwhile (a proven death) stays ended
                     update(brokers)
-                    .where(brokers.c.id == broker_id)
+                    .where(brokers.c.id == broker_id, brokers.c.lease_expires_at > func.now())
                     .values(lease_expires_at=_PINNED if left > 0 else _LAPSED)
                 )
             for holder, left in self._controller_left.items():
                 conn.execute(
                     update(controller)
-                    .where(controller.c.holder == holder)
+                    .where(controller.c.holder == holder, controller.c.expires_at > func.now())
                     .values(expires_at=_PINNED if left > 0 else _LAPSED)
                 )

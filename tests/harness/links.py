@@ -2,9 +2,11 @@
 forwarded requests are routed to the other broker's ASGI application, unless the test has
 cut the link.
 
-A cut link fails new requests at once (a refused connection) and loses the answers of those
-in flight (a reset connection): the follower sees errors, never a hang, and nothing the
-leader answered after the cut arrives."""
+A cut link is a network that drops packets: new requests time out at once (a connect
+timeout) and the answers of those in flight are lost (a read timeout). The follower sees
+errors, never a hang, and nothing the leader answered after the cut arrives. A crashed
+broker (`crash`) is one whose process is gone: its port refuses connections and those in
+flight are reset, which is what tells its peers it died (ingest/replication/death_signal.py)."""
 
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ class Links:
     def __init__(self) -> None:
         self.apps: dict[int, ASGIApp] = {}
         self._cut: set[tuple[int, int]] = set()  # (from, to), one way each
+        self.crashed: set[int] = set()  # brokers whose process is gone: no traffic either way
         self.completed: dict[tuple[int, int], int] = {}  # answers delivered, per link
         self._inflight: dict[tuple[int, int], set[asyncio.Task[httpx.Response]]] = {}
 
@@ -52,6 +55,15 @@ class Links:
         for link in ((a, b), (b, a)):
             for task in self._inflight.pop(link, set()):
                 task.cancel()
+
+    def crash(self, broker_id: int) -> None:
+        """The broker's process is gone: connections to it are refused, those in flight reset."""
+        self.crashed.add(broker_id)
+        self.apps.pop(broker_id, None)
+        for (_, dst), tasks in list(self._inflight.items()):
+            if dst == broker_id:
+                for task in tasks:
+                    task.cancel()
 
     def restore(self, a: int, b: int) -> None:
         self._cut -= {(a, b), (b, a)}
@@ -79,8 +91,12 @@ class LinkTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         dst = broker_of(request.url)
         app = self.links.apps.get(dst)
-        if app is None or self.links.is_cut(self.src, dst):
-            raise httpx.ConnectError(f"link {self.src} -> {dst} is cut", request=request)
+        if self.src in self.links.crashed:
+            raise httpx.ConnectError(f"broker {self.src} is gone", request=request)
+        if self.links.is_cut(self.src, dst):
+            raise httpx.ConnectTimeout(f"link {self.src} -> {dst} is cut", request=request)
+        if app is None:
+            raise httpx.ConnectError(f"broker {dst} refuses connections", request=request)
         # Served as the target broker's work (its logs), on the same loop.
         ctx = contextvars.copy_context()
         ctx.run(CURRENT_BROKER.set, dst)
@@ -93,8 +109,10 @@ class LinkTransport(httpx.AsyncBaseTransport):
             await asyncio.wait([task])
         finally:
             inflight.discard(task)
-        if task.cancelled() or self.links.is_cut(self.src, dst) or dst not in self.links.apps:
-            raise httpx.ReadError(f"link {self.src} -> {dst} was cut", request=request)
+        if self.links.is_cut(self.src, dst):
+            raise httpx.ReadTimeout(f"link {self.src} -> {dst} was cut", request=request)
+        if task.cancelled() or dst not in self.links.apps:
+            raise httpx.ReadError(f"broker {dst}'s connection was reset", request=request)
         response = task.result()
         self.links.completed[key] = self.links.completed.get(key, 0) + 1
         return response

@@ -38,7 +38,7 @@ EXPECTED = {
     "replication": [
         "tierlog replication benchmark:",
         "3 brokers RF=3, acks=all",
-        "controller lease 3 s (heartbeat 0.25 s,",
+        "broker lease 3 s (heartbeat 0.25 s;",
         "of which detection + election (a new leader described) p50",
     ],
     "tiering": [

@@ -100,3 +100,22 @@ def test_racing_brokers_exactly_one_wins(db_engine: Engine, brokers: BrokerRepo)
     winners = {k: v for k, v in results.items() if v is not None}
     assert list(winners.values()) == [1]
     assert ControllerLease(db_engine).holder() == (next(iter(winners)), 1)
+
+
+def test_a_dead_brokers_lease_ends_and_so_does_its_controller_lease(
+    db_engine: Engine, brokers: BrokerRepo
+) -> None:
+    """end_lease (a broker proven dead, ingest/replication/death_signal.py) ends only the
+    incarnation found dead: a broker that registered again since is alive and stays so."""
+    lease = ControllerLease(db_engine)
+    assert lease.try_acquire(1, 60_000) is not None
+    first = brokers.get(1)
+    assert first is not None and first.alive
+    again = brokers.register(1, "http://127.0.0.1:9001", 60_000)  # restarted meanwhile
+    assert brokers.end_lease(1, first.incarnation) is False
+    assert brokers.get(1).alive  # type: ignore[union-attr]
+    assert brokers.end_lease(1, again.incarnation) is True
+    assert not brokers.get(1).alive  # type: ignore[union-attr]
+    assert lease.holder()[0] is None  # a dead holder's controller lease is void
+    assert lease.try_acquire(2, 60_000) is not None
+    assert brokers.end_lease(1, again.incarnation) is False  # already ended: nothing to do
