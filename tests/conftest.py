@@ -180,21 +180,22 @@ _SPLIT_UNITS = {
     },
 }
 # The slowest units first, so no worker is left alone with a long file at the end while the
-# others idle. The Spark JVM unit and the benchmark smoke lead (the most CPU); then the files by
-# their whole-run cost on the loaded machine (setup + call + teardown, --durations, -n 0, load
-# 20-40): fuzz_negative 418 s, compaction 338, cli_consume 273, tiering_crash 267, client 256,
-# replication 255, dependency_timeouts 191, quotas 153, groups 151, corruption 125, cold_fetch
-# 123, openapi_fuzz 100. Files without a recent figure keep their earlier place; the rest
-# follow in collection order.
+# others idle. The benchmark smoke's three units lead (the most CPU; 6-8 min each at load 35-60),
+# then chaos, the Spark JVM unit (its JVM start alone: 224 s of the first test's setup at load
+# ~40) and test_dev (whose first test starts a second JVM, examples/spark_query.py: 252 s at
+# load ~40); then the files by their whole-run cost on the loaded machine (setup + call +
+# teardown, --durations, -n 0, load 20-40): fuzz_negative 418 s, cli_consume 273, tiering_crash
+# 267, client 256, replication 255, dependency_timeouts 191, quotas 153, groups 151, corruption
+# 125, cold_fetch 123, openapi_fuzz 100; test_compaction took 33 s in all (-n 3, load ~40).
+# Files without a recent figure keep their earlier place; the rest follow in collection order.
 _SLOWEST_FIRST = (
     "test_bench_smoke.py",
     "test_chaos.py",
     "test_spark_source_archive.py",
     "test_spark_source.py",
     "test_spark_streaming.py",
-    "test_openapi_fuzz_negative.py",
-    "test_compaction.py",
     "test_dev.py",
+    "test_openapi_fuzz_negative.py",
     "test_typed_lake.py",
     "test_kafka_txn_failover.py",
     "test_erasure_cluster.py",
@@ -217,6 +218,7 @@ _SLOWEST_FIRST = (
     "test_corruption.py",
     "test_cold_fetch.py",
     "test_openapi_fuzz.py",
+    "test_compaction.py",
     "test_cli_polish.py",
     "test_replay.py",
     "test_compaction_keys.py",
