@@ -35,6 +35,7 @@ import pyarrow as pa
 from bench.cost_model import Measured, Prices, Requests, broker_disk_row, tierlog_row
 from bench.events import arrow_body, make_records
 from bench.replay_check import PassCheck, ProducedDigests
+from bench.servers import start_pg_and_s3
 from coldstore.delta_table import DeltaTopicTable
 from coldstore.layout import table_key, table_uri
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
@@ -44,8 +45,6 @@ from tests.integration.brokers import BrokerProcess
 from tests.integration.fetch_nodes import FetchNodeProcess
 from tests.integration.s3_faults import FaultyS3Proxy
 from tiering.worker import TieringWorker
-from tierlog.devstack.local_s3 import LocalS3
-from tierlog.devstack.localpg import LocalPostgres
 
 ARROW = "application/vnd.apache.arrow.stream"
 MiB = 1 << 20
@@ -119,10 +118,7 @@ def table_bytes(store: ObjectStore, config: ObjectStoreConfig) -> int:
 
 
 def run(args: argparse.Namespace, tmp: Path) -> Measured:
-    pg = LocalPostgres(tmp / "pg", fast=True)
-    url = pg.start()
-    s3 = LocalS3(tmp / "s3")
-    s3_env = s3.start()
+    pg, url, s3, s3_env = start_pg_and_s3(tmp)
     proxy = FaultyS3Proxy(s3_env["TIERLOG_S3_ENDPOINT"], error_rate=0).start()
     os.environ.update(
         {**s3_env, "TIERLOG_S3_ENDPOINT": proxy.endpoint, "TIERLOG_S3_BUCKET": "cost"}
@@ -130,10 +126,15 @@ def run(args: argparse.Namespace, tmp: Path) -> Measured:
     config = ObjectStoreConfig.from_env(os.environ)
     store = ObjectStore(config)
     store.ensure_bucket()
-    broker = BrokerProcess(url, tmp / "broker").start()
+    # The broker and the fetch node start side by side, both ready before any S3 request is
+    # metered (the node only serves the replay, phase 3).
+    broker = BrokerProcess(url, tmp / "broker").start(wait=False)
+    node = FetchNodeProcess(url, tmp / "fetch.log", {})
     engine = make_engine(url)
-    node: FetchNodeProcess | None = None
     try:
+        node.launch()
+        broker.wait_ready()
+        node.wait_ready()
         broker.create_topic(
             TOPIC, segment_bytes=args.segment_mb * MiB, segment_ms=2000, local_retention_ms=1000
         )
@@ -154,12 +155,10 @@ def run(args: argparse.Namespace, tmp: Path) -> Measured:
         u2 = proxy.usage()
         stored = table_bytes(store, config)
         u3 = proxy.usage()
-        node = FetchNodeProcess(url, tmp / "fetch.log", {}).start()
         replayed = replay(node, end, produced)
         u4 = proxy.usage()
     finally:
-        if node is not None:
-            node.stop()
+        node.stop()
         broker.stop()
         engine.dispose()
         store.close()

@@ -45,6 +45,7 @@ import pyarrow as pa
 from bench.load import LoadResult, run_load
 from bench.replay_check import PassCheck, ProducedDigests, ReplayMismatch
 from bench.replay_probes import cache_counters, cache_rates, metric, raw_limit
+from bench.servers import start_pg_and_s3
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
@@ -147,10 +148,8 @@ def produce_p99(port: int, seconds: float) -> LoadResult:
 
 
 def setup(args: argparse.Namespace, tmp: Path) -> tuple[LocalPostgres, LocalS3, str]:
-    pg = LocalPostgres(tmp / "pg", fast=args.smoke)  # durability: full runs only
-    url = pg.start()
-    s3 = LocalS3(tmp / "s3")
-    os.environ.update(s3.start())
+    pg, url, s3, s3_env = start_pg_and_s3(tmp, fast=args.smoke)  # durability: full runs only
+    os.environ.update(s3_env)
     os.environ["TIERLOG_S3_BUCKET"] = "bench"
     # Caches well below the data, so every replay pass reads S3 again.
     os.environ["TIERLOG_COLD_CACHE_MB"] = str(args.cache_mb)
@@ -232,19 +231,21 @@ def main() -> None:
         tmp = Path(tmp_name)
         os.chmod(tmp, 0o755)
         pg, s3, url = setup(args, tmp)
-        broker = BrokerProcess(url, tmp / "broker").start()
-        node: FetchNodeProcess | None = None
+        # The broker and the fetch node start side by side, both ready before anything runs.
+        broker = BrokerProcess(url, tmp / "broker").start(wait=False)
+        node = FetchNodeProcess(url, tmp / "fetch.log", {})
         try:
+            node.launch()
+            broker.wait_ready()
+            node.wait_ready()
             cold_end, files = load_topic(args, broker, url, produced)
-            node = FetchNodeProcess(url, tmp / "fetch.log", {}).start()
             run = Run(args, broker, node, s3.proc.pid if s3.proc else 0, cold_end, produced)
             replay_table(run, files)
             produce_table(run)
         except ReplayMismatch as exc:
             raise SystemExit(f"replay check failed: {exc}") from None
         finally:
-            if node is not None:
-                node.stop()
+            node.stop()
             broker.stop()
             s3.stop()
             pg.stop()

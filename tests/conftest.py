@@ -163,22 +163,39 @@ _SHARED_UNITS = {
     "test_spark_source_archive.py": "spark",
     "test_spark_streaming.py": "spark",
 }
+# Files whose tests split into several units by their parameter (the rest of such a file's tests
+# make one more unit): the benchmark smoke was the suite's longest file (14 benchmarks, each
+# starting its own Postgres, S3 endpoint and servers: 13 min on one worker at load ~40), so its
+# halves run on two workers, and the lane's benchmarks with spark_scan (test_bench_smoke.py's
+# `background`) on a third. Halves balanced by one -n 3 run at load 35-60 (--durations, s):
+# typed_lake 119, tiering 100, cost 78, produce 63, compaction 41 | replay 120, search 65,
+# client_closed_loop 60, kafka_protocol 59, erase 33, schemas 30; the lane: replication 125,
+# pipeline 188, rolling_restart 137, one after the other.
+_SPLIT_UNITS = {
+    "test_bench_smoke.py": {
+        **dict.fromkeys(("typed_lake", "tiering", "cost", "produce", "compaction"), "a"),
+        **dict.fromkeys(
+            ("replay", "search", "client_closed_loop", "kafka_protocol", "erase", "schemas"), "b"
+        ),
+    },
+}
 # The slowest units first, so no worker is left alone with a long file at the end while the
-# others idle. The Spark JVM unit and the benchmark smoke lead (the most CPU); then the files by
-# their whole-run cost on the loaded machine (setup + call + teardown, --durations, -n 0, load
-# 20-40): fuzz_negative 418 s, compaction 338, cli_consume 273, tiering_crash 267, client 256,
-# replication 255, dependency_timeouts 191, quotas 153, groups 151, corruption 125, cold_fetch
-# 123, openapi_fuzz 100. Files without a recent figure keep their earlier place; the rest
-# follow in collection order.
+# others idle. The benchmark smoke's three units lead (the most CPU; 6-8 min each at load 35-60),
+# then chaos, the Spark JVM unit (its JVM start alone: 224 s of the first test's setup at load
+# ~40) and test_dev (whose first test starts a second JVM, examples/spark_query.py: 252 s at
+# load ~40); then the files by their whole-run cost on the loaded machine (setup + call +
+# teardown, --durations, -n 0, load 20-40): fuzz_negative 418 s, cli_consume 273, tiering_crash
+# 267, client 256, replication 255, dependency_timeouts 191, quotas 153, groups 151, corruption
+# 125, cold_fetch 123, openapi_fuzz 100; test_compaction took 33 s in all (-n 3, load ~40).
+# Files without a recent figure keep their earlier place; the rest follow in collection order.
 _SLOWEST_FIRST = (
     "test_bench_smoke.py",
     "test_chaos.py",
     "test_spark_source_archive.py",
     "test_spark_source.py",
     "test_spark_streaming.py",
-    "test_openapi_fuzz_negative.py",
-    "test_compaction.py",
     "test_dev.py",
+    "test_openapi_fuzz_negative.py",
     "test_typed_lake.py",
     "test_kafka_txn_failover.py",
     "test_erasure_cluster.py",
@@ -201,6 +218,7 @@ _SLOWEST_FIRST = (
     "test_corruption.py",
     "test_cold_fetch.py",
     "test_openapi_fuzz.py",
+    "test_compaction.py",
     "test_cli_polish.py",
     "test_replay.py",
     "test_compaction_keys.py",
@@ -224,16 +242,37 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """--dist loadfile, with _SHARED_UNITS' files in one unit. (xdist_group marks with --dist
-    loadgroup would say the same, but xdist 3.8 names groups through Item._nodeid, which
-    pytest 9 no longer reads.)"""
+    """--dist loadfile, with _SHARED_UNITS' files in one unit and _SPLIT_UNITS' files in
+    several. (xdist_group marks with --dist loadgroup would say the same, but xdist 3.8 names
+    groups through Item._nodeid, which pytest 9 no longer reads.)"""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
     class SharedUnitScheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return _SHARED_UNITS.get(path.rsplit("/", 1)[-1], path)
+            return _unit_of(nodeid)
 
     return SharedUnitScheduling(config, log)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """Tells each xdist worker whether _SPLIT_UNITS' files are split (workers see --dist as
+    "no"): test_bench_smoke.py then starts its background only where its tests run."""
+    node.workerinput["tierlog_split_units"] = node.config.getvalue("dist") == "loadfile"
+
+
+def split_units(config: pytest.Config) -> bool:
+    """True in an xdist worker of a run whose _SPLIT_UNITS' files are split over workers."""
+    return bool(getattr(config, "workerinput", {}).get("tierlog_split_units", False))
+
+
+def _unit_of(nodeid: str) -> str:
+    """The unit of xdist work a test belongs to: its file, a shared unit, or a split file's part."""
+    path, _, rest = nodeid.partition("::")
+    name = path.rsplit("/", 1)[-1]
+    if name in _SPLIT_UNITS:
+        param = rest.partition("[")[2].rstrip("]")
+        return f"{path}::{_SPLIT_UNITS[name].get(param, 'rest')}"
+    return _SHARED_UNITS.get(name, path)

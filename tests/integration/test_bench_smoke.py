@@ -3,11 +3,12 @@
 measured, and prints its table. bench/long_polls.py and bench/client.py's cases run in their
 own test files (test_long_polls.py, test_client_bulk.py, test_client_poll_arrow.py).
 
-spark_scan's JVM spends most of its start waiting, so it runs beside the others (started by a
-module fixture, collected by the last test). So do replication, pipeline and rolling_restart,
-one after the other in a lane of their own (a thread the module fixture starts, collected by
-their tests): they mostly wait on leases, restarts, paced load and the Delta table catching
-up."""
+spark_scan's JVM spends most of its start waiting, so it runs beside replication, pipeline and
+rolling_restart, which run one after the other in a lane of their own (a thread): they mostly
+wait on leases, restarts, paced load and the Delta table catching up. Both start when the
+first of their tests asks for them (the `background` fixture), so a worker that runs only the
+other benchmarks starts neither: tests/conftest.py splits this file into three units of
+xdist work (the lane's tests, and the others in two halves) that run on different workers."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import _SPLIT_UNITS, split_units
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 240  # far above a smoke run's seconds: a hang fails instead of stalling the suite
@@ -198,38 +201,57 @@ class Lane:
         self.thread.join(TIMEOUT_S + 60)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def lane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lane]:
-    lane = Lane(BACKGROUND, tmp_path_factory.mktemp("lane"))
-    yield lane
-    lane.stop()
+class Background:
+    """The lane and spark_scan, started together by the first test that needs either."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.lane = Lane(BACKGROUND, tmp / "lane")
+        self.spark_scan: tuple[subprocess.Popen[bytes], Path] | None = None
+        if shutil.which("java") is not None:
+            out = tmp / "spark-smoke.txt"
+            self.spark_scan = (_start("spark_scan", out), out)
+
+    def stop(self) -> None:
+        self.lane.stop()
+        if self.spark_scan is not None and self.spark_scan[0].poll() is None:
+            _kill_group(self.spark_scan[0])  # its test did not run (deselected)
+
+
+@pytest.fixture(scope="module")
+def background(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Background]:
+    tmp = tmp_path_factory.mktemp("background")
+    (tmp / "lane").mkdir()
+    started = Background(tmp)
+    yield started
+    started.stop()
 
 
 @pytest.fixture(scope="module", autouse=True)
-def spark_scan(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[subprocess.Popen[bytes], Path] | None]:
-    if shutil.which("java") is None:
-        yield None
-        return
-    out = tmp_path_factory.mktemp("spark-smoke") / "out.txt"
-    proc = _start("spark_scan", out)
-    yield proc, out
-    if proc.poll() is None:  # its test did not run (deselected)
-        _kill_group(proc)
+def _background_first(request: pytest.FixtureRequest) -> None:
+    """Unless tests/conftest.py split this file over xdist workers (--dist loadfile), its tests
+    run in this one process: the background then starts first, beside the other benchmarks."""
+    if not split_units(request.config):
+        request.getfixturevalue("background")
 
 
-# The lane's benchmarks last: their tests wait for the lane while the others run.
+# The lane's benchmarks last: in one process, their tests wait for the lane while the others run.
 @pytest.mark.parametrize("bench", sorted(EXPECTED, key=lambda b: b in BACKGROUND))
-def test_bench_smoke(bench: str, tmp_path: Path, lane: Lane) -> None:
+def test_bench_smoke(bench: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     if bench in BACKGROUND:
+        lane: Lane = request.getfixturevalue("background").lane
         _finished(*lane.result(bench), EXPECTED[bench])
         return
     out = tmp_path / "out.txt"
     _finished(_start(bench, out), out, EXPECTED[bench])
 
 
-def test_spark_scan_bench_smoke(spark_scan: tuple[subprocess.Popen[bytes], Path] | None) -> None:
-    if spark_scan is None:
+def test_spark_scan_bench_smoke(background: Background) -> None:
+    if background.spark_scan is None:
         pytest.skip("bench.spark_scan needs a JVM: no `java` on PATH")
-    _finished(*spark_scan, SPARK_EXPECTED)
+    _finished(*background.spark_scan, SPARK_EXPECTED)
+
+
+def test_the_xdist_split_names_every_foreground_benchmark() -> None:
+    """tests/conftest.py splits this file's benchmarks over two workers by name: one missing
+    from its table would still run, in the lane's unit, and unbalance the split."""
+    assert set(_SPLIT_UNITS["test_bench_smoke.py"]) == set(EXPECTED) - set(BACKGROUND)

@@ -33,8 +33,14 @@ def _dev_instance() -> Iterator[DevInstance]:
     # .venv/bin/activate, examples/) resolve there.
     for name in (".venv", "examples"):
         (path / name).symlink_to(ROOT / name)
-    # The tiering worker looks for sealed segments every 200 ms (1 s by default).
-    dev = DevInstance(path, data_dir=".tierlog", env={"TIERLOG_POLL_MS": "200"})
+    # The tiering worker looks for sealed segments every 200 ms (1 s by default), and the
+    # compaction worker, which erases keys from the Delta table, for jobs every 200 ms (10 s by
+    # default: the README's erasure examples waited for two of its polls).
+    dev = DevInstance(
+        path,
+        data_dir=".tierlog",
+        env={"TIERLOG_POLL_MS": "200", "TIERLOG_COMPACTION_POLL_MS": "200"},
+    )
     try:
         yield dev
     finally:
