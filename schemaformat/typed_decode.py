@@ -38,6 +38,7 @@ from schemaformat.wire import MAGIC, WireFormatError, decode_indexes, unframe
 
 ID_PREFIX, LATEST = "value_schema_id_prefix", "value_schema_latest"
 TYPED_MODES = (ID_PREFIX, LATEST)
+TYPED_COLUMNS = ("value_typed", "value_error")  # the typed struct, and why a value has none
 
 
 class SchemaLookup(Protocol):

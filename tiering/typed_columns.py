@@ -19,10 +19,10 @@ import pyarrow as pa
 
 from coldstore.parquet_writer import Source
 from schemaformat.arrow_merge import merge, normalize
-from schemaformat.typed_decode import LATEST, Plan, TypedDecoder
+from schemaformat.typed_decode import LATEST, TYPED_COLUMNS, Plan, TypedDecoder
 from tiering.segment_values import segment_values
 
-TYPED, ERROR = "value_typed", "value_error"
+TYPED, ERROR = TYPED_COLUMNS
 
 
 class BatchTypes:
