@@ -26,6 +26,7 @@ import argparse
 import io
 import json
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -46,6 +47,7 @@ from spark_tables.session import tierlog_session
 from tiering.typed_columns import BatchTypes, typed_columns
 
 SCHEMA_ID = 1
+PRUNED = "struct<value_typed:struct<amount:double,ship:struct<city:string>>>"
 FRAME_RECORDS = 1000
 CITIES = ["Oslo", "Lima", "Pune", "Kyiv", "Accra", "Hanoi", "Quito", "Riga"]
 ORDER = {
@@ -160,10 +162,13 @@ def _spark_queries(typed_file: Path, plain_file: Path, rounds: int) -> tuple[flo
     spark.sparkContext.setLogLevel("ERROR")
     decoded = StructType([StructField("city", StringType()), StructField("amount", DoubleType())])
 
-    def typed_query() -> list[Any]:
+    def typed_df() -> Any:
         df = spark.read.parquet(str(typed_file))
         cols = df.select(F.col("value_typed.ship.city").alias("city"), "value_typed.amount")
-        return sorted(cols.groupBy("city").agg(F.sum("amount")).collect())
+        return cols.groupBy("city").agg(F.sum("amount"))
+
+    def typed_query() -> list[Any]:
+        return sorted(typed_df().collect())
 
     def bytes_query() -> list[Any]:
         df = spark.read.parquet(str(plain_file)).select("value")
@@ -171,6 +176,13 @@ def _spark_queries(typed_file: Path, plain_file: Path, rounds: int) -> tuple[flo
         return sorted(cols.groupBy("city").agg(F.sum("amount")).collect())
 
     try:
+        # Projection pushdown: the scan must read the two leaves only (Spark's nested schema
+        # pruning), not the whole struct nor the record columns.
+        plan = typed_df()._jdf.queryExecution().executedPlan().toString()
+        read = re.search(r"ReadSchema: (\S+)", plan)
+        print(f"typed query's Parquet ReadSchema: {read.group(1) if read else '?'}")
+        if read is None or read.group(1) != PRUNED:
+            raise SystemExit(f"the typed query does not prune its columns: {plan}")
         typed_query(), bytes_query()  # warm: the JVM, the Python workers
         t_typed = t_bytes = float("inf")
         for _ in range(rounds):
