@@ -14,8 +14,9 @@ and whole blocks the reader refuses, are left to the per-value decoder (schemafo
 typed_decode.py), which says what is wrong with them.
 
 Only schemas made of what this check can size take this path: records, `boolean`, `int`,
-`long`, `float`, `double`, `string`, `bytes`, arrays and unions of `null` with one of these,
-without logical types. Other schemas keep the per-value decoder.
+`long`, `float`, `double`, `string`, `bytes`, enums, `timestamp-millis`/`-micros`, `date`,
+arrays and unions of `null` with one of these. Other schemas (maps, other logical types,
+wider unions, named-type references) keep the per-value decoder.
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-# A node of the size plan: ("fixed", n) | ("varint",) | ("bytes",) | ("record", [(name, node)])
-# | ("array", node) | ("nullable", node).
+# A node of the size plan: ("fixed", n) | ("varint",) | ("bytes",) | ("enum", symbols)
+# | ("record", [(name, node)]) | ("array", node) | ("nullable", node).
 Node = tuple[Any, ...]
 _FIXED = {"boolean": 1, "float": 4, "double": 8}
+_LOGICAL_INTS = {("long", "timestamp-millis"), ("long", "timestamp-micros"), ("int", "date")}
 _SYNC = b"tierlog-avro-blk"  # 16 bytes: the container's sync marker (any value will do)
 _VARINT_STEPS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
 
@@ -63,9 +65,15 @@ def _node(schema: Any, depth: int = 0) -> Node | None:
             return None
         inner = _node(branches[0], depth + 1)
         return None if inner is None else ("nullable", inner)
-    if not isinstance(schema, dict) or "logicalType" in schema:
-        return None
+    return _complex(schema, depth) if isinstance(schema, dict) else None
+
+
+def _complex(schema: dict[str, Any], depth: int) -> Node | None:
     kind = schema.get("type")
+    if "logicalType" in schema:  # those the reader gives as their encoded integer's type
+        return ("varint",) if (kind, schema["logicalType"]) in _LOGICAL_INTS else None
+    if kind == "enum":
+        return ("enum", list(schema["symbols"]))
     if kind == "record":
         fields = [(f["name"], _node(f["type"], depth + 1)) for f in schema["fields"]]
         if not fields or any(n is None for _, n in fields):
@@ -86,6 +94,8 @@ def _varint_sizes(values: np.ndarray) -> np.ndarray:
 
 
 def _ints(array: pa.Array) -> np.ndarray:
+    if pa.types.is_timestamp(array.type) or pa.types.is_date32(array.type):
+        array = array.view(pa.int64() if pa.types.is_timestamp(array.type) else pa.int32())
     return np.asarray(pc.fill_null(array, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
@@ -100,6 +110,12 @@ def _sizes(node: Node, array: pa.Array) -> np.ndarray:
         lengths = _ints(pc.binary_length(array))
         sized: np.ndarray = _varint_sizes(lengths) + lengths
         return sized
+    if kind == "enum":  # the symbol's index; the reader's dictionary is in order of first use
+        if not pa.types.is_dictionary(array.type):
+            array = pc.dictionary_encode(array)
+        index = {symbol: i for i, symbol in enumerate(node[1])}
+        symbols = np.array([index[s] for s in array.dictionary.to_pylist()] or [0], np.int64)
+        return _varint_sizes(symbols[_ints(array.indices)])
     if kind == "nullable":  # the branch index (one byte), then the value if there is one
         valid = np.asarray(array.is_valid().to_numpy(zero_copy_only=False))
         return 1 + np.where(valid, _sizes(node[1], array), 0)
@@ -162,5 +178,8 @@ class AvroColumnDecoder:
         decoded = pa.StructArray.from_arrays(
             [c.combine_chunks() for c in table.columns], names=table.column_names
         )
-        right = _sizes(self._node, decoded) == lengths
+        try:
+            right = _sizes(self._node, decoded) == lengths
+        except (KeyError, pa.ArrowException):  # e.g. a symbol the schema lacks: not ours
+            return None
         return decoded.cast(struct), right

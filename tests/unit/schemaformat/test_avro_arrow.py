@@ -4,6 +4,7 @@ per-value decoder."""
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 import random
@@ -38,6 +39,10 @@ ORDER = {
         {"name": "rank", "type": ["long", "null"]},
         {"name": "lines", "type": {"type": "array", "items": LINE}},
         {"name": "tags", "type": ["null", {"type": "array", "items": "string"}]},
+        {"name": "state", "type": {"type": "enum", "name": "S", "symbols": ["NEW", "PAID", "X"]}},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "at_us", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}]},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
         {
             "name": "ship",
             "type": {
@@ -48,6 +53,7 @@ ORDER = {
         },
     ],
 }
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 SMALL = {
     "type": "record",
     "name": "Small",
@@ -88,6 +94,10 @@ def order(rng: random.Random, i: int) -> dict[str, Any]:
         "rank": rng.choice([None, 7, -(2**40)]),
         "lines": [{"sku": f"s{j}", "qty": j - 1} for j in range(rng.randrange(0, 4))],
         "tags": rng.choice([None, [], ["a"], ["b"] * 70]),
+        "state": rng.choice(["X", "PAID", "NEW"]),
+        "at": EPOCH + datetime.timedelta(milliseconds=rng.randrange(-(2**41), 2**41)),
+        "at_us": rng.choice([None, EPOCH + datetime.timedelta(microseconds=i * 10**9 + 7)]),
+        "day": datetime.date(1900, 1, 1) + datetime.timedelta(days=rng.randrange(0, 70_000)),
         "ship": {"city": rng.choice(["Oslo", "Lima"]), "zip": i * 1000},
     }
 
@@ -166,8 +176,8 @@ def test_latest_mode_decodes_unprefixed_values_as_a_column() -> None:
 def test_schemas_the_size_check_cannot_follow_keep_the_per_value_decoder() -> None:
     for field_type in (
         {"type": "map", "values": "long"},
-        {"type": "enum", "name": "E", "symbols": ["A"]},
-        {"type": "long", "logicalType": "timestamp-millis"},
+        {"type": "string", "logicalType": "uuid"},
+        {"type": "long", "logicalType": "local-timestamp-millis"},
         ["null", "long", "string"],
     ):
         doc = {"type": "record", "name": "R", "fields": [{"name": "f", "type": field_type}]}
