@@ -42,6 +42,9 @@ def segment_values(segment: Source, from_offset: int, to_offset: int) -> Iterato
             pos += header.size
             if header.last_offset < from_offset or not batch.num_rows:
                 continue
+            if header.base_offset >= from_offset and header.last_offset < to_offset:
+                yield batch.column("value")  # the whole frame is in the range
+                continue
             offsets = pc.add(batch.column("offset_delta").cast(pa.int64()), header.base_offset)
             wanted = pc.and_(pc.greater_equal(offsets, from_offset), pc.less(offsets, to_offset))
             yield batch.column("value").filter(wanted)

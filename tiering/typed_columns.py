@@ -17,7 +17,7 @@ from collections import Counter
 
 import pyarrow as pa
 
-from coldstore.parquet_writer import Source
+from coldstore.parquet_writer import EXTRA_BATCH_ROWS, Source
 from schemaformat.arrow_merge import merge, normalize
 from schemaformat.typed_decode import LATEST, TYPED_COLUMNS, Plan, TypedDecoder
 from tiering.segment_values import segment_values
@@ -78,6 +78,12 @@ def typed_columns(
     if decoder.mode == LATEST:  # every value is decoded with the subject's latest schema
         return TypedColumns(decoder, types.plan(decoder, decoder.schema_ids(pa.array([]))))
     ids: set[int] = set()
+    run: list[pa.Array] = []  # frames' values, looked at together (per-call costs)
     for values in segment_values(segment, from_offset, to_offset):
-        ids |= decoder.schema_ids(values)
+        run.append(values)
+        if sum(len(v) for v in run) >= EXTRA_BATCH_ROWS:
+            ids |= decoder.schema_ids(pa.concat_arrays(run))
+            run = []
+    if run:
+        ids |= decoder.schema_ids(pa.concat_arrays(run))
     return TypedColumns(decoder, types.plan(decoder, ids))
