@@ -33,6 +33,7 @@ DEFAULT_ROW_GROUP_BYTES = 4 * MiB
 DEFAULT_ZSTD_LEVEL = 3
 MAX_ROWS_PER_GROUP = 1 << 20  # Arrow's writer caps row groups at this many rows
 STATS_COLUMNS = ["offset", "timestamp"]
+EXTRA_BATCH_ROWS = 16_384  # rows the extra columns are computed over at a time (see _extended)
 # A bloom filter on `key` per row group, so an erasure finds the files holding a key from
 # their footers and filters (coldstore/key_filter.py) instead of reading every file: about
 # 32 KiB per row group (of ~4 MiB), under 2% false positives at up to 32k distinct keys.
@@ -175,15 +176,8 @@ def write_parquet(
     pending_bytes = 0
     try:
         with segment_buffer(segment) as buf:
-            for raw in iter_consumer_batches(buf, from_offset, to_offset):
-                if keep is not None and not (raw := keep(raw)).num_rows:
-                    continue
-                batch, clamped = clamp_timestamps(raw)
-                if extra is not None:
-                    batch = pa.RecordBatch.from_arrays(
-                        [*batch.columns, *extra.columns(batch)], schema=schema
-                    )
-                stats.clamped.extend(clamped)
+            batches = _kept(iter_consumer_batches(buf, from_offset, to_offset), keep, stats)
+            for batch in batches if extra is None else _extended(batches, extra, schema):
                 stats.add(batch)
                 pending.append(batch)
                 pending_bytes += batch.nbytes
@@ -220,6 +214,44 @@ def write_parquet(
         stats.row_groups,
         tuple(stats.clamped),
     )
+
+
+def _kept(
+    batches: Iterator[pa.RecordBatch],
+    keep: Callable[[pa.RecordBatch], pa.RecordBatch] | None,
+    stats: _Stats,
+) -> Iterator[pa.RecordBatch]:
+    for raw in batches:
+        if keep is not None and not (raw := keep(raw)).num_rows:
+            continue
+        batch, clamped = clamp_timestamps(raw)
+        stats.clamped.extend(clamped)
+        yield batch
+
+
+def _extended(
+    batches: Iterator[pa.RecordBatch], extra: ExtraColumns, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """The batches with the extra columns, computed over runs of EXTRA_BATCH_ROWS rows: a
+    frame holds few records, and computing them per frame costs more in per-call overhead
+    than in work (tiering's typed columns, docs/lake-tables.md)."""
+    run: list[pa.RecordBatch] = []
+    rows = 0
+    for batch in batches:
+        run.append(batch)
+        rows += batch.num_rows
+        if rows >= EXTRA_BATCH_ROWS:
+            yield _with_extra(run, extra, schema)
+            run, rows = [], 0
+    if run:
+        yield _with_extra(run, extra, schema)
+
+
+def _with_extra(
+    run: list[pa.RecordBatch], extra: ExtraColumns, schema: pa.Schema
+) -> pa.RecordBatch:
+    batch = run[0] if len(run) == 1 else pa.concat_batches(run)
+    return pa.RecordBatch.from_arrays([*batch.columns, *extra.columns(batch)], schema=schema)
 
 
 def _with(schema: pa.Schema, fields: list[pa.Field]) -> pa.Schema:

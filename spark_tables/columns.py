@@ -37,7 +37,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from schemaformat.typed_decode import TYPED_COLUMNS
 from spark_tables.options import OptionError, SourceOptions
+from spark_tables.typed import fit
 
 HEADERS_TYPE = ArrayType(
     StructType([StructField("key", StringType()), StructField("value", BinaryType())])
@@ -71,7 +73,13 @@ def spark_schema(opts: SourceOptions, value_type: DataType | None = None) -> Str
     return StructType([f for f in fields if opts.columns is None or f.name in opts.columns])
 
 
-def ddl_schema(opts: SourceOptions) -> str:
+def with_typed(schema: StructType, typed: list[pa.Field]) -> StructType:
+    """The schema with a typed table's value columns after the record's own."""
+    fields = [StructField(f.name, from_arrow_type(f.type)) for f in typed]
+    return StructType([*schema.fields, *fields])
+
+
+def ddl_schema(opts: SourceOptions, typed: Sequence[pa.Field] = ()) -> str:
     """The schema as DDL, for valueSchema (Spark parses DDL itself; the Python side that
     plans has no JVM to parse it with)."""
     assert opts.value_schema is not None
@@ -85,7 +93,9 @@ def ddl_schema(opts: SourceOptions) -> str:
         ("value", f"value STRUCT<{inner}>"),
         ("headers", "headers ARRAY<STRUCT<key: STRING, value: BINARY>>"),
     ]
-    return ", ".join(ddl for name, ddl in columns if opts.columns is None or name in opts.columns)
+    wanted = [ddl for name, ddl in columns if opts.columns is None or name in opts.columns]
+    wanted += [f"{f.name} {from_arrow_type(f.type).simpleString()}" for f in typed]
+    return ", ".join(wanted)
 
 
 def infer_value_type(values: Sequence[bytes]) -> StructType:
@@ -119,8 +129,9 @@ def _no_nulls(t: pa.DataType) -> pa.DataType:
 
 
 class OutputConverter:
-    """CONSUMER_SCHEMA batches of one partition → batches of exactly the Arrow schema Spark
-    expects for the source's schema (Spark compares the two)."""
+    """CONSUMER_SCHEMA batches of one partition (with a typed table's value columns, when
+    it has them) → batches of exactly the Arrow schema Spark expects for the source's schema
+    (Spark compares the two)."""
 
     def __init__(self, schema: StructType, topic: str) -> None:
         self.topic = topic
@@ -136,6 +147,8 @@ class OutputConverter:
             return pa.repeat(pa.scalar(self.topic, pa.string()), batch.num_rows)
         if f.name == "partition":
             return pa.repeat(pa.scalar(partition, pa.int32()), batch.num_rows)
+        if f.name in TYPED_COLUMNS:
+            return fit(batch, f.name, f.type)
         col = batch.column(f.name)
         if f.name in ("key", "value"):
             return _bytes_as(col, f.type)

@@ -30,6 +30,7 @@ from spark_tables.parquet_read import (
     row_group_stats,
 )
 from spark_tables.planner import ColdSlice, HotRange
+from spark_tables.typed import TYPED, HotTyped
 
 
 def read_piece(
@@ -39,6 +40,8 @@ def read_piece(
         batches = _read_slice(opts, piece)
     elif isinstance(piece, HotRange):
         batches = _read_hot(opts, piece)
+        if TYPED in converter.target.names:  # decoded as tiering decodes them
+            batches = HotTyped(opts, converter.target.field(TYPED).type).add(batches)
     else:  # Spark's InputPartition(None) when the plan is empty
         return
     for batch in batches:

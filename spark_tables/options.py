@@ -22,7 +22,8 @@
 - valueSchema: DDL of the JSON values' fields ("user STRING, amount DOUBLE"); without it the
   schema is inferred from jsonSampleSize (1000) values.
 - columns: e.g. "key,timestamp": the DataFrame has only these columns (of topic, partition,
-  offset, timestamp, key, value, headers; in this order), and only their Parquet columns are
+  offset, timestamp, key, value, headers, and a typed table's value_typed, value_error
+  (docs/lake-tables.md); in this order), and only their Parquet columns are
   fetched and decoded. Spark 4.2 prunes no columns of a Python data source itself (its
   DataSourceReader has pushFilters but no column pruning), so a query that needs few columns
   says so here; the default, every column, is what a plain .load() gives.
@@ -137,7 +138,17 @@ def parse_options(options: Mapping[str, str], env: Mapping[str, str]) -> SourceO
     )
 
 
-COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
+COLUMNS = (
+    "topic",
+    "partition",
+    "offset",
+    "timestamp",
+    "key",
+    "value",
+    "headers",
+    "value_typed",
+    "value_error",
+)
 
 
 def _columns(raw: str | None) -> tuple[str, ...] | None:

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from coldstore.object_store import ObjectStoreConfig
 from logformat.schema import CONSUMER_SCHEMA
+from schemaformat.typed_decode import TYPED_COLUMNS
 from spark_tables.bounds import Bounds
 from spark_tables.cold_files import ColdFileInfo
 
@@ -177,11 +178,10 @@ def read_file(
     """Batches of the file's rows within `bounds`, in offset order: CONSUMER_SCHEMA, or with
     `columns` only those of its columns (and what the bounds need: offset, timestamp)."""
     result = result if result is not None else ReadResult()
-    wanted = parquet_columns(columns, bounds)
     # A whole file in one GET, unless a projection leaves column chunks out: then the footer
     # and only the chunks wanted (pyarrow's pre-buffering coalesces adjacent ones).
     whole = (
-        wanted is None and row_groups is None and byte_range is None and f.size <= WHOLE_FILE_MAX
+        columns is None and row_groups is None and byte_range is None and f.size <= WHOLE_FILE_MAX
     )
     with open_file(store, f) as src:
         try:
@@ -192,6 +192,7 @@ def read_file(
             if row_groups is None:
                 row_groups = select_row_groups(row_group_stats(pf.metadata), bounds, byte_range)
             result.row_groups = list(row_groups)
+            wanted = parquet_columns(columns, bounds, pf.schema_arrow.names)
             for i in row_groups:
                 table = pf.read_row_group(i, columns=wanted)
                 for batch in table.to_batches():
@@ -203,16 +204,22 @@ def read_file(
             result.bytes_read = src.bytes_read
 
 
-def parquet_columns(columns: Sequence[str] | None, bounds: Bounds) -> list[str] | None:
+def parquet_columns(
+    columns: Sequence[str] | None, bounds: Bounds, in_file: Sequence[str] = ()
+) -> list[str] | None:
     """The Parquet columns to decode for the source's `columns` (None: all of them): those
     of the record's own, plus offset (always: offset bounds and order) and timestamp when the
-    bounds filter on time. In CONSUMER_SCHEMA's order."""
+    bounds filter on time, in CONSUMER_SCHEMA's order; then the typed value columns
+    (docs/lake-tables.md) that are wanted and in the file (`in_file`: its columns)."""
+    typed = [n for n in TYPED_COLUMNS if n in in_file and (columns is None or n in columns)]
     if columns is None:
-        return None
+        return (
+            None if set(in_file) <= set(CONSUMER_SCHEMA.names) else [*CONSUMER_SCHEMA.names, *typed]
+        )
     need = set(columns) | {"offset"}
     if bounds.ts_lo is not None or bounds.ts_hi is not None:
         need.add("timestamp")
-    return [name for name in CONSUMER_SCHEMA.names if name in need]
+    return [name for name in CONSUMER_SCHEMA.names if name in need] + typed
 
 
 def filter_rows(batch: pa.RecordBatch, bounds: Bounds) -> pa.RecordBatch:
@@ -220,7 +227,13 @@ def filter_rows(batch: pa.RecordBatch, bounds: Bounds) -> pa.RecordBatch:
     columns, or some of them (offset always, timestamp when the bounds filter on time); its
     columns are cast to CONSUMER_SCHEMA's types."""
     if batch.schema != CONSUMER_SCHEMA:
-        schema = pa.schema([CONSUMER_SCHEMA.field(n) for n in batch.schema.names])
+        own = set(CONSUMER_SCHEMA.names)  # the typed columns keep their file's types
+        schema = pa.schema(
+            [
+                CONSUMER_SCHEMA.field(n) if n in own else f
+                for n, f in zip(batch.schema.names, batch.schema, strict=True)
+            ]
+        )
         if batch.schema != schema:
             batch = batch.cast(schema)
     masks = []

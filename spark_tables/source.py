@@ -26,11 +26,18 @@ from pyspark.sql.types import StructType
 
 from spark_tables import report
 from spark_tables.bounds import Bounds, bounds_from_filters
-from spark_tables.columns import OutputConverter, ddl_schema, infer_value_type, spark_schema
+from spark_tables.columns import (
+    OutputConverter,
+    ddl_schema,
+    infer_value_type,
+    spark_schema,
+    with_typed,
+)
 from spark_tables.execute import read_piece, sample_values
 from spark_tables.options import SourceOptions, parse_options
 from spark_tables.scan import batch_plan
 from spark_tables.stream import TierlogStreamReader
+from spark_tables.typed import table_typed_fields
 
 
 class TierlogDataSource(DataSource):
@@ -48,13 +55,15 @@ class TierlogDataSource(DataSource):
 
     def schema(self) -> StructType | str:
         opts = self.source_options
+        typed = table_typed_fields(opts)  # a typed table's value columns (docs/lake-tables.md)
         if opts.value_format != "json":
-            return spark_schema(opts)
+            return with_typed(spark_schema(opts), typed)
         if opts.columns is not None and "value" not in opts.columns:
-            return spark_schema(opts.with_(value_format="binary"))  # nothing to parse
+            return with_typed(spark_schema(opts.with_(value_format="binary")), typed)
         if opts.value_schema:
-            return ddl_schema(opts)
-        return spark_schema(opts, infer_value_type(sample_values(opts, opts.json_sample_size)))
+            return ddl_schema(opts, typed)
+        value_type = infer_value_type(sample_values(opts, opts.json_sample_size))
+        return with_typed(spark_schema(opts, value_type), typed)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return TierlogBatchReader(self.source_options, schema)

@@ -1,12 +1,13 @@
 """The typed value columns of a lake table (docs/lake-tables.md): `value_typed`, the value
 decoded with its schema as one struct, and `value_error`, why a value has none.
 
-For each file: a first pass over the segment collects the schema ids its values use (no
-value decoded); the batch's type (`BatchTypes`) merges their types into the table's, one file
-at a time, so every file of a batch writes a struct the batch's final type contains; the
-writer then decodes each batch of records beside the record columns
-(coldstore.parquet_writer.ExtraColumns). Before the batch's Delta commit, the table's schema
-gains what the batch's type adds (coldstore.delta_table.DeltaTopicTable.merge_columns).
+For each file: a first pass over the segment's values alone (tiering/segment_values.py)
+collects the schema ids they use (no value decoded); the batch's type (`BatchTypes`) merges
+their types into the table's, one file at a time, so every file of a batch writes a struct
+the batch's final type contains; the writer then decodes each batch of records beside the
+record columns (coldstore.parquet_writer.ExtraColumns). Before the batch's Delta commit, the
+table's schema gains what the batch's type adds
+(coldstore.delta_table.DeltaTopicTable.merge_columns).
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from collections import Counter
 
 import pyarrow as pa
 
-from coldstore.parquet_writer import Source, iter_consumer_batches, segment_buffer
+from coldstore.parquet_writer import EXTRA_BATCH_ROWS, Source
 from schemaformat.arrow_merge import merge, normalize
-from schemaformat.typed_decode import LATEST, Plan, TypedDecoder
+from schemaformat.typed_decode import LATEST, TYPED_COLUMNS, Plan, TypedDecoder
+from tiering.segment_values import segment_values
 
-TYPED, ERROR = "value_typed", "value_error"
+TYPED, ERROR = TYPED_COLUMNS
 
 
 class BatchTypes:
@@ -76,7 +78,12 @@ def typed_columns(
     if decoder.mode == LATEST:  # every value is decoded with the subject's latest schema
         return TypedColumns(decoder, types.plan(decoder, decoder.schema_ids(pa.array([]))))
     ids: set[int] = set()
-    with segment_buffer(segment) as buf:
-        for batch in iter_consumer_batches(buf, from_offset, to_offset):
-            ids |= decoder.schema_ids(batch.column("value"))
+    run: list[pa.Array] = []  # frames' values, looked at together (per-call costs)
+    for values in segment_values(segment, from_offset, to_offset):
+        run.append(values)
+        if sum(len(v) for v in run) >= EXTRA_BATCH_ROWS:
+            ids |= decoder.schema_ids(pa.concat_arrays(run))
+            run = []
+    if run:
+        ids |= decoder.schema_ids(pa.concat_arrays(run))
     return TypedColumns(decoder, types.plan(decoder, ids))

@@ -28,6 +28,7 @@ from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from deltalake import DeltaTable
 from prometheus_client import REGISTRY
+from pyspark.sql import SparkSession
 
 from coldstore.layout import table_uri
 from coldstore.object_store import ObjectStoreConfig
@@ -35,10 +36,12 @@ from compaction.jobs import Settings
 from compaction.worker import CompactionWorker
 from metadata.db import make_engine
 from schemaformat.kinds import kinds
+from spark_tables import store_options
 from tests.integration.brokers import BrokerProcess
 from tests.integration.fetch_nodes import s3_env
 from tests.integration.ports import free_port
 from tests.integration.s3 import MotoServer, moto_s3_fixture, new_bucket  # noqa: F401
+from tests.integration.test_spark_source import spark_fixture  # noqa: F401 (one SparkSession)
 from tiering.worker import TieringWorker
 
 
@@ -170,6 +173,49 @@ def test_avro_through_three_versions_with_a_poisoned_record(env: Env) -> None:
     env.avro_offsets = env.produce(topic, [values[0]])  # a file of v1 only, for compaction
     env.avro_offsets[:0] = [r["offset"] for r in rows]
     env.tier(topic, env.avro_offsets)
+
+
+def test_the_tierlog_spark_source_reads_typed_columns_cold_and_hot(
+    env: Env, spark: SparkSession
+) -> None:
+    """spark.read.format("tierlog") with includeHot: tiered rows from the files' columns, the
+    hot tail decoded in the task with tiering's decoder; both typed as the table is."""
+    topic = "typed-spark"
+    env.topic(topic)
+    cold = [
+        AvroSerializer(env.registry, schema)(record, _ctx(topic))
+        for schema, record in zip(AVRO_VERSIONS, PRODUCED, strict=True)
+    ]
+    cold_offsets = env.produce(topic, cold)
+    env.tier(topic, cold_offsets)
+    hot = [cold[2], b"plain", cold[0]]  # v3, no schema id, v1: never tiered
+    hot_offsets = env.produce(topic, hot)
+    tiered = {r["offset"] for r in _table_rows(env, topic)}
+    assert not tiered & set(hot_offsets)  # the hot tail is read from the broker
+    df = (
+        spark.read.format("tierlog")
+        .options(**store_options(env.s3), brokerUrl=env.broker.url, includeHot="true")
+        .load(topic)
+    )
+    assert df.schema["value_typed"].dataType.simpleString() == (
+        "struct<id:bigint,item:string,note:string,ship:struct<city:string>>"
+    )
+    got = {
+        r.offset: (r.value_typed.asDict(recursive=True) if r.value_typed else None, r.value_error)
+        for r in df.select("offset", "value_typed", "value_error").collect()
+    }
+    want = dict(zip(cold_offsets, [(e, None) for e in EXPECTED], strict=True))
+    assert {o: got[o] for o in cold_offsets} == want
+    assert got[hot_offsets[0]] == (EXPECTED[2], None)
+    assert got[hot_offsets[2]] == (EXPECTED[0], None)
+    assert got[hot_offsets[1]][0] is None and "magic byte" in got[hot_offsets[1]][1]
+    cities = df.where("value_typed.ship.city IS NOT NULL").groupBy("value_typed.ship.city")
+    assert [tuple(r) for r in cities.count().collect()] == [("Oslo", 2)]
+
+
+def _table_rows(env: Env, topic: str) -> list[dict[str, Any]]:
+    uri, options = table_uri(env.s3, topic), env.s3.storage_options()
+    return list(DeltaTable(uri, storage_options=options).to_pyarrow_table().to_pylist())
 
 
 def test_the_lake_answer_names_the_version_that_added_each_column(env: Env) -> None:
