@@ -150,11 +150,16 @@ class TxnRepo(TxnSpans):
         return [_row(r) for r in rows]
 
     def by_producer(self, pid: int) -> TxnRow | None:
+        return self.by_producers([pid]).get(pid)
+
+    def by_producers(self, pids: Iterable[int]) -> dict[int, TxnRow]:
+        """The rows of these producer ids (one query for all): a leader checks the
+        transactional batches of a produce request's partitions at once."""
         with self.engine.connect() as conn:
-            r = conn.execute(
-                select(kafka_transactions).where(kafka_transactions.c.producer_id == pid)
-            ).first()
-        return None if r is None else _row(r)
+            rows = conn.execute(
+                select(kafka_transactions).where(kafka_transactions.c.producer_id.in_(set(pids)))
+            ).all()
+        return {row.producer_id: row for row in map(_row, rows)}
 
     # -- the coordinator's state changes --------------------------------------------------------
 
