@@ -46,7 +46,7 @@ NOTES: dict[int, str] = {
     61: "idempotent producers of a partition led here; no transactions yet",
     50: "users are API key ids; Alter (51) is not served: a credential derives from its key",
     65: "from the transaction coordinator's store; DESCRIBE on the cluster",
-    66: "as 65; 1 filters by duration",
+    66: "as 65; 1 filters by duration; the lowest live broker id lists them all, others none",
     68: "KIP-848; server assignors uniform (balanced sticky) and range; no regex, no static",
     69: "every group (HTTP and classic members included); no client ids or racks",
 }
