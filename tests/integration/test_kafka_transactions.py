@@ -6,12 +6,14 @@ by its timeout, and the HTTP reader seeing committed records only."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from deltalake import DeltaTable
@@ -100,6 +102,15 @@ def test_commit_and_abort_seen_by_each_isolation_level(txn_broker: Any) -> None:
     # the HTTP reader reads committed records by default
     http = broker.fetch(topic, 0, 0)["records"]
     assert [r["value"] for r in http] == [v.decode() for v in [*committed[:5], b"last"]]
+    # and so does its search: "a" is in every aborted value, and in "last"
+    assert _searched(broker, topic, "a") == ["last"]
+
+
+def _searched(broker: BrokerProcess, topic: str, value: str) -> list[str]:
+    got = httpx.get(f"{broker.url}/topics/{topic}/search", params={"value": value}, timeout=30)
+    assert got.status_code == 200, got.text
+    events = [json.loads(line) for line in got.text.splitlines() if line]
+    return sorted(e["value"] for e in events if e["type"] == "hit")
 
 
 def test_open_transaction_holds_back_read_committed(txn_broker: Any) -> None:
@@ -110,6 +121,7 @@ def test_open_transaction_holds_back_read_committed(txn_broker: Any) -> None:
     p.begin_transaction()
     _send(p, topic, [b"pending"])
     assert txn_apps.read_all(bootstrap, topic, "read_committed") == []
+    assert _searched(broker, topic, "pending") == []  # past the last stable offset
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:  # the coordinator's store answers the transaction admin APIs
         described = admin.describe_transactions([tid])[tid]
