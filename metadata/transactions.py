@@ -223,7 +223,8 @@ class TxnRepo(TxnSpans):
 
     def add_partitions(
         self, tid: str, pid: int, epoch: int, parts: Iterable[tuple[str, int]]
-    ) -> None:
+    ) -> tuple[tuple[str, int], ...]:
+        """AddPartitionsToTxn: every partition of the transaction under way, these included."""
         with self.engine.begin() as conn:
             row = _matching(self._lock(conn, tid), tid, pid, epoch)
             known = list(row.partitions) if row.state == ONGOING else []
@@ -231,6 +232,7 @@ class TxnRepo(TxnSpans):
                 if tp not in known:
                     known.append(tp)
             self._begin(conn, row, partitions=[list(tp) for tp in known])
+        return tuple(known)
 
     def _begin(self, conn: Connection, row: TxnRow, **values: Any) -> None:
         if row.state != ONGOING:  # the first partition or group starts the transaction

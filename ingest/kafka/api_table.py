@@ -25,7 +25,8 @@ NOTES: dict[int, str] = {
     19: "validate_only supported; no manual replica assignment",
     20: "6 names topics by id",
     22: "a transactional id bumps its epoch, fencing older producers (see below)",
-    24: "KIP-890: a partition not added refuses transactional produce (INVALID_TXN_STATE)",
+    24: "KIP-890: a partition not added refuses transactional produce (INVALID_TXN_STATE); "
+    "one added already is answered from memory",
     26: "markers written to every partition before the answer",
     28: "offsets applied when the transaction commits",
     23: "librdkafka asks v2 after a leader change",
