@@ -15,7 +15,8 @@ from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import TopicPartition as Assigned
 from deltalake import DeltaTable
 
 from coldstore.layout import table_uri
@@ -282,3 +283,36 @@ def test_aiokafka_consume_transform_produce_is_exactly_once(txn_broker: Any) -> 
     assert sorted(m.value() for m in out) == sorted(v.upper() for v in inputs)
     committed = broker.http.get(f"/groups/{group}/offsets").json()["offsets"]
     assert {(o["partition"], o["offset"]) for o in committed} == {(0, 15), (1, 15)}
+
+
+def test_read_committed_position_passes_aborted_records_and_markers(txn_broker: Any) -> None:
+    """A consumer whose partition ends with an aborted transaction (or any marker) reaches
+    the partition's end: its position is the high watermark (quixstreams' state recovery
+    waits for exactly that)."""
+    broker, bootstrap = txn_broker
+    topic = _topic(broker)
+    p = _producer(bootstrap, f"tx-{uuid.uuid4().hex[:6]}")
+    p.begin_transaction()
+    _send(p, topic, [b"gone-1", b"gone-2"])
+    p.abort_transaction(30)
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 50,
+        }
+    )
+    try:
+        c.assign([Assigned(topic, 0, 0)])
+        _, high = c.get_watermark_offsets(Assigned(topic, 0), timeout=10)
+        assert high == 3  # two records and the abort marker
+
+        def at_end() -> bool | None:
+            assert c.poll(0.2) is None  # nothing to read
+            return c.position([Assigned(topic, 0)])[0].offset == high or None
+
+        wait_for("the consumer at the partition's end", at_end, timeout=30)
+    finally:
+        c.close()
