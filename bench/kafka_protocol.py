@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.kafka_protocol [--records 1000000] [--clients 2]
     .venv/bin/python -m bench.kafka_protocol --smoke     # tiny sizes, one broker (the suite)
     .venv/bin/python -m bench.kafka_protocol --no-cluster
+    .venv/bin/python -m bench.kafka_protocol --txn-only  # transactions vs idempotent only
 
 Starts its own Postgres, then one broker, then a 3-broker cluster (RF=3,
 min.insync.replicas=2), each broker with --kafka-listen. On each, with acks=all and the same
@@ -299,11 +300,13 @@ def run(args: argparse.Namespace, tmp: Path, db: str) -> list[Row]:
             _kafka_ports([broker]),
             idle_rate(_pids([broker]), args.idle_seconds),
         )
-        rows += produce_rows(one, args.records, args.clients) + consume_rows(one, args.consume)
+        if not args.txn_only:
+            rows += produce_rows(one, args.records, args.clients)
+            rows += consume_rows(one, args.consume)
         args.txn = kafka_txn.run(one.bootstrap, one.create, args.txn_records, args.txn_rounds)
     finally:
         broker.stop()
-    if args.no_cluster:
+    if args.no_cluster or args.txn_only:
         return rows
     (tmp / "cluster").mkdir()
     c = Cluster(new_database(db, "cluster"), tmp / "cluster", 3)
@@ -336,6 +339,7 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--no-cluster", action="store_true", help="one broker only")
     parser.add_argument("--txn-records", type=int, default=200_000, help="transactional case")
     parser.add_argument("--txn-rounds", type=int, default=200, help="latency transactions")
+    parser.add_argument("--txn-only", action="store_true", help="the transactional case only")
     parser.add_argument("--smoke", action="store_true", help="seconds-long run, tiny sizes")
     args = parser.parse_args()
     args.idle_seconds = 3.0
@@ -372,7 +376,8 @@ def main() -> None:
         f"{args.clients} process(es), 1 in flight per partition; "
         f"fetches of {FETCH_BYTES:,} B per partition; Python client: send_table(), poll_arrow()"
     )
-    print_table(rows)
+    if rows:
+        print_table(rows)
     kafka_txn.print_figures("1 broker", args.txn)
     print(
         "\nchecked: every topic holds exactly the records sent; each reader read each offset "

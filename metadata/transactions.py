@@ -150,11 +150,16 @@ class TxnRepo(TxnSpans):
         return [_row(r) for r in rows]
 
     def by_producer(self, pid: int) -> TxnRow | None:
+        return self.by_producers([pid]).get(pid)
+
+    def by_producers(self, pids: Iterable[int]) -> dict[int, TxnRow]:
+        """The rows of these producer ids (one query for all): a leader checks the
+        transactional batches of a produce request's partitions at once."""
         with self.engine.connect() as conn:
-            r = conn.execute(
-                select(kafka_transactions).where(kafka_transactions.c.producer_id == pid)
-            ).first()
-        return None if r is None else _row(r)
+            rows = conn.execute(
+                select(kafka_transactions).where(kafka_transactions.c.producer_id.in_(set(pids)))
+            ).all()
+        return {row.producer_id: row for row in map(_row, rows)}
 
     # -- the coordinator's state changes --------------------------------------------------------
 
@@ -218,7 +223,8 @@ class TxnRepo(TxnSpans):
 
     def add_partitions(
         self, tid: str, pid: int, epoch: int, parts: Iterable[tuple[str, int]]
-    ) -> None:
+    ) -> tuple[tuple[str, int], ...]:
+        """AddPartitionsToTxn: every partition of the transaction under way, these included."""
         with self.engine.begin() as conn:
             row = _matching(self._lock(conn, tid), tid, pid, epoch)
             known = list(row.partitions) if row.state == ONGOING else []
@@ -226,6 +232,7 @@ class TxnRepo(TxnSpans):
                 if tp not in known:
                     known.append(tp)
             self._begin(conn, row, partitions=[list(tp) for tp in known])
+        return tuple(known)
 
     def _begin(self, conn: Connection, row: TxnRow, **values: Any) -> None:
         if row.state != ONGOING:  # the first partition or group starts the transaction

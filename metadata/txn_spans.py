@@ -10,7 +10,19 @@ import builtins
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from sqlalchemy import BigInteger, Column, Integer, Table, Text, and_, delete, func, select, update
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Integer,
+    Table,
+    Text,
+    and_,
+    delete,
+    func,
+    select,
+    tuple_,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine
 
@@ -38,11 +50,37 @@ class Span(NamedTuple):
     kind: str
 
 
-def _put_span(conn: Connection, topic: str, partition: int, span: Span) -> None:
-    """A span at its first offset, replacing one left there by a leader whose records at
-    that offset were truncated (written after the new leader dropped its spans)."""
-    values = {"topic": topic, "partition": partition, **span._asdict()}
-    stmt = pg_insert(kafka_txn_spans).values(values)
+class NewSpans(NamedTuple):
+    """A leader's ongoing spans of one partition, to record."""
+
+    topic: str
+    partition: int
+    spans: tuple[Span, ...]
+
+
+class Closed(NamedTuple):
+    """A marker written at `marker_offset` of a partition, ending producer `producer_id`'s
+    transaction there: its ongoing spans become ordinary data (commit) or aborted ones."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    commit: bool
+    marker_offset: int
+
+
+def _put_spans(conn: Connection, rows: Iterable[tuple[str, int, Span]]) -> None:
+    """Spans at their first offsets, in one statement, each replacing one left there by a
+    leader whose records at that offset were truncated (written after the new leader
+    dropped its spans)."""
+    values = {
+        (topic, partition, span.first_offset): {"topic": topic, "partition": partition}
+        | span._asdict()
+        for topic, partition, span in rows
+    }  # one row per key: a statement may not update a row twice
+    if not values:
+        return
+    stmt = pg_insert(kafka_txn_spans).values(list(values.values()))
     keys = ("last_offset", "producer_id", "kind")
     conn.execute(
         stmt.on_conflict_do_update(
@@ -50,6 +88,18 @@ def _put_span(conn: Connection, topic: str, partition: int, span: Span) -> None:
             set_={k: stmt.excluded[k] for k in keys},
         )
     )
+
+
+def _close(conn: Connection, closed: list[Closed], commit: bool) -> None:
+    s = kafka_txn_spans.c
+    keys = [(c.topic, c.partition, c.producer_id) for c in closed if c.commit == commit]
+    if not keys:
+        return
+    mine = and_(s.kind == "ongoing", tuple_(s.topic, s.partition, s.producer_id).in_(keys))
+    if commit:
+        conn.execute(delete(kafka_txn_spans).where(mine))
+    else:
+        conn.execute(update(kafka_txn_spans).where(mine).values(kind="aborted"))
 
 
 class TxnSpans:
@@ -61,25 +111,30 @@ class TxnSpans:
         self.add_spans(topic, partition, [Span(first, last, pid, "ongoing")])
 
     def add_spans(self, topic: str, partition: int, spans: Iterable[Span]) -> None:
-        with self.engine.begin() as conn:
-            for span in spans:
-                _put_span(conn, topic, partition, span)
+        self.write_spans([NewSpans(topic, partition, tuple(spans))], [])
 
     def close_spans(
         self, topic: str, partition: int, pid: int, commit: bool, marker_offset: int
     ) -> None:
         """A marker was written at `marker_offset`: the producer's ongoing spans become
         ordinary data (commit) or aborted ones, and the marker is a span of its own."""
-        s = kafka_txn_spans.c
-        mine = and_(
-            s.topic == topic, s.partition == partition, s.producer_id == pid, s.kind == "ongoing"
-        )
+        self.write_spans([], [Closed(topic, partition, pid, commit, marker_offset)])
+
+    def write_spans(self, new: Iterable[NewSpans], closed: Iterable[Closed]) -> None:
+        """Many partitions' span changes in one Postgres transaction of at most three
+        statements (the leader gathers what its partitions ask at once: txn_log.py). The
+        closings go first; a partition's new spans never follow its own marker in one call
+        (the leader writes a marker only once the spans before it are recorded)."""
+        closed = list(closed)
+        rows = [(n.topic, n.partition, span) for n in new for span in n.spans]
+        rows += [
+            (c.topic, c.partition, Span(c.marker_offset, c.marker_offset, c.producer_id, "marker"))
+            for c in closed
+        ]
         with self.engine.begin() as conn:
-            if commit:
-                conn.execute(delete(kafka_txn_spans).where(mine))
-            else:
-                conn.execute(update(kafka_txn_spans).where(mine).values(kind="aborted"))
-            _put_span(conn, topic, partition, Span(marker_offset, marker_offset, pid, "marker"))
+            _close(conn, closed, commit=True)
+            _close(conn, closed, commit=False)
+            _put_spans(conn, rows)
 
     def spans(self, topic: str, partition: int) -> builtins.list[Span]:
         s = kafka_txn_spans.c

@@ -35,12 +35,13 @@ from ingest.kafka.context import KafkaContext
 from ingest.kafka.leader_epochs import UNDEFINED, EpochEnd
 from ingest.kafka.offload import offload
 from ingest.kafka.protocol import build, kafka_error, nested
-from ingest.kafka.record_batch import encode_batch
+from ingest.kafka.record_batch import encode_batch, encode_control
 from ingest.service.fetch_rules import ResponseBudget, merged
 from ingest.service.partitions import Partition, log_start
 from ingest.service.reads import Reads
 from ingest.service.txn_log import TxnView
 from logformat.errors import ErrorCode, TierlogError
+from logformat.txn_rows import marker_rows
 
 log = logging.getLogger("tierlog.kafka")
 
@@ -65,10 +66,35 @@ async def leader(ctx: KafkaContext, topic: str, partition: int, operation: str) 
     return await ctx.services.reads.leader(ctx.principal, topic, partition, operation)
 
 
-def _encoded(got: FetchResult, fetch_offset: int, append_time: bool, epoch: int) -> bytes:
-    return leader_epochs.stamp(
-        encode_batch(got.batch, fetch_offset, got.next_offset, append_time), epoch
-    )
+def _encoded(
+    got: FetchResult,
+    fetch_offset: int,
+    append_time: bool,
+    epoch: int,
+    marker: pa.RecordBatch | None = None,
+) -> bytes:
+    if marker is None:
+        return leader_epochs.stamp(
+            encode_batch(got.batch, fetch_offset, got.next_offset, append_time), epoch
+        )
+    at = marker.column(0)[0].as_py()
+    data = encode_batch(got.batch, fetch_offset, at, append_time)
+    return leader_epochs.stamp(data, epoch) + leader_epochs.stamp(encode_control(marker), epoch)
+
+
+def _last_marker(read: FetchResult, answered: FetchResult) -> pa.RecordBatch | None:
+    """The transaction marker the answer ends on, when the transaction view left it out
+    (with whatever it hid before it): sent as a control batch, so clients move past it."""
+    last = answered.next_offset - 1
+    kept = answered.batch.column(0)
+    if read.batch.num_rows == 0 or (len(kept) and kept[len(kept) - 1].as_py() >= last):
+        return None
+    offsets = read.batch.column(0).to_numpy()
+    at = int(offsets.searchsorted(last))
+    if at >= len(offsets) or offsets[at] != last:
+        return None
+    row = read.batch.slice(at, 1)
+    return row if bool(marker_rows(row)[0]) else None
 
 
 class _Slicer:
@@ -81,15 +107,18 @@ class _Slicer:
 
     async def _slice(self, offset: int, max_bytes: int) -> tuple[bytes, FetchResult]:
         epoch, epoch_end = leader_epochs.epoch_at(self.state, offset)
+        read: list[FetchResult] = []
+
+        def trim(got: FetchResult) -> FetchResult:
+            read.append(leader_epochs.within_epoch(got, epoch_end))  # before the txn view
+            return read[-1]
+
+        limit = min(max_bytes, _SLICE_BYTES)
         got = await self.reads.fetch(
-            self.state,
-            offset,
-            _MAX_RECORDS,
-            min(max_bytes, _SLICE_BYTES),
-            trim=lambda got: leader_epochs.within_epoch(got, epoch_end),
-            txns=self.txns,
+            self.state, offset, _MAX_RECORDS, limit, trim=trim, txns=self.txns
         )
-        args = (got, offset, self.append_time, epoch)
+        marker = _last_marker(read[0], got) if read and self.txns.transactional else None
+        args = (got, offset, self.append_time, epoch, marker)
         if got.batch.nbytes >= _INLINE_BYTES:  # encoding walks every record
             return await offload(_encoded, *args), got
         return _encoded(*args), got

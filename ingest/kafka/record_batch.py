@@ -111,3 +111,18 @@ def encode_batch(
     head = _TAIL.pack(attrs, last_delta, base_ts, max_ts, -1, -1, -1, n)
     crc = google_crc32c.extend(google_crc32c.value(head), body)
     return b"".join((_FRONT.pack(base, len(head) + len(body) + 9, -1, 2, crc), head, body))
+
+
+def encode_control(marker: pa.RecordBatch) -> bytes:
+    """A transaction marker (one row of CONSUMER_SCHEMA, as the log keeps it) as Kafka
+    sends it: a control batch of one control record, its key and value as written and no
+    headers. Clients step over it, moving their position past its offset (librdkafka moves
+    a read_committed consumer's position on control records, not on empty batches)."""
+    row = marker.slice(0, 1)
+    bare = row.set_column(4, "headers", pa.nulls(1, row.schema.field(4).type))
+    offset = row.column(0)[0].as_py()
+    ts = row.column(1).cast(pa.int64())[0].as_py()
+    body = encode_records(bare, offset, ts)
+    head = _TAIL.pack(_TRANSACTIONAL | _CONTROL, 0, ts, ts, -1, -1, -1, 1)
+    crc = google_crc32c.extend(google_crc32c.value(head), body)
+    return b"".join((_FRONT.pack(offset, len(head) + len(body) + 9, -1, 2, crc), head, body))

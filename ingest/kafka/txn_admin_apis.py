@@ -38,6 +38,20 @@ async def _rows(ctx: KafkaContext) -> list[TransactionRow]:
     return [] if store is None else list(await asyncio.to_thread(store.list))
 
 
+def _lists_transactions(ctx: KafkaContext) -> bool:
+    """Whether this broker answers ListTransactions with the store's rows. Admin clients
+    ask every broker and join the answers (in Kafka each lists the ids it coordinates);
+    every tierlog broker reads the same store, so only the lowest live broker id Metadata
+    names answers them, the others none: each transaction is listed once."""
+    me = ctx.services.config.broker_id
+    live = [
+        broker_id
+        for broker_id, reg in ctx.services.metadata.brokers.items()
+        if reg.alive and ctx.kafka_address(broker_id) is not None
+    ]
+    return not live or me == min(live)
+
+
 def _listed(request: ListTransactionsRequest, row: TransactionRow, now: datetime) -> bool:
     states, pids = set(request.state_filters), {int(p) for p in request.producer_id_filters}
     duration_ms = int(getattr(request, "duration_filter", -1))
@@ -73,7 +87,7 @@ async def handle_list_transactions(
             producer_id=i64(r.producer_id),
             transaction_state=r.state,
         )
-        for r in await _rows(ctx)
+        for r in (await _rows(ctx) if _lists_transactions(ctx) else [])
         if _listed(request, r, now)
     )
     return build(

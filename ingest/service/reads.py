@@ -18,6 +18,7 @@ from metadata.types import TopicNamePartition
 if TYPE_CHECKING:
     from cluster.metadata_cache import TopicView
     from cluster.read_contract import ColdReader, FetchResult
+    from cluster.search_contract import ColdSearcher
     from ingest.broker import Broker
     from ingest.replication.partition import Partition
 
@@ -38,12 +39,23 @@ class Reads:
         self, view: TopicView, partition: int, search: PartitionSearch
     ) -> AsyncIterator[dict[str, Any]] | None:
         """A search of a partition this broker leads: its cold files (when the topic is
-        tiered and this node has the cold searcher), then its hot log. None: not led here."""
+        tiered and this node has the cold searcher), then its hot log as read_committed
+        sees it (as HTTP fetches read; tiering leaves aborted records out of the cold tier).
+        None: not led here."""
         state = self.leader_state(view.info.name, partition)
         if state is None:
             return None
         cold = self._broker.cold_searcher if view.config.remote_storage_enable else None
-        return search_partition(search, cold, LocalHot(state))
+        return self._committed_search(search, cold, state)
+
+    async def _committed_search(
+        self, search: PartitionSearch, cold: ColdSearcher | None, state: Partition
+    ) -> AsyncIterator[dict[str, Any]]:
+        txns = await self.txn_view(state, committed=True)
+        async for event in search_partition(
+            search, cold, LocalHot(state, (txns.apply, txns.stable))
+        ):
+            yield event
 
     async def topic(
         self, principal: str, topic: str, operation: str, partition: int | None = None

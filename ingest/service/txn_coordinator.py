@@ -49,6 +49,10 @@ class TxnCoordinator:
         self.repo = TxnRepo(broker.engine)
         self.commit_offsets: OffsetCommit | None = None  # the listener's groups, when mounted
         self._sweeper: asyncio.Task[None] | None = None
+        # Per transactional id, the (producer id, epoch) and partitions of the transaction
+        # under way as this broker last added to it: adding one of them again is answered
+        # without Postgres (Kafka's coordinator does not write its log for it either).
+        self._added: dict[str, tuple[int, int, frozenset[tuple[str, int]]]] = {}
 
     def start(self) -> None:
         if self._sweeper is None or self._sweeper.done():
@@ -71,6 +75,7 @@ class TxnCoordinator:
             raise TxnError("COORDINATOR_NOT_AVAILABLE", "transaction state unavailable") from exc
 
     async def init(self, tid: str, timeout_ms: int) -> Initialized:
+        self._added.pop(tid, None)
         allocate = self.broker.partition_repo.allocate_producer_id
         for _ in range(3):
             got = await self._run(self.repo.init, tid, timeout_ms, allocate)
@@ -82,7 +87,17 @@ class TxnCoordinator:
     async def add_partitions(
         self, tid: str, pid: int, epoch: int, parts: Sequence[tuple[str, int]]
     ) -> None:
-        await self._run(self.repo.add_partitions, tid, pid, epoch, list(parts))
+        """AddPartitionsToTxn. Answered from memory when this broker added all of `parts`
+        to this producer's transaction under way. Should another broker have ended it
+        meanwhile (a client that moved to another coordinator and back), the partitions'
+        leaders still check each batch against Postgres (txn_log.py): a batch for a
+        partition not added is refused (INVALID_TXN_STATE), never taken in."""
+        known = self._added.get(tid)
+        if known is not None and known[:2] == (pid, epoch) and known[2].issuperset(parts):
+            return
+        self._added.pop(tid, None)
+        added = await self._run(self.repo.add_partitions, tid, pid, epoch, list(parts))
+        self._added[tid] = (pid, epoch, frozenset(added))
 
     async def add_offsets(self, tid: str, pid: int, epoch: int, group: str) -> None:
         await self._run(self.repo.add_offsets, tid, pid, epoch, group)
@@ -99,6 +114,7 @@ class TxnCoordinator:
         await self._run(self.repo.txn_offsets, tid, pid, epoch, group, member, entries)
 
     async def end(self, tid: str, pid: int, epoch: int, commit: bool) -> None:
+        self._added.pop(tid, None)
         row = await self._run(self.repo.end, tid, pid, epoch, commit)
         if row is not None:
             await self.complete(row)
@@ -106,6 +122,7 @@ class TxnCoordinator:
     async def complete(self, row: TxnRow) -> None:
         """Markers to every partition, then (commit) the group offsets, then Complete*."""
         commit = row.state == PREPARE_COMMIT
+        self._added.pop(row.transactional_id, None)
         await asyncio.gather(
             *(self._marker(t, p, row.producer_id, commit) for t, p in row.partitions)
         )

@@ -23,11 +23,13 @@ import pyarrow as pa
 from cluster.read_contract import FetchResult
 from ingest.replication.group_commit import AppendResult
 from ingest.replication.partition import Partition, Role
+from ingest.service.txn_batch import Batched
 from logformat.frame import encode_frame
 from logformat.schema import RECORD_SCHEMA, TIMESTAMP
 from logformat.txn_rows import MARKER_HEADER, in_spans, marker_rows
 from metadata.db_errors import POSTGRES_DOWN
-from metadata.transactions import ONGOING, Span, TxnError, TxnRepo
+from metadata.transactions import ONGOING, Span, TxnError, TxnRepo, TxnRow
+from metadata.txn_spans import Closed, NewSpans
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
@@ -95,10 +97,13 @@ class PartitionTxns:
         # partitions), so its next batches skip Postgres.
         self.verified: set[tuple[int, int]] = set()
         self.pending: set[asyncio.Future[list[AppendResult]]] = set()  # spans being recorded
+        # The log end offset when each of those was queued: its records lie at or past it,
+        # and none may be read as stable before its span is known here.
+        self.floors: dict[asyncio.Future[list[AppendResult]], int] = {}
 
     def stable(self, high_watermark: int) -> int:
         ongoing = [s.first_offset for s in self.spans if s.kind == "ongoing"]
-        return min([high_watermark, *ongoing])
+        return min([high_watermark, *ongoing, *self.floors.values()])
 
     def view(self, high_watermark: int, committed: bool) -> TxnView:
         kinds = ("aborted", "marker") if committed else ("marker",)
@@ -116,6 +121,18 @@ class TxnLog:
         self.broker = broker
         self.repo = TxnRepo(broker.engine)
         self._parts: dict[tuple[str, int], PartitionTxns] = {}
+        # What the partitions ask of Postgres at once goes in one call (txn_batch.py).
+        self._producers = Batched[int, TxnRow | None](self._rows_of)
+        self._span_changes = Batched[NewSpans | Closed, None](self._write_spans)
+
+    def _rows_of(self, pids: list[int]) -> list[TxnRow | None]:
+        rows = self.repo.by_producers(pids)
+        return [rows.get(pid) for pid in pids]
+
+    def _write_spans(self, changes: list[NewSpans | Closed]) -> list[None]:
+        new = [c for c in changes if isinstance(c, NewSpans)]
+        self.repo.write_spans(new, [c for c in changes if isinstance(c, Closed)])
+        return [None] * len(changes)
 
     async def partition(self, state: Partition) -> PartitionTxns:
         key = (state.topic, state.partition)
@@ -201,9 +218,12 @@ class TxnLog:
             if (pid, epoch) not in txns.verified:
                 await self._check(state, pid, epoch)
                 txns.verified.add((pid, epoch))
+            floor = state.log.log_end_offset
             recorded = asyncio.ensure_future(self._record(txns, state, pid, submit()))
             txns.pending.add(recorded)
+            txns.floors[recorded] = floor
             recorded.add_done_callback(txns.pending.discard)
+            recorded.add_done_callback(lambda f: txns.floors.pop(f, None))
             return recorded
 
     async def _record(
@@ -214,13 +234,15 @@ class TxnLog:
         queued: asyncio.Future[list[AppendResult]],
     ) -> list[AppendResult]:
         results = await queued
-        spans = [Span(r.base_offset, r.last_offset, pid, "ongoing") for r in results]
-        await asyncio.to_thread(self.repo.add_spans, state.topic, state.partition, spans)
-        txns.spans.extend(spans)
+        spans = tuple(Span(r.base_offset, r.last_offset, pid, "ongoing") for r in results)
+        try:
+            await self._span_changes(NewSpans(state.topic, state.partition, spans))
+        finally:  # written, so known here even if Postgres failed: its marker records them
+            txns.spans.extend(spans)
         return results
 
     async def _check(self, state: Partition, pid: int, epoch: int) -> None:
-        row = await asyncio.to_thread(self.repo.by_producer, pid)
+        row = await self._producers(pid)
         tp = f"{state.topic}-{state.partition}"
         if row is None:
             raise TxnError("INVALID_PRODUCER_ID_MAPPING", f"producer {pid} has no transactional id")
@@ -247,8 +269,16 @@ class TxnLog:
                 await asyncio.wait(set(txns.pending))
             results = await state.append([frame], -1, view.config.min_insync_replicas, timeout_s)
             at = results[0].base_offset
-            await asyncio.to_thread(
-                self.repo.close_spans, state.topic, state.partition, pid, commit, at
+            # An abort records its spans as aborted in the same call: one whose own write
+            # failed (Postgres away) is known to a later leader all the same.
+            ended = tuple(
+                s._replace(kind="aborted")
+                for s in txns.spans
+                if s.producer_id == pid and s.kind == "ongoing" and not commit
+            )
+            await asyncio.gather(
+                self._span_changes(Closed(state.topic, state.partition, pid, commit, at)),
+                self._span_changes(NewSpans(state.topic, state.partition, ended)),
             )
             kept = []
             for s in txns.spans:

@@ -6,14 +6,17 @@ by its timeout, and the HTTP reader seeing committed records only."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import TopicPartition as Assigned
 from deltalake import DeltaTable
 
 from coldstore.layout import table_uri
@@ -100,6 +103,15 @@ def test_commit_and_abort_seen_by_each_isolation_level(txn_broker: Any) -> None:
     # the HTTP reader reads committed records by default
     http = broker.fetch(topic, 0, 0)["records"]
     assert [r["value"] for r in http] == [v.decode() for v in [*committed[:5], b"last"]]
+    # and so does its search: "a" is in every aborted value, and in "last"
+    assert _searched(broker, topic, "a") == ["last"]
+
+
+def _searched(broker: BrokerProcess, topic: str, value: str) -> list[str]:
+    got = httpx.get(f"{broker.url}/topics/{topic}/search", params={"value": value}, timeout=30)
+    assert got.status_code == 200, got.text
+    events = [json.loads(line) for line in got.text.splitlines() if line]
+    return sorted(e["value"] for e in events if e["type"] == "hit")
 
 
 def test_open_transaction_holds_back_read_committed(txn_broker: Any) -> None:
@@ -110,6 +122,7 @@ def test_open_transaction_holds_back_read_committed(txn_broker: Any) -> None:
     p.begin_transaction()
     _send(p, topic, [b"pending"])
     assert txn_apps.read_all(bootstrap, topic, "read_committed") == []
+    assert _searched(broker, topic, "pending") == []  # past the last stable offset
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:  # the coordinator's store answers the transaction admin APIs
         described = admin.describe_transactions([tid])[tid]
@@ -270,3 +283,36 @@ def test_aiokafka_consume_transform_produce_is_exactly_once(txn_broker: Any) -> 
     assert sorted(m.value() for m in out) == sorted(v.upper() for v in inputs)
     committed = broker.http.get(f"/groups/{group}/offsets").json()["offsets"]
     assert {(o["partition"], o["offset"]) for o in committed} == {(0, 15), (1, 15)}
+
+
+def test_read_committed_position_passes_aborted_records_and_markers(txn_broker: Any) -> None:
+    """A consumer whose partition ends with an aborted transaction (or any marker) reaches
+    the partition's end: its position is the high watermark (quixstreams' state recovery
+    waits for exactly that)."""
+    broker, bootstrap = txn_broker
+    topic = _topic(broker)
+    p = _producer(bootstrap, f"tx-{uuid.uuid4().hex[:6]}")
+    p.begin_transaction()
+    _send(p, topic, [b"gone-1", b"gone-2"])
+    p.abort_transaction(30)
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 50,
+        }
+    )
+    try:
+        c.assign([Assigned(topic, 0, 0)])
+        _, high = c.get_watermark_offsets(Assigned(topic, 0), timeout=10)
+        assert high == 3  # two records and the abort marker
+
+        def at_end() -> bool | None:
+            assert c.poll(0.2) is None  # nothing to read
+            return c.position([Assigned(topic, 0)])[0].offset == high or None
+
+        wait_for("the consumer at the partition's end", at_end, timeout=30)
+    finally:
+        c.close()

@@ -8,6 +8,7 @@ import contextlib
 import signal
 import threading
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,10 @@ from metadata.transactions import COMPLETE_COMMIT, PREPARE_COMMIT, TxnRepo
 from tests.integration import kafka_txn_wire as wire
 from tests.integration import txn_apps
 from tests.integration.cluster import Cluster, wait_for
+
+with warnings.catch_warnings():  # kafka-python reads its schemas with a deprecated call
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import KafkaAdminClient
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +45,28 @@ def cluster(
 def _values(bootstrap: str, topic: str, until: int = 0) -> list[bytes]:
     got = txn_apps.read_all(bootstrap, topic, "read_committed", 2, until=until)
     return sorted(m.value() for m in got)
+
+
+def test_list_transactions_names_each_transaction_once(cluster: Any) -> None:
+    """Admin clients ask every broker and join the answers; every broker reads the same
+    store, so one answers for all (kafka-python's list_transactions() asks all three)."""
+    c, _ = cluster
+    topic, tid = f"tls-{uuid.uuid4().hex[:6]}", f"tx-{uuid.uuid4().hex[:6]}"
+    c.create_topic(topic, 1, 3, min_insync_replicas=2)
+    p = Producer({"bootstrap.servers": c.bootstrap(), "transactional.id": tid})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"open")
+    assert p.flush(30) == 0
+    admin = KafkaAdminClient(bootstrap_servers=c.bootstrap())
+    try:
+        answers = admin.list_transactions()
+        assert len(answers) == 3  # one answer per broker
+        listed = [t.transactional_id for ts in answers.values() for t in ts]
+        assert listed.count(tid) == 1, answers
+    finally:
+        admin.close()
+        p.abort_transaction(30)
 
 
 def test_leader_killed_mid_transaction_is_all_or_nothing(cluster: Any) -> None:

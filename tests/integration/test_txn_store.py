@@ -20,6 +20,7 @@ from metadata.transactions import (
     TxnError,
     TxnRepo,
 )
+from metadata.txn_spans import Closed, NewSpans
 
 
 def _kafka_name(call: object, *args: object) -> str:
@@ -114,3 +115,21 @@ def test_ended_spans_below_the_log_start_are_pruned(db_engine: Engine) -> None:
     assert repo.prune_spans_below("p", 0, 20) == 1
     assert repo.spans("p", 0) == [Span(3, 3, 7, "ongoing"), Span(10, 10, 6, "marker")]
     assert repo.spans("p", 1) == [Span(0, 0, 8, "ongoing")]
+
+
+def test_many_partitions_span_changes_in_one_call(db_engine: Engine) -> None:
+    repo = TxnRepo(db_engine)
+    repo.add_spans("m", 0, [Span(0, 4, 5, "ongoing"), Span(5, 6, 9, "ongoing")])
+    repo.add_spans("m", 1, [Span(0, 2, 5, "ongoing")])
+    repo.write_spans(
+        [
+            NewSpans("m", 2, (Span(0, 3, 5, "ongoing"),)),
+            NewSpans("m", 0, (Span(5, 6, 9, "ongoing"), Span(5, 8, 9, "ongoing"))),  # last wins
+            NewSpans("m", 1, (Span(0, 2, 5, "aborted"),)),  # an abort's own spans, again
+        ],
+        [Closed("m", 0, 5, True, 9), Closed("m", 1, 5, False, 3)],
+    )
+    assert repo.spans("m", 0) == [Span(5, 8, 9, "ongoing"), Span(9, 9, 5, "marker")]
+    assert repo.spans("m", 1) == [Span(0, 2, 5, "aborted"), Span(3, 3, 5, "marker")]
+    assert repo.spans("m", 2) == [Span(0, 3, 5, "ongoing")]
+    assert repo.by_producers([5, 9, 404]) == {}  # spans name producers; rows are by id

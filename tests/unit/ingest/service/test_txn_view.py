@@ -4,9 +4,12 @@ header when its span never reached Postgres)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pyarrow as pa
 
 from cluster.read_contract import FetchResult
+from ingest.replication.group_commit import AppendResult
 from ingest.service.txn_log import PartitionTxns, TxnView, control_batch
 from logformat.schema import CONSUMER_SCHEMA
 from metadata.transactions import Span
@@ -57,3 +60,19 @@ def test_a_partition_without_transactions_is_read_as_it_is() -> None:
     got = _read([b"a", b"b"])
     assert TxnView(2, ()).apply(got, 0) is not None
     assert _values(TxnView(2, ()).apply(got, 0)) == [b"a", b"b"]
+
+
+def test_a_batch_whose_span_is_being_recorded_holds_back_read_committed() -> None:
+    """Written (and the high watermark past it) before Postgres has its span: read_committed
+    stops at the log end offset it was queued at, read_uncommitted does not."""
+    txns = PartitionTxns(1, [Span(0, 1, 7, "marker")])
+    loop = asyncio.new_event_loop()
+    try:
+        recording: asyncio.Future[list[AppendResult]] = loop.create_future()
+        txns.floors[recording] = 4
+        assert txns.view(10, committed=True).stable == 4
+        assert txns.view(10, committed=False).stable == 10
+        del txns.floors[recording]
+        assert txns.view(10, committed=True).stable == 10
+    finally:
+        loop.close()

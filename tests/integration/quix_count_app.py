@@ -1,0 +1,44 @@
+"""A quixstreams application counting records per key with exactly-once processing, run
+by test_kafka_quix.py as a child process of the `.venv-quix` interpreter (quixstreams pins
+an older confluent-kafka than the project's). Not imported by the suite.
+
+    python quix_count_app.py BOOTSTRAP INPUT OUTPUT GROUP STATE_DIR
+
+Each input record (a key) yields {"key", "count"} on OUTPUT: the key's running count, kept
+in the application's state (RocksDB, recovered from its changelog topic)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+
+def main() -> None:
+    from quixstreams import Application, State
+
+    bootstrap, source, sink, group, state_dir = sys.argv[1:6]
+    app = Application(
+        broker_address=bootstrap,
+        consumer_group=group,
+        processing_guarantee="exactly-once",
+        auto_offset_reset="earliest",
+        state_dir=state_dir,
+        auto_create_topics=True,
+        commit_interval=0.5,
+    )
+    words = app.topic(source, key_deserializer="str", value_deserializer="str")
+    counts = app.topic(sink, key_serializer="str", value_serializer="json")
+
+    def count(value: Any, key: Any, timestamp: int, headers: Any, state: State) -> Any:
+        n = int(state.get("count", 0)) + 1
+        state.set("count", n)
+        return {"key": key, "count": n}
+
+    sdf = app.dataframe(words)
+    sdf = sdf.apply(count, stateful=True, metadata=True)
+    sdf.to_topic(counts)
+    app.run()
+
+
+if __name__ == "__main__":
+    main()
