@@ -197,6 +197,7 @@ _SLOWEST_FIRST = (
     "test_dev.py",
     "test_openapi_fuzz_negative.py",
     "test_typed_lake.py",
+    "test_kafka_quix.py",  # builds .venv-quix from PyPI, then ~2.5 min of cluster and app
     "test_kafka_txn_failover.py",
     "test_erasure_cluster.py",
     "test_kafka_client_assignors.py",
