@@ -132,7 +132,7 @@ def main() -> None:
                 data = read_data_file(env.store.get(f.object_key))
                 keep = [k != KEY for k in data.column("key").to_pylist()]
                 rewrites.append(Rewrite(f, data.filter(keep), keep.count(False)))
-            job._commit(t, rewrites)
+            job._commit(t, "baseline", rewrites)
             base = time.monotonic() - started
             whole = sum(f.size_bytes for f in files)
             rows.append(

@@ -162,6 +162,7 @@ _SHARED_UNITS = {
     "test_spark_source.py": "spark",
     "test_spark_source_archive.py": "spark",
     "test_spark_streaming.py": "spark",
+    "test_erasure_cluster.py": "spark",  # its Spark check shares the one JVM
 }
 # The slowest units first, so no worker is left alone with a long file at the end while the
 # others idle. The Spark JVM unit and the benchmark smoke lead (the most CPU); then the files by
