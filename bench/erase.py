@@ -30,7 +30,7 @@ from compaction.jobs import Target
 from compaction.rewrite import read_data_file
 from metadata.configs import topic_config
 from metadata.db import make_engine, migrate
-from metadata.erasures import ErasureRepo
+from metadata.erasures import COLD_SETTLE_MS, ErasureRepo
 from metadata.types import TopicIdPartition
 from tests.integration.s3 import MotoServer, config_for
 from tests.integration.test_compaction_support import ColdEnv, now_ms
@@ -159,6 +159,11 @@ def main() -> None:
     for c, s, rd, rw, mb, pct in rows:
         print(f"{c:<34} {s:>8} {rd:>4} {rw:>9} {mb:>12} {pct:>8}")
     print(f"\nerased {key_rows} record(s) of the key; every other record kept at its offset")
+    print(
+        f"time to done: the erase above + {COLD_SETTLE_MS / 1000:.0f} s after the cold commit "
+        "(metadata/erasures.py COLD_SETTLE_MS: readers that missed the NOTIFY stop trusting "
+        "their file lists) + the brokers' duty interval"
+    )
 
 
 if __name__ == "__main__":

@@ -70,7 +70,7 @@ class ColdErasure:
         ):
             return 0  # the hot tier first: what tiering copies from then on is erased
         result = self.erase(t, e.id, self.repo.keys(e.id), e.end_offsets.get(str(t.partition), 0))
-        self.repo.record_cold(e.id, t.partition, result)
+        self.repo.record_cold(e.id, t.topic_id, t.partition, result)
         metrics.ERASURE_COLD_RECORDS_REMOVED.labels(t.topic).inc(result["records_removed"])
         metrics.ERASURE_COLD_FILES_REWRITTEN.labels(t.topic).inc(result["files_rewritten"])
         metrics.ERASURE_COLD_BYTES_REWRITTEN.labels(t.topic).inc(result["bytes_rewritten"])
