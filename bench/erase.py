@@ -1,7 +1,8 @@
 """Erasing one key from a topic's cold tier (issue 31): time to erase and bytes rewritten,
 against the baseline of rewriting the whole topic.
 
-    .venv/bin/python -m bench.erase [--files 100] [--records 50000]   # ~1 GB over 100 files
+    .venv/bin/python -m bench.erase [--files 100] [--records 50000]   # ~400 MB in S3
+    .venv/bin/python -m bench.erase --records 130000   # >= 1 GB in S3 (Parquet compresses)
     .venv/bin/python -m bench.erase --smoke   # 8 files of 500 records (the test suite)
 
 Starts its own Postgres and moto's S3 server (in memory, loopback). Tiers the topic through
