@@ -70,7 +70,7 @@ class ColdErasure:
         ):
             return 0  # the hot tier first: what tiering copies from then on is erased
         result = self.erase(t, e.id, self.repo.keys(e.id), e.end_offsets.get(str(t.partition), 0))
-        self.repo.record_cold(e.id, t.partition, result)
+        self.repo.record_cold(e.id, t.topic_id, t.partition, result)
         metrics.ERASURE_COLD_RECORDS_REMOVED.labels(t.topic).inc(result["records_removed"])
         metrics.ERASURE_COLD_FILES_REWRITTEN.labels(t.topic).inc(result["files_rewritten"])
         metrics.ERASURE_COLD_BYTES_REWRITTEN.labels(t.topic).inc(result["bytes_rewritten"])
@@ -94,7 +94,7 @@ class ColdErasure:
             if removed:
                 rewrites.append(Rewrite(f, rows.filter(pc.invert(named)), removed))
         rewrites = self._drop_already_removed(t, rewrites)
-        version = self._commit(t, rewrites) if rewrites else None
+        version = self._commit(t, erasure_id, rewrites) if rewrites else None
         result = {
             "done": True,
             "files_in_range": len(files),
@@ -131,7 +131,25 @@ class ColdErasure:
             )
         return [r for r in rewrites if r not in gone]
 
-    def _commit(self, t: Target, rewrites: Sequence[Rewrite]) -> int:
+    def _pause_before_commit(self, t: Target, erasure_id: str, staged: Sequence[int]) -> None:
+        """The crash tests' window (compaction/settings.py ERASURE_COMMIT_PAUSE_MS, 0 = off):
+        the new files are in S3 and staged in the manifest, the table still has the old ones."""
+        pause_ms = self.jobs.settings.erasure_commit_pause_ms
+        if pause_ms <= 0:
+            return
+        log.warning(
+            "erasure paused before its Delta commit (crash-test setting)",
+            extra={
+                "topic": t.topic,
+                "partition": t.partition,
+                "erasure": erasure_id,
+                "staged_files": len(staged),
+                "pause_ms": pause_ms,
+            },
+        )
+        time.sleep(pause_ms / 1000)
+
+    def _commit(self, t: Target, erasure_id: str, rewrites: Sequence[Rewrite]) -> int:
         """Stage and upload every new file, then ONE Delta commit removing the old files and
         adding the new, then one Postgres swap (as PartitionJobs._rewrite, for files that
         need not be adjacent)."""
@@ -164,6 +182,7 @@ class ColdErasure:
         except BaseException:
             jobs.manifest.start_delete(staged, 0)  # never in the table
             raise
+        self._pause_before_commit(t, erasure_id, staged)
         old = [r.old for r in rewrites]
         version = jobs.table(t).replace_files(
             t.partition, [f.object_key for f in old], adds, data_change=True

@@ -59,6 +59,7 @@ class Settings(NamedTuple):
     stale_upload_ms: int = table.STALE_UPLOAD_MS.default  # open uploads abandoned after
     upload_check_s: float = 600.0  # how often to list open multipart uploads
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES
+    erasure_commit_pause_ms: int = 0  # crash tests only: compaction/settings.py
     temp_dir: str | None = None
 
 

@@ -30,6 +30,18 @@ STALE_UPLOAD_MS = Setting(
     env="TIERLOG_COMPACTION_STALE_UPLOAD_MS",
     validate=at_least(1),
 )
+# A crash-test hook, off by default: hold an erasure's rewrite between uploading its new files
+# and its Delta commit, the window a kill -9 must land in (tests/integration/
+# test_erasure_cluster.py's compaction-killed case). docs/erasure.md says what a crash there does.
+ERASURE_COMMIT_PAUSE_MS = Setting(
+    "erasure_commit_pause_ms",
+    int,
+    0,
+    "crash tests only (0 = off): an erasure waits this long after uploading its new files "
+    "and before its Delta commit",
+    env="TIERLOG_COMPACTION_ERASURE_COMMIT_PAUSE_MS",
+    validate=at_least(0),
+)
 
 COMPACTION = SettingsTable(
     "compaction",
@@ -39,5 +51,6 @@ COMPACTION = SettingsTable(
         TARGET_FILE_BYTES,
         MIN_GRACE_MS,
         STALE_UPLOAD_MS,
+        ERASURE_COMMIT_PAUSE_MS,
     ),
 )

@@ -211,8 +211,14 @@ class ErasureRepo:
         """One replica's result ("partition/broker"), merged into the request's `hot`."""
         self._merge(erasure_id, erasures.c.hot, replica, result)
 
-    def record_cold(self, erasure_id: str, partition: int, result: Mapping[str, Any]) -> None:
-        self._merge(erasure_id, erasures.c.cold, str(partition), result)
+    def record_cold(
+        self, erasure_id: str, topic_id: str, partition: int, result: Mapping[str, Any]
+    ) -> None:
+        """The partition's cold result; readers are told (ERASURES_CHANNEL) on commit."""
+        note = text("SELECT pg_notify(:channel, :tp)").bindparams(
+            channel=ERASURES_CHANNEL, tp=f"{topic_id}/{partition}"
+        )
+        self._merge(erasure_id, erasures.c.cold, str(partition), result, also=note)
 
     def finish(self, erasure_id: str) -> bool:
         """done (from an open state); the raw keys are deleted in the same transaction."""
@@ -275,7 +281,14 @@ class ErasureRepo:
         with self.engine.begin() as conn:
             return conn.execute(stmt.values(**values)).rowcount == 1
 
-    def _merge(self, erasure_id: str, column: Any, name: str, result: Mapping[str, Any]) -> None:
+    def _merge(
+        self,
+        erasure_id: str,
+        column: Any,
+        name: str,
+        result: Mapping[str, Any],
+        also: Any = None,
+    ) -> None:
         patch = func.jsonb_build_object(name, literal(dict(result), JSONB))
         stmt = (
             update(erasures)
@@ -284,6 +297,8 @@ class ErasureRepo:
         )
         with self.engine.begin() as conn:
             conn.execute(stmt)
+            if also is not None:
+                conn.execute(also)
 
     def _end(self, erasure_id: str, state: str, error: str | None) -> bool:
         with self.engine.begin() as conn:
@@ -313,14 +328,20 @@ def hot_done(e: Erasure, partitions: Sequence[PartitionRecord]) -> bool:
     )
 
 
-# The longest a reader (fetch/cold/cold_index.py's window of a partition's cold files) may
-# serve from a cached list of files: its default, defined here once so the rule below and the
-# cache cannot drift apart.
+# Readers learn of a cold rewrite at once: record_cold NOTIFYs ERASURES_CHANNEL in the
+# transaction that records it, and every reader (fetch/cold/cold_tier.py, brokers and fetch
+# nodes) drops the file lists it cached (fetch/cold/cold_index.py). A reader uses a cached list
+# only while its LISTEN connection holds; TCP keepalives every READER_LISTEN_KEEPALIVE_S notice
+# a silently dead one within READER_LISTEN_DEAD_S, after which its lists are unusable. So a
+# request is done once every cold rewrite is that much old (plus a second for clocks and
+# delivery): a reader that missed the NOTIFY has stopped trusting its lists by then. The
+# replaced objects outlive that by far (grace period >= 60 s).
+ERASURES_CHANNEL = "tierlog_erasures"  # payload: "topic_id/partition"
+READER_LISTEN_KEEPALIVE_S = 1
+READER_LISTEN_DEAD_S = 3 * READER_LISTEN_KEEPALIVE_S
+COLD_SETTLE_MS = READER_LISTEN_DEAD_S * 1000 + 1_000
+# Without notifications (no listener), a reader's window of cold files expires after this.
 READER_FILE_LIST_TTL_S = 10.0
-# A request is done only once every cold rewrite is older than any list a reader cached before
-# it (plus a second for clocks and the query in flight): from then on every read resolves
-# files through the new manifest. The replaced objects outlive that (grace period >= 60 s).
-COLD_SETTLE_MS = int(READER_FILE_LIST_TTL_S * 1000) + 1_000
 
 
 def cold_done(e: Erasure, partitions: Sequence[PartitionRecord], tiered: bool, now_ms: int) -> bool:

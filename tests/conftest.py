@@ -162,6 +162,7 @@ _SHARED_UNITS = {
     "test_spark_source.py": "spark",
     "test_spark_source_archive.py": "spark",
     "test_spark_streaming.py": "spark",
+    "test_erasure_cluster.py": "spark",  # its Spark check shares the one JVM
 }
 # Files whose tests split into several units by their parameter (the rest of such a file's tests
 # make one more unit): the benchmark smoke was the suite's longest file (14 benchmarks, each

@@ -10,8 +10,13 @@ resolving an offset costs the same with 10 or 10 million cold files:
     bounds:    ORDER BY base_offset LIMIT 1, and DESC LIMIT 1
 
 A short window of consecutive files is cached per partition, so a sequential replay asks
-Postgres once per `window` files. Queries run on a small pool of their own, so a burst of cold
-reads can never starve the broker's heartbeat (which uses the default executor).
+Postgres once per `window` files. An erasure's cold rewrite must reach readers at once, so a
+window is trusted only while the owner's NOTIFY listener holds (`listening`), and
+`invalidate_all` (its callback) makes every window read before it unusable
+(metadata/erasures.py's COLD_SETTLE_MS says why `done` may then follow within seconds).
+
+Queries run on a small pool of their own, so a burst of cold reads can never starve the
+broker's heartbeat (which uses the default executor).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import asyncio
 import bisect
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
 
@@ -106,12 +112,13 @@ class ManifestQueries:
 
 
 class _Window:
-    __slots__ = ("at", "bases", "files")
+    __slots__ = ("at", "bases", "epoch", "files")
 
-    def __init__(self, files: list[ColdFile]) -> None:
+    def __init__(self, files: list[ColdFile], epoch: int = 0) -> None:
         self.files = files
         self.bases = [f.base_offset for f in files]
         self.at = time.monotonic()
+        self.epoch = epoch  # ColdIndex._epoch when its query began
 
 
 class ColdIndex:
@@ -127,8 +134,11 @@ class ColdIndex:
         window: int = 8,
         max_partitions: int = 4096,
         query_timeout_s: float = 5.0,
+        listening: Callable[[], bool] = lambda: True,
     ) -> None:
         self._q, self._pool = queries, pool
+        self._listening = listening
+        self._epoch = 0  # bumped by invalidate_all (any thread; only the listener writes it)
         self.query_timeout_s = query_timeout_s
         self.bounds_ttl_s, self.window_ttl_s, self.window = bounds_ttl_s, window_ttl_s, window
         self.max_partitions = max_partitions
@@ -167,13 +177,22 @@ class ColdIndex:
         found = self._from_window(self._windows.get(tp), offset)
         if found is not None:
             return found
+        epoch = self._epoch  # before the query: a rewrite told mid-query spoils its answer
         files: list[ColdFile] = await self._run(self._q.window, tp, offset, self.window)
-        win = _Window(files)
+        win = _Window(files, epoch)
         _put(self._windows, tp, win, self.max_partitions)
         return self._pick(win, offset, complete=True)
 
+    def _usable(self, win: _Window | None) -> bool:
+        return (
+            win is not None
+            and win.epoch == self._epoch
+            and self._listening()
+            and time.monotonic() - win.at <= self.window_ttl_s
+        )
+
     def _from_window(self, win: _Window | None, offset: int) -> ColdFile | None:
-        if win is None or time.monotonic() - win.at > self.window_ttl_s:
+        if win is None or not self._usable(win):
             return None
         return self._pick(win, offset, complete=False)
 
@@ -193,10 +212,14 @@ class ColdIndex:
         self._windows.pop(tp, None)
         self._bounds.pop(tp, None)
 
+    def invalidate_all(self) -> None:
+        """Every cached window is stale (a cold rewrite was announced): from any thread."""
+        self._epoch += 1
+
     def peek_after(self, tp: TopicIdPartition, file: ColdFile, n: int) -> list[ColdFile]:
         """Up to `n` files after `file` that the cached window already knows (prefetch)."""
         win = self._windows.get(tp)
-        if win is None:
+        if win is None or not self._usable(win):
             return []
         i = bisect.bisect_right(win.bases, file.base_offset)
         return win.files[i : i + n]

@@ -21,6 +21,7 @@ import pyarrow as pa
 from botocore.exceptions import BotoCoreError, ClientError
 
 from cluster import node_settings as node
+from cluster.metadata_listener import MetadataListener
 from cluster.read_contract import ColdRange, ColdRead
 from cluster.search_contract import ColdSearchPlan, FileHits, SearchQuery
 from failures.classify import family
@@ -41,6 +42,7 @@ from fetch.cold.store import RangeStore
 from logformat.errors import ErrorCode, TierlogError
 from metadata.db import make_engine
 from metadata.db_errors import POSTGRES_DOWN
+from metadata.erasures import ERASURES_CHANNEL, READER_LISTEN_KEEPALIVE_S
 from metadata.types import ColdFile, TopicIdPartition
 
 log = logging.getLogger("tierlog.fetch.cold")
@@ -87,8 +89,19 @@ class ColdTier:
         self._decode_pool = ThreadPoolExecutor(
             config.decode_threads, thread_name_prefix="cold-decode", initializer=_lower_priority
         )
+        # An erasure's cold rewrite is announced on ERASURES_CHANNEL: cached file lists go
+        # at once, and are trusted only while the listener holds (metadata/erasures.py).
+        self._listener = MetadataListener(
+            database_url,
+            self._files_changed,
+            ERASURES_CHANNEL,
+            keepalive_s=READER_LISTEN_KEEPALIVE_S,
+        )
         self.index = ColdIndex(
-            ManifestQueries(self._engine), self._db_pool, query_timeout_s=config.manifest_timeout_s
+            ManifestQueries(self._engine),
+            self._db_pool,
+            query_timeout_s=config.manifest_timeout_s,
+            listening=self._listener.connected.is_set,
         )
         self._refreshing: set[TopicIdPartition] = set()  # bounds being re-read (cold loop only)
         self.ranges = RangeCache(store, config.cache_bytes)
@@ -110,11 +123,16 @@ class ColdTier:
         """Run `coro` on the cold loop; cancelling the caller cancels it there too."""
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
 
+    def _files_changed(self) -> None:
+        self.index.invalidate_all()
+
     async def start(self) -> None:
         self._thread.start()
+        self._listener.start()
         await self._on_loop(self._store.open())
 
     async def close(self) -> None:
+        self._listener.stop()
         if self._thread.is_alive():
             with contextlib.suppress(Exception):
                 await self._on_loop(self._close())

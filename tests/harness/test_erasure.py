@@ -172,7 +172,7 @@ def test_requests_on_a_topic_serialize_and_a_deleted_topic_fails_them(
     """A tiered topic's request waits on the cold tier (no compaction worker here): a second
     one stays pending until the first is done; deleting the topic fails what is open."""
     topic = "erase-serial"
-    cluster.create_topic(topic, segment_bytes=2048)  # remote.storage.enable=true
+    tid = str(cluster.create_topic(topic, segment_bytes=2048)["id"])  # remote.storage.enable
     cluster.produce(topic, [{"key": "alice", "value": "x"}, {"key": "bob", "value": "y"}])
     http = cluster.any().http
     first = http.post(f"/topics/{topic}/erasures", json={"keys": ["alice"]}).json()
@@ -185,7 +185,7 @@ def test_requests_on_a_topic_serialize_and_a_deleted_topic_fails_them(
     wait_for("the first request's hot tier", hot_done, timeout=60)
     assert http.get(f"/topics/{topic}/erasures/{second['id']}").json()["state"] == "pending"
     repo = ErasureRepo(cluster._engine)
-    repo.record_cold(first["id"], 0, {"done": True, "finished_at_ms": 0})  # as compaction
+    repo.record_cold(first["id"], tid, 0, {"done": True, "finished_at_ms": 0})  # as compaction
     _wait_state(cluster, topic, first["id"], "done")
     wait_for(
         "the second request's hot tier",

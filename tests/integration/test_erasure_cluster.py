@@ -3,13 +3,22 @@ tiering and compaction workers (in-process, driven pass by pass) and a fetch nod
 
 The key lives in several cold files and in hot segments, sealed and active. After `done`: no
 read path returns it (HTTP fetch on every broker and on the fetch node, a confluent-kafka
-consumer from offset 0, search, deltalake's current version); every other record keeps its
-offset; the replicas' segment files are byte-identical; after the grace period no S3 object
-and no local segment holds it (read directly); the audit record is complete. The same again
-with the leader killed -9 just after the request is accepted. One stack for the module."""
+consumer from offset 0, search, deltalake's current version, Spark's `tierlog` source with
+includeHot on the suite's one SparkSession); every other record keeps its offset; the
+replicas' segment files are byte-identical; after the grace period no S3 object and no local
+segment holds it (read directly); the audit record is complete.
+
+The same again with the leader killed -9 just after the request is accepted, and with a
+`tierlog compaction` process killed -9 mid-rewrite: new files uploaded and staged, the Delta
+commit not made (held there by the crash-test setting --erasure-commit-pause-ms). The next
+pass (in-process) finishes the erasure, and no file the killed one left is in the table or,
+after the grace period, in the bucket. One stack for the module."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
+from pyspark.sql import SparkSession
 from sqlalchemy.engine import Engine
 
 from coldstore.layout import table_uri
@@ -31,21 +41,32 @@ from logformat.frame import decode_records
 from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
 from metadata.types import TopicIdPartition
+from spark_tables import store_options
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.fetch_nodes import FetchNodeProcess, s3_env
 from tests.integration.kafka_clients import consume
 from tests.integration.s3 import MotoServer, moto_s3_fixture, new_bucket  # noqa: F401
+from tests.integration.test_spark_source import spark_fixture  # noqa: F401  (one JVM per run)
 from tiering.worker import TieringWorker
+from tierlog.devstack.parent_watch import child_env
 
 ALICE = "alice"
+PAUSED = "erasure paused before its Delta commit"
 COLD_BATCHES, HOT_BATCHES = 6, 6
 
 
 class Stack:
     def __init__(
-        self, cluster: Cluster, node: FetchNodeProcess, engine: Engine, bucket: ObjectStoreConfig
+        self,
+        cluster: Cluster,
+        node: FetchNodeProcess,
+        engine: Engine,
+        bucket: ObjectStoreConfig,
+        db: str,
+        root: Path,
     ) -> None:
         self.cluster, self.node, self.engine, self.bucket = cluster, node, engine, bucket
+        self.db, self.root = db, root
         self.store = ObjectStore(bucket)
         self.tiering = TieringWorker(engine, bucket, "erase-tiering")
         self.compaction = CompactionWorker(
@@ -75,7 +96,7 @@ def stack(
     try:
         cluster.start()
         node = FetchNodeProcess(db, root / "fetch.log", s3_env(bucket)).start()
-        s = Stack(cluster, node, engine, bucket)
+        s = Stack(cluster, node, engine, bucket, db, root)
         yield s
     finally:
         if s is not None:
@@ -92,13 +113,13 @@ def _batch(i: int) -> list[dict[str, Any]]:
     return [*rows, {"key": ALICE, "value": f"alice's secret {i}"}]
 
 
-def _fill(s: Stack, topic: str) -> str:
+def _fill(s: Stack, topic: str, grace_ms: int) -> str:
     """Cold files, then sealed hot segments and the active one, all holding alice."""
     tid = str(
         s.cluster.create_topic(
             topic,
             segment_bytes=2048,
-            file_delete_delay_ms=1000,  # the grace period, short for the test
+            file_delete_delay_ms=grace_ms,  # the grace period, short for the test
             local_retention_ms=3_600_000,  # tiered segments stay: the key is in both tiers
         )["id"]
     )
@@ -160,8 +181,66 @@ def _bucket_keys(s: Stack, topic: str) -> list[bytes | None]:
     return keys
 
 
+def _spark_view(spark: SparkSession, s: Stack, topic: str) -> list[tuple[int, str]]:
+    """(offset, key) of every record Spark's tierlog source reads, cold files and hot log."""
+    opts = {**store_options(s.bucket), "brokerUrl": s.cluster.any().url, "includeHot": "true"}
+    df = spark.read.format("tierlog").options(**opts).load(topic)
+    return sorted((r.offset, bytes(r.key).decode()) for r in df.select("offset", "key").collect())
+
+
+def _kill_compaction_mid_rewrite(s: Stack, topic: str, eid: str) -> None:
+    """Once every replica erased its hot log (so the worker's first pass goes straight to the
+    cold rewrite, before any merge), run `tierlog compaction` held before its Delta commit,
+    and kill -9 it there."""
+
+    def hot_done() -> bool:
+        hot = s.cluster.any().http.get(f"/topics/{topic}/erasures/{eid}").json()["hot"]
+        return len(hot) == len(s.cluster.brokers) and all(r["done"] for r in hot.values())
+
+    wait_for("every replica's hot erasure", hot_done, timeout=120, every=0.3)
+    log_path = s.root / f"compaction-{topic}.log"
+    env = {**os.environ, **s3_env(s.bucket), "TIERLOG_DATABASE_URL": s.db}
+    argv = [sys.executable, "-m", "tierlog", "compaction", "--poll-ms", "200"]
+    argv += ["--min-grace-ms", "0", "--erasure-commit-pause-ms", "600000"]
+    with log_path.open("ab") as out:
+        proc = subprocess.Popen(argv, env=child_env(env), stdout=out, stderr=subprocess.STDOUT)
+    try:
+
+        def paused() -> bool:
+            assert proc.poll() is None, log_path.read_text(errors="replace")[-4000:]
+            return PAUSED in log_path.read_text(errors="replace")
+
+        wait_for("the compaction worker held before its Delta commit", paused, timeout=120)
+        assert "cold erasure done" not in log_path.read_text(errors="replace")
+    finally:
+        proc.kill()  # SIGKILL
+        proc.wait(30)
+
+
+def _no_orphans(s: Stack, topic: str, tid: str) -> None:
+    """The Delta table's files are exactly the manifest's committed ones; after the grace
+    period the bucket holds no other data object (a killed rewrite's uploads are gone)."""
+    root = s.bucket.key("topics", topic)
+    delta = DeltaTable(table_uri(s.bucket, topic), storage_options=s.bucket.storage_options())
+    in_table = {uri.split("/", 3)[3] for uri in delta.file_uris()}  # s3://bucket/<key>
+    assert all(key.startswith(f"{root}/") for key in in_table)
+    committed = {f.object_key for f in ColdManifest(s.engine).files(TopicIdPartition(tid, 0))}
+    assert in_table == committed
+
+    def swept() -> bool:
+        s.compaction.run_once()
+        objects = {k for k, _ in s.store.list(f"{root}/") if k.endswith(".parquet")}
+        return objects == in_table
+
+    wait_for("only the table's files in the bucket", swept, timeout=60, every=0.5)
+
+
 def _wait_done(s: Stack, topic: str, eid: str) -> dict[str, Any]:
     def done() -> dict[str, Any] | None:
+        # The fetch node reads just before each pass, so when the cold rewrite commits it
+        # holds a list of the replaced files, fresh for its whole cache TTL: only being told
+        # of the rewrite keeps it from serving them at `done` (the objects outlive the grace).
+        _fetch_all(s.node.http, topic)
         s.compaction.run_once()
         doc = dict(s.cluster.any().http.get(f"/topics/{topic}/erasures/{eid}").json())
         assert doc["state"] in ("pending", "running", "done"), doc
@@ -170,10 +249,14 @@ def _wait_done(s: Stack, topic: str, eid: str) -> dict[str, Any]:
     return wait_for(f"erasure {eid} done", done, timeout=180, every=0.5)
 
 
-@pytest.mark.parametrize("kill_leader", [False, True], ids=["plain", "leader-killed"])
-def test_erased_everywhere(stack: Stack, kill_leader: bool) -> None:
-    s, topic = stack, f"pii-{int(kill_leader)}"
-    _fill(s, topic)
+@pytest.mark.parametrize(
+    "kill", ["", "leader", "compaction"], ids=["plain", "leader-killed", "compaction-killed"]
+)
+def test_erased_everywhere(spark: SparkSession, stack: Stack, kill: str) -> None:
+    s, topic = stack, f"pii-{kill or 'plain'}"
+    # plain: the replaced objects outlive `done` by far, so a fetch node that kept its list
+    # of them would still read her rows; the others: short, the sweep is checked sooner
+    tid = _fill(s, topic, grace_ms=15_000 if not kill else 1000)
     assert ALICE.encode() in _bucket_keys(s, topic)
     before = s.cluster.leader(topic).fetch_all(topic)
     want = _view([r for r in before if r["key"] != ALICE])
@@ -187,9 +270,11 @@ def test_erased_everywhere(stack: Stack, kill_leader: bool) -> None:
     made = leader.http.post(f"/topics/{topic}/erasures", json={"keys": [ALICE]})
     assert made.status_code == 202, made.text
     eid = made.json()["id"]
-    if kill_leader:
+    if kill == "leader":
         leader.kill()  # kill -9 mid-erasure: the others take over; it erases after restart
         leader.start()
+    if kill == "compaction":
+        _kill_compaction_mid_rewrite(s, topic, eid)
     done = _wait_done(s, topic, eid)
 
     # (a) + (b): no read path returns her records; every other record at its offset
@@ -201,6 +286,7 @@ def test_erased_everywhere(stack: Stack, kill_leader: bool) -> None:
     assert _search(s.cluster.any().http, topic) == [] and _search(s.node.http, topic) == []
     delta = DeltaTable(table_uri(s.bucket, topic), storage_options=s.bucket.storage_options())
     assert ALICE.encode() not in delta.to_pyarrow_table(columns=["key"]).column("key").to_pylist()
+    assert _spark_view(spark, s, topic) == [(o, k) for o, k, _ in want], "Spark"
     # (c) replicas byte-identical, read from their segment files
     assert len({s.cluster.segment_bytes(b, topic) for b in s.cluster.brokers.values()}) == 1
     # (d) after the grace period, no object and no segment holds her key
@@ -211,7 +297,8 @@ def test_erased_everywhere(stack: Stack, kill_leader: bool) -> None:
         s.compaction.run_once()
         return ALICE.encode() not in _bucket_keys(s, topic)
 
-    wait_for("replaced objects deleted after the grace period", swept, timeout=60, every=0.5)
+    wait_for("replaced objects deleted after the grace period", swept, timeout=90, every=0.5)
+    _no_orphans(s, topic, tid)
     # (e) the audit record
     assert done["requested_by"] and done["requested_at"] and done["finished_at"]
     assert set(done["hot"]) == {f"0/{b}" for b in s.cluster.brokers}
@@ -219,5 +306,5 @@ def test_erased_everywhere(stack: Stack, kill_leader: bool) -> None:
     cold = done["cold"]["0"]
     assert cold["done"] and cold["files_rewritten"] >= 3 and cold["records_removed"] >= 3
     per_replica = {r["records_removed"] for r in done["hot"].values()}
-    if not kill_leader:  # a killed pass may have removed some before dying, then the rest
+    if kill != "leader":  # a killed pass may have removed some before dying, then the rest
         assert per_replica == {COLD_BATCHES + HOT_BATCHES}

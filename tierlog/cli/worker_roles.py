@@ -80,6 +80,7 @@ def _run_compaction(args: argparse.Namespace) -> int:
         target_file_bytes=s[compaction.TARGET_FILE_BYTES],
         min_grace_ms=s[compaction.MIN_GRACE_MS],
         stale_upload_ms=s[compaction.STALE_UPLOAD_MS],
+        erasure_commit_pause_ms=s[compaction.ERASURE_COMMIT_PAUSE_MS],
     )
 
     def make(engine: Engine, config: ObjectStoreConfig, worker_id: str) -> Worker:
