@@ -208,8 +208,10 @@ def allowed_losses(history: History, final: dict[int, list[Row]]) -> dict[str, i
     duplicated = sum(
         1 for v, n in present.items() if n > 1 and (parse_value(v) or ("",))[0] in plain
     )
+    given_up = Counter(f.producer for f in history.failed)  # unacknowledged, per producer
     return {
         "acks=1 lost in a failover": lost_one,
         "plain records duplicated": duplicated,
         "deliveries given up (unacknowledged)": len(history.failed),
+        **{f"given up by {name}": n for name, n in sorted(given_up.items())},
     }
