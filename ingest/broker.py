@@ -53,7 +53,7 @@ from metadata.quotas import QuotaRepo
 from metadata.registry_store import RegistryStore
 from metadata.segment_registry import SegmentRegistry
 from metadata.topics import TopicRepo
-from metadata.types import TopicNamePartition
+from metadata.types import BrokerRegistration, TopicNamePartition
 
 log = logging.getLogger("tierlog.broker")
 
@@ -285,16 +285,22 @@ class Broker:
         within the lease (a supervisor brings a killed broker back in a second or two) must
         look like one to the controller, which then moves its leaderships and takes it back
         into ISRs only once it has caught up (Kafka's new broker epoch on registration)."""
-        cfg, started = self.config, self.clock.monotonic()
+        started = self.clock.monotonic()
+        await asyncio.to_thread(self._register_row)
+        self._renewed(started)
+
+    def _register_row(self) -> BrokerRegistration:
+        """The registry row, whole: a re-registration after a lapsed lease must carry the
+        Kafka address too, or the other brokers' Metadata answers name a wrong port for this
+        broker and Kafka clients cannot reach what it leads (chaos, seed 3255133382)."""
+        cfg = self.config
         kafka = kafka_advertised(cfg)  # other brokers name it in their Kafka Metadata answers
-        await asyncio.to_thread(
-            self.brokers.register,
+        return self.brokers.register(
             cfg.broker_id,
             cfg.advertised_url,
             cfg.lease_ms,
             kafka_address=None if kafka is None else f"{kafka[0]}:{kafka[1]}",
         )
-        self._renewed(started)
 
     async def _heartbeat(self) -> None:
         if self._left:
@@ -304,9 +310,7 @@ class Broker:
         alive = await asyncio.to_thread(self.brokers.heartbeat, cfg.broker_id, cfg.lease_ms)
         if not alive:
             # Our lease lapsed (we were paused or cut off): others may have taken over.
-            info = await asyncio.to_thread(
-                self.brokers.register, cfg.broker_id, cfg.advertised_url, cfg.lease_ms
-            )
+            info = await asyncio.to_thread(self._register_row)
             if self.ready:
                 log.warning(
                     "broker lease lapsed: registered again",

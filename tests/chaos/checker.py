@@ -10,8 +10,14 @@ applied per producer kind.
   the same key and value (fetch serves only committed records, below the high watermark).
 - Each consumer read each partition densely: no offset skipped.
 - Per-key order: a producer's records of one key appear in the order it sent them; for an
-  idempotent producer, each exactly once.
+  idempotent producer, each exactly once (a producer whose client keeps no order across
+  leader changes, `history.unordered`, is held to the rest only).
 - Every record in the log is one the workload wrote, with its key (not corrupted bytes).
+- A record whose delivery the client gave up on (a Kafka producer's message timeout, an HTTP
+  producer's patience) was never acknowledged: it may or may not be in the log, as Kafka
+  allows. But once the nemesis has stopped and every broker is back, the cluster must deliver
+  what it is sent: a record sent then and given up is a violation (a hang, say, or a leader
+  clients cannot reach).
 
 `check` returns the violations found, each a sentence; an empty list is a pass.
 """
@@ -39,7 +45,19 @@ def check(
     found += _acknowledged(history, final)
     found += _reads_stay(history, final)
     found += _consumers_dense(history)
+    found += _failed_when_healed(history)
     return found
+
+
+def _failed_when_healed(history: History) -> list[str]:
+    healed = history.healed_at
+    problems = [
+        f"{f.producer}: {f.value} sent {f.sent - healed:.1f}s after the faults ended, given up: "
+        f"{f.reason}"
+        for f in history.failed
+        if healed is not None and f.sent >= healed
+    ]
+    return _capped(problems, "deliveries given up on a healed cluster")
 
 
 def _capped(problems: list[str], what: str) -> list[str]:
@@ -84,6 +102,8 @@ def _per_key_order(p: int, rows: list[Row], history: History) -> list[str]:
             continue
         producer, key, n = parsed
         idempotent = history.kinds[producer] is Kind.IDEMPOTENT_ALL
+        if producer in history.unordered:
+            continue  # its client keeps no per-key order (tests/chaos/kafka_workload.py)
         if row.value in seen:
             if idempotent:
                 problems.append(f"partition {p}: {row.value} duplicated (offset {row.offset})")
@@ -188,4 +208,10 @@ def allowed_losses(history: History, final: dict[int, list[Row]]) -> dict[str, i
     duplicated = sum(
         1 for v, n in present.items() if n > 1 and (parse_value(v) or ("",))[0] in plain
     )
-    return {"acks=1 lost in a failover": lost_one, "plain records duplicated": duplicated}
+    given_up = Counter(f.producer for f in history.failed)  # unacknowledged, per producer
+    return {
+        "acks=1 lost in a failover": lost_one,
+        "plain records duplicated": duplicated,
+        "deliveries given up (unacknowledged)": len(history.failed),
+        **{f"given up by {name}": n for name, n in sorted(given_up.items())},
+    }

@@ -58,6 +58,17 @@ class EpochSeen:
 
 
 @dataclass(frozen=True)
+class Failed:
+    """A record whose delivery the client gave up on (librdkafka's message timeout, say):
+    never acknowledged, so it may or may not be in the log, as Kafka allows."""
+
+    producer: str
+    value: str
+    sent: float  # monotonic time the client was handed it
+    reason: str
+
+
+@dataclass(frozen=True)
 class Row:
     """One record of the final log."""
 
@@ -84,6 +95,11 @@ class History:
     acks: list[Ack] = field(default_factory=list)
     reads: list[Read] = field(default_factory=list)
     epochs: list[EpochSeen] = field(default_factory=list)
+    failed: list[Failed] = field(default_factory=list)  # deliveries given up: unacknowledged
+    # When the nemesis stopped and every broker was back (monotonic): from then on the
+    # cluster must deliver what it is sent.
+    healed_at: float | None = None
+    unordered: set[str] = field(default_factory=set)  # producers without per-key order
     errors: list[str] = field(default_factory=list)  # a client saw what must never happen
     faults: list[str] = field(default_factory=list)  # the nemesis's steps, in order
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -107,6 +123,14 @@ class History:
     def epoch(self, partition: int, epoch: int) -> None:
         with self._lock:
             self.epochs.append(EpochSeen(time.monotonic(), partition, epoch))
+
+    def delivery_failed(self, producer: str, value: str, sent: float, reason: str) -> None:
+        with self._lock:
+            self.failed.append(Failed(producer, value, sent, reason))
+
+    def healed(self) -> None:
+        with self._lock:
+            self.healed_at = time.monotonic()
 
     def error(self, message: str) -> None:
         with self._lock:

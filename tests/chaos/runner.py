@@ -21,6 +21,7 @@ from logformat.partitioner import partition_for_key
 from tests.chaos.checker import allowed_losses, check
 from tests.chaos.cold import cold_agrees
 from tests.chaos.history import History, Kind, Row, value_of
+from tests.chaos.kafka_workload import FLUSH_S as KAFKA_FLUSH_S
 from tests.chaos.kafka_workload import PRODUCER as KAFKA_PRODUCER
 from tests.chaos.kafka_workload import KafkaChaosConsumer, KafkaChaosProducer
 from tests.chaos.nemesis import Nemesis
@@ -36,7 +37,9 @@ IDLE_PARTITION = 3
 ISR_BOUND_S = 45.0  # the ISR must be whole again this long after the nemesis stops
 STABLE_S = 3.0  # ... and stay whole this long
 TRUNCATION_LOOP = 100  # a follower truncating more often than this is stuck in a loop
-IDEMPOTENT_JOIN_S = 75.0  # an idempotent producer finishes its batch (retries up to 60 s)
+# Every client finishes within this once stopped: an HTTP idempotent producer's batch (retried
+# up to 60 s), the Kafka producer's flush (each record delivered or given up).
+JOIN_S = max(75.0, KAFKA_FLUSH_S + 5)
 PRODUCERS = (
     ("idem1", Kind.IDEMPOTENT_ALL),
     ("idem2", Kind.IDEMPOTENT_ALL),
@@ -147,11 +150,13 @@ def _workload_under_faults(
         until = None if plan.minutes is None else time.monotonic() + plan.minutes * 60
         steps = plan.steps if plan.minutes is None else max(plan.steps, int(plan.minutes * 60))
         ran = nemesis.run(nemesis.overlapping(steps, plan.faults, plan.overlap), until)
+        history.healed()  # every broker back: what is sent from now on must be delivered
         time.sleep(1)  # traffic on the healed cluster
     finally:
         stop.set()
+        deadline = time.monotonic() + JOIN_S
         for t in threads:
-            t.join(IDEMPOTENT_JOIN_S)
+            t.join(max(0.0, deadline - time.monotonic()))
     outcome.violations += [f"{t.name} still running" for t in threads if t.is_alive()]
     retries = sum(p.retries for p in producers)
     return (

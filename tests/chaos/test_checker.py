@@ -151,3 +151,30 @@ def test_an_acknowledgement_without_an_offset_needs_the_record_once() -> None:
     h2 = _history()
     h2.ack("idem", 0, UNKNOWN_OFFSET, "a", A0)
     assert any("written 2 times" in p for p in check(h2, twice, _hw(twice)))
+
+
+def test_a_delivery_given_up_is_unacknowledged_until_the_cluster_is_healed() -> None:
+    """A Kafka producer's record that timed out was never acknowledged: in the log or not,
+    no violation (Kafka allows it). Sent once the faults are over, it must be delivered."""
+    h = _history()
+    final = _log(A0)  # A0 timed out but was written; A1 timed out and was not
+    h.delivery_failed("idem", A0, sent=1.0, reason="_MSG_TIMED_OUT")
+    h.delivery_failed("idem", A1, sent=2.0, reason="_MSG_TIMED_OUT")
+    h.healed_at = 5.0
+    assert check(h, final, _hw(final)) == []
+    assert allowed_losses(h, final)["deliveries given up (unacknowledged)"] == 2
+    h.delivery_failed("idem", A2, sent=6.0, reason="_MSG_TIMED_OUT")
+    problems = check(h, final, _hw(final))
+    assert len(problems) == 1 and A2 in problems[0] and "after the faults" in problems[0]
+
+
+def test_an_unordered_producer_is_held_to_the_rest_only() -> None:
+    """A plain librdkafka producer keeps no per-key order across leader changes: its
+    reorders pass; its lost acknowledged records do not."""
+    h = _history()
+    h.unordered.add("plain")
+    final = _log(P1, P0)
+    _acked(h, final)
+    assert check(h, final, _hw(final)) == []
+    h.ack("plain", 0, 2, "b", value_of("plain", "b", 2))
+    assert any("lost" in p for p in check(h, final, _hw(final)))

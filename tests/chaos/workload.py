@@ -44,7 +44,10 @@ def _retriable(r: httpx.Response) -> bool:
 
 class ChaosProducer(threading.Thread):
     """One producer of `kind`: batches of 1-4 records of one key, sent one at a time; a batch
-    is retried until acknowledged (idempotent: unchanged, with its sequence number)."""
+    is retried until acknowledged (idempotent: unchanged, with its sequence number) or its
+    patience runs out. A batch given up was never acknowledged (History.failed: in the log or
+    not, as Kafka allows); an idempotent producer then goes on under a new producer id, as
+    a Kafka client bumps its epoch after a delivery timeout."""
 
     def __init__(
         self,
@@ -93,11 +96,19 @@ class ChaosProducer(threading.Thread):
                     "X-Tierlog-Sequence": str(sequence[p]),
                 }
             body = {"records": [{"key": key, "value": v} for v in values]}
-            doc = self._send(http, acks, body, headers, idempotent)
+            sent = time.monotonic()
+            doc, why = self._send(http, acks, body, headers, idempotent)
             if doc is None:
-                if idempotent:
-                    return  # _send recorded why; the sequence cannot go on past a lost batch
-                continue  # a plain batch given up: its records may or may not be in the log
+                if why is None:  # refused outright (recorded) or stopped while retrying
+                    if idempotent:
+                        return  # _send recorded why; the sequence cannot go on past it
+                    continue
+                for v in values:  # given up: unacknowledged, in the log or not
+                    self.history.delivery_failed(self.name, v, sent, why)
+                if idempotent:  # its sequence cannot go on past a lost batch: a new id
+                    producer_id = self._producer_id(http)
+                    sequence.clear()
+                continue
             offsets = doc["offsets"]
             for o, v in zip(offsets, values, strict=True):
                 if o.get("partition") != p or "offset" not in o:
@@ -127,7 +138,9 @@ class ChaosProducer(threading.Thread):
         body: dict[str, Any],
         headers: dict[str, str],
         idempotent: bool,
-    ) -> dict[str, Any] | None:
+    ) -> tuple[dict[str, Any] | None, str | None]:
+        """The answer, else None and why it was given up after its patience (None: refused
+        outright, recorded as an error, or the run stopped while a plain batch retried)."""
         patience = IDEMPOTENT_PATIENCE_S if idempotent else PLAIN_PATIENCE_S
         deadline = time.monotonic() + patience
         last = ""
@@ -143,17 +156,17 @@ class ChaosProducer(threading.Thread):
                 last = repr(exc)
             else:
                 if r.status_code == 200:
-                    return dict(r.json())
+                    return dict(r.json()), None
                 if not _retriable(r):
                     # OUT_OF_ORDER_SEQUENCE_NUMBER for one: unchanged retries never leave a gap.
                     self.history.error(f"{self.name}: {r.status_code} {r.text[:300]}")
-                    return None
+                    return None, None
                 last = f"{r.status_code} {r.text[:200]}"
             self.retries += 1
             time.sleep(0.1)
-        if idempotent:
-            self.history.error(f"{self.name}: batch unacknowledged after {patience}s: {last}")
-        return None
+        if time.monotonic() < deadline:
+            return None, None  # stopped: a plain batch's outcome is simply unknown
+        return None, f"unacknowledged after {patience:.0f}s: {last}"
 
 
 class ChaosConsumer(threading.Thread):

@@ -32,6 +32,7 @@ T = TypeVar("T")
 # time (a cut broker's database lease is pinned and lapses on that clock: cut_leases.py).
 LEASE_MS = 8_000
 REPLICA_LAG_MS = 4_000
+KAFKA_PORT_BASE = 19_000  # broker i registers 127.0.0.1:19000+i as its Kafka address
 TIMINGS: dict[str, Any] = {
     "lease_ms": LEASE_MS,
     "replica_lag_ms": REPLICA_LAG_MS,
@@ -63,6 +64,9 @@ class Node:
             host="127.0.0.1",
             port=80,
             advertised_url=f"http://{host_of(broker_id)}",
+            # Registered as a Kafka listener's address, as real brokers do; the harness
+            # serves no Kafka protocol (ingest/server.py starts listeners, not the Broker).
+            kafka_listen=("127.0.0.1", KAFKA_PORT_BASE + broker_id),
             data_dir=data_dir,
             database_url=self.database_url,
             auth=AuthSettings(enabled=False),

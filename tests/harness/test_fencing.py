@@ -11,7 +11,7 @@ import pytest
 from logformat.errors import ErrorCode, TierlogError
 from metadata.types import TopicNamePartition
 from tests.harness.cluster import InProcessCluster
-from tests.harness.node import LEASE_MS, Node
+from tests.harness.node import KAFKA_PORT_BASE, LEASE_MS, Node
 from tests.integration.cluster import wait_for
 
 LEASE_S = LEASE_MS / 1000
@@ -174,3 +174,22 @@ def test_leader_whose_lease_is_in_doubt_refuses_writes_without_not_leader(
     with pytest.raises(TierlogError) as read:
         leader.b.require_leader("doubt", 0)
     assert read.value.code is ErrorCode.NOT_LEADER_OR_FOLLOWER, read.value
+
+
+def test_a_broker_registered_again_keeps_its_kafka_address(cluster: InProcessCluster) -> None:
+    """A broker whose lease lapsed (paused, or cut off from Postgres) registers again on its
+    next heartbeat, and that row must still name its Kafka listener: other brokers' Metadata
+    answers take a broker's Kafka address from it. Without it they named the broker's HTTP
+    port shifted by their own offset, so librdkafka met HTTP ("Invalid response size") or a
+    closed port and timed out the records of the partitions it led (chaos, seed 3255133382)."""
+    c = cluster
+    lapsed = c.brokers[3]
+    c.cut_postgres(lapsed.broker_id)
+    c.advance(LEASE_S)  # its lease lapses in Postgres
+    c.heal()
+    lapsed.run(lapsed.b._heartbeat())  # the heartbeat finds it lapsed: registers again
+    assert "broker lease lapsed: registered again" in c.logs.text(lapsed.broker_id)
+    other = c.brokers[1]
+    other.run(other.b.metadata.refresh_now())
+    address = other.b.cache.broker_kafka_address(lapsed.broker_id)
+    assert address == f"127.0.0.1:{KAFKA_PORT_BASE + lapsed.broker_id}"
