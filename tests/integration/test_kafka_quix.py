@@ -104,11 +104,11 @@ def test_exactly_once_count_across_kill_9_of_the_app(
     cluster: Cluster, quix_python: Path, tmp_path: Path
 ) -> None:
     """Killed mid-stream, its open transaction (output and changelog records, input
-    offsets) is aborted when its transaction times out; the restarted application recovers
-    its state from the changelog (read_committed to the partition's end: past markers) and
-    counts on from the last committed input offsets. Not covered yet: a broker killed
-    under it (after a kill -9 of the broker coordinating its group and transaction, the
-    application made no progress within 3 minutes)."""
+    offsets) is aborted when its transaction times out (10 s); the restarted application
+    recovers its state from the changelog (read_committed to the partition's end: past
+    markers) and counts on from the last committed input offsets. Not covered yet: a broker
+    killed under it (after a kill -9 of the broker coordinating its group and transaction,
+    the application made no progress within 3 minutes)."""
     c = cluster
     words, counts = f"words-{uuid.uuid4().hex[:6]}", f"counts-{uuid.uuid4().hex[:6]}"
     for topic in (words, counts):
