@@ -179,6 +179,13 @@ class ReplicationMetrics:
             tp,
             registry=registry,
         )
+        self.corrupt_lost = Counter(
+            "tierlog_corrupt_committed_frames_total",
+            "Committed frames whose only in-sync copy, the leader's, is corrupt (lost unless "
+            "a replica out of the ISR still holds them); counted once each",
+            tp,
+            registry=registry,
+        )
         self._health(registry)
         self._controller(registry)
 

@@ -111,6 +111,8 @@ def read(
                 pos, min(avail, budget), limit, offset, out, expected
             )
         except CorruptFrameError as exc:
+            if out:  # the whole frames before it are served; a read from the bad one fails
+                return out
             raise CorruptLogError(expected if exc.offset is None else exc.offset, str(exc)) from exc
         taken += sum(h.size for h, _ in out[before:])
         if more < 0 or (out and more):  # at the limit, or the next frame does not fit

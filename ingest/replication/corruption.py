@@ -14,7 +14,8 @@ here:
   hands leadership to an in-sync replica (ReplicaManager.heal_offline); it keeps the bad
   offset, so its first fetch as a follower truncates there and repairs it like any other
   (without waiting for another read to meet the frame: a preferred-leader move could hand
-  the partition back to the corrupt copy first).
+  the partition back to the corrupt copy first). With no in-sync replica to take it, it
+  keeps leading (`no_taker`): a committed bad frame is then a loss, reported once.
 """
 
 from __future__ import annotations
@@ -46,9 +47,14 @@ def report(state: Partition, err: CorruptLogError) -> None:
     skipped = _THROTTLE.allow((state.topic_id, state.partition, err.offset))
     if skipped is None:
         return
+    if follower:
+        then = "; refetching it from the leader"
+    elif err.offset in state.lost_frames:
+        then = "; it is the only in-sync copy: serving the rest"
+    else:
+        then = "; handing leadership off"
     log.error(
-        "corrupt frame on disk, not served"
-        + ("; refetching it from the leader" if follower else "; handing leadership off"),
+        "corrupt frame on disk, not served" + then,
         extra={
             "topic": state.topic,
             "partition": state.partition,
@@ -56,6 +62,42 @@ def report(state: Partition, err: CorruptLogError) -> None:
             "partition_role": state.role.value,
             "error": err.message,
             "repeats_not_logged": skipped,
+        },
+    )
+
+
+def no_taker(state: Partition) -> None:
+    """A corrupt leader's hand-off found no live in-sync replica to take the partition.
+
+    Kafka's rules, which tierlog keeps: no unclean election (a replica out of the ISR may lack
+    committed records), and a leader keeps its partition while no in-sync replica can take it.
+    While the bad frame is above the high watermark an in-sync replica may still come (the
+    hand-off is tried again). Below it, the frame is committed and this leader was its only
+    in-sync copy: that is a loss, said once per frame (log and metric); the leader goes on
+    serving every whole frame, before and after it, and never the bad one. Followers out of
+    the ISR cannot fetch past it, so they stay out (the partition stays under-replicated)."""
+    at = state.repair_from
+    if at is None or state.role is not Role.LEADER or at >= state.high_watermark:
+        return
+    if any(r != state.me for r in state.isr):
+        return  # an in-sync replica that is not live now holds it: it may come back
+    if at in state.lost_frames:
+        return
+    state.lost_frames.add(at)
+    state.metrics.corrupt_lost.labels(state.topic, str(state.partition)).inc()
+    # What each follower was last seen to hold: one past the bad frame still holds it whole
+    # (its copy is an operator's only way back).
+    held = {r: p.leo for r, p in state.followers.items()}
+    log.error(
+        "committed frame lost: its only in-sync copy is corrupt and no in-sync replica can"
+        " take the partition; serving every whole frame",
+        extra={
+            "topic": state.topic,
+            "partition": state.partition,
+            "offset": at,
+            "high_watermark": state.high_watermark,
+            "isr": state.isr,
+            "follower_log_end_offsets": held,
         },
     )
 

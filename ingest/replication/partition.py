@@ -75,6 +75,9 @@ class Partition:
         # The leader cannot serve this partition (a corrupt frame of its own): hand it to
         # another in-sync replica (ReplicaManager.heal_offline), as for a failed log.
         self.handoff_wanted = False
+        # Committed offsets of this leader's corrupt frames that no in-sync replica could take
+        # over: the only in-sync copy is lost (reported once each: corruption.no_taker).
+        self.lost_frames: set[int] = set()
         # Leadership is being handed to the preferred replica (replication/preferred_leader.py):
         # nothing more may be acknowledged until it has moved or the move is called off.
         self.handing_off = False

@@ -20,6 +20,7 @@ from ingest.log import storage_errors
 from ingest.log.local_log import LocalLog, LogConfig
 from ingest.log.log_manager import LogManager
 from ingest.metrics import ReplicationMetrics
+from ingest.replication import corruption
 from ingest.replication.handover import hand_over, handed_over
 from ingest.replication.partition import Partition, Role
 from ingest.replication.replica_fetcher import ReplicaFetcher
@@ -290,8 +291,10 @@ class ReplicaManager:
 
     async def _hand_off(self, state: Partition) -> None:
         info = await hand_over(self.repo, self.me, state)
-        if info is None:
-            return  # no live in-sync replica to take over (or a race): keep trying
+        if info is None:  # no live in-sync replica to take over (or a race): keep trying
+            if state.log.failure is None:
+                corruption.no_taker(state)  # is its corrupt frame the only in-sync copy?
+            return
         state.handoff_wanted = False
         log.warning(
             "leadership handed off: this broker cannot serve the partition",

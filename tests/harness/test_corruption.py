@@ -9,7 +9,7 @@ import time
 
 from logformat.frame import HEADER_SIZE, decode_header
 from tests.harness.cluster import InProcessCluster
-from tests.harness.node import Node
+from tests.harness.node import REPLICA_LAG_MS, Node
 from tests.integration.cluster import wait_for
 
 FRAMES = 24  # of 3 records each; segment.bytes=4096 seals a segment every few frames
@@ -68,7 +68,7 @@ def test_a_corrupt_leader_hands_off_and_its_first_fetch_repairs_it(
     leader = c.leader("led")
     bad = _flip(leader, "led")
     # The leader's own answer: a clear 503 with a Kafka error name, never the bytes.
-    r = leader.http.get("/topics/led/partitions/0/records", params={"offset": 0})
+    r = leader.http.get("/topics/led/partitions/0/records", params={"offset": bad})
     assert r.status_code == 503, r.text
     body = r.json()
     assert body["error_code"] == "KAFKA_STORAGE_ERROR" and "corrupt" in body["message"], body
@@ -86,3 +86,81 @@ def test_a_corrupt_leader_hands_off_and_its_first_fetch_repairs_it(
         lambda: leader.segment_bytes("led") == c.brokers[new].segment_bytes("led"),
     )
     assert _values(leader, "led") == expected
+
+
+def _flip_at(b: Node, topic: str, offset: int) -> int:
+    """Flip one payload byte of the frame holding `offset`, in whichever segment it is;
+    the frame's base offset."""
+    for path in sorted((b.data_dir / f"{topic}-0").glob("*.log"), key=lambda f: int(f.stem)):
+        data = path.read_bytes()
+        pos = 0
+        while pos < len(data):
+            header = decode_header(data, pos)
+            if header.base_offset <= offset <= header.last_offset:
+                at = pos + HEADER_SIZE + header.payload_length // 2
+                with open(path, "r+b") as f:  # in place: the broker's descriptor sees it
+                    f.seek(at)
+                    f.write(bytes([data[at] ^ 0x5A]))
+                return header.base_offset
+            pos += header.size
+    raise AssertionError(f"no frame holds offset {offset}")
+
+
+def _lost_count(b: Node, topic: str) -> float:
+    """The broker's own tierlog_corrupt_committed_frames_total for topic-0 (0: none yet)."""
+    for line in b.http.get("/metrics").text.splitlines():
+        if line.startswith("tierlog_corrupt_committed_frames_total{") and f'"{topic}"' in line:
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_a_corrupt_only_in_sync_copy_is_reported_lost_and_the_rest_served(
+    cluster: InProcessCluster,
+) -> None:
+    """The soak's stuck partitions (issue 26): the followers left the ISR (they could not
+    fetch), the leader alone went on committing, then a frame they did not have yet went
+    bad on its disk. No in-sync replica can take over (Kafka elects none out of the ISR), so
+    the hand-off never completes: the leader keeps the partition, says once that a
+    committed frame lost its only in-sync copy, and serves every whole frame on both sides
+    of it, never the bad one."""
+    c = cluster
+    c.create_topic("only", segment_bytes=4096, min_insync_replicas=1)
+    half = FRAMES // 2
+    for f in range(half):
+        c.produce("only", [{"key": f"k{i}", "value": _value(i)} for i in range(f * 3, f * 3 + 3)])
+    leader = c.leader("only")
+    lid = leader.broker_id
+    for i in c.brokers:
+        if i != lid:
+            c.cut(i, lid)  # the followers' fetches fail; their heartbeats go on
+    c.advance(REPLICA_LAG_MS / 1000 + 1)
+    wait_for("the leader alone in the ISR", lambda: c.partition("only")["isr"] == [lid], timeout=30)
+    for f in range(half, FRAMES):  # committed by the leader alone (min.insync.replicas=1)
+        c.produce("only", [{"key": f"k{i}", "value": _value(i)} for i in range(f * 3, f * 3 + 3)])
+    bad = _flip_at(leader, "only", (half + 2) * 3)
+    state = leader.b.leader_state("only", 0)
+    assert state is not None and bad < state.high_watermark  # committed
+    c.heal()  # the followers fetch again, up to the bad frame, and its read reports it
+    wait_for("the loss reported", lambda: _lost_count(leader, "only") == 1, timeout=30)
+    assert "committed frame lost" in c.logs.text(lid)
+    assert c.partition("only")["leader"] == lid
+    r = leader.http.get("/topics/only/partitions/0/records", params={"offset": bad})
+    assert r.status_code == 503 and r.json()["error_code"] == "KAFKA_STORAGE_ERROR", r.text
+    after = bad + 3  # the next frame: whole, served
+    r = leader.http.get("/topics/only/partitions/0/records", params={"offset": after})
+    assert r.status_code == 200, r.text
+    assert r.json()["records"][0]["value"] == _value(after)
+    r = leader.http.get("/topics/only/partitions/0/records", params={"offset": 0})
+    assert r.status_code == 200 and r.json()["records"][0]["value"] == _value(0), r.text
+    for b in c.brokers.values():  # each follower holds every whole frame below the bad one
+        if b.broker_id != lid:
+            follower = b.b.replicas
+            assert follower is not None
+            part = next(s for k, s in follower.partitions.items() if k[0] == "only")
+            wait_for(
+                f"broker {b.broker_id} up to the bad frame",
+                lambda part=part: part.log.log_end_offset == bad,
+                timeout=30,
+            )
+    c.advance(1)  # once said: asking for a hand-off again does not report it again
+    assert _lost_count(leader, "only") == 1

@@ -159,11 +159,11 @@ def _token(engine: Engine) -> str:
     return PartitionStateRepo(engine).cluster_secret()
 
 
-def _follower_read(b: BrokerProcess, topic: str, token: str) -> httpx.Response:
+def _follower_read(b: BrokerProcess, topic: str, token: str, offset: int) -> httpx.Response:
     """What a fetch node asks an in-sync follower (KIP-392 follower fetching)."""
     return b.http.get(
         f"/topics/{topic}/partitions/0/records",
-        params={"offset": 0, "max_records": N},
+        params={"offset": offset, "max_records": N},
         headers={CLUSTER_TOKEN_HEADER: token, REPLICA_READ_HEADER: "1"},
     )
 
@@ -187,15 +187,15 @@ def test_corrupt_follower_copies_are_never_served_and_are_repaired(
     token = _token(engine)
 
     # Both followers corrupt: the fetch node's first choice is always a bad copy.
-    for b in followers:
-        _flip(b, "fol")
+    bad = {b.broker_id: _flip(b, "fol") for b in followers}
     assert _read_json(fetch_node.http, "fol") == expected
-    for b in followers:  # each one refuses its copy (or has already repaired it)
-        r = _follower_read(b, "fol", token)
+    for b in followers:  # each one refuses the bad frame (or has already repaired it)
+        r = _follower_read(b, "fol", token, bad[b.broker_id])
         if r.status_code != 200:
             _storage_error(r)
         else:
-            assert [rec["value"] for rec in r.json()["records"]] == expected
+            values = [rec["value"] for rec in r.json()["records"]]
+            assert values == expected[bad[b.broker_id] :]
     for b in followers:
         wait_for(
             f"broker {b.broker_id} refetched its copy", lambda b=b: _repaired(cluster, b, "fol")
