@@ -78,7 +78,9 @@ def arrow_stream(batch: pa.RecordBatch, frames: tuple[FrameCrc, ...] = ()) -> me
     """The batch as an Arrow IPC stream; a view of Arrow's buffer, not a copy of it (a
     replay's responses are megabytes each)."""
     sink = pa.BufferOutputStream()
-    schema = CONSUMER_SCHEMA
+    # A batch with more columns (a fetch node's typed columns, fetch/typed_answers.py) keeps
+    # its own schema; every other answer is CONSUMER_SCHEMA, exactly.
+    schema = CONSUMER_SCHEMA if batch.num_columns == len(CONSUMER_SCHEMA) else batch.schema
     if frames:
         schema = schema.with_metadata({FRAMES_METADATA_KEY: orjson.dumps(frames_json(frames))})
     with pa.ipc.new_stream(sink, schema) as writer:

@@ -1,0 +1,75 @@
+"""A typed lake table's cold files (docs/lake-tables.md) on the fetch node's read path, in
+process: real Parquet files with value_typed / value_error beside the record columns."""
+
+from __future__ import annotations
+
+import io
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from fetch.cold.parquet_layout import decode_group, parse_footer
+from fetch.cold.typed_read import _joined
+from logformat.schema import CONSUMER_SCHEMA
+
+T0 = 1_700_000_000_000
+V1 = pa.struct([("id", pa.int64())])
+V2 = pa.struct([("id", pa.int64()), ("ship", pa.struct([("city", pa.string())]))])
+
+
+def _records(first: int, n: int) -> list[pa.Array]:
+    return [
+        pa.array(range(first, first + n), pa.int64()),
+        pa.array([T0 + i for i in range(n)], CONSUMER_SCHEMA.field("timestamp").type),
+        pa.array([b"k%d" % i for i in range(n)]),
+        pa.array([b"\x00\x00\x00\x00\x01v%d" % i for i in range(n)]),
+        pa.array([[] for _ in range(n)], CONSUMER_SCHEMA.field("headers").type),
+    ]
+
+
+def _typed_file() -> bytes:
+    typed = pa.array([{"id": 1, "ship": {"city": "Oslo"}}, None, {"id": 3, "ship": None}], V2)
+    errors = pa.array([None, "schema id 9: unknown", None], pa.string())
+    schema = pa.schema([*CONSUMER_SCHEMA, ("value_typed", V2), ("value_error", pa.string())])
+    table = pa.Table.from_arrays([*_records(10, 3), typed, errors], schema=schema)
+    sink = io.BytesIO()
+    pq.write_table(table, sink, row_group_size=2)
+    return sink.getvalue()
+
+
+def test_a_typed_file_reads_back_as_the_record_columns_only() -> None:
+    data = _typed_file()
+    layout = parse_footer(data, len(data))
+    assert len(layout.groups) == 2
+    table = decode_group(layout, [(0, data)], 0)
+    assert table.schema.equals(CONSUMER_SCHEMA, check_metadata=True)
+    assert table.column("value").to_pylist() == [
+        b"\x00\x00\x00\x00\x01v0",
+        b"\x00\x00\x00\x00\x01v1",
+    ]
+
+
+def test_parts_of_several_schema_versions_merge_and_missing_columns_are_null() -> None:
+    old = pa.table(
+        {"offset": pa.array([0, 1], pa.int64()), "value_typed": pa.array([{"id": 7}, None], V1)}
+    )
+    untyped = pa.table({"offset": pa.array([2], pa.int64())})  # before lake.mode was set
+    new = pa.table(
+        {
+            "offset": pa.array([3, 4], pa.int64()),
+            "value_typed": pa.array([{"id": 8, "ship": {"city": "Oslo"}}, None], V2),
+            "value_error": pa.array([None, "decode: truncated"]),
+        }
+    )
+    got = _joined([old, untyped, new], ["value_typed", "value_error"], 1, 4)
+    assert got.schema.field("value_typed").type == V2
+    assert got.column("offset").to_pylist() == [1, 2, 3, 4]
+    assert got.column("value_typed").to_pylist() == [
+        None,
+        None,
+        {"id": 8, "ship": {"city": "Oslo"}},
+        None,
+    ]
+    assert got.column("value_error").to_pylist() == [None, None, None, "decode: truncated"]
+    first = _joined([old], ["value_typed"], 0, 0)
+    assert first.column("value_typed").to_pylist() == [{"id": 7}]
