@@ -25,7 +25,13 @@ from cluster.search_contract import ColdSearchPlan, FileHits, SearchQuery
 from fetch.cold import metrics
 from fetch.cold.cold_index import ColdIndex
 from fetch.cold.footer_cache import FooterCache
-from fetch.cold.parquet_layout import TAIL_GUESS, FileLayout, RowGroup, SparseFile
+from fetch.cold.parquet_layout import (
+    TAIL_GUESS,
+    FileLayout,
+    RowGroup,
+    SparseFile,
+    top_level_columns,
+)
 from fetch.cold.store import RangeStore
 from logformat.schema import CONSUMER_SCHEMA
 from metadata.types import ColdFile, TopicIdPartition
@@ -151,7 +157,36 @@ def may_match(layout: FileLayout, g: RowGroup, q: SearchQuery) -> bool:
         return False
     if t1 is not None and g.min_timestamp is not None and g.min_timestamp >= t1:
         return False
+    if q.typed_path is not None and not typed_may_match(layout, g.number, q):
+        return False
     return q.key is None or _key_in_range(layout, g.number, q.key)
+
+
+def typed_may_match(layout: FileLayout, group: int, q: SearchQuery) -> bool:
+    """False for a file without typed columns (written before lake.mode was set: none of
+    its values has a typed field), and where the field's min/max statistics rule it out."""
+    md = layout.metadata
+    if "value_typed" not in top_level_columns(md):
+        return False
+    assert q.typed_path is not None
+    leaf = ".".join(("value_typed", *q.typed_path))
+    want = q.typed_value
+    for j in range(md.num_columns):
+        col = md.row_group(group).column(j)
+        if col.path_in_schema != leaf:
+            continue
+        stats = col.statistics
+        if stats is None or not stats.has_min_max or isinstance(want, bool):
+            return True
+        lo, hi = stats.min, stats.max
+        if isinstance(want, str) and isinstance(lo, str) and isinstance(hi, str):
+            return lo <= want <= hi
+        if isinstance(want, int | float) and all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in (lo, hi)
+        ):
+            return bool(lo <= want <= hi)
+        return True
+    return True
 
 
 def _key_in_range(layout: FileLayout, group: int, key: bytes) -> bool:

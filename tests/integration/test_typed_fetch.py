@@ -2,13 +2,15 @@
 "Readers") on real processes: a broker with its registry, confluent-kafka's Avro serializer,
 moto's S3, a tiering worker in this process and a `tierlog fetch` node. `?columns=` adds
 value_typed / value_error to cold records (from the files, of several schema versions) and
-to hot ones (decoded by the node as tiering decodes); the record columns stay byte-exact."""
+to hot ones (decoded by the node as tiering decodes); the record columns stay byte-exact.
+A search by a typed field (typed_path + typed_value) finds cold and hot records alike."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pytest
 from confluent_kafka.schema_registry.avro import AvroSerializer
@@ -131,3 +133,34 @@ def test_typed_columns_need_an_arrow_answer_and_a_typed_topic(stack: Stack) -> N
         headers=ARROW,
     )
     assert r.status_code == 400 and "key_value" in r.json()["message"]
+
+
+def _search(stack: Stack, url: str, **params: Any) -> tuple[int, list[dict[str, Any]]]:
+    r = stack.node.http.get(f"{url}/topics/{TOPIC}/search", params=params)
+    if r.status_code != 200:
+        return r.status_code, [r.json()]
+    return 200, [orjson.loads(line) for line in r.text.splitlines() if line]
+
+
+def test_a_search_by_typed_field_finds_cold_and_hot_records(stack: Stack) -> None:
+    status, lines = _search(stack, "", typed_path="ship.city", typed_value="Oslo")
+    assert status == 200, lines
+    hits = [(d["offset"], d["tier"]) for d in lines if d["type"] == "hit"]
+    assert hits == [(stack.cold[3], "cold"), (stack.hot[3], "hot")]
+    assert lines[-1]["type"] == "done" and lines[-1]["errors"] == 0
+    status, lines = _search(stack, "", typed_path="value_typed.id", typed_value="2")
+    assert [d["offset"] for d in lines if d["type"] == "hit"] == [stack.cold[1], stack.hot[1]]
+    status, lines = _search(stack, "", typed_path="id", typed_value='"2"')  # text: not a long
+    assert status == 200 and [d for d in lines if d["type"] == "hit"] == []
+
+
+def test_a_typed_search_is_refused_where_it_cannot_be_served(stack: Stack) -> None:
+    status, docs = _search(stack, stack.env.broker.url, typed_path="ship.city", typed_value="Oslo")
+    assert status == 400 and "fetch node" in docs[0]["message"]
+    stack.env.topic("untyped-search", mode="key_value")
+    r = stack.node.http.get(
+        "/topics/untyped-search/search", params={"typed_path": "a", "typed_value": "1"}
+    )
+    assert r.status_code == 400 and "key_value" in r.json()["message"]
+    status, docs = _search(stack, "", typed_path="ship.city")
+    assert status == 400 and "typed_value" in docs[0]["message"]

@@ -8,6 +8,9 @@ import io
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cluster.record_match import typed_equal
+from cluster.search_contract import SearchQuery
+from fetch.cold.cold_search import typed_may_match
 from fetch.cold.parquet_layout import decode_group, parse_footer
 from fetch.cold.typed_read import _joined
 from logformat.schema import CONSUMER_SCHEMA
@@ -73,3 +76,22 @@ def test_parts_of_several_schema_versions_merge_and_missing_columns_are_null() -
     assert got.column("value_error").to_pylist() == [None, None, None, "decode: truncated"]
     first = _joined([old], ["value_typed"], 0, 0)
     assert first.column("value_typed").to_pylist() == [{"id": 7}]
+
+
+def test_row_groups_whose_field_statistics_rule_the_value_out_are_skipped() -> None:
+    data = _typed_file()  # row group 0: Oslo (and a null); row group 1: no city at all
+    layout = parse_footer(data, len(data))
+    oslo = SearchQuery(typed_path=("ship", "city"), typed_value="Oslo")
+    assert typed_may_match(layout, 0, oslo)
+    assert not typed_may_match(layout, 0, oslo._replace(typed_value="Zurich"))
+    assert not typed_may_match(layout, 0, SearchQuery(typed_path=("id",), typed_value=5))
+    assert typed_may_match(layout, 1, SearchQuery(typed_path=("id",), typed_value=3))
+
+
+def test_typed_equal_matches_the_field_and_never_another_type() -> None:
+    column = pa.array([{"id": 1, "ship": {"city": "Oslo"}}, None, {"id": 3, "ship": None}], V2)
+    assert typed_equal(column, ("ship", "city"), "Oslo").to_pylist() == [True, None, None]
+    assert typed_equal(column, ("id",), 3).to_pylist() == [False, None, True]
+    assert not any(typed_equal(column, ("id",), "3").to_pylist())
+    assert not any(typed_equal(column, ("id",), True).to_pylist())
+    assert not any(typed_equal(column, ("size",), 3).to_pylist())
