@@ -45,8 +45,8 @@ class SearchQuery(NamedTuple):
             cols.append("key")
         if self.value_contains is not None or self.json_path is not None:
             cols.append("value")
-        if self.typed_path is not None:
-            cols.append("value_typed")
+        if self.typed_path is not None:  # the struct's one field: a nested column path
+            cols.append(".".join(("value_typed", *self.typed_path)))
         return cols
 
 

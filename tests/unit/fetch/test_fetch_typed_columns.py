@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 
 from cluster.record_match import typed_equal
 from cluster.search_contract import SearchQuery
-from fetch.cold.cold_search import typed_may_match
+from fetch.cold.cold_search import column_spans, typed_may_match
 from fetch.cold.parquet_layout import decode_group, parse_footer
 from fetch.cold.typed_read import _joined
 from logformat.schema import CONSUMER_SCHEMA
@@ -95,3 +95,15 @@ def test_typed_equal_matches_the_field_and_never_another_type() -> None:
     assert not any(typed_equal(column, ("id",), "3").to_pylist())
     assert not any(typed_equal(column, ("id",), True).to_pylist())
     assert not any(typed_equal(column, ("size",), 3).to_pylist())
+
+
+def test_a_typed_search_reads_the_fields_chunk_only_and_skips_files_without_it() -> None:
+    data = _typed_file()
+    layout = parse_footer(data, len(data))
+    query = SearchQuery(typed_path=("ship", "city"), typed_value="Oslo")
+    (span,) = column_spans(layout, 0, [query.predicate_columns()[-1]])
+    rg = layout.metadata.row_group(0)
+    chunks = {rg.column(j).path_in_schema: rg.column(j) for j in range(rg.num_columns)}
+    city = chunks["value_typed.ship.city"]
+    assert span[1] - span[0] == city.total_compressed_size  # not value_typed.id's chunk too
+    assert not typed_may_match(layout, 0, query._replace(typed_path=("note",)))
