@@ -70,7 +70,7 @@ async def fetch_records(request: Request) -> Response:
     auth.require(request, "topic", request.path_params["topic"], "read")
     partition = path_partition(request)
     view = await node.cache.require_topic(request.path_params["topic"], partition)
-    params = fetch_params(request)
+    params = fetch_params(request, typed=True)
     columns = typed_answers.columns_param(request)
     if columns:
         typed_answers.require_typed(view)

@@ -162,9 +162,13 @@ class ReplicaRouter:
             headers["authorization"] = request.headers["authorization"]
         if internal:
             headers[REPLICA_READ_HEADER] = "1"
+        # `columns` is this node's to serve (fetch/typed_answers.py): brokers refuse it.
+        params = httpx.QueryParams(
+            [(k, v) for k, v in request.query_params.multi_items() if k != "columns"]
+        )
         response = await self._client.get(
             f"{url}{forwarded_path(request)}",
-            params=request.query_params,
+            params=params,
             headers=headers,
             auth=None if as_caller else httpx.USE_CLIENT_DEFAULT,  # the caller's own key, not ours
         )

@@ -43,7 +43,15 @@ class FetchParams(NamedTuple):
     value_format: ValueFormat
 
 
-def fetch_params(request: Request) -> FetchParams:
+def fetch_params(request: Request, typed: bool = False) -> FetchParams:
+    """`typed`: this node adds typed columns on request (fetch nodes: fetch/typed_answers.py);
+    elsewhere `columns` is refused, not ignored."""
+    if not typed and "columns" in request.query_params:
+        raise TierlogError(
+            ErrorCode.INVALID_REQUEST,
+            "columns (typed lake columns in Arrow answers) is served by fetch nodes: "
+            "send the fetch to a fetch node",
+        )
     raw = request.query_params.get("offset")
     offset = None if raw in (None, "") else query_int(request, "offset", None, 0, MAX_OFFSET)
     value_format = request.query_params.get("value_format", "auto")

@@ -152,7 +152,7 @@ OPENAPI: dict[str, Any] = {
                             "record columns, comma-separated: value_typed, value_error "
                             "(docs/lake-tables.md). Cold records read them from their files, "
                             "hot ones are decoded by the node. 400 for another name, a JSON "
-                            "answer, or a topic whose lake.mode is key_value. Brokers ignore it."
+                            "answer, or a topic whose lake.mode is key_value; brokers answer 400."
                         ),
                         "schema": {"type": "string", "example": "value_typed,value_error"},
                     },

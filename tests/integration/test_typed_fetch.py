@@ -133,6 +133,10 @@ def test_typed_columns_need_an_arrow_answer_and_a_typed_topic(stack: Stack) -> N
         headers=ARROW,
     )
     assert r.status_code == 400 and "key_value" in r.json()["message"]
+    r = stack.node.http.get(  # a broker does not add them: it says so rather than ignore it
+        f"{stack.env.broker.url}{path}", params={"columns": "value_typed"}, headers=ARROW
+    )
+    assert r.status_code == 400 and "fetch node" in r.json()["message"]
 
 
 def _search(stack: Stack, url: str, **params: Any) -> tuple[int, list[dict[str, Any]]]:
