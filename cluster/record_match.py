@@ -48,6 +48,8 @@ def _mask(table: pa.Table | pa.RecordBatch, q: SearchQuery) -> Any:
         conds.append(pc.match_substring(table.column("value"), q.value_contains))
     for needle in json_needles(q):
         conds.append(pc.match_substring(table.column("value"), needle))
+    if q.typed_path is not None:
+        conds.append(typed_equal(table.column("value_typed"), q.typed_path, q.typed_value))
     pattern = json_member_pattern(q)
     if pattern is not None:
         conds.append(pc.match_substring_regex(table.column("value"), pattern))
@@ -57,6 +59,29 @@ def _mask(table: pa.Table | pa.RecordBatch, q: SearchQuery) -> Any:
     for c in conds[1:]:
         mask = pc.and_kleene(mask, c)
     return pc.fill_null(mask, False)  # a null key or value (tombstone) matches nothing
+
+
+def typed_equal(column: Any, path: tuple[str, ...], value: object) -> Any:
+    """Rows whose struct field at `path` equals `value` (false where the column's struct has
+    no such field, or the value cannot be of the field's type: a text field never equals 7)."""
+    nothing = pa.array([False] * len(column), pa.bool_())
+    for name in path:
+        if not pa.types.is_struct(column.type) or column.type.get_field_index(name) < 0:
+            return nothing
+        column = pc.struct_field(column, name)
+    if isinstance(value, bool) != pa.types.is_boolean(column.type):
+        return nothing  # 1 == True in Python, not in JSON
+    if isinstance(value, str) != (pa.types.is_string(column.type) or _is_time(column.type)):
+        return nothing
+    try:
+        wanted = pa.scalar(value).cast(column.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError):
+        return nothing
+    return pc.equal(column, wanted)
+
+
+def _is_time(t: pa.DataType) -> bool:
+    return bool(pa.types.is_timestamp(t) or pa.types.is_date(t))
 
 
 def json_needles(q: SearchQuery) -> list[str]:

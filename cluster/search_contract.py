@@ -30,6 +30,8 @@ class SearchQuery(NamedTuple):
     end_offset: int = MAX_OFFSET
     start_timestamp: int | None = None  # ms
     end_timestamp: int | None = None
+    typed_path: tuple[str, ...] | None = None  # a field of a typed lake table's value_typed...
+    typed_value: object = None  # ...equal to this (fetch nodes: fetch/typed_search.py)
 
     def predicate_columns(self) -> list[str]:
         """The columns a record's match depends on, in file order (the others are read only
@@ -43,6 +45,8 @@ class SearchQuery(NamedTuple):
             cols.append("key")
         if self.value_contains is not None or self.json_path is not None:
             cols.append("value")
+        if self.typed_path is not None:  # the struct's one field: a nested column path
+            cols.append(".".join(("value_typed", *self.typed_path)))
         return cols
 
 

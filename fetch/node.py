@@ -21,6 +21,7 @@ from cluster.metadata_cache import MetadataCache
 from cluster.metadata_follower import MetadataFollower
 from cluster.read_contract import ColdReader
 from fetch.replicas import ReplicaRouter
+from fetch.typed_answers import HotTyping
 from metadata.brokers import BrokerRepo
 from metadata.db import make_engine, migrate
 from metadata.partition_state import PartitionStateRepo
@@ -56,6 +57,7 @@ class FetchNode:
         self.router = ReplicaRouter(
             self.cache, lambda: self.cluster_secret, config.request_timeout_ms / 1000
         )
+        self.typing = HotTyping(self.engine)  # typed columns of hot answers (?columns=)
         self.authorizer = Authorizer(
             self.engine, config.database_url, config.auth, lambda: self.cluster_secret
         )

@@ -27,7 +27,7 @@ from cluster.http.request_metrics import RequestMetrics
 from cluster.http.responses import JSONResponse, exception_handlers, path_partition, timestamp_param
 from cluster.openapi.document import OPENAPI, for_auth
 from cluster.read_contract import ColdRange, ColdReader, FetchResult
-from fetch import node_search
+from fetch import node_search, typed_answers
 from logformat.errors import TierlogError
 
 if TYPE_CHECKING:
@@ -70,16 +70,19 @@ async def fetch_records(request: Request) -> Response:
     auth.require(request, "topic", request.path_params["topic"], "read")
     partition = path_partition(request)
     view = await node.cache.require_topic(request.path_params["topic"], partition)
-    params = fetch_params(request)
+    params = fetch_params(request, typed=True)
+    columns = typed_answers.columns_param(request)
+    if columns:
+        typed_answers.require_typed(view)
     cold = _cold(node, view)
     if cold is None:
-        return await node.router.fetch(view, partition, request)
+        return await _hot(node, view, partition, request, columns)
     rng = await _cold_range(cold, view, partition, params.offset)
     offset = params.offset
     if offset is None and rng is not None:
         offset = rng.start
     if rng is None or offset is None or not rng.start <= offset < rng.end:
-        return await node.router.fetch(view, partition, request)
+        return await _hot(node, view, partition, request, columns)
     hot = await node.router.hot_offsets(view, partition)
     # The cold range is all committed, so it bounds the high watermark from below even when
     # the leader cannot be asked: cold reads keep working with every broker down.
@@ -94,8 +97,19 @@ async def fetch_records(request: Request) -> Response:
         params.max_records,
         params.max_bytes,
     )
-    result = FetchResult(got.batch, got.next_offset, hw, start)
+    batch = got.batch
+    if columns:
+        batch = await typed_answers.with_cold_columns(cold, view, partition, batch, columns)
+    result = FetchResult(batch, got.next_offset, hw, start)
     return await fetch_response(request, result, params.value_format, None)
+
+
+async def _hot(
+    node: FetchNode, view: TopicView, partition: int, request: Request, columns: tuple[str, ...]
+) -> Response:
+    """A replica's answer; with typed columns asked, its values decoded here."""
+    response = await node.router.fetch(view, partition, request)
+    return await node.typing.answer(view, response, columns) if columns else response
 
 
 async def list_offsets(request: Request) -> Response:

@@ -16,6 +16,9 @@ from cluster.http.search_params import SearchParams, search_params
 from cluster.http.search_stream import PartitionEvents, plus, search_response
 from cluster.search_contract import ColdSearcher
 from cluster.search_run import PartitionSearch, search_partition
+from fetch.typed_answers import require_typed
+from fetch.typed_search import ReplicaHot
+from logformat.errors import ErrorCode, TierlogError
 
 if TYPE_CHECKING:
     from cluster.metadata_cache import TopicView
@@ -26,8 +29,10 @@ async def search(request: Request) -> Response:
     node: FetchNode = request.app.state.node
     topic = request.path_params["topic"]
     auth.require(request, "topic", topic, "read")
-    params = search_params(request)
+    params = search_params(request, typed=True)
     view = await node.cache.require_topic(topic, params.partition)
+    if params.query.typed_path is not None:
+        require_typed(view)
     parts = range(len(view.partitions)) if params.partition is None else [params.partition]
     searches = {p: _partition(node, view, p, params, request) for p in parts}
     return search_response(searches, params.max_hits)
@@ -38,6 +43,10 @@ def _partition(
 ) -> PartitionEvents:
     async def events() -> AsyncIterator[dict[str, Any]]:
         cold = node.cold if view.config.remote_storage_enable else None
+        if params.query.typed_path is not None:  # hot records decoded here, not by the leader
+            async for event in _typed(node, view, partition, params, cold):
+                yield event
+            return
         done: dict[str, Any] = {}
         if isinstance(cold, ColdSearcher):
             s = PartitionSearch(
@@ -57,3 +66,19 @@ def _partition(
             yield plus(event, done) if event.get("type") == "progress" else event
 
     return events
+
+
+async def _typed(
+    node: FetchNode, view: TopicView, partition: int, params: SearchParams, cold: object
+) -> AsyncIterator[dict[str, Any]]:
+    hot = await node.router.hot_offsets(view, partition)
+    if hot is None:
+        raise TierlogError(
+            ErrorCode.LEADER_NOT_AVAILABLE,
+            f"the leader of {view.info.name}-{partition} cannot be asked for its hot log",
+        )
+    source = ReplicaHot(node, view, partition, hot["log_start_offset"], hot["high_watermark"])
+    s = PartitionSearch(view.info.id, partition, params.query, params.max_hits, params.value_format)
+    searcher = cold if isinstance(cold, ColdSearcher) else None
+    async for event in search_partition(s, searcher, source):
+        yield event

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -24,7 +24,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from cluster.http.fetch_response import REPLICA_READ_HEADER
+from cluster.http.fetch_response import ARROW_STREAM, REPLICA_READ_HEADER
 from cluster.internal_http import forwarded_path, internal_async_client
 from cluster.metadata_cache import MetadataCache, TopicView
 from cluster.search_relay import leader_lines
@@ -74,12 +74,33 @@ class ReplicaRouter:
 
     async def fetch(self, view: TopicView, partition: int, request: Request) -> Response:
         """A hot fetch, from a follower if one is in sync, else from the leader."""
+        return await self._from_replicas(
+            view, partition, lambda url: self._get(url, request, internal=True)
+        )
+
+    async def fetch_arrow(
+        self, view: TopicView, partition: int, params: dict[str, str]
+    ) -> Response:
+        """A hot fetch of this node's own (a typed search's page), as an Arrow answer."""
+        path = f"/topics/{quote(view.info.name, safe='')}/partitions/{partition}/records"
+        headers = {"accept": ARROW_STREAM, REPLICA_READ_HEADER: "1"}
+
+        async def get(url: str) -> Response:
+            response = await self._client.get(f"{url}{path}", params=params, headers=headers)
+            kept = {k: v for k, v in response.headers.items() if k.lower() in _KEEP_HEADERS}
+            return Response(response.content, status_code=response.status_code, headers=kept)
+
+        return await self._from_replicas(view, partition, get)
+
+    async def _from_replicas(
+        self, view: TopicView, partition: int, get: Callable[[str], Awaitable[Response]]
+    ) -> Response:
         targets = [("follower", u) for u in self._followers(view, partition)]
         targets.append(("leader", self._cache.leader_url(view, partition)))
         last: Exception | str | None = None
         for i, (kind, url) in enumerate(targets):
             try:
-                response = await self._get(url, request, internal=True)
+                response = await get(url)
             except httpx.HTTPError as exc:
                 last = exc  # that replica is unreachable: the next one
                 continue
@@ -141,9 +162,13 @@ class ReplicaRouter:
             headers["authorization"] = request.headers["authorization"]
         if internal:
             headers[REPLICA_READ_HEADER] = "1"
+        # `columns` is this node's to serve (fetch/typed_answers.py): brokers refuse it.
+        params = httpx.QueryParams(
+            [(k, v) for k, v in request.query_params.multi_items() if k != "columns"]
+        )
         response = await self._client.get(
             f"{url}{forwarded_path(request)}",
-            params=request.query_params,
+            params=params,
             headers=headers,
             auth=None if as_caller else httpx.USE_CLIENT_DEFAULT,  # the caller's own key, not ours
         )

@@ -31,6 +31,7 @@ from collections import defaultdict
 from sqlalchemy.engine import Engine
 
 from cluster.duty import FailurePolicy
+from cluster.schema_lookup import StoreLookup
 from cluster.worker_health import Health
 from coldstore.delta_table import DeltaTopicTable
 from coldstore.layout import table_uri
@@ -44,7 +45,6 @@ from metadata.transactions import TxnRepo
 from schemaformat.typed_decode import TYPED_MODES, TypedDecoder
 from tiering import metrics
 from tiering.batch import BatchSettings, tier_batch
-from tiering.schema_lookup import StoreLookup
 from tiering.segment_source import SegmentSource
 from tiering.wakeups import Wakeups
 

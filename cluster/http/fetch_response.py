@@ -43,7 +43,15 @@ class FetchParams(NamedTuple):
     value_format: ValueFormat
 
 
-def fetch_params(request: Request) -> FetchParams:
+def fetch_params(request: Request, typed: bool = False) -> FetchParams:
+    """`typed`: this node adds typed columns on request (fetch nodes: fetch/typed_answers.py);
+    elsewhere `columns` is refused, not ignored."""
+    if not typed and "columns" in request.query_params:
+        raise TierlogError(
+            ErrorCode.INVALID_REQUEST,
+            "columns (typed lake columns in Arrow answers) is served by fetch nodes: "
+            "send the fetch to a fetch node",
+        )
     raw = request.query_params.get("offset")
     offset = None if raw in (None, "") else query_int(request, "offset", None, 0, MAX_OFFSET)
     value_format = request.query_params.get("value_format", "auto")
@@ -78,7 +86,9 @@ def arrow_stream(batch: pa.RecordBatch, frames: tuple[FrameCrc, ...] = ()) -> me
     """The batch as an Arrow IPC stream; a view of Arrow's buffer, not a copy of it (a
     replay's responses are megabytes each)."""
     sink = pa.BufferOutputStream()
-    schema = CONSUMER_SCHEMA
+    # A batch with more columns (a fetch node's typed columns, fetch/typed_answers.py) keeps
+    # its own schema; every other answer is CONSUMER_SCHEMA, exactly.
+    schema = CONSUMER_SCHEMA if batch.num_columns == len(CONSUMER_SCHEMA) else batch.schema
     if frames:
         schema = schema.with_metadata({FRAMES_METADATA_KEY: orjson.dumps(frames_json(frames))})
     with pa.ipc.new_stream(sink, schema) as writer:

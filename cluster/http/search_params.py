@@ -80,12 +80,45 @@ def _json(request: Request) -> tuple[tuple[str | int, ...] | None, object]:
     return json_path(path), parsed
 
 
-def search_params(request: Request) -> SearchParams:
+def _typed(request: Request, typed: bool) -> tuple[tuple[str, ...] | None, object]:
+    """typed_path + typed_value: a field of a typed lake table's value (docs/lake-tables.md),
+    searched by fetch nodes only (`typed`), which decode hot records as tiering does."""
+    raw, value = _text(request, "typed_path"), request.query_params.get("typed_value")
+    if raw is None:
+        if value is not None:
+            raise _bad(
+                "typed_value needs typed_path (the field of value_typed it is compared with)"
+            )
+        return None, None
+    if not typed:
+        raise _bad("a search by typed_path is served by fetch nodes: send it to a fetch node")
+    if value is None:
+        raise _bad(
+            'typed_path needs typed_value (JSON, e.g. 42, true, "text"; bare text is a string)'
+        )
+    path = json_path(raw.removeprefix("value_typed."))
+    if not all(isinstance(p, str) for p in path):
+        raise _bad(f"typed_path {raw!r} names struct fields only, such as ship.city")
+    try:
+        parsed = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        parsed = value  # bare text: a string
+    if parsed is None or isinstance(parsed, dict | list):
+        raise _bad("typed_value must be a string, number or boolean, not null, an object or array")
+    return tuple(str(p) for p in path), parsed
+
+
+def search_params(request: Request, typed: bool = False) -> SearchParams:
+    """`typed`: this node serves typed_path searches (fetch nodes)."""
     key = _key(request)
     value = _text(request, "value")
     path, wanted = _json(request)
-    if key is None and value is None and path is None:
-        raise _bad("a search needs a condition: key (or key_b64), value, or json_path + json_value")
+    typed_path, typed_value = _typed(request, typed)
+    if key is None and value is None and path is None and typed_path is None:
+        raise _bad(
+            "a search needs a condition: key (or key_b64), value, json_path + json_value, "
+            "or typed_path + typed_value"
+        )
     start = query_int(request, "start_offset", 0, 0, MAX_OFFSET)
     end = query_int(request, "end_offset", MAX_OFFSET, 0, MAX_OFFSET)
     t0 = _optional(request, "start_timestamp")
@@ -97,7 +130,7 @@ def search_params(request: Request) -> SearchParams:
         raise _bad(f"value_format must be auto, base64 or string; got {fmt!r}")
     raw_p = request.query_params.get("partition")
     partition = None if raw_p in (None, "") else query_int(request, "partition", 0, 0, 1 << 20)
-    query = SearchQuery(key, value, path, wanted, start, end, t0, t1)
+    query = SearchQuery(key, value, path, wanted, start, end, t0, t1, typed_path, typed_value)
     max_hits = query_int(request, "max_hits", DEFAULT_MAX_HITS, 1, MAX_HITS)
     return SearchParams(query, partition, max_hits, fmt)
 

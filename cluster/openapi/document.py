@@ -144,6 +144,18 @@ OPENAPI: dict[str, Any] = {
                         "in": "query",
                         "schema": {"type": "string", "enum": ["auto", "base64", "string"]},
                     },
+                    {
+                        "name": "columns",
+                        "in": "query",
+                        "description": (
+                            "Fetch nodes, Arrow answers only: typed columns to add after the "
+                            "record columns, comma-separated: value_typed, value_error "
+                            "(docs/lake-tables.md). Cold records read them from their files, "
+                            "hot ones are decoded by the node. 400 for another name, a JSON "
+                            "answer, or a topic whose lake.mode is key_value; brokers answer 400."
+                        ),
+                        "schema": {"type": "string", "example": "value_typed,value_error"},
+                    },
                 ],
                 "responses": {
                     "200": {

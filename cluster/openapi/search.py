@@ -53,6 +53,20 @@ SEARCH_PATHS: dict[str, Any] = {
                 _q("value", _TEXT, "substring of the value (UTF-8 text)"),
                 _q("json_path", _TEXT, "a field of a JSON value: user.id, items.0.sku"),
                 _q("json_value", {"type": "string"}, "JSON the field equals (bare text: a string)"),
+                _q(
+                    "typed_path",
+                    _TEXT,
+                    "fetch nodes: a field of a typed lake table's value_typed struct, such as "
+                    "ship.city (docs/lake-tables.md); cold files match their value_typed "
+                    "column, hot records are decoded by the node. 400 on a broker, or for a "
+                    "topic whose lake.mode is key_value",
+                ),
+                _q(
+                    "typed_value",
+                    {"type": "string"},
+                    "JSON the typed field equals: a string, number or boolean (bare text: a "
+                    "string); a value the field's type cannot hold matches nothing",
+                ),
                 _q("start_offset", _INT, "first offset searched"),
                 _q("end_offset", _INT, "offsets below this are searched"),
                 _q("start_timestamp", _INT, "records at or after this time (ms)"),

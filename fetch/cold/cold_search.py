@@ -25,7 +25,13 @@ from cluster.search_contract import ColdSearchPlan, FileHits, SearchQuery
 from fetch.cold import metrics
 from fetch.cold.cold_index import ColdIndex
 from fetch.cold.footer_cache import FooterCache
-from fetch.cold.parquet_layout import TAIL_GUESS, FileLayout, RowGroup, SparseFile
+from fetch.cold.parquet_layout import (
+    TAIL_GUESS,
+    FileLayout,
+    RowGroup,
+    SparseFile,
+    top_level_columns,
+)
 from fetch.cold.store import RangeStore
 from logformat.schema import CONSUMER_SCHEMA
 from metadata.types import ColdFile, TopicIdPartition
@@ -151,7 +157,39 @@ def may_match(layout: FileLayout, g: RowGroup, q: SearchQuery) -> bool:
         return False
     if t1 is not None and g.min_timestamp is not None and g.min_timestamp >= t1:
         return False
+    if q.typed_path is not None and not typed_may_match(layout, g.number, q):
+        return False
     return q.key is None or _key_in_range(layout, g.number, q.key)
+
+
+def typed_may_match(layout: FileLayout, group: int, q: SearchQuery) -> bool:
+    """False for a file without typed columns (written before lake.mode was set) or whose
+    struct lacks the field (an older schema version), and where the field's min/max
+    statistics rule the value out."""
+    md = layout.metadata
+    if "value_typed" not in top_level_columns(md):
+        return False
+    assert q.typed_path is not None
+    leaf = ".".join(("value_typed", *q.typed_path))
+    want = q.typed_value
+    if not any(_under(md.schema.column(j).path, leaf) for j in range(md.num_columns)):
+        return False  # the file's struct has no such field: every value of it is null
+    for j in range(md.num_columns):
+        col = md.row_group(group).column(j)
+        if col.path_in_schema != leaf:
+            continue
+        stats = col.statistics
+        if stats is None or not stats.has_min_max or isinstance(want, bool):
+            return True
+        lo, hi = stats.min, stats.max
+        if isinstance(want, str) and isinstance(lo, str) and isinstance(hi, str):
+            return lo <= want <= hi
+        if isinstance(want, int | float) and all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in (lo, hi)
+        ):
+            return bool(lo <= want <= hi)
+        return True
+    return True
 
 
 def _key_in_range(layout: FileLayout, group: int, key: bytes) -> bool:
@@ -174,14 +212,14 @@ def _key_in_range(layout: FileLayout, group: int, key: bytes) -> bool:
 
 
 def column_spans(layout: FileLayout, group: int, columns: Sequence[str]) -> list[tuple[int, int]]:
-    """Byte ranges covering the chunks of these top-level columns in a row group, adjacent
-    ones merged (offset, timestamp and key are stored side by side: one GET)."""
+    """Byte ranges covering the chunks of these columns in a row group (top-level names, or
+    dotted paths into a struct: value_typed.ship.city), adjacent ones merged (offset,
+    timestamp and key are stored side by side: one GET)."""
     rg = layout.metadata.row_group(group)
-    wanted = set(columns)
     chunks = []
     for j in range(rg.num_columns):
         col = rg.column(j)
-        if col.path_in_schema.split(".")[0] not in wanted:
+        if not any(_under(col.path_in_schema, c) for c in columns):
             continue
         first = col.dictionary_page_offset if col.has_dictionary_page else None
         begin = col.data_page_offset if first is None else min(first, col.data_page_offset)
@@ -194,6 +232,10 @@ def column_spans(layout: FileLayout, group: int, columns: Sequence[str]) -> list
         else:
             spans.append((s, e))
     return spans
+
+
+def _under(path: str, column: str) -> bool:
+    return path == column or path.startswith(column + ".")
 
 
 def _read(

@@ -39,6 +39,7 @@ from fetch.cold.prefetch import PrefetchConfig, Prefetcher
 from fetch.cold.range_cache import RangeCache, ShortReadError
 from fetch.cold.row_groups import RowGroupCache
 from fetch.cold.store import RangeStore
+from fetch.cold.typed_read import TypedColumnReader
 from logformat.errors import ErrorCode, TierlogError
 from metadata.db import make_engine
 from metadata.db_errors import POSTGRES_DOWN
@@ -111,6 +112,7 @@ class ColdTier:
         self.reader = ColdFileReader(self.caches, self._decode_pool)
         self.prefetcher = Prefetcher(self.caches, config.prefetch)
         self.searcher = ColdSearch(self.index, self.footers, store, self._decode_pool)
+        self.typed = TypedColumnReader(self.index, self.footers, store, self._decode_pool)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name="cold-io", daemon=True)
 
@@ -240,6 +242,19 @@ class ColdTier:
     async def _offset_for_timestamp(self, tp: TopicIdPartition, timestamp: int) -> int | None:
         try:
             return await offset_for_timestamp(self.caches, tp, timestamp)
+        except KeyError as exc:
+            self._forget(tp, exc)
+            raise _unavailable(f"cold file {exc} is missing", exc) from exc
+        except _STORE_ERRORS as exc:
+            raise _unavailable("reading the cold tier failed", exc) from exc
+
+    async def read_columns(
+        self, topic_id: str, partition: int, first: int, last: int, columns: tuple[str, ...]
+    ) -> pa.Table:
+        """`offset` and the typed `columns` of cold rows first..last (fetch/typed_answers.py)."""
+        tp = TopicIdPartition(topic_id, partition)
+        try:
+            return await self._on_loop(self.typed.read(tp, first, last, columns))
         except KeyError as exc:
             self._forget(tp, exc)
             raise _unavailable(f"cold file {exc} is missing", exc) from exc

@@ -22,6 +22,7 @@ from logformat.schema import CONSUMER_SCHEMA
 
 MAGIC = b"PAR1"
 TAIL_GUESS = 64 * 1024  # one GET fetches the footer of any ordinary file
+RECORD_COLUMNS = CONSUMER_SCHEMA.names
 
 
 class CorruptColdFileError(ValueError):
@@ -105,6 +106,11 @@ def parse_footer(tail: bytes, size: int) -> FileLayout:
     return FileLayout(size, metadata, groups)
 
 
+def top_level_columns(metadata: pq.FileMetaData) -> set[str]:
+    """The file's top-level column names (a struct's leaves are named by their paths)."""
+    return {metadata.schema.column(i).path.split(".")[0] for i in range(metadata.num_columns)}
+
+
 def _ms(value: object) -> int:
     """A timestamp statistic (datetime or int, by pyarrow version) as ms since the epoch."""
     if isinstance(value, int):
@@ -170,7 +176,9 @@ def decode_group(layout: FileLayout, pieces: Sequence[tuple[int, bytes]], group:
         else SparseFile(layout.size, pieces)
     )
     reader = pq.ParquetFile(source, metadata=layout.metadata)
-    table = reader.read_row_group(group, use_threads=False)
+    # Only the record columns: a typed lake table's files also hold value_typed/value_error
+    # (docs/lake-tables.md), which a fetch reads only when asked (fetch/cold/typed_read.py).
+    table = reader.read_row_group(group, columns=RECORD_COLUMNS, use_threads=False)
     if not table.schema.equals(CONSUMER_SCHEMA, check_metadata=True):
         # The same columns; drop any file-level metadata so responses equal the hot path's.
         table = pa.Table.from_arrays(table.columns, schema=CONSUMER_SCHEMA)

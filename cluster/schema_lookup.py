@@ -1,5 +1,6 @@
-"""Schemas for typed lake tables, read from the registry's store in Postgres (the same
-database tiering already uses), parsed with their references (schemaformat's types)."""
+"""Schemas for typed lake tables, read from the registry's store in Postgres (the database
+tiering and fetch nodes already use), parsed with their references (schemaformat's types).
+Shared by tiering (the typed columns it writes) and fetch nodes (hot records decoded alike)."""
 
 from __future__ import annotations
 
