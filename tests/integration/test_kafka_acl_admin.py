@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
+    NewTopic,
     ResourcePatternType,
     ResourceType,
     ScramCredentialInfo,
@@ -265,3 +266,24 @@ def test_scram_credentials_are_altered_and_log_in(env: Env) -> None:
         outsider.alter_user_scram_credentials([upsert])[key_id].result(timeout=30)
     assert denied.value.args[0].name() == "CLUSTER_AUTHORIZATION_FAILED"
     assert ScramRepo(sec.engine).described().get(key_id) is None
+
+
+def test_delete_records_needs_delete_on_the_topic(env: Env) -> None:
+    """Kafka's ACL for DeleteRecords: DELETE on the topic (READ and DESCRIBE are not enough)."""
+    sec, bootstrap = env
+    topic = f"dr-{uuid.uuid4().hex[:8]}"
+    hot_only = {"remote.storage.enable": "false"}
+    admin = _admin(sec, bootstrap, "admin")
+    admin.create_topics([NewTopic(topic, 1, 1, config=hot_only)])[topic].result(timeout=30)
+    sec.allow("judy", "topic", topic, "read", "describe")
+    settle()
+    judy = _admin(sec, bootstrap, "judy")
+    [future] = judy.delete_records([TopicPartition(topic, 0, 0)]).values()
+    with pytest.raises(KafkaException) as denied:
+        future.result(timeout=30)
+    assert denied.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    sec.allow("judy", "topic", topic, "delete")
+    # A new connection: a Kafka connection's ACLs are refreshed when it logs in.
+    judy = _admin(sec, bootstrap, "judy")
+    [future] = judy.delete_records([TopicPartition(topic, 0, 0)]).values()
+    assert future.result(timeout=30).low_watermark == 0
