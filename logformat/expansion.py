@@ -127,11 +127,25 @@ def read_arrow_stream(
             check_decoded(decoded, len(body), limits)
             batches.append(batch)
         table = pa.Table.from_batches(batches, reader.schema)
-    except (pa.ArrowException, OSError, ValueError, TypeError) as exc:
+        _field_names(table.schema)  # a name pyarrow cannot decode fails here, not downstream
+    except (pa.ArrowException, OSError, ValueError, TypeError) as exc:  # UnicodeDecodeError too
         raise TierlogError(
             ErrorCode.INVALID_RECORD, f"body is not a valid Arrow IPC stream: {exc}"
         ) from None
     return table
+
+
+def _field_names(fields: pa.Schema | pa.DataType) -> None:
+    """Read every field name, nested ones too: a stream may carry names that are not UTF-8,
+    which pyarrow decodes only when asked (UnicodeDecodeError, far from the request)."""
+    children = fields if isinstance(fields, pa.Schema) else list(_children(fields))
+    for field in children:
+        _ = field.name
+        _field_names(field.type)
+
+
+def _children(kind: pa.DataType) -> list[pa.Field]:
+    return [kind.field(i) for i in range(kind.num_fields)]
 
 
 # Only brackets and quotes matter to the scan; with escapes gone, a string is "[^"]*".

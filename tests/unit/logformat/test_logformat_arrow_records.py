@@ -244,6 +244,21 @@ def test_read_arrow_stream_rejects_garbage():
         assert info.value.code == ErrorCode.INVALID_RECORD and "Arrow IPC" in info.value.message
 
 
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_field_name_that_is_not_utf8_is_an_invalid_record(nested):
+    """Found by the fuzz below (1 run in ~20k): pyarrow decodes field names only when asked,
+    so a stream naming a column with bytes that are not UTF-8 read fine and failed later,
+    in normalize_arrow, with a UnicodeDecodeError (a 500), not INVALID_RECORD."""
+    column = pa.array([{"zzq": 1}]) if nested else pa.array(["v"])
+    body = ipc_stream(pa.table({"value": ["v"], "extra": column}))
+    name = b"zzq" if nested else b"extra"
+    assert body.count(name) == 1
+    body = body.replace(name, name[:1] + b"\x8d" + name[2:])
+    with pytest.raises(TierlogError) as info:
+        read_arrow_stream(body)
+    assert info.value.code == ErrorCode.INVALID_RECORD
+
+
 @settings(max_examples=300, deadline=None)
 @given(data=st.data())
 def test_read_arrow_stream_only_raises_tierlog_errors(data):
