@@ -91,7 +91,9 @@ class Member:
             auto_offset_reset="earliest",
             enable_auto_commit=False,
             heartbeat_interval_ms=200,
-            session_timeout_ms=6000,
+            # Not 6 s: on CI's loaded cores kafka-python's own loop stalled up to 1.1 s at a
+            # time, members were evicted and rejoined, and one generation took over 30 s.
+            session_timeout_ms=15000,
             partition_assignment_strategy=strategies,
         )
         self.stop = threading.Event()
@@ -108,7 +110,7 @@ class Member:
         self.consumer.close()
 
 
-def _until(done: Callable[[], bool], what: str, timeout: float = 30) -> None:
+def _until(done: Callable[[], bool], what: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not done():
         assert time.monotonic() < deadline, what
