@@ -77,10 +77,16 @@ class LocalRetention:
 
     def _plan_untiered(self, state: Partition, cfg: TopicConfig | None, now_ms: int) -> Deletions:
         self._gauges.not_tiered(state)
+        out: Deletions = []
+        segments, start = state.log.segments(), state.log.log_start_offset
+        if len(segments) > 1 and segments[0].next_offset <= start:
+            # Kafka's deleteLogStartOffsetBreachedSegments: a follower raised its log start
+            # to the leader's (DeleteRecords); the segments wholly below it go.
+            out.append((state, advance_to(start)))
         if cfg is None or not cfg.delete:
-            return []
+            return out
         plan = plan_untiered_retention(state, cfg, now_ms)
-        return [(state, plan)] if plan.segments else []
+        return [*out, (state, plan)] if plan.segments else out
 
     def _plan_tiered(
         self, state: Partition, cfg: TopicConfig, view: ManifestView, now_ms: int
