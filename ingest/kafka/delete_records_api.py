@@ -4,8 +4,6 @@ ACL; each partition succeeds or fails on its own, its low watermark -1 on an err
 
 from __future__ import annotations
 
-import asyncio
-
 from kio.schema.delete_records.v2.request import DeleteRecordsRequest
 from kio.schema.delete_records.v2.response import (
     DeleteRecordsPartitionResult,
@@ -27,7 +25,7 @@ async def _delete(
     ctx: KafkaContext, topic: str, partition: int, offset: int
 ) -> tuple[int, KafkaError]:
     try:
-        low = await asyncio.to_thread(ctx.services.deletion.delete_before, topic, partition, offset)
+        low = await ctx.services.deletion.delete_before(topic, partition, offset)
     except TierlogError as exc:
         return INVALID_LOW_WATERMARK, kafka_error(exc)
     return low, KafkaError.none

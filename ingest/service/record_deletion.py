@@ -6,17 +6,28 @@ segments wholly below it; followers raise theirs to the leader's when the next r
 answer carries it (ingest/replication/replica_fetcher.py), as Kafka's followers do. The
 low watermark answered is the leader's new log start (Kafka waits for the followers' too).
 
+On a tiered topic the log start is cross-tier, as in Kafka's tiered storage: it is stored
+in Postgres first (metadata/log_starts.py), so it outlives this leader, then the leader's
+hot log start follows. Cold reads refuse offsets below it at once on this broker (its cold
+range is read again) and within the cold range cache's second elsewhere; every replica's
+local retention raises its hot log start to it and deletes the segments wholly below it once
+they are tiered (the tiering worker copies whole segments in order, so an untiered one
+stays); the compaction worker removes the cold files wholly below it, from the Delta table
+too (compaction/plan.py), as Kafka's RLMExpirationTask deletes remote segments.
+
 Refused as Kafka refuses: OFFSET_OUT_OF_RANGE above the high watermark, POLICY_VIOLATION on a
-topic whose cleanup.policy lacks `delete`. A tiered topic is refused with POLICY_VIOLATION
-too: its cold tier's log start is the first Parquet file's, which this does not move yet
-(docs/kafka-apis.md)."""
+topic whose cleanup.policy lacks `delete`."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from ingest.replication.partition import Partition
+from ingest.tiered.tiered_fetch import log_start
 from logformat.errors import ErrorCode, TierlogError
+from metadata.log_starts import LogStarts
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
@@ -31,11 +42,11 @@ class RecordDeletion:
 
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
+        self._log_starts = LogStarts(broker.engine)
 
-    def delete_before(self, topic: str, partition: int, offset: int) -> int:
+    async def delete_before(self, topic: str, partition: int, offset: int) -> int:
         """Make `offset` (HIGH_WATERMARK: the high watermark) the partition's log start;
-        returns the low watermark (the log start after it). Blocks on disk: call off the
-        event loop."""
+        returns the low watermark (the log start across tiers after it)."""
         view = self._broker.cache.topic(topic)
         if view is None or not 0 <= partition < len(view.partitions):
             raise TierlogError(
@@ -47,11 +58,6 @@ class RecordDeletion:
                 ErrorCode.POLICY_VIOLATION,
                 f"records of {topic}-{partition} cannot be deleted: cleanup.policy lacks delete",
             )
-        if view.config.remote_storage_enable:
-            raise TierlogError(
-                ErrorCode.POLICY_VIOLATION,
-                f"records of {topic}-{partition} cannot be deleted: the topic is tiered",
-            )
         hw = state.high_watermark
         target = hw if offset == HIGH_WATERMARK else offset
         if not 0 <= target <= hw:
@@ -61,10 +67,10 @@ class RecordDeletion:
                 f"outside [0, high watermark {hw}]",
             )
         before = state.log.log_start_offset
-        state.unified.advance_log_start(target)
-        gone = state.unified.delete_segments_before(target)
-        start = state.log.log_start_offset
-        state.metrics.log_start_offset.labels(topic, str(partition)).set(start)
+        if view.config.remote_storage_enable:
+            start = await self._across_tiers(state, target)
+        else:
+            start = await asyncio.to_thread(self._hot_only, state, target)
         if start != before:
             log.info(
                 "records deleted",
@@ -74,7 +80,29 @@ class RecordDeletion:
                     "node": self._broker.config.broker_id,
                     "log_start_offset": start,
                     "previous_log_start_offset": before,
-                    "segments_deleted": len(gone),
+                    "tiered": view.config.remote_storage_enable,
                 },
             )
+        return start
+
+    def _hot_only(self, state: Partition, target: int) -> int:
+        """Blocks on disk: off the event loop."""
+        state.unified.advance_log_start(target)
+        state.unified.delete_segments_before(target)
+        return self._published(state)
+
+    async def _across_tiers(self, state: Partition, target: int) -> int:
+        await asyncio.to_thread(self._log_starts.raise_to, state.tp, target)  # first: it lasts
+        if target > state.log.log_start_offset:
+            await asyncio.to_thread(state.unified.advance_log_start, target)
+            self._published(state)
+        cold = self._broker.cold_reader
+        if cold is None:
+            return state.log.log_start_offset
+        rng = await cold.cold_range(state.topic_id, state.partition, fresh=True)
+        return log_start(state, rng)
+
+    def _published(self, state: Partition) -> int:
+        start = state.log.log_start_offset
+        state.metrics.log_start_offset.labels(state.topic, str(state.partition)).set(start)
         return start

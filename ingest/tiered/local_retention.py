@@ -92,11 +92,14 @@ class LocalRetention:
         self, state: Partition, cfg: TopicConfig, view: ManifestView, now_ms: int
     ) -> Deletions:
         out: Deletions = []
-        end, start = view
-        if start is not None and start > state.log.log_start_offset:
-            out.append((state, advance_to(start)))
+        end, start, deleted = view
         if end is None and start is not None:
             end = start  # everything below the log start was tiered (then expired)
+        new_start = max(start or 0, deleted or 0)
+        if new_start > state.log.log_start_offset:
+            # Records below a DeleteRecords start may not be tiered yet: their segments go
+            # only once they are (the tiering worker copies whole segments, in order).
+            out.append((state, advance_to(new_start, deletable_below=min(new_start, end or 0))))
         self._gauges.untiered(state, end, now_ms)
         if state.role is Role.LEADER:
             tiered_to = end if end is not None else state.log.log_start_offset
@@ -113,9 +116,8 @@ class LocalRetention:
         for state, plan in deletions:
             try:
                 if plan.advance_start:
-                    state.unified.advance_log_start(
-                        min(plan.delete_before, state.log.log_end_offset)
-                    )
+                    start = plan.log_start if plan.log_start >= 0 else plan.delete_before
+                    state.unified.advance_log_start(min(start, state.log.log_end_offset))
                     state.metrics.log_start_offset.labels(*labels_of(state)).set(
                         state.log.log_start_offset
                     )

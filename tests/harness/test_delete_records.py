@@ -1,7 +1,8 @@
 """DeleteRecords (issue 30) on the in-process 3-broker cluster: the leader's log start moves,
 each follower takes it from the leader's replica-fetch answers, and a follower that becomes
 leader after the old one's kill -9 keeps it (records below it stay gone). Refusals as
-Kafka's: beyond the high watermark, on a follower, on a compact-only or a tiered topic."""
+Kafka's: beyond the high watermark, on a follower, on a compact-only topic; on a tiered topic
+the start is kept in Postgres too."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import pytest
 
 from ingest.service.record_deletion import HIGH_WATERMARK, RecordDeletion
 from logformat.errors import ErrorCode, TierlogError
-from metadata.types import TopicNamePartition
+from metadata.log_starts import LogStarts
+from metadata.types import TopicIdPartition, TopicNamePartition
 from tests.harness.cluster import InProcessCluster
+from tests.harness.node import Node
 from tests.integration.cluster import wait_for
 
 HOT_ONLY = {"remote_storage_enable": "false"}
@@ -34,21 +37,37 @@ def _first_segments(c: InProcessCluster, topic: str) -> dict[int, int]:
     }
 
 
-def _refused(deletion: RecordDeletion, topic: str, offset: int) -> ErrorCode:
+def _delete(node: Node, topic: str, offset: int) -> int:
+    return node.run(RecordDeletion(node.b).delete_before(topic, 0, offset))
+
+
+def _refused(node: Node, topic: str, offset: int) -> ErrorCode:
     with pytest.raises(TierlogError) as refused:
-        deletion.delete_before(topic, 0, offset)
+        _delete(node, topic, offset)
     return refused.value.code
 
 
-def test_compact_only_and_tiered_topics_refuse(cluster: InProcessCluster) -> None:
+def test_compact_only_topics_refuse_and_tiered_ones_keep_the_start(
+    cluster: InProcessCluster,
+) -> None:
     c = cluster
     c.create_topic("dr-compact", cleanup_policy="compact", **HOT_ONLY)
+    c.produce("dr-compact", [{"key": "k", "value": "v"}])
+    assert _refused(c.leader("dr-compact"), "dr-compact", 1) is ErrorCode.POLICY_VIOLATION
+    assert set(_starts(c, "dr-compact").values()) == {0}
+
     c.create_topic("dr-tiered")  # remote.storage.enable is on by default
-    for topic in ("dr-compact", "dr-tiered"):
-        c.produce(topic, [{"key": "k", "value": "v"}])
-        deletion = RecordDeletion(c.leader(topic).b)
-        assert _refused(deletion, topic, 1) is ErrorCode.POLICY_VIOLATION
-        assert set(_starts(c, topic).values()) == {0}
+    c.produce("dr-tiered", [{"key": "k", "value": f"v{i}"} for i in range(3)])
+    leader = c.leader("dr-tiered")
+    assert _delete(leader, "dr-tiered", 2) == 2
+    # Cross-tier: in Postgres, so it outlives this leader (cold reads and cold retention
+    # read it there: tests/integration/test_delete_records_tiered.py).
+    view = leader.b.cache.topic("dr-tiered")
+    assert view is not None
+    assert LogStarts(leader.b.engine).get(TopicIdPartition(view.info.id, 0)) == 2
+    assert _delete(leader, "dr-tiered", 1) == 2  # never backwards
+    c.advance(1)  # followers fetch: the answers carry the leader's log start
+    assert _starts(c, "dr-tiered") == {1: 2, 2: 2, 3: 2}
 
 
 def test_log_start_moves_on_every_replica_and_survives_failover(
@@ -61,20 +80,19 @@ def test_log_start_moves_on_every_replica_and_survives_failover(
     for i in range(4):
         c.produce("dr", [{"value": f"v{2 * i}{pad}"}, {"value": f"v{2 * i + 1}{pad}"}])
     leader = c.leader("dr")
-    deletion = RecordDeletion(leader.b)
-    assert deletion.delete_before("dr", 0, 5) == 5
-    assert deletion.delete_before("dr", 0, 3) == 5  # never backwards
+    assert _delete(leader, "dr", 5) == 5
+    assert _delete(leader, "dr", 3) == 5  # never backwards
     c.advance(1)  # followers fetch: the answers carry the leader's log start
     assert _starts(c, "dr") == {1: 5, 2: 5, 3: 5}
     for node in c.brokers.values():  # each replica's retention drops what is wholly below
         node.run(node.b.retention.run_once())
     assert _first_segments(c, "dr") == {1: 4, 2: 4, 3: 4}
 
-    assert _refused(deletion, "dr", 9) is ErrorCode.OFFSET_OUT_OF_RANGE  # HW is 8
-    assert _refused(deletion, "dr", -2) is ErrorCode.OFFSET_OUT_OF_RANGE
+    assert _refused(leader, "dr", 9) is ErrorCode.OFFSET_OUT_OF_RANGE  # HW is 8
+    assert _refused(leader, "dr", -2) is ErrorCode.OFFSET_OUT_OF_RANGE
     follower = next(n for i, n in c.brokers.items() if i != leader.broker_id)
-    assert _refused(RecordDeletion(follower.b), "dr", 6) is ErrorCode.NOT_LEADER_OR_FOLLOWER
-    assert _refused(deletion, "no-such-topic", 0) is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert _refused(follower, "dr", 6) is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert _refused(leader, "no-such-topic", 0) is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     old = leader.broker_id
     c.hold_lease(old)  # only the proof of its death ends it
@@ -91,4 +109,4 @@ def test_log_start_moves_on_every_replica_and_survives_failover(
     r = survivor.http.get("/topics/dr/partitions/0/records", params={"offset": 5})
     assert [rec["value"].rstrip(".") for rec in r.json()["records"]] == ["v5", "v6", "v7"]
     # -1 is the high watermark: everything goes.
-    assert RecordDeletion(survivor.b).delete_before("dr", 0, HIGH_WATERMARK) == 8
+    assert _delete(survivor, "dr", HIGH_WATERMARK) == 8

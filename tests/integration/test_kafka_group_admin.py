@@ -282,7 +282,7 @@ def test_leaders_are_elected_as_kafka_answers(kafka_broker: Any) -> None:
         # stopped one named kept librdkafka waiting for it until the call timed out).
         cluster = admin.list_topics(timeout=30)
         assert preferred not in cluster.brokers and cluster.controller_id in cluster.brokers
-        got = admin.elect_leaders(ElectionType.PREFERRED, asked[:1], request_timeout=30).result(60)
+        got = admin.elect_leaders(ElectionType.PREFERRED, asked[:1]).result(60)
         assert _election_codes(got) == {0: KafkaError.PREFERRED_LEADER_NOT_AVAILABLE}
         py_admin = KafkaAdminClient(bootstrap_servers=alive)
         try:
