@@ -24,8 +24,8 @@ NOTES: dict[int, str] = {
     13: "3+ leave a batch of members",
     19: "validate_only supported; no manual replica assignment",
     20: "6 names topics by id",
-    21: "DELETE on the topic; a tiered or compact-only topic is POLICY_VIOLATION; "
-    "the low watermark is the leader's",
+    21: "DELETE on the topic; a compact-only topic is POLICY_VIOLATION; cross-tier on a "
+    "tiered topic; the low watermark is the leader's",
     22: "a transactional id bumps its epoch, fencing older producers (see below)",
     24: "KIP-890: a partition not added refuses transactional produce (INVALID_TXN_STATE); "
     "one added already is answered from memory",
@@ -42,7 +42,7 @@ NOTES: dict[int, str] = {
     16: "4+ filter by state, 5 by type (every group is classic)",
     42: "only while the group has no live member (NON_EMPTY_GROUP)",
     43: "preferred: the leader hands over once the replica caught up; unclean (1) is never "
-    "done (ELIGIBLE_LEADERS_NOT_AVAILABLE)",
+    "done (ELIGIBLE_LEADERS_NOT_AVAILABLE); Metadata names a live broker as controller",
     47: "GROUP_SUBSCRIBED_TO_TOPIC for a topic a live member subscribes to",
     29: "the store of the HTTP API and `tierlog acls`; topic, group, cluster; host `*` only",
     30: "as 29; an operation tierlog's ACLs lack (IDEMPOTENT_WRITE...) is INVALID_REQUEST",

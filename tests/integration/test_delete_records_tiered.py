@@ -1,10 +1,11 @@
 """DeleteRecords on a tiered topic (issue 30), from confluent-kafka's AdminClient, on real
 broker processes, a fetch node, real Postgres and moto's S3, with the tiering and compaction
 workers in this process. The log start is cross-tier, as in Kafka's tiered storage: a start
-inside the cold tier makes cold reads below it OFFSET_OUT_OF_RANGE (broker, fetch node, a
-Kafka consumer from the beginning starts at it, ListOffsets EARLIEST answers it), survives in
-Postgres, and the compaction worker removes the cold files wholly below it from the manifest
-and the Delta table; a start inside the hot tier is taken by every replica."""
+inside the cold tier makes cold reads below it OFFSET_OUT_OF_RANGE (broker, fetch node; a
+Kafka consumer from the beginning and the Spark source's live plan start at it, ListOffsets
+EARLIEST answers it), survives in Postgres, and the compaction worker removes the cold files
+wholly below it from the manifest and the Delta table; a start inside the hot tier is taken
+by every replica."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
 from metadata.log_starts import LogStarts
 from metadata.types import TopicIdPartition
+from spark_tables.options import SourceOptions
+from spark_tables.scan import log_ends
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.fetch_nodes import FetchNodeProcess, s3_env
@@ -154,9 +157,13 @@ def test_a_start_in_the_cold_tier_hides_and_then_removes_the_records_below(
         assert doc["error_code"] == "OFFSET_OUT_OF_RANGE" and doc["log_start_offset"] == start
         r = http.get(f"/topics/{TOPIC}/partitions/0/records", params={"offset": start})
         assert r.status_code == 200 and r.json()["records"][0]["offset"] == start
-        r = http.get(f"/topics/{TOPIC}/partitions/0/offsets", params={"at": "earliest"})
-        assert r.json()["offset"] == start
+        for at in ("earliest", "0"):  # the log start; the first offset at or after time 0
+            r = http.get(f"/topics/{TOPIC}/partitions/0/offsets", params={"at": at})
+            assert r.json()["offset"] == start, (at, r.text)
     assert cluster.partition(TOPIC)["log_start_offset"] == start  # describe
+    # The Spark source reading brokers and cold files starts there too.
+    opts = SourceOptions(TOPIC, bucket, broker_url=leader.url, include_hot=True)
+    assert log_ends(opts, live=True)[0].start == start
     assert _first_consumed(cluster.bootstrap()) == (start + 1, start)  # (offset + 1, low)
 
     # The compaction worker removes the file wholly below, from the Delta table as well.
