@@ -2,10 +2,10 @@
 broker processes, a fetch node, real Postgres and moto's S3, with the tiering and compaction
 workers in this process. The log start is cross-tier, as in Kafka's tiered storage: a start
 inside the cold tier makes cold reads below it OFFSET_OUT_OF_RANGE (broker, fetch node; a
-Kafka consumer from the beginning and the Spark source's live plan start at it, ListOffsets
-EARLIEST answers it), survives in Postgres, and the compaction worker removes the cold files
-wholly below it from the manifest and the Delta table; a start inside the hot tier is taken
-by every replica."""
+Kafka consumer from the beginning, a search and the Spark source's live plan start at it,
+ListOffsets EARLIEST and by timestamp answer it), survives in Postgres, and the compaction
+worker removes the cold files wholly below it from the manifest and the Delta table; a start
+inside the hot tier is taken by every replica."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
+import orjson
 import pyarrow.compute as pc
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer
@@ -132,6 +133,15 @@ def _refused_below(http: httpx.Client, start: int) -> dict[str, Any] | None:
     return r.json() if r.status_code == 416 else None
 
 
+def _searched(http: httpx.Client, value: str) -> list[int]:
+    """The offsets a search from offset 0 finds (GET /topics/{t}/search, ndjson)."""
+    params = {"value": value, "max_hits": 1000}
+    with http.stream("GET", f"/topics/{TOPIC}/search", params=params) as r:
+        assert r.status_code == 200, r.read()
+        lines = [orjson.loads(line) for line in r.iter_lines() if line]
+    return [int(x["offset"]) for x in lines if x["type"] == "hit"]
+
+
 def _delete(admin: AdminClient, offset: int) -> int:
     [future] = admin.delete_records([Partition(TOPIC, 0, offset)]).values()
     return int(future.result(60).low_watermark)
@@ -157,6 +167,8 @@ def test_a_start_in_the_cold_tier_hides_and_then_removes_the_records_below(
         assert doc["error_code"] == "OFFSET_OUT_OF_RANGE" and doc["log_start_offset"] == start
         r = http.get(f"/topics/{TOPIC}/partitions/0/records", params={"offset": start})
         assert r.status_code == 200 and r.json()["records"][0]["offset"] == start
+        found = _searched(http, "v0")  # values v000..v099: cold and hot ones match
+        assert found and min(found) == start
         for at in ("earliest", "0"):  # the log start; the first offset at or after time 0
             r = http.get(f"/topics/{TOPIC}/partitions/0/offsets", params={"at": at})
             assert r.json()["offset"] == start, (at, r.text)
