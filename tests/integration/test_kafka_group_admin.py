@@ -194,7 +194,7 @@ def _read_all(bootstrap: str, topic: str, partition: int, count: int) -> list[in
 def test_delete_records_moves_the_log_start_on_leader_and_follower(kafka_broker: Any) -> None:
     broker, bootstrap = kafka_broker
     topic = f"gd-{uuid.uuid4().hex[:8]}"
-    broker.create_topic(topic, 2, rf=2, remote_storage_enable="false")  # tiered ones refuse
+    broker.create_topic(topic, 2, rf=2, remote_storage_enable="false")  # tiered: its own file
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     for i in range(10):
         producer.produce(topic, value=b"v%d" % i, partition=0)
