@@ -81,6 +81,9 @@ async def search_partition(
     plan = ColdSearchPlan(None, (), 0, 0)
     if cold is not None:
         plan = await cold.search_plan(s.topic_id, s.partition, s.query)
+        if plan.cold is not None and plan.cold.start > s.query.start_offset:
+            # Rows below the cold range's start (a DeleteRecords start inside a file) are gone.
+            s = s._replace(query=s.query._replace(start_offset=plan.cold.start))
     progress.doc["cold_end"] = plan.cold.end if plan.cold else 0
     hot_start, hw = hot.bounds() if hot is not None else (0, 0)
     lo = max(s.query.start_offset, hot_start, progress.doc["cold_end"])

@@ -34,7 +34,14 @@ from coldstore.parquet_writer import DEFAULT_ROW_GROUP_BYTES
 from compaction import metrics
 from compaction import settings as table
 from compaction.manifest_ops import COMPACTED_MARK, MERGED_MARK, CompactionManifest
-from compaction.plan import Expired, plan_key_compaction, plan_merges, plan_retention
+from compaction.plan import (
+    LOG_START,
+    Expired,
+    plan_key_compaction,
+    plan_merges,
+    plan_retention,
+    plan_start_breach,
+)
 from compaction.rewrite import (
     concat,
     keep_mask,
@@ -153,15 +160,17 @@ class PartitionJobs:
     # -- retention --------------------------------------------------------------------------
 
     def retention(self, t: Target, now_ms: int) -> list[Expired]:
-        """Remove the files whole-log retention expires (cleanup.policy with delete)."""
+        """Remove the files wholly below the log start DeleteRecords set, then those
+        whole-log retention expires (cleanup.policy with delete)."""
         cfg = t.config
-        if not cfg.delete or (cfg.retention_ms < 0 and cfg.retention_bytes < 0):
-            return []
         files = self.manifest.files(t.tp)
         if not files:
             return []
-        untiered = self.ops.untiered_bytes(t.tp) if cfg.retention_bytes >= 0 else 0
-        expired = plan_retention(files, untiered, cfg.retention_ms, cfg.retention_bytes, now_ms)
+        expired = plan_start_breach(files, self.manifest.deleted_before(t.tp))
+        if cfg.delete and (cfg.retention_ms >= 0 or cfg.retention_bytes >= 0):
+            rest = files[len(expired) :]
+            untiered = self.ops.untiered_bytes(t.tp) if cfg.retention_bytes >= 0 else 0
+            expired += plan_retention(rest, untiered, cfg.retention_ms, cfg.retention_bytes, now_ms)
         if not expired:
             return []
         version = self.table(t).remove_files([e.file.object_key for e in expired], data_change=True)
@@ -179,6 +188,7 @@ class PartitionJobs:
                 "new_log_start": expired[-1].file.last_offset + 1,
                 "by_time": sum(e.reason == "time" for e in expired),
                 "by_size": sum(e.reason == "size" for e in expired),
+                "by_deleted_records": sum(e.reason == LOG_START for e in expired),
                 "delta_version": version,
             },
         )

@@ -7,7 +7,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 EXPIRED_FILES = Counter(
     "tierlog_compaction_expired_files_total",
-    "Cold files removed by retention.ms / retention.bytes",
+    "Cold files removed by retention.ms / retention.bytes, or below a DeleteRecords start",
     ["topic", "reason"],
 )
 EXPIRED_RECORDS = Counter(

@@ -11,10 +11,26 @@ from typing import NamedTuple
 from compaction.manifest_ops import COMPACTED_MARK
 from metadata.types import ColdFile
 
+LOG_START = "log_start"  # below the log start DeleteRecords set (Kafka's start breach)
+
 
 class Expired(NamedTuple):
     file: ColdFile
-    reason: str  # "time" (retention.ms) or "size" (retention.bytes)
+    reason: str  # "time" (retention.ms), "size" (retention.bytes) or LOG_START
+
+
+def plan_start_breach(files: Sequence[ColdFile], log_start: int | None) -> list[Expired]:
+    """The files wholly below the log start DeleteRecords set (None: never set), as Kafka's
+    RLMExpirationTask deletes the remote segments below the log start. A file holding the
+    start stays (reads begin inside it)."""
+    if log_start is None:
+        return []
+    out: list[Expired] = []
+    for f in files:
+        if f.last_offset >= log_start:
+            break
+        out.append(Expired(f, LOG_START))
+    return out
 
 
 def plan_retention(

@@ -72,6 +72,16 @@ FAMILY_OF: dict[ErrorCode, Family] = {
     _E.STALE_MEMBER_EPOCH: Family.CONFLICT,
     _E.NON_EMPTY_GROUP: Family.CONFLICT,
     _E.GROUP_MAX_SIZE_REACHED: Family.CONFLICT,
+    # the admin APIs of DeleteRecords, AlterUserScramCredentials and ElectLeaders
+    _E.POLICY_VIOLATION: Family.INVALID_REQUEST,
+    _E.UNSUPPORTED_SASL_MECHANISM: Family.INVALID_REQUEST,
+    _E.UNACCEPTABLE_CREDENTIAL: Family.INVALID_REQUEST,
+    _E.DUPLICATE_RESOURCE: Family.CONFLICT,
+    _E.RESOURCE_NOT_FOUND: Family.NOT_FOUND,
+    _E.ELECTION_NOT_NEEDED: Family.CONFLICT,
+    # Kafka's are InvalidMetadataExceptions: retriable, the leadership may settle
+    _E.PREFERRED_LEADER_NOT_AVAILABLE: Family.UNAVAILABLE,
+    _E.ELIGIBLE_LEADERS_NOT_AVAILABLE: Family.UNAVAILABLE,
 }
 
 

@@ -17,6 +17,7 @@ from sqlalchemy import exists, func, insert, literal, select, update
 from sqlalchemy.engine import Engine
 
 from metadata.cold_file_rows import cold_file, file_values
+from metadata.log_starts import LogStarts
 from metadata.schema import cold_files, hot_segments, of_partition
 from metadata.segment_registry import ClaimLostError, claim_fence, describe_lost_claim
 from metadata.types import ColdFile, FileSpec, SegmentClaim, TopicIdPartition
@@ -158,6 +159,10 @@ class ColdManifest:
         if row[0] is not None:
             return int(row[0])
         return None if row[1] is None else int(row[1])
+
+    def deleted_before(self, tp: TopicIdPartition) -> int | None:
+        """The log start DeleteRecords set (metadata/log_starts.py; None: never)."""
+        return LogStarts(self.engine).get(tp)
 
     def tiered_end_offset(self, tp: TopicIdPartition) -> int | None:
         """Exclusive end of the contiguous committed cold range (None: nothing tiered)."""

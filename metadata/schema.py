@@ -158,6 +158,15 @@ cold_files = Table(
     Column("delete_after", DateTime(timezone=True)),
 )
 
+# The log start DeleteRecords set, across both tiers (0016; metadata/cold_manifest.py).
+partition_log_starts = Table(
+    "partition_log_starts",
+    meta,
+    *_partition_key(),
+    Column("log_start_offset", BigInteger, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
 # Consumer groups (0004): groups, members and committed offsets (metadata/groups.py).
 consumer_groups = Table(
     "consumer_groups",

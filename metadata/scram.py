@@ -3,15 +3,30 @@
 The username is the key's id and the password the whole API key, as for SASL/PLAIN; what is
 stored is RFC 5802's salted StoredKey and ServerKey (scramp derives them), never the key.
 A credential is set only by someone who holds the key (it is checked against the key's
-scrypt hash first) and is usable only while the key is not revoked.
+scrypt hash first) and is usable only while the key is not revoked. Kafka's
+AlterUserScramCredentials may also set one from a client's salted password (`set_salted`):
+the key's user then logs in with that password instead.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from typing import NamedTuple
 
 from scramp import ScramMechanism
-from sqlalchemy import Column, DateTime, Integer, LargeBinary, MetaData, Table, Text, func, select
+from sqlalchemy import (
+    Column,
+    DateTime,
+    Integer,
+    LargeBinary,
+    MetaData,
+    Table,
+    Text,
+    delete,
+    func,
+    select,
+)
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Engine
 
@@ -19,6 +34,7 @@ from metadata.api_keys import parse_key, verify_secret
 from metadata.security import SecurityRepo, api_keys
 
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+_DIGESTS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 ITERATIONS = 4096  # Kafka's default (and minimum) for SCRAM credentials
 
 _meta = MetaData()
@@ -84,6 +100,44 @@ class ScramRepo:
         with self.engine.begin() as conn:
             conn.execute(stmt)
         return parsed.key_id, stored.principal
+
+    def set_salted(
+        self, key_id: str, mechanism: str, salt: bytes, salted_password: bytes, iterations: int
+    ) -> bool:
+        """Store a credential from a client's SaltedPassword (RFC 5802's Hi(password, salt,
+        i), as Kafka's AlterUserScramCredentials carries it): the StoredKey and ServerKey
+        derived from it. False when `key_id` is no live key (a SCRAM user is a key)."""
+        digest = _DIGESTS[mechanism]
+        client_key = hmac.digest(salted_password, b"Client Key", digest)
+        row = {
+            "key_id": key_id,
+            "mechanism": mechanism,
+            "salt": salt,
+            "stored_key": hashlib.new(digest, client_key).digest(),
+            "server_key": hmac.digest(salted_password, b"Server Key", digest),
+            "iterations": iterations,
+        }
+        stmt = insert(scram_credentials).values([row])
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["key_id", "mechanism"],
+            set_={c: stmt.excluded[c] for c in ("salt", "stored_key", "server_key", "iterations")}
+            | {"updated_at": func.now()},
+        )
+        live = select(api_keys.c.id).where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
+        with self.engine.begin() as conn:
+            if conn.execute(live.with_for_update()).first() is None:
+                return False
+            conn.execute(stmt)
+        return True
+
+    def delete(self, key_id: str, mechanism: str) -> bool:
+        """Remove a key's credential for `mechanism`; False when it had none."""
+        c = scram_credentials.c
+        with self.engine.begin() as conn:
+            gone = conn.execute(
+                delete(scram_credentials).where(c.key_id == key_id, c.mechanism == mechanism)
+            )
+        return bool(gone.rowcount)
 
     def find(self, key_id: str, mechanism: str) -> ScramCredential | None:
         """The credential of a live (not revoked) key, else None."""

@@ -58,8 +58,9 @@ def log_ends(
             ce = cold_end(files.get(p, ()))
             first = _first_offset(files.get(p, ()))
             start = first if first is not None else e.log_start
-            # to the last stable offset: past it a transaction is open (issue 30)
-            out[p] = LogEnds(min(start, e.log_start), e.last_stable, ce)
+            # From the log start across tiers (a DeleteRecords start may lie inside the first
+            # cold file); to the last stable offset: past it a transaction is open (issue 30)
+            out[p] = LogEnds(max(start, e.log_start), e.last_stable, ce)
         return out
     parts: Iterable[int] = (
         range(listing.partition_count) if listing.partition_count is not None else files

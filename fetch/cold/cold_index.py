@@ -37,6 +37,7 @@ from fetch.cold import metrics
 from fetch.cold.deadlines import POSTGRES, within
 from metadata.cold_file_rows import cold_file
 from metadata.erasures import READER_FILE_LIST_TTL_S
+from metadata.log_starts import log_start_of
 from metadata.schema import cold_files, of_partition
 from metadata.types import ColdFile, TopicIdPartition
 
@@ -55,13 +56,21 @@ class ManifestQueries:
         self.engine = engine
 
     def bounds(self, tp: TopicIdPartition) -> ColdRange | None:
+        """[first committed offset, last + 1), starting no lower than the log start
+        DeleteRecords set (metadata/log_starts.py); None when nothing committed is at or
+        above it (the hot log holds the log start then)."""
         w = _where(tp)
         first = select(_C.base_offset).where(*w).order_by(_C.base_offset).limit(1)
         last = select(_C.last_offset).where(*w).order_by(_C.base_offset.desc()).limit(1)
         metrics.MANIFEST_QUERIES.labels("bounds").inc()
         with self.engine.connect() as conn:
-            row = conn.execute(select(first.scalar_subquery(), last.scalar_subquery())).one()
-        return None if row[0] is None else ColdRange(int(row[0]), int(row[1]) + 1)
+            row = conn.execute(
+                select(first.scalar_subquery(), last.scalar_subquery(), log_start_of(tp))
+            ).one()
+        if row[0] is None:
+            return None
+        start, end = max(int(row[0]), int(row[2] or 0)), int(row[1]) + 1
+        return ColdRange(start, end) if start < end else None
 
     def window(self, tp: TopicIdPartition, offset: int, ahead: int) -> list[ColdFile]:
         """The file whose base is the last <= `offset` (if any) and the `ahead` after it."""

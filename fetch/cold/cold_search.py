@@ -59,8 +59,9 @@ class ColdSearch:
         cold = await self._index.bounds(tp, fresh=True)
         if cold is None:
             return ColdSearchPlan(None, (), 0, 0)
+        start = max(query.start_offset, cold.start)  # not below a DeleteRecords start
         files, count, size = await self._index.search_files(
-            tp, query.start_offset, query.end_offset, query.start_timestamp, query.end_timestamp
+            tp, start, query.end_offset, query.start_timestamp, query.end_timestamp
         )
         # A file committed after the bounds were read is left to the hot scan (no doubles).
         kept = tuple(f for f in files if f.base_offset < cold.end)

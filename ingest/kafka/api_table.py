@@ -24,6 +24,8 @@ NOTES: dict[int, str] = {
     13: "3+ leave a batch of members",
     19: "validate_only supported; no manual replica assignment",
     20: "6 names topics by id",
+    21: "DELETE on the topic; a compact-only topic is POLICY_VIOLATION; cross-tier on a "
+    "tiered topic; the low watermark is the leader's",
     22: "a transactional id bumps its epoch, fencing older producers (see below)",
     24: "KIP-890: a partition not added refuses transactional produce (INVALID_TXN_STATE); "
     "one added already is answered from memory",
@@ -39,13 +41,16 @@ NOTES: dict[int, str] = {
     15: "Kafka's classic states; a missing group is Dead (6's GROUP_ID_NOT_FOUND not served)",
     16: "4+ filter by state, 5 by type (every group is classic)",
     42: "only while the group has no live member (NON_EMPTY_GROUP)",
+    43: "preferred: the leader hands over once the replica caught up; unclean (1) is never "
+    "done (ELIGIBLE_LEADERS_NOT_AVAILABLE); Metadata names a live broker as controller",
     47: "GROUP_SUBSCRIBED_TO_TOPIC for a topic a live member subscribes to",
     29: "the store of the HTTP API and `tierlog acls`; topic, group, cluster; host `*` only",
     30: "as 29; an operation tierlog's ACLs lack (IDEMPOTENT_WRITE...) is INVALID_REQUEST",
     31: "as 29",
     35: "the broker's one data directory; is_future_key always false",
     61: "idempotent producers of a partition led here; no transactions yet",
-    50: "users are API key ids; Alter (51) is not served: a credential derives from its key",
+    50: "users are API key ids",
+    51: "users are API key ids (one not a key: RESOURCE_NOT_FOUND); ALTER on the cluster",
     65: "from the transaction coordinator's store; DESCRIBE on the cluster",
     66: "as 65; 1 filters by duration; the lowest live broker id lists them all, others none",
     68: "KIP-848; server assignors uniform (balanced sticky) and range; no regex, no static",

@@ -156,7 +156,7 @@ async def handle_metadata(
         throttle_time=NO_THROTTLE,
         brokers=brokers,
         cluster_id=await ctx.identity.cluster_id(),
-        controller_id=await ctx.identity.controller_id(),
+        controller_id=await ctx.identity.controller_id([b.node_id for b in brokers]),
         topics=tuple(topics),
         cluster_authorized_operations=NOT_ASKED,
     )
@@ -183,7 +183,8 @@ async def handle_describe_cluster(
     endpoint = getattr(request, "endpoint_type", BROKERS_ENDPOINT)
     fields: dict[str, object] = {"throttle_time": NO_THROTTLE, "endpoint_type": endpoint}
     fields.update(cluster_id=await ctx.identity.cluster_id(), brokers=())
-    fields.update(controller_id=await ctx.identity.controller_id())
+    live = [b.broker_id for b in _brokers(ctx, nested(response_cls, DescribeClusterBroker))]
+    fields.update(controller_id=await ctx.identity.controller_id(live))  # a broker it lists
     fields.update(error_code=KafkaError.none, error_message=None)
     ops = _cluster_operations(ctx) if request.include_cluster_authorized_operations else NOT_ASKED
     fields["cluster_authorized_operations"] = ops

@@ -32,6 +32,9 @@ CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS = 35, 61
 DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
 DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+DELETE_RECORDS = 21
+ALTER_USER_SCRAM_CREDENTIALS = 51
+ELECT_LEADERS = 43
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 # What a connection may send before it authenticated, when auth is on.
 BEFORE_AUTH = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
@@ -48,6 +51,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     INIT_PRODUCER_ID: (0, 4),
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 5),  # 6 names topics by id too
+    DELETE_RECORDS: (0, 2),
     SASL_HANDSHAKE: (0, 1),  # 0: the SASL token follows bare, not in a Kafka request
     SASL_AUTHENTICATE: (0, 2),
     FIND_COORDINATOR: (0, 4),  # 4: a batch of keys
@@ -65,6 +69,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     LIST_GROUPS: (0, 5),
     DESCRIBE_GROUPS: (0, 5),  # 6 answers GROUP_ID_NOT_FOUND rather than Dead (KIP-1043)
     DELETE_GROUPS: (0, 2),
+    ELECT_LEADERS: (0, 2),
     OFFSET_DELETE: (0, 0),
     DESCRIBE_ACLS: (1, 3),  # 0 (no pattern types) is gone from Kafka 4
     CREATE_ACLS: (1, 3),
@@ -76,6 +81,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DESCRIBE_TRANSACTIONS: (0, 0),
     LIST_TRANSACTIONS: (0, 1),
     DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),  # 2 adds a transactional id pattern (KIP-1152)
+    ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ADD_PARTITIONS_TO_TXN: (0, 3),  # 4+ is the brokers' batch form (KIP-890)
     ADD_OFFSETS_TO_TXN: (0, 3),
     END_TXN: (0, 3),

@@ -315,12 +315,18 @@ class Partition:
 
     # -- follower ---------------------------------------------------------------------------
 
-    def append_replicated(self, data: memoryview, leader_hw: int) -> None:
+    def append_replicated(
+        self, data: memoryview, leader_hw: int, leader_log_start: int = -1
+    ) -> None:
         self.unified.append_replicated(data)
         hw = max(self.high_watermark, min(leader_hw, self.log.log_end_offset))
         if hw != self.high_watermark:
             self.high_watermark = hw
             self._wake()  # consumers long-polling this follower (follower fetching, KIP-392)
+        if leader_log_start > self.log.log_start_offset:
+            # Kafka's follower takes the leader's log start after each append (DeleteRecords,
+            # retention); local retention then deletes the segments wholly below it.
+            self.unified.advance_log_start(min(leader_log_start, self.log.log_end_offset))
         self._publish_offsets()
 
     def truncate_to(self, offset: int) -> bool:

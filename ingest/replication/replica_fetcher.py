@@ -193,7 +193,7 @@ class ReplicaFetcher:
                 elif reply.error_code is not None:
                     stale = True
                 else:
-                    state.append_replicated(data, reply.high_watermark)
+                    state.append_replicated(data, reply.high_watermark, reply.log_start_offset)
             except Exception:
                 log.exception(
                     "applying replicated data failed",

@@ -2,43 +2,52 @@
 
 The cluster id is the one Postgres made for the cluster (it never changes: read once). The
 controller is the holder of the controller lease, by the database's clock, as GET /brokers
-shows it. While no broker holds it (a lease lapsing under load, an election), the answering
-broker names itself, as a KRaft broker names one it can forward to: librdkafka sends topic
-admin requests to the controller and, told -1, waits for a Metadata refresh that may not
-come before its timeout, while every tierlog broker serves those requests itself (their
-state is in Postgres). Clients ask Metadata often, so the holder is kept for a moment rather
-than read per request.
+shows it, read for each answer and named only if that answer also lists it among the live
+brokers. Clients send controller-bound admin requests (ElectLeaders, CreateTopics, ...) to
+the broker named, and librdkafka, given a controller id it cannot reach, waits for that
+broker until its request times out without asking Metadata again: a stopped controller
+named for one second (a cached holder) cost a whole ElectLeaders call. Kafka never names a
+dead controller. When the holder is not listed (a lease lapsing, a broker shutting down, an
+election under way, Postgres away) the answering broker names itself, as a KRaft broker
+names one it can forward to: every tierlog broker serves those requests itself (their state
+is in Postgres).
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
+from collections.abc import Collection
 from typing import TYPE_CHECKING
+
+from metadata.db_errors import POSTGRES_DOWN
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
 
-NO_CONTROLLER = -1  # before the first lookup only
-CONTROLLER_TTL_S = 1.0  # a lease moves within a few lease periods anyway
+
+NO_CONTROLLER = -1  # only when the answer lists no live broker at all
 
 
 class ClusterIdentity:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
         self._cluster_id: str | None = None
-        self._controller = NO_CONTROLLER
-        self._controller_at = -CONTROLLER_TTL_S
 
     async def cluster_id(self) -> str:
         if self._cluster_id is None:
             self._cluster_id = await asyncio.to_thread(self._broker.partition_repo.cluster_id)
         return self._cluster_id
 
-    async def controller_id(self) -> int:
-        now = time.monotonic()
-        if now - self._controller_at >= CONTROLLER_TTL_S:
+    async def controller_id(self, listed: Collection[int]) -> int:
+        """The controller an answer listing the live brokers `listed` names: the lease
+        holder if listed, else this broker if listed, else the lowest listed."""
+        try:
             holder, _ = await asyncio.to_thread(self._broker.controller_lease.holder)
-            self._controller = self._broker.config.broker_id if holder is None else holder
-            self._controller_at = now
-        return self._controller
+        except POSTGRES_DOWN:
+            holder = None  # any broker serves controller-bound requests; this one is up
+        if holder is not None and holder in listed:
+            return holder
+        me = self._broker.config.broker_id
+        if me in listed:
+            return me
+        return min(listed, default=NO_CONTROLLER)

@@ -11,16 +11,20 @@ from typing import TYPE_CHECKING
 
 from ingest.service.cluster_identity import ClusterIdentity
 from ingest.service.erasure import Erasures
+from ingest.service.leader_election import LeaderElections
 from ingest.service.log_admin import LogAdmin
 from ingest.service.node_status import NodeStatus
 from ingest.service.produce import Produce, ProducerIds
 from ingest.service.reads import Reads
+from ingest.service.record_deletion import RecordDeletion
 from ingest.service.replica_serving import ReplicaServing
+from ingest.service.scram_admin import ScramAdmin
 from ingest.service.security import Security
 from ingest.service.topic_admin import TopicAdmin
 from ingest.service.topic_describe import Describer
 from ingest.service.txn_coordinator import Transactions
 from ingest.service.txn_log import TxnLog, txn_log
+from metadata.scram import ScramRepo
 
 if TYPE_CHECKING:
     from cluster.http.inflight import SlotCounter
@@ -52,6 +56,9 @@ class Services:
     erasures: Erasures  # erasure requests: accepted, read, listed (issue 31)
     txns: TxnLog  # transactional partitions: the produce check, markers, what reads see
     transactions: Transactions  # the transaction coordinator (Kafka's transaction APIs)
+    deletion: RecordDeletion  # DeleteRecords: a partition's log start moved forward
+    scram_admin: ScramAdmin  # AlterUserScramCredentials
+    elections: LeaderElections  # ElectLeaders: preferred replicas back to leading
 
     @classmethod
     def of(cls, broker: Broker) -> Services:
@@ -75,4 +82,7 @@ class Services:
             Erasures(broker),
             txn_log(broker),
             Transactions(broker),
+            RecordDeletion(broker),
+            ScramAdmin(ScramRepo(broker.engine)),
+            LeaderElections(broker),
         )

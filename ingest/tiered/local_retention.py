@@ -77,20 +77,29 @@ class LocalRetention:
 
     def _plan_untiered(self, state: Partition, cfg: TopicConfig | None, now_ms: int) -> Deletions:
         self._gauges.not_tiered(state)
+        out: Deletions = []
+        segments, start = state.log.segments(), state.log.log_start_offset
+        if len(segments) > 1 and segments[0].next_offset <= start:
+            # Kafka's deleteLogStartOffsetBreachedSegments: a follower raised its log start
+            # to the leader's (DeleteRecords); the segments wholly below it go.
+            out.append((state, advance_to(start)))
         if cfg is None or not cfg.delete:
-            return []
+            return out
         plan = plan_untiered_retention(state, cfg, now_ms)
-        return [(state, plan)] if plan.segments else []
+        return [*out, (state, plan)] if plan.segments else out
 
     def _plan_tiered(
         self, state: Partition, cfg: TopicConfig, view: ManifestView, now_ms: int
     ) -> Deletions:
         out: Deletions = []
-        end, start = view
-        if start is not None and start > state.log.log_start_offset:
-            out.append((state, advance_to(start)))
+        end, start, deleted = view
         if end is None and start is not None:
             end = start  # everything below the log start was tiered (then expired)
+        new_start = max(start or 0, deleted or 0)
+        if new_start > state.log.log_start_offset:
+            # Records below a DeleteRecords start may not be tiered yet: their segments go
+            # only once they are (the tiering worker copies whole segments, in order).
+            out.append((state, advance_to(new_start, deletable_below=min(new_start, end or 0))))
         self._gauges.untiered(state, end, now_ms)
         if state.role is Role.LEADER:
             tiered_to = end if end is not None else state.log.log_start_offset
@@ -107,9 +116,8 @@ class LocalRetention:
         for state, plan in deletions:
             try:
                 if plan.advance_start:
-                    state.unified.advance_log_start(
-                        min(plan.delete_before, state.log.log_end_offset)
-                    )
+                    start = plan.log_start if plan.log_start >= 0 else plan.delete_before
+                    state.unified.advance_log_start(min(start, state.log.log_end_offset))
                     state.metrics.log_start_offset.labels(*labels_of(state)).set(
                         state.log.log_start_offset
                     )

@@ -1,9 +1,10 @@
-"""Each hosted tiered partition's view of its cold manifest (tiered end, cold log start),
-kept between local-retention passes and read from Postgres again only for a partition a
-NOTIFY names (migration 0015: a cold file of it committed or removed, the only changes that
-move either offset), or once the view is `max_age_s` old (a safety net, should a notification
-be lost). Before, every pass asked Postgres twice per hosted tiered partition, every second,
-whether anything had changed.
+"""Each hosted tiered partition's view of its cold manifest (tiered end, cold log start, the
+log start DeleteRecords set), kept between local-retention passes and read from Postgres
+again only for a partition a NOTIFY names (migrations 0015, 0016: a cold file of it committed
+or removed, or its DeleteRecords start moved, the only changes that move these offsets), or
+once the view is `max_age_s` old (a safety net, should a notification be lost). Before, every
+pass asked Postgres twice per hosted tiered partition, every second, whether anything had
+changed.
 
 `changed` runs on the listener's thread; `read` on a worker thread (it blocks on Postgres).
 """
@@ -26,7 +27,8 @@ MAX_AGE_S = 30.0
 
 class ManifestView(NamedTuple):
     tiered_end: int | None
-    log_start: int | None
+    log_start: int | None  # what cold retention left
+    deleted_before: int | None = None  # the log start DeleteRecords set
 
 
 class ManifestViews:
@@ -73,7 +75,9 @@ class ManifestViews:
                 continue
             try:
                 view = ManifestView(
-                    self._manifest.tiered_end_offset(tp), self._manifest.log_start_offset(tp)
+                    self._manifest.tiered_end_offset(tp),
+                    self._manifest.log_start_offset(tp),
+                    self._manifest.deleted_before(tp),
                 )
             except POSTGRES_DOWN:  # no deletion this turn (a bug: the duty's)
                 log.exception("reading the cold manifest failed")

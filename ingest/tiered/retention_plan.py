@@ -22,7 +22,8 @@ class RetentionPlan(NamedTuple):
     bytes: int
     blocked_segments: int  # retention wants them gone, but they are not tiered yet
     blocked_bytes: int
-    advance_start: bool = False  # first raise the log start to delete_before (retention)
+    advance_start: bool = False  # first raise the log start (retention, DeleteRecords)
+    log_start: int = -1  # ... to this (-1: to delete_before)
 
 
 def plan_local_retention(
@@ -66,7 +67,9 @@ def plan_untiered_retention(state: Partition, cfg: TopicConfig, now_ms: int) -> 
     )
 
 
-def advance_to(start: int) -> RetentionPlan:
-    """Retention moved the log start to `start` in the cold tier: this replica's log
-    follows (Kafka's maybeIncrementLogStartOffset + deleteLogStartOffsetBreachedSegments)."""
-    return RetentionPlan(start, 0, 0, 0, 0, advance_start=True)
+def advance_to(start: int, deletable_below: int | None = None) -> RetentionPlan:
+    """Retention (or DeleteRecords) moved the log start to `start`: this replica's log
+    follows (Kafka's maybeIncrementLogStartOffset + deleteLogStartOffsetBreachedSegments),
+    deleting the segments wholly below `deletable_below` (default: `start`)."""
+    below = start if deletable_below is None else deletable_below
+    return RetentionPlan(below, 0, 0, 0, 0, advance_start=True, log_start=start)

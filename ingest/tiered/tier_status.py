@@ -18,7 +18,7 @@ log = logging.getLogger("tierlog.remote_log")
 class TierStatus(NamedTuple):
     cold: tuple[int, int] | None  # [start, end) of the committed cold range
     tiered_end: int | None
-    log_start: int | None = None  # the cross-tier log start retention left (None: no cold)
+    log_start: int | None = None  # the cross-tier log start retention or DeleteRecords left
     cold_bytes: int = 0  # bytes of the committed cold files
 
 
@@ -37,7 +37,9 @@ class TierStatusReader:
             cold = self._manifest.cold_range(tp)
             end = cold[1] if cold is not None else None
             nbytes = self._manifest.cold_bytes(tp) if cold is not None else 0
-            out[p] = TierStatus(cold, end, self._manifest.log_start_offset(tp), nbytes)
+            starts = (self._manifest.log_start_offset(tp), self._manifest.deleted_before(tp))
+            known = [s for s in starts if s is not None]
+            out[p] = TierStatus(cold, end, max(known) if known else None, nbytes)
         return out
 
     async def out_of_range(self, state: Partition, offset: int) -> TierlogError | None:

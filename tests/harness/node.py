@@ -79,6 +79,7 @@ class Node:
         self.http = NodeHttp(self)
 
     def start(self) -> None:
+        self.registry = CollectorRegistry()  # a restarted broker registers its metrics anew
         deps = BrokerDeps(
             make_engine(self.database_url),
             clock=self._clock,

@@ -1,10 +1,12 @@
 """Kafka's security admin (issue 30): DescribeAcls, CreateAcls and DeleteAcls from
 confluent-kafka's AdminClient and kafka-python's KafkaAdminClient read and write the one ACL
 store the HTTP API and `tierlog acls` use, authorized as Kafka does (ALTER on the cluster to
-change, DESCRIBE to list); DescribeUserScramCredentials shows the SCRAM store's users."""
+change, DESCRIBE to list); DescribeUserScramCredentials shows the SCRAM store's users and
+AlterUserScramCredentials changes them (a client then logs in with the password set)."""
 
 from __future__ import annotations
 
+import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
@@ -12,15 +14,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
+    NewTopic,
     ResourcePatternType,
     ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
 )
 
 from metadata.acl import AclBinding as StoredBinding
@@ -43,6 +49,9 @@ with warnings.catch_warnings():  # kafka-python reads its schemas with a depreca
         ResourcePatternFilter,
     )
     from kafka.admin import ResourceType as PyResourceType
+    from kafka.admin import ScramMechanism as PyScramMechanism
+    from kafka.admin import UserScramCredentialDeletion as PyDeletion
+    from kafka.admin import UserScramCredentialUpsertion as PyUpsertion
 
 Env = tuple[Secured, str]
 
@@ -196,3 +205,100 @@ def test_scram_credentials_are_described(env: Env) -> None:
     with pytest.raises(kafka_errors.ClusterAuthorizationFailedError):
         outsider.describe_user_scram_credentials()
     outsider.close()
+
+
+def _scram_login_works(bootstrap: str, user: str, password: str, mechanism: str) -> bool:
+    """Whether a client logs in with this SCRAM credential (and is then answered) or is
+    refused (librdkafka's _AUTHENTICATION error). Neither within the deadline fails the test:
+    a client that merely timed out proves nothing about the credential."""
+    refused: list[KafkaError] = []
+
+    def on_error(err: KafkaError) -> None:
+        if err.code() == KafkaError._AUTHENTICATION:
+            refused.append(err)
+
+    client = AdminClient(
+        {
+            "bootstrap.servers": bootstrap,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism,
+            "sasl.username": user,
+            "sasl.password": password,
+            "error_cb": on_error,
+        }
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            client.list_topics(timeout=1)
+            return True
+        except KafkaException:
+            client.poll(0.1)  # serves error_cb
+            if refused:
+                return False
+    raise AssertionError(f"no answer to a SCRAM login of {user} within 30 s")
+
+
+def test_scram_credentials_are_altered_and_log_in(env: Env) -> None:
+    sec, bootstrap = env
+    key_id, _ = _login(sec, "ivan")
+    admin = _admin(sec, bootstrap, "admin")
+    sha512 = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
+    upsert = UserScramCredentialUpsertion(key_id, sha512, b"chosen-by-admin")
+    admin.alter_user_scram_credentials([upsert])[key_id].result(timeout=30)
+    found = admin.describe_user_scram_credentials([key_id])[key_id].result(timeout=30)
+    assert [(str(i.mechanism), i.iterations) for i in found.scram_credential_infos] == [
+        ("ScramMechanism.SCRAM_SHA_512", 8192)
+    ]
+    assert _scram_login_works(bootstrap, key_id, "chosen-by-admin", "SCRAM-SHA-512")
+    assert not _scram_login_works(bootstrap, key_id, "a-wrong-one", "SCRAM-SHA-512")
+
+    # kafka-python: bad alterations get Kafka's errors, each user on its own.
+    py_admin = _py_admin(sec, bootstrap, "admin")
+    try:
+        got = py_admin.alter_user_scram_credentials(
+            [
+                PyUpsertion("nobody", PyScramMechanism.SCRAM_SHA_256, b"pw"),
+                PyDeletion(key_id, PyScramMechanism.SCRAM_SHA_256),  # it has none
+            ]
+        )
+        assert set(got) == {"nobody", key_id} and all(got.values()), got
+        assert py_admin.alter_user_scram_credentials(
+            [PyDeletion(key_id, PyScramMechanism.SCRAM_SHA_512)]
+        ) == {key_id: None}
+    finally:
+        py_admin.close()
+    assert not _scram_login_works(bootstrap, key_id, "chosen-by-admin", "SCRAM-SHA-512")
+    low = UserScramCredentialUpsertion(
+        key_id, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 1000), b"pw"
+    )
+    with pytest.raises(KafkaException) as refused:
+        admin.alter_user_scram_credentials([low])[key_id].result(timeout=30)
+    assert refused.value.args[0].name() == "UNACCEPTABLE_CREDENTIAL"
+    # Without ALTER on the cluster: refused, nothing stored.
+    outsider = _admin(sec, bootstrap, "heidi")
+    with pytest.raises(KafkaException) as denied:
+        outsider.alter_user_scram_credentials([upsert])[key_id].result(timeout=30)
+    assert denied.value.args[0].name() == "CLUSTER_AUTHORIZATION_FAILED"
+    assert ScramRepo(sec.engine).described().get(key_id) is None
+
+
+def test_delete_records_needs_delete_on_the_topic(env: Env) -> None:
+    """Kafka's ACL for DeleteRecords: DELETE on the topic (READ and DESCRIBE are not enough)."""
+    sec, bootstrap = env
+    topic = f"dr-{uuid.uuid4().hex[:8]}"
+    hot_only = {"remote.storage.enable": "false"}
+    admin = _admin(sec, bootstrap, "admin")
+    admin.create_topics([NewTopic(topic, 1, 1, config=hot_only)])[topic].result(timeout=30)
+    sec.allow("judy", "topic", topic, "read", "describe")
+    settle()
+    judy = _admin(sec, bootstrap, "judy")
+    [future] = judy.delete_records([TopicPartition(topic, 0, 0)]).values()
+    with pytest.raises(KafkaException) as denied:
+        future.result(timeout=30)
+    assert denied.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    sec.allow("judy", "topic", topic, "delete")
+    # A new connection: a Kafka connection's ACLs are refreshed when it logs in.
+    judy = _admin(sec, bootstrap, "judy")
+    [future] = judy.delete_records([TopicPartition(topic, 0, 0)]).values()
+    assert future.result(timeout=30).low_watermark == 0

@@ -1,7 +1,8 @@
 """Kafka's admin APIs (issue 30) from confluent-kafka's AdminClient and kafka-python's
 KafkaAdminClient: ListGroups, DescribeGroups, DeleteGroups and OffsetDelete on a group a real
 consumer is in; DescribeProducers, DescribeLogDirs and ListTransactions (kafka-python:
-confluent-kafka's AdminClient has no call for them)."""
+confluent-kafka's AdminClient has no call for them); DeleteRecords and ElectLeaders from
+both clients."""
 
 from __future__ import annotations
 
@@ -13,14 +14,21 @@ from typing import Any
 
 import pytest
 from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
     ConsumerGroupState,
     ConsumerGroupTopicPartitions,
+    ElectionType,
+    KafkaError,
     KafkaException,
     Producer,
 )
+from confluent_kafka import TopicPartition as Partition
 from confluent_kafka.admin import AdminClient
+from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.cluster import Cluster
+from tests.integration.brokers import BrokerProcess
+from tests.integration.cluster import Cluster, wait_for
 
 with warnings.catch_warnings():  # kafka-python reads its schemas with a deprecated call
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -152,3 +160,141 @@ def test_producers_and_log_dirs_are_described(kafka_broker: Any) -> None:
         assert all(listed == [] for listed in py_admin.list_transactions().values())
     finally:
         py_admin.close()
+
+
+def _log_start(broker: BrokerProcess, topic: str, partition: int) -> float | None:
+    """The log start the broker's /metrics shows for its replica of the partition."""
+    for family in text_string_to_metric_families(broker.http.get("/metrics").text):
+        for sample in family.samples:
+            if sample.name == "tierlog_log_start_offset" and sample.labels == {
+                "topic": topic,
+                "partition": str(partition),
+            }:
+                return sample.value
+    return None
+
+
+def _read_all(bootstrap: str, topic: str, partition: int, count: int) -> list[int]:
+    """The offsets a consumer from the beginning of the partition reads (`count` of them)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"dr-{uuid.uuid4().hex[:6]}"})
+    consumer.assign([Partition(topic, partition, OFFSET_BEGINNING)])
+    offsets: list[int] = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(offsets) < count and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                offsets.append(msg.offset())
+        low_high = consumer.get_watermark_offsets(Partition(topic, partition), timeout=10)
+    finally:
+        consumer.close()
+    return [*offsets, *low_high]
+
+
+def test_delete_records_moves_the_log_start_on_leader_and_follower(kafka_broker: Any) -> None:
+    broker, bootstrap = kafka_broker
+    topic = f"gd-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, 2, rf=2, remote_storage_enable="false")  # tiered: its own file
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for i in range(10):
+        producer.produce(topic, value=b"v%d" % i, partition=0)
+        producer.flush(30)  # one batch each: the new start falls between batches and within
+    for i in range(4):
+        producer.produce(topic, value=b"w%d" % i, partition=1)
+    assert producer.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.delete_records([Partition(topic, 0, 6), Partition(topic, 1, -1)])
+    lows = {tp.partition: f.result(30).low_watermark for tp, f in futures.items()}
+    assert lows == {0: 6, 1: 4}  # -1: up to the high watermark
+    # A consumer from the beginning starts at the new log start; the low watermark moved.
+    assert _read_all(bootstrap, topic, 0, 4) == [6, 7, 8, 9, 6, 10]
+    leader = broker.partition(topic, 0)["leader"]
+    [follower] = [b for i, b in broker.brokers.items() if i != leader]
+    wait_for("the follower's log start", lambda: _log_start(follower, topic, 0) == 6)
+
+    py_admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        got = py_admin.delete_records({TopicPartition(topic, 0): 8})
+        assert got[TopicPartition(topic, 0)]["low_watermark"] == 8
+        with pytest.raises(kafka_errors.OffsetOutOfRangeError):  # beyond the high watermark
+            py_admin.delete_records({TopicPartition(topic, 0): 11})
+        with pytest.raises(kafka_errors.OffsetOutOfRangeError):
+            py_admin.delete_records({TopicPartition(topic, 0): -2})
+        # A lower offset than the log start deletes nothing more.
+        got = py_admin.delete_records({TopicPartition(topic, 0): 3})
+        assert got[TopicPartition(topic, 0)]["low_watermark"] == 8
+    finally:
+        py_admin.close()
+    wait_for("the follower's log start", lambda: _log_start(follower, topic, 0) == 8)
+    assert _read_all(bootstrap, topic, 0, 2) == [8, 9, 8, 10]
+
+    compacted = f"gc-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(compacted, 1, rf=2, cleanup_policy="compact", remote_storage_enable="false")
+    [future] = admin.delete_records([Partition(compacted, 0, 0)]).values()
+    with pytest.raises(KafkaException) as refused:
+        future.result(30)
+    assert refused.value.args[0].code() == KafkaError.POLICY_VIOLATION
+    [future] = admin.delete_records([Partition("no-such-topic", 0, 0)]).values()
+    with pytest.raises(KafkaException):
+        future.result(30)
+
+
+def _election_codes(got: dict[Any, Any]) -> dict[int, int | None]:
+    """Each partition's error code (None: elected); librdkafka gives KafkaError objects."""
+    return {tp.partition: (None if e is None else e.code()) for tp, e in got.items()}
+
+
+def test_leaders_are_elected_as_kafka_answers(kafka_broker: Any) -> None:
+    """Last in the file: it stops a broker (and starts it again)."""
+    broker, bootstrap = kafka_broker
+    topic = f"ge-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, 2, rf=2)
+    for p in (0, 1):  # the preferred replica leads (the mover sees to it)
+        wait_for(
+            "the preferred leader",
+            lambda p=p: (
+                broker.partition(topic, p)["leader"] == (broker.partition(topic, p)["replicas"][0])
+            ),
+        )
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    asked = [Partition(topic, 0), Partition(topic, 1), Partition(topic, 7)]
+    got = admin.elect_leaders(ElectionType.PREFERRED, asked).result(60)
+    not_needed, unknown = KafkaError.ELECTION_NOT_NEEDED, KafkaError.UNKNOWN_TOPIC_OR_PART
+    assert _election_codes(got) == {0: not_needed, 1: not_needed, 7: unknown}
+    got = admin.elect_leaders(ElectionType.UNCLEAN, asked[:1]).result(60)
+    assert _election_codes(got) == {0: not_needed}  # it has a leader
+
+    # The preferred replica down: the other leads, and a preferred election cannot happen.
+    preferred = broker.partition(topic, 0)["replicas"][0]
+    down = broker.brokers[preferred]
+    down.stop()
+    try:
+
+        def moved() -> bool:
+            now = broker.partition(topic, 0)
+            return now["leader"] not in (None, preferred) and preferred not in now["isr"]
+
+        wait_for("the other replica leads, alone in the ISR", moved, timeout=60)
+        others = {i: b for i, b in broker.brokers.items() if i != preferred}
+        alive = ",".join(f"127.0.0.1:{broker.kafka_ports[i]}" for i in others)
+        admin = AdminClient({"bootstrap.servers": alive})
+        # ElectLeaders goes to the controller Metadata names: a live broker it lists (a
+        # stopped one named kept librdkafka waiting for it until the call timed out).
+        cluster = admin.list_topics(timeout=30)
+        assert preferred not in cluster.brokers and cluster.controller_id in cluster.brokers
+        got = admin.elect_leaders(ElectionType.PREFERRED, asked[:1]).result(60)
+        assert _election_codes(got) == {0: KafkaError.PREFERRED_LEADER_NOT_AVAILABLE}
+        py_admin = KafkaAdminClient(bootstrap_servers=alive)
+        try:
+            with pytest.raises(kafka_errors.PreferredLeaderNotAvailableError):
+                py_admin.elect_leaders(0, {topic: [0]})
+        finally:
+            py_admin.close()
+    finally:
+        down.start()
+    # Back in the ISR, it leads again (the preferred-leader mover, which ElectLeaders awaits).
+    wait_for(
+        "the preferred leader back",
+        lambda: broker.partition(topic, 0)["leader"] == preferred,
+        timeout=60,
+    )

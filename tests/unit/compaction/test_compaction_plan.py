@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 
-from compaction.plan import plan_key_compaction, plan_merges, plan_retention
+from compaction.plan import (
+    LOG_START,
+    plan_key_compaction,
+    plan_merges,
+    plan_retention,
+    plan_start_breach,
+)
 from metadata.types import ColdFile
 
 NOW = 1_800_000_000_000
@@ -27,6 +33,16 @@ def test_retention_by_time_is_a_prefix() -> None:
     assert plan_retention(files, 0, -1, -1, NOW) == []
     # strictly older than now - retention.ms
     assert plan_retention([f(0, 9, 10, NOW - 1000)], 0, 1000, -1, NOW) == []
+
+
+def test_files_wholly_below_a_deleterecords_start_go_and_the_one_holding_it_stays() -> None:
+    files = [f(0, 9, 10, NOW), f(10, 19, 10, NOW), f(20, 29, 10, NOW)]
+    got = plan_start_breach(files, 15)
+    assert [(e.file.base_offset, e.reason) for e in got] == [(0, LOG_START)]
+    assert [e.file.base_offset for e in plan_start_breach(files, 20)] == [0, 10]
+    assert [e.file.base_offset for e in plan_start_breach(files, 30)] == [0, 10, 20]
+    assert plan_start_breach(files, 9) == []  # offset 9 is still readable
+    assert plan_start_breach(files, None) == []
 
 
 def test_retention_by_size_keeps_at_least_the_bound() -> None:

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pytest
 
+from cluster.read_contract import ColdRange
 from coldstore.parquet_writer import write_parquet
 from fetch.cold.cold_caches import ColdCaches
 from fetch.cold.cold_offsets import offset_for_timestamp
@@ -115,6 +116,11 @@ class FakeIndex:
 
     async def first_reaching(self, tp: TopicIdPartition, ts: int) -> ColdFile | None:
         return next((f for f in self.files if f.max_timestamp >= ts), None)
+
+    async def bounds(self, tp: TopicIdPartition, fresh: bool = False) -> ColdRange | None:
+        if not self.files:
+            return None
+        return ColdRange(self.files[0].base_offset, self.files[-1].last_offset + 1)
 
 
 def cold_file(
