@@ -216,20 +216,26 @@ class TypedDecoder:
                 got = native.decode(bodies, plan.struct)
                 if got is not None:
                     typed, right = got
-                    done.append((rows[right], typed.filter(pa.array(right))))
-                    slow[rows[right]] = False
+                    if right.all():  # the common case: no row needs the per-value decoder
+                        done.append((rows, typed))
+                    else:
+                        done.append((rows[right], typed.filter(pa.array(right))))
+                    slow[done[-1][0]] = False
         if not done:
             return self._decode_each(values, plan)
         slow_rows = np.flatnonzero(slow)
         rest = self._decode_each(values.take(pa.array(slow_rows)), plan)
-        errors: list[str | None] = [None] * len(values)
-        for row, error in zip(slow_rows.tolist(), rest.errors.to_pylist(), strict=True):
-            errors[row] = error
+        # Errors only ever come from the per-value decoder: its rows' errors, in row order.
+        errors = pc.replace_with_mask(
+            pa.nulls(len(values), pa.string()), pa.array(slow), rest.errors
+        )
+        if not len(slow_rows) and len(done) == 1:  # rows already in order: no reordering
+            return Typed(done[0][1], errors, rest.reasons)
         order = np.concatenate([slow_rows, *(rows for rows, _ in done)])
         where = np.empty(len(values), dtype=np.int64)
         where[order] = np.arange(len(values))
         parts = pa.concat_arrays([rest.typed, *(typed for _, typed in done)])
-        return Typed(parts.take(pa.array(where)), pa.array(errors, pa.string()), rest.reasons)
+        return Typed(parts.take(pa.array(where)), errors, rest.reasons)
 
     def _native_groups(
         self, values: pa.Array, plan: Plan
@@ -255,7 +261,7 @@ class TypedDecoder:
             chosen = np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False))
             rows = np.flatnonzero(chosen)
             if len(rows):
-                bodies = values.filter(pa.array(chosen))
+                bodies = values if len(rows) == len(values) else values.filter(pa.array(chosen))
                 if self.mode == ID_PREFIX:
                     bodies = pc.binary_slice(bodies, 5, 2**31 - 1)  # stop: Arrow 26 needs one
                 yield rows, bodies, reader.native
