@@ -50,15 +50,15 @@ class EmptyRangeError(ValueError):
 
 
 class ExtraColumns(Protocol):
-    """Columns computed from each batch of records and written beside them (tiering's typed
-    value columns, docs/lake-tables.md): their fields, and their arrays for one batch.
+    """Columns computed from the records' values and written beside them (tiering's typed
+    value columns, docs/lake-tables.md): their fields, and their arrays for some values.
     `fields` is read after the first `columns` call (the file's schema is only fixed then)
     and must not change afterwards."""
 
     @property
     def fields(self) -> list[pa.Field]: ...
 
-    def columns(self, batch: pa.RecordBatch) -> list[pa.Array]: ...
+    def columns(self, values: pa.Array) -> list[pa.Array]: ...
 
 
 class ParquetFile(NamedTuple):
@@ -229,19 +229,27 @@ def _extended(batches: Iterator[pa.RecordBatch], extra: ExtraColumns) -> Iterato
         run.append(batch)
         rows += batch.num_rows
         if rows >= EXTRA_BATCH_ROWS:
-            yield _with_extra(run, extra)
+            yield from _with_extra(run, extra)
             run, rows = [], 0
     if run:
-        yield _with_extra(run, extra)
+        yield from _with_extra(run, extra)
 
 
-def _with_extra(run: list[pa.RecordBatch], extra: ExtraColumns) -> pa.RecordBatch:
-    batch = run[0] if len(run) == 1 else pa.concat_batches(run)
-    columns = extra.columns(batch)
+def _with_extra(run: list[pa.RecordBatch], extra: ExtraColumns) -> Iterator[pa.RecordBatch]:
+    """The run's batches with their slices of the columns computed over the run's values
+    (the values alone are put together: the other columns are not copied)."""
+    values = [b.column("value") for b in run]
+    columns = extra.columns(values[0] if len(values) == 1 else pa.concat_arrays(values))
     schema = CONSUMER_SCHEMA
     for f in extra.fields:
         schema = schema.append(f)
-    return pa.RecordBatch.from_arrays([*batch.columns, *columns], schema=schema)
+    at = 0
+    for batch in run:
+        n = batch.num_rows
+        yield pa.RecordBatch.from_arrays(
+            [*batch.columns, *(c.slice(at, n) for c in columns)], schema=schema
+        )
+        at += n
 
 
 class _LazyWriter:

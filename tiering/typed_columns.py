@@ -22,6 +22,7 @@ import pyarrow as pa
 from coldstore.parquet_writer import ParquetFile
 from schemaformat.arrow_merge import merge, normalize
 from schemaformat.typed_decode import ID_PREFIX, TYPED_COLUMNS, Plan, TypedDecoder
+from schemaformat.wire import prefix_ids
 
 TYPED, ERROR = TYPED_COLUMNS
 
@@ -74,16 +75,17 @@ class TypedColumns:
         assert self.plan is not None, "fields are known after the first batch"
         return _fields(self.plan.struct)
 
-    def columns(self, batch: pa.RecordBatch) -> list[pa.Array]:
-        values = batch.column("value")
-        if self.plan is None or self.decoder.mode == ID_PREFIX:
-            ids = self.decoder.schema_ids(values)  # LATEST: the subject's latest, asked once
+    def columns(self, values: pa.Array) -> list[pa.Array]:
+        prefixed = prefix_ids(values) if self.decoder.mode == ID_PREFIX else None
+        if self.plan is None or prefixed is not None:
+            # LATEST: the subject's latest id, asked once per file
+            ids = self.decoder.schema_ids(values, prefixed)
             if self.planned is None:
                 self.planned, self.plan = ids, self.types.plan(self.decoder, ids)
             elif not ids <= self.planned:
                 raise NewSchemaIds(self.planned | ids)
         assert self.plan is not None
-        typed = self.decoder.decode(values, self.plan)
+        typed = self.decoder.decode(values, self.plan, prefixed)
         self.reasons.update(typed.reasons)
         return [typed.errors] if self.plan.struct is None else [typed.typed, typed.errors]
 
