@@ -8,10 +8,7 @@ typed value and the reason; a type change under NONE is refused for the table.""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -500,12 +497,18 @@ def test_a_type_change_under_none_in_json_schema_and_protobuf(env: Env, kind: st
     assert env.schema(topic).field("value_typed").type.field("id").type == pa.int64()
 
 
-def test_the_readme_example_runs_as_written(env: Env) -> None:
-    """The README's "Typed lake tables" example (docs/lake-tables.md points to it), with
-    this module's broker, registry and S3 in dev's variables, and a tiering worker running."""
+def test_the_readme_example_runs_as_written(
+    env: Env, spark: SparkSession, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """The README's "Typed lake tables" example (docs/lake-tables.md points to it): its polars
+    block, then its Spark block (whose tierlog_session() is this module's session), run in
+    this process with this module's broker, registry and S3 in dev's variables, and a
+    tiering worker running."""
     text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    block = re.search(r"## Typed lake tables.*?```python\n(.*?)```", text, re.S)
-    assert block is not None
+    section = text[text.index("## Typed lake tables") :]
+    section = section[: section.index("\n## ", 1)]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 2 and 'format("tierlog")' in blocks[1]
     s3 = env.s3
     variables = {
         "TIERLOG_URL": env.broker.url,
@@ -517,26 +520,26 @@ def test_the_readme_example_runs_as_written(env: Env) -> None:
         "AWS_SECRET_ACCESS_KEY": s3.secret_access_key or "",
         "AWS_REGION": s3.region,
     }
+    for k, v in variables.items():
+        monkeypatch.setenv(k, v)
     worker = TieringWorker(env.engine, s3, "typed-lake-docs")
     stop = threading.Event()
     loop = threading.Thread(target=worker.run_forever, args=(200, stop), daemon=True)
     loop.start()
+    namespace: dict[str, Any] = {}
     try:
-        run = subprocess.run(
-            [sys.executable, "-c", block.group(1)],
-            capture_output=True,
-            text=True,
-            timeout=180,
-            env={**os.environ, **variables},
-        )
+        for block in blocks:
+            exec(compile(block, "README.md", "exec"), namespace)  # the README, as written
     finally:
         stop.set()
         loop.join(timeout=60)
         worker.close()
-    assert run.returncode == 0, run.stderr[-3000:]
-    # amounts are the ids: per city, the sum of the ids i < 300 with i % 3 == its index
+    assert namespace["spark"] is spark
+    out = capsys.readouterr().out
+    # amounts are the ids: per city, the sum of the ids i < 300 with i % 3 == its index; once
+    # in polars' table, once in Spark's
     for city, total in (("Lima", 14950.0), ("Oslo", 14850.0), ("Pune", 15050.0)):
-        assert re.search(rf"{city}\W+{total}", run.stdout), run.stdout
+        assert len(re.findall(rf"{city}\W+{total}", out)) == 2, out
 
 
 def test_value_schema_latest_parses_plain_json_with_the_subjects_latest_schema(
