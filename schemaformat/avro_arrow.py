@@ -50,6 +50,7 @@ _RANGES = {
     "timestamp-micros": (-62_135_596_800_000_000, 253_402_300_799_999_999),
 }
 _PAD = 16  # zero bytes after the buffer: a varint read from a body's last byte stays inside
+_ONE_BYTE = np.array([(b >> 1) ^ -(b & 1) for b in range(128)], np.int64)  # zigzag, decoded
 
 
 def _node(schema: Any, depth: int = 0) -> Node | None:
@@ -119,8 +120,7 @@ class _Cursors:
         going = (b & 0x80) != 0
         if not going.any():  # one byte each: the common case of lengths, counts, flags
             self.bound(pos, lim, rows)
-            small = b.astype(np.int64)
-            one: np.ndarray = (small >> 1) ^ -(small & 1)
+            one: np.ndarray = _ONE_BYTE[b]
             return one
         # Byte by byte over the whole set (cheaper than following the longer ones alone).
         value = (b & 0x7F).astype(np.uint64)
@@ -258,6 +258,7 @@ def _array(
     counts = np.zeros(len(pos), dtype=np.int64)
     chunks: list[pa.Array] = []
     owners: list[np.ndarray] = []
+    places: list[np.ndarray] = []
     todo = np.arange(len(pos))  # arrays whose next block count is to be read
     while len(todo):
         at, end, who = pos[todo], lim[todo], rows[todo]
@@ -268,7 +269,7 @@ def _array(
             c.varint(skip, end[sized], who[sized])
             at[sized] = skip
             count = np.abs(count)
-        wrong = count > end - at
+        wrong = (count < 0) | (count > end - at)  # abs(-2**63) stays negative
         if wrong.any():
             c.fail(wrong, who)
             count = np.where(wrong, 0, count)
@@ -278,19 +279,21 @@ def _array(
             chunks.append(_read(items, here, end[step], who[step], c))
             at[step] = here
             owners.append(todo[step])
+            places.append(counts[todo[step]] + k)  # the item's place in its array
         pos[todo] = at
         counts[todo] += count
         todo = todo[count > 0]
-    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int32)
+    offsets = np.concatenate(([0], np.cumsum(counts)))
     if not chunks:
         none = np.zeros(0, np.int64)
         values = _read(items, none, none.copy(), none.copy(), c)
     elif len(chunks) == 1:
         values = chunks[0]
-    else:
-        order = np.argsort(np.concatenate(owners), kind="stable")  # by array, then by step
+    else:  # items in order of their arrays, then of their places
+        order = np.empty(int(offsets[-1]), dtype=np.int64)
+        order[offsets[np.concatenate(owners)] + np.concatenate(places)] = np.arange(len(order))
         values = pa.concat_arrays(chunks).take(pa.array(order))
-    return pa.ListArray.from_arrays(pa.array(offsets), values)
+    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values)
 
 
 class AvroColumnDecoder:

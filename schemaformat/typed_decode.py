@@ -186,6 +186,8 @@ class TypedDecoder:
             latest = self.lookup.latest_id()
             return set() if latest is None else {latest}
         ids = prefix_ids(values) if prefixed is None else prefixed
+        if len(ids) and ids[0] >= 0 and (ids == ids[0]).all():  # the common case: one id
+            return {int(ids[0])}
         return {int(i) for i in np.unique(ids[ids >= 0])}
 
     def plan(self, table: pa.StructType | None, ids: Iterable[int]) -> Plan:
@@ -224,12 +226,12 @@ class TypedDecoder:
             return self._decode_each(values, plan)
         slow_rows = np.flatnonzero(slow)
         rest = self._decode_each(values.take(pa.array(slow_rows)), plan)
+        if not len(slow_rows) and len(done) == 1:  # rows already in order, and no errors
+            return Typed(done[0][1], pa.nulls(len(values), pa.string()), rest.reasons)
         # Errors only ever come from the per-value decoder: its rows' errors, in row order.
         errors = pc.replace_with_mask(
             pa.nulls(len(values), pa.string()), pa.array(slow), rest.errors
         )
-        if not len(slow_rows) and len(done) == 1:  # rows already in order: no reordering
-            return Typed(done[0][1], errors, rest.reasons)
         order = np.concatenate([slow_rows, *(rows for rows, _ in done)])
         where = np.empty(len(values), dtype=np.int64)
         where[order] = np.arange(len(values))
@@ -247,7 +249,11 @@ class TypedDecoder:
             groups = [(plan.latest, np.flatnonzero(valid))]
         else:
             ids = prefix_ids(values) if prefixed is None else prefixed
-            groups = [(i, np.flatnonzero(ids == i)) for i in self.schema_ids(values, ids)]
+            found = self.schema_ids(values, ids)
+            if len(found) == 1 and ids.min() >= 0:  # every value of one id
+                groups = [(found.pop(), np.arange(len(values)))]
+            else:
+                groups = [(i, np.flatnonzero(ids == i)) for i in found]
         for schema_id, rows in groups:
             reader = self.reader(schema_id)
             if isinstance(reader, str) or reader.native is None or schema_id in plan.refused:

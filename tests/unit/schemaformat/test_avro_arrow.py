@@ -264,3 +264,8 @@ def test_arrays_in_several_blocks_and_blocks_with_their_size() -> None:
     assert got is not None and got[1].all()
     assert got[0].to_pylist() == [{"xs": ["a", "b", "cc"]}, {"xs": []}, {"xs": ["x", "y", "z"]}]
     assert [_fastavro(doc, b) for b in bodies] == got[0].to_pylist()
+    # A block count of -2**63 (its size would follow) has no positive count: the row is
+    # wrong, and its neighbours are not.
+    bad = [bodies[0], _long(-(2**63)) + _long(1) + s("a") + _long(0), bodies[2]]
+    got = reader.native.decode(pa.array(bad), np.arange(3), 0, reader.struct)
+    assert got is not None and got[1].tolist() == [True, False, True]
