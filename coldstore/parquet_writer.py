@@ -229,27 +229,20 @@ def _extended(batches: Iterator[pa.RecordBatch], extra: ExtraColumns) -> Iterato
         run.append(batch)
         rows += batch.num_rows
         if rows >= EXTRA_BATCH_ROWS:
-            yield from _with_extra(run, extra)
+            yield _with_extra(run, extra)
             run, rows = [], 0
     if run:
-        yield from _with_extra(run, extra)
+        yield _with_extra(run, extra)
 
 
-def _with_extra(run: list[pa.RecordBatch], extra: ExtraColumns) -> Iterator[pa.RecordBatch]:
-    """The run's batches with their slices of the columns computed over the run's values
-    (the values alone are put together: the other columns are not copied)."""
-    values = [b.column("value") for b in run]
-    columns = extra.columns(values[0] if len(values) == 1 else pa.concat_arrays(values))
+def _with_extra(run: list[pa.RecordBatch], extra: ExtraColumns) -> pa.RecordBatch:
+    # One batch of the run (a copy, but cheaper than one batch per frame downstream).
+    batch = run[0] if len(run) == 1 else pa.concat_batches(run)
+    columns = extra.columns(batch.column("value"))
     schema = CONSUMER_SCHEMA
     for f in extra.fields:
         schema = schema.append(f)
-    at = 0
-    for batch in run:
-        n = batch.num_rows
-        yield pa.RecordBatch.from_arrays(
-            [*batch.columns, *(c.slice(at, n) for c in columns)], schema=schema
-        )
-        at += n
+    return pa.RecordBatch.from_arrays([*batch.columns, *columns], schema=schema)
 
 
 class _LazyWriter:
