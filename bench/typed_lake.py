@@ -44,7 +44,7 @@ from schemaformat.kinds import kinds
 from schemaformat.typed_decode import ID_PREFIX, TypedDecoder
 from schemaformat.wire import frame
 from spark_tables.session import tierlog_session
-from tiering.typed_columns import BatchTypes, typed_columns
+from tiering.typed_columns import BatchTypes, typed_parquet
 
 SCHEMA_ID = 1
 PRUNED = "struct<value_typed:struct<amount:double,ship:struct<city:string>>>"
@@ -117,11 +117,11 @@ def _tier(segment: bytes, out: Path, typed: bool) -> tuple[float, float]:
     """(seconds, CPU seconds of this process): on a loaded machine the CPU time is the
     steadier figure."""
     t0, c0 = time.perf_counter(), time.process_time()
-    extra = None
     if typed:
         decoder = TypedDecoder(ID_PREFIX, _Parsed())
-        extra = typed_columns(decoder, BatchTypes(None), segment, 0, 2**62)
-    write_parquet(segment, out, extra=extra)
+        typed_parquet(lambda c: write_parquet(segment, out, extra=c), decoder, BatchTypes(None))
+    else:
+        write_parquet(segment, out)
     return time.perf_counter() - t0, time.process_time() - c0
 
 

@@ -50,13 +50,15 @@ class EmptyRangeError(ValueError):
 
 
 class ExtraColumns(Protocol):
-    """Columns computed from each batch of records and written beside them (tiering's typed
-    value columns, docs/lake-tables.md): their fields, and their arrays for one batch."""
+    """Columns computed from the records' values and written beside them (tiering's typed
+    value columns, docs/lake-tables.md): their fields, and their arrays for some values.
+    `fields` is read after the first `columns` call (the file's schema is only fixed then)
+    and must not change afterwards."""
 
     @property
     def fields(self) -> list[pa.Field]: ...
 
-    def columns(self, batch: pa.RecordBatch) -> list[pa.Array]: ...
+    def columns(self, values: pa.Array) -> list[pa.Array]: ...
 
 
 class ParquetFile(NamedTuple):
@@ -159,25 +161,15 @@ def write_parquet(
     sink: str | pa.BufferOutputStream = (
         os.fspath(out_path) if out_path is not None else pa.BufferOutputStream()
     )
-    schema = CONSUMER_SCHEMA if extra is None else _with(CONSUMER_SCHEMA, extra.fields)
-    writer = pq.ParquetWriter(
-        sink,
-        schema,
-        compression="zstd",
-        compression_level=compression_level,
-        write_statistics=STATS_COLUMNS,  # not key/value: big, useless min/max in the footer
-        write_page_index=True,  # page-level offset pruning inside a row group
-        use_dictionary=["key"],  # keys repeat; values mostly don't
-        sorting_columns=[pq.SortingColumn(0)],  # tells readers rows are sorted by offset
-        bloom_filter_options=KEY_BLOOM_FILTER,
-    )
-    stats = _Stats(schema)
+    # The writer opens with the first batch: extra columns know their fields only then.
+    writer = _LazyWriter(sink, compression_level)
+    stats = _Stats()
     pending: list[pa.RecordBatch] = []
     pending_bytes = 0
     try:
         with segment_buffer(segment) as buf:
             batches = _kept(iter_consumer_batches(buf, from_offset, to_offset), keep, stats)
-            for batch in batches if extra is None else _extended(batches, extra, schema):
+            for batch in batches if extra is None else _extended(batches, extra):
                 stats.add(batch)
                 pending.append(batch)
                 pending_bytes += batch.nbytes
@@ -194,9 +186,7 @@ def write_parquet(
             with contextlib.suppress(OSError):
                 os.unlink(out_path)
         raise
-    if stats.records == 0:
-        if out_path is not None:
-            os.unlink(out_path)
+    if stats.records == 0:  # the writer never opened: no file was made
         raise EmptyRangeError(f"no records in [{from_offset}, {to_offset})")
     if isinstance(sink, pa.BufferOutputStream):
         output: str | bytes = sink.getvalue().to_pybytes()
@@ -229,9 +219,7 @@ def _kept(
         yield batch
 
 
-def _extended(
-    batches: Iterator[pa.RecordBatch], extra: ExtraColumns, schema: pa.Schema
-) -> Iterator[pa.RecordBatch]:
+def _extended(batches: Iterator[pa.RecordBatch], extra: ExtraColumns) -> Iterator[pa.RecordBatch]:
     """The batches with the extra columns, computed over runs of EXTRA_BATCH_ROWS rows: a
     frame holds few records, and computing them per frame costs more in per-call overhead
     than in work (tiering's typed columns, docs/lake-tables.md)."""
@@ -241,30 +229,53 @@ def _extended(
         run.append(batch)
         rows += batch.num_rows
         if rows >= EXTRA_BATCH_ROWS:
-            yield _with_extra(run, extra, schema)
+            yield _with_extra(run, extra)
             run, rows = [], 0
     if run:
-        yield _with_extra(run, extra, schema)
+        yield _with_extra(run, extra)
 
 
-def _with_extra(
-    run: list[pa.RecordBatch], extra: ExtraColumns, schema: pa.Schema
-) -> pa.RecordBatch:
+def _with_extra(run: list[pa.RecordBatch], extra: ExtraColumns) -> pa.RecordBatch:
+    # One batch of the run (a copy, but cheaper than one batch per frame downstream).
     batch = run[0] if len(run) == 1 else pa.concat_batches(run)
-    return pa.RecordBatch.from_arrays([*batch.columns, *extra.columns(batch)], schema=schema)
-
-
-def _with(schema: pa.Schema, fields: list[pa.Field]) -> pa.Schema:
-    for f in fields:
+    columns = extra.columns(batch.column("value"))
+    schema = CONSUMER_SCHEMA
+    for f in extra.fields:
         schema = schema.append(f)
-    return schema
+    return pa.RecordBatch.from_arrays([*batch.columns, *columns], schema=schema)
+
+
+class _LazyWriter:
+    """pq.ParquetWriter with the file's settings, opened with the schema of its first table."""
+
+    def __init__(self, sink: str | pa.BufferOutputStream, compression_level: int) -> None:
+        self.sink, self.compression_level = sink, compression_level
+        self.writer: pq.ParquetWriter | None = None
+
+    def write_table(self, table: pa.Table, row_group_size: int) -> None:
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(
+                self.sink,
+                table.schema,
+                compression="zstd",
+                compression_level=self.compression_level,
+                write_statistics=STATS_COLUMNS,  # not key/value: big, useless min/max
+                write_page_index=True,  # page-level offset pruning inside a row group
+                use_dictionary=["key"],  # keys repeat; values mostly don't
+                sorting_columns=[pq.SortingColumn(0)],  # rows are sorted by offset
+                bloom_filter_options=KEY_BLOOM_FILTER,
+            )
+        self.writer.write_table(table, row_group_size=row_group_size)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
 
 
 class _Stats:
     """What the file holds, for the Delta add action and the manifest."""
 
-    def __init__(self, schema: pa.Schema = CONSUMER_SCHEMA) -> None:
-        self.schema = schema
+    def __init__(self) -> None:
         self.base_offset = -1
         self.last_offset = -1
         self.min_ts: int = 2**63 - 1
@@ -285,7 +296,7 @@ class _Stats:
 
     def flush(
         self,
-        writer: pq.ParquetWriter,
+        writer: _LazyWriter,
         pending: list[pa.RecordBatch],
         pending_bytes: int,
         row_group_bytes: int,
@@ -293,7 +304,7 @@ class _Stats:
         final: bool,
     ) -> tuple[list[pa.RecordBatch], int]:
         """Write whole row groups of what is pending; return the rest (all of it if final)."""
-        table = pa.Table.from_batches(pending, self.schema)
+        table = pa.Table.from_batches(pending)
         rows = table.num_rows
         # Rows per group from the average row size seen so far in this group's data.
         per_group = max(1, row_group_bytes * rows // max(1, pending_bytes))

@@ -34,7 +34,7 @@ from schemaformat.arrow_types import (
 from schemaformat.arrow_values import conform, proto_value
 from schemaformat.avro_arrow import AvroColumnDecoder
 from schemaformat.base import ParsedSchema
-from schemaformat.wire import MAGIC, WireFormatError, decode_indexes, unframe
+from schemaformat.wire import WireFormatError, decode_indexes, prefix_ids, unframe
 
 ID_PREFIX, LATEST = "value_schema_id_prefix", "value_schema_latest"
 TYPED_MODES = (ID_PREFIX, LATEST)
@@ -179,17 +179,16 @@ class TypedDecoder:
             self._readers[schema_id] = hit
         return hit
 
-    def schema_ids(self, values: pa.Array) -> set[int]:
-        """The schema ids a batch's values use (cheap: no value is decoded)."""
+    def schema_ids(self, values: pa.Array, prefixed: np.ndarray | None = None) -> set[int]:
+        """The schema ids a batch's values use (cheap: no value is decoded); `prefixed` is
+        `prefix_ids(values)` when the caller has it."""
         if self.mode == LATEST:
             latest = self.lookup.latest_id()
             return set() if latest is None else {latest}
-        framed = pc.and_(
-            pc.greater_equal(pc.binary_length(values), 5),
-            pc.equal(pc.binary_slice(values, 0, 1), bytes([MAGIC])),
-        )
-        ids = pc.unique(pc.binary_slice(pc.filter(values, framed), 1, 5))
-        return {int.from_bytes(b, "big") for b in ids.to_pylist() if b is not None}
+        ids = prefix_ids(values) if prefixed is None else prefixed
+        if len(ids) and ids[0] >= 0 and (ids == ids[0]).all():  # the common case: one id
+            return {int(ids[0])}
+        return {int(i) for i in np.unique(ids[ids >= 0])}
 
     def plan(self, table: pa.StructType | None, ids: Iterable[int]) -> Plan:
         """Merge the ids' types, oldest id first, into the table's typed column type."""
@@ -206,59 +205,61 @@ class TypedDecoder:
         latest = ids[-1] if self.mode == LATEST and ids else None
         return Plan(struct if isinstance(struct, pa.StructType) else None, refused, latest)
 
-    def decode(self, values: pa.Array, plan: Plan) -> Typed:
+    def decode(self, values: pa.Array, plan: Plan, prefixed: np.ndarray | None = None) -> Typed:
         """The typed and error columns of a batch: values whose schema has a native decoder
-        decoded a column at a time (schemaformat/avro_arrow.py), the rest one by one."""
+        decoded a column at a time (schemaformat/avro_arrow.py), the rest one by one.
+        `prefixed` is `prefix_ids(values)` when the caller has it."""
         done: list[tuple[np.ndarray, pa.Array]] = []  # (rows, their typed values)
         slow = np.ones(len(values), dtype=bool)
         if plan.struct is not None:
-            for rows, bodies, native in self._native_groups(values, plan):
-                got = native.decode(bodies, plan.struct)
+            skip = 5 if self.mode == ID_PREFIX else 0  # the wire-format prefix
+            for rows, native in self._native_groups(values, plan, prefixed):
+                got = native.decode(values, rows, skip, plan.struct)
                 if got is not None:
                     typed, right = got
-                    done.append((rows[right], typed.filter(pa.array(right))))
-                    slow[rows[right]] = False
+                    if right.all():  # the common case: no row needs the per-value decoder
+                        done.append((rows, typed))
+                    else:
+                        done.append((rows[right], typed.filter(pa.array(right))))
+                    slow[done[-1][0]] = False
         if not done:
             return self._decode_each(values, plan)
         slow_rows = np.flatnonzero(slow)
         rest = self._decode_each(values.take(pa.array(slow_rows)), plan)
-        errors: list[str | None] = [None] * len(values)
-        for row, error in zip(slow_rows.tolist(), rest.errors.to_pylist(), strict=True):
-            errors[row] = error
+        if not len(slow_rows) and len(done) == 1:  # rows already in order, and no errors
+            return Typed(done[0][1], pa.nulls(len(values), pa.string()), rest.reasons)
+        # Errors only ever come from the per-value decoder: its rows' errors, in row order.
+        errors = pc.replace_with_mask(
+            pa.nulls(len(values), pa.string()), pa.array(slow), rest.errors
+        )
         order = np.concatenate([slow_rows, *(rows for rows, _ in done)])
         where = np.empty(len(values), dtype=np.int64)
         where[order] = np.arange(len(values))
         parts = pa.concat_arrays([rest.typed, *(typed for _, typed in done)])
-        return Typed(parts.take(pa.array(where)), pa.array(errors, pa.string()), rest.reasons)
+        return Typed(parts.take(pa.array(where)), errors, rest.reasons)
 
     def _native_groups(
-        self, values: pa.Array, plan: Plan
-    ) -> Iterable[tuple[np.ndarray, pa.Array, AvroColumnDecoder]]:
-        """(rows, their bodies, the decoder) per schema id whose values decode natively."""
-        present = values.is_valid()
+        self, values: pa.Array, plan: Plan, prefixed: np.ndarray | None
+    ) -> Iterable[tuple[np.ndarray, AvroColumnDecoder]]:
+        """(rows, the decoder) per schema id whose values decode natively."""
         if self.mode == LATEST:
-            candidates = [] if plan.latest is None else [(plan.latest, present)]
+            if plan.latest is None:
+                return
+            valid = values.is_valid().to_numpy(zero_copy_only=False)
+            groups = [(plan.latest, np.flatnonzero(valid))]
         else:
-            ids = pc.binary_slice(values, 1, 5)
-            framed = pc.and_(
-                pc.and_(present, pc.greater_equal(pc.binary_length(values), 5)),
-                pc.equal(pc.binary_slice(values, 0, 1), bytes([MAGIC])),
-            )
-            candidates = [
-                (i, pc.and_(framed, pc.equal(ids, i.to_bytes(4, "big"))))
-                for i in self.schema_ids(values)
-            ]
-        for schema_id, mask in candidates:
+            ids = prefix_ids(values) if prefixed is None else prefixed
+            found = self.schema_ids(values, ids)
+            if len(found) == 1 and ids.min() >= 0:  # every value of one id
+                groups = [(found.pop(), np.arange(len(values)))]
+            else:
+                groups = [(i, np.flatnonzero(ids == i)) for i in found]
+        for schema_id, rows in groups:
             reader = self.reader(schema_id)
             if isinstance(reader, str) or reader.native is None or schema_id in plan.refused:
                 continue
-            chosen = np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False))
-            rows = np.flatnonzero(chosen)
             if len(rows):
-                bodies = values.filter(pa.array(chosen))
-                if self.mode == ID_PREFIX:
-                    bodies = pc.binary_slice(bodies, 5, 2**31 - 1)  # stop: Arrow 26 needs one
-                yield rows, bodies, reader.native
+                yield rows, reader.native
 
     def _decode_each(self, values: pa.Array, plan: Plan) -> Typed:
         rows: list[Any] = []

@@ -18,6 +18,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+
 from schemaformat.base import ParsedSchema
 
 MAGIC = 0
@@ -35,6 +38,30 @@ class Framed:
 
     schema_id: int
     body: bytes
+
+
+def prefix_ids(values: pa.Array) -> np.ndarray:
+    """The schema id each value's prefix names, -1 where a value is null, shorter than the
+    prefix or not starting with the magic byte (no value is decoded)."""
+    ids = np.full(len(values), -1, dtype=np.int64)
+    _, offsets, data = values.buffers()
+    if data is None or not len(values):
+        return ids
+    width = np.int64 if pa.types.is_large_binary(values.type) else np.int32
+    window = slice(values.offset, values.offset + len(values) + 1)
+    bounds = np.frombuffer(offsets, width)[window].astype(np.int64)
+    starts = bounds[:-1]
+    framed = np.asarray(values.is_valid().to_numpy(zero_copy_only=False)) & (
+        bounds[1:] - starts >= HEADER
+    )
+    where = np.flatnonzero(framed)
+    at = starts[where]
+    raw = np.frombuffer(data, np.uint8)
+    where = where[raw[at] == MAGIC]
+    # Every byte offset of the buffer as the start of a big-endian id: one gather reads all.
+    be32 = np.ndarray((max(0, len(raw) - 3),), ">u4", raw, strides=(1,))
+    ids[where] = be32[starts[where] + 1]
+    return ids
 
 
 def unframe(value: bytes) -> Framed:

@@ -38,7 +38,7 @@ from tiering.batch_types import BatchHost, Typing, Uploaded
 from tiering.batch_types import BatchSettings as BatchSettings  # its callers import it here
 from tiering.segment_source import Downloaded
 from tiering.txn_filter import committed_parquet, segment_filter
-from tiering.typed_columns import TYPED, BatchTypes, TypedColumns, typed_columns
+from tiering.typed_columns import TYPED, BatchTypes, TypedColumns, typed_parquet
 
 if TYPE_CHECKING:
     pass
@@ -142,24 +142,27 @@ def _encode(
     t0 = time.perf_counter()
     kwargs = {} if worker.row_group_bytes is None else {"row_group_bytes": worker.row_group_bytes}
     extra: TypedColumns | None = None
-    try:
-        if typing is not None:
-            extra = typed_columns(
-                typing.decoder, typing.types, got.path, claim.base_offset, claim.end_offset
-            )
-        parquet = committed_parquet(
+
+    def write(columns: TypedColumns | None) -> ParquetFile:
+        return committed_parquet(
             lambda k: write_parquet(
                 got.path,
                 got.path.parent / "data.parquet",
                 from_offset=claim.base_offset,
                 to_offset=claim.end_offset,
-                extra=extra,
+                extra=columns,
                 keep=k,
                 **kwargs,
             ),
             keep,
             claim,
         )
+
+    try:
+        if typing is None:
+            parquet = write(None)
+        else:
+            parquet, extra = typed_parquet(write, typing.decoder, typing.types)
     except Exception as exc:
         raise _StepError("parquet", exc) from exc
     finally:

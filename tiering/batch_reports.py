@@ -23,7 +23,7 @@ def report_untyped(claim: SegmentClaim, extra: TypedColumns) -> None:
         extra={
             **claim_context(claim),
             "reasons": dict(extra.reasons),
-            "refused": extra.plan.refused,
+            "refused": extra.plan.refused if extra.plan is not None else {},
         },
     )
 

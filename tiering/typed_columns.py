@@ -1,12 +1,13 @@
 """The typed value columns of a lake table (docs/lake-tables.md): `value_typed`, the value
 decoded with its schema as one struct, and `value_error`, why a value has none.
 
-For each file: a first pass over the segment's values alone (tiering/segment_values.py)
-collects the schema ids they use (no value decoded); the batch's type (`BatchTypes`) merges
-their types into the table's, one file at a time, so every file of a batch writes a struct
-the batch's final type contains; the writer then decodes each batch of records beside the
-record columns (coldstore.parquet_writer.ExtraColumns). Before the batch's Delta commit, the
-table's schema gains what the batch's type adds
+Each file is written in one pass (its values decompressed once): the writer decodes each
+batch of records beside the record columns (coldstore.parquet_writer.ExtraColumns). The
+schema ids of the file's first batch plan its type: the batch's type (`BatchTypes`) merges
+them into the table's, one file at a time, so every file of a batch writes a struct the
+batch's final type contains. A later batch with an id the plan lacks starts the file again
+with every id seen (`typed_parquet`); a segment rarely changes schema. Before the batch's
+Delta commit, the table's schema gains what the batch's type adds
 (coldstore.delta_table.DeltaTopicTable.merge_columns).
 """
 
@@ -14,13 +15,14 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 
 import pyarrow as pa
 
-from coldstore.parquet_writer import EXTRA_BATCH_ROWS, Source
+from coldstore.parquet_writer import ParquetFile
 from schemaformat.arrow_merge import merge, normalize
-from schemaformat.typed_decode import LATEST, TYPED_COLUMNS, Plan, TypedDecoder
-from tiering.segment_values import segment_values
+from schemaformat.typed_decode import ID_PREFIX, TYPED_COLUMNS, Plan, TypedDecoder
+from schemaformat.wire import prefix_ids
 
 TYPED, ERROR = TYPED_COLUMNS
 
@@ -50,40 +52,53 @@ def _fields(struct: pa.StructType | None) -> list[pa.Field]:
     return [error] if struct is None else [pa.field(TYPED, struct), error]
 
 
-class TypedColumns:
-    """coldstore.parquet_writer.ExtraColumns for one file."""
+class NewSchemaIds(Exception):  # a signal to write the file again, not an error
+    """A batch of the file uses schema ids its columns were not planned with."""
 
-    def __init__(self, decoder: TypedDecoder, plan: Plan) -> None:
-        self.decoder, self.plan = decoder, plan
+    def __init__(self, ids: set[int]) -> None:
+        super().__init__(f"schema ids {sorted(ids)}")
+        self.ids = ids
+
+
+class TypedColumns:
+    """coldstore.parquet_writer.ExtraColumns for one file, planned with the schema ids of
+    its first batch (or `ids`, when a first attempt found more later)."""
+
+    def __init__(self, decoder: TypedDecoder, types: BatchTypes, ids: set[int] | None = None):
+        self.decoder, self.types = decoder, types
+        self.planned = ids
+        self.plan = None if ids is None else types.plan(decoder, ids)
         self.reasons: Counter[str] = Counter()
 
     @property
     def fields(self) -> list[pa.Field]:
+        assert self.plan is not None, "fields are known after the first batch"
         return _fields(self.plan.struct)
 
-    def columns(self, batch: pa.RecordBatch) -> list[pa.Array]:
-        typed = self.decoder.decode(batch.column("value"), self.plan)
+    def columns(self, values: pa.Array) -> list[pa.Array]:
+        prefixed = prefix_ids(values) if self.decoder.mode == ID_PREFIX else None
+        if self.plan is None or prefixed is not None:
+            # LATEST: the subject's latest id, asked once per file
+            ids = self.decoder.schema_ids(values, prefixed)
+            if self.planned is None:
+                self.planned, self.plan = ids, self.types.plan(self.decoder, ids)
+            elif not ids <= self.planned:
+                raise NewSchemaIds(self.planned | ids)
+        assert self.plan is not None
+        typed = self.decoder.decode(values, self.plan, prefixed)
         self.reasons.update(typed.reasons)
         return [typed.errors] if self.plan.struct is None else [typed.typed, typed.errors]
 
 
-def typed_columns(
-    decoder: TypedDecoder,
-    types: BatchTypes,
-    segment: Source,
-    from_offset: int,
-    to_offset: int,
-) -> TypedColumns:
-    """The columns of one file: its schema ids found, its type planned into the batch's."""
-    if decoder.mode == LATEST:  # every value is decoded with the subject's latest schema
-        return TypedColumns(decoder, types.plan(decoder, decoder.schema_ids(pa.array([]))))
-    ids: set[int] = set()
-    run: list[pa.Array] = []  # frames' values, looked at together (per-call costs)
-    for values in segment_values(segment, from_offset, to_offset):
-        run.append(values)
-        if sum(len(v) for v in run) >= EXTRA_BATCH_ROWS:
-            ids |= decoder.schema_ids(pa.concat_arrays(run))
-            run = []
-    if run:
-        ids |= decoder.schema_ids(pa.concat_arrays(run))
-    return TypedColumns(decoder, types.plan(decoder, ids))
+def typed_parquet(
+    write: Callable[[TypedColumns], ParquetFile], decoder: TypedDecoder, types: BatchTypes
+) -> tuple[ParquetFile, TypedColumns]:
+    """The file `write` makes with the typed columns. Written in one pass: a file whose later
+    records use schema ids its first batch did not is written again, planned with every id
+    seen (the file's type is fixed when its writer opens)."""
+    columns = TypedColumns(decoder, types)
+    while True:
+        try:
+            return write(columns), columns
+        except NewSchemaIds as more:
+            columns = TypedColumns(decoder, types, more.ids)

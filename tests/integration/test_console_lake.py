@@ -7,6 +7,7 @@ a group's lag in time is read from the same tiered records."""
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -179,3 +180,75 @@ def test_lake_page_lists_the_tiered_files_and_a_spark_snippet(
     assert f'.option("prefix", "{lake.bucket.prefix}")' in snippet
     assert f'.load("{TOPIC}")' in snippet and 'format("tierlog")' in snippet
     compile(snippet, "snippet", "exec")  # ready to paste: valid Python
+
+
+TYPED_TOPIC = "lake-typed"
+TYPED_V1 = {"type": "object", "properties": {"id": {"type": "integer"}, "item": {"type": "string"}}}
+SHIP = {"type": "object", "properties": {"city": {"type": "string"}}}
+TYPED_V2 = {"type": "object", "properties": {**TYPED_V1["properties"], "ship": SHIP}}
+
+
+def _typed_version(stack: ConsoleStack, bucket: ObjectStoreConfig, schema: dict[str, Any]) -> None:
+    """Register `schema` as the subject's latest, produce values of it and tier until the
+    table's columns hold every property of it (one Delta version adds them)."""
+    http = stack.broker.http
+    subject = f"{TYPED_TOPIC}-value"
+    body = {"schema": json.dumps(schema), "schemaType": "JSON"}
+    ok(http.post(f"/schema-registry/subjects/{subject}/versions", json=body))
+    value: dict[str, Any] = {"id": 7, "item": "x" * 200}  # a produce fills a 1 KiB segment
+    if "ship" in schema["properties"]:
+        value["ship"] = {"city": "Oslo"}
+    recs = [{"value": json.dumps(value)} for _ in range(BATCH)]
+    for _ in range(2):  # the second seals the first's segment, for tiering
+        r = http.post(f"/topics/{TYPED_TOPIC}/records", json={"records": recs})
+        assert r.status_code == 200, r.text
+    engine = make_engine(stack.broker.database_url, pool_size=2)
+    worker = TieringWorker(engine, bucket, "lake-typed-worker")
+    want = {"value_typed." + ".".join(p) for p in _paths(schema)}
+    try:
+
+        def typed() -> bool:
+            worker.run_once()
+            doc = http.get(f"/topics/{TYPED_TOPIC}/lake")
+            return doc.status_code == 200 and want <= {c["path"] for c in doc.json()["columns"]}
+
+        wait_for("the typed columns in the table", typed, timeout=90, every=0.2)
+    finally:
+        worker.close()
+        engine.dispose()
+
+
+def _paths(schema: dict[str, Any]) -> list[tuple[str, ...]]:
+    out: list[tuple[str, ...]] = []
+    for name, sub in schema["properties"].items():
+        out.append((name,))
+        out += [(name, *p) for p in _paths(sub)] if "properties" in sub else []
+    return out
+
+
+def test_lake_page_shows_the_schema_with_the_version_that_added_each_column(
+    browser: ConsoleStack, lake: Lake
+) -> None:
+    """Issue 29: a typed table's schema, nested columns included, each with the first table
+    version that has it; the nested property of the schema's second version came later."""
+    http = lake.http
+    configs = {"segment.bytes": 1024, "lake.mode": "value_schema_latest"}
+    r = http.post("/topics", json={"name": TYPED_TOPIC, "partitions": 1, "configs": configs})
+    assert r.status_code == 201, r.text
+    level = {"compatibility": "NONE"}  # a property added to an open content model
+    ok(http.put(f"/schema-registry/config/{TYPED_TOPIC}-value", json=level))
+    _typed_version(browser, lake.bucket, TYPED_V1)
+    _typed_version(browser, lake.bucket, TYPED_V2)
+    api = {c["path"]: c for c in ok(http.get(f"/topics/{TYPED_TOPIC}/lake"))["columns"]}
+    assert api["value_typed.ship.city"]["added_in"] > api["value_typed.id"]["added_in"]
+    browser.visit(f"/lake/{TYPED_TOPIC}", "lake-typed-table")
+    rows = browser.driver.find_elements("css selector", "#lake-columns tbody tr[data-column]")
+    assert [r.get_attribute("data-column") for r in rows] == list(api)
+    for path in ("offset", "value_typed.id", "value_typed.ship", "value_typed.ship.city"):
+        cells = [
+            c.text
+            for c in browser.driver.find_elements(
+                "css selector", f"#lake-columns tr[data-column='{path}'] td"
+            )
+        ]
+        assert cells == [path, api[path]["type"], str(api[path]["added_in"])], path

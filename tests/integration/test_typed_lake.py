@@ -8,10 +8,7 @@ typed value and the reason; a type change under NONE is refused for the table.""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -52,6 +49,8 @@ class Env:
         self.engine = make_engine(broker.database_url, pool_size=2)
         self.worker = TieringWorker(self.engine, s3, "typed-lake-worker")
         self.avro_offsets: list[int] = []
+        self.typed_offsets: dict[str, list[int]] = {}  # JSON Schema's and Protobuf's topics
+        self.spark_rows: dict[int, Any] = {}  # the batch read's (typed, error) by offset
 
     def topic(self, name: str, mode: str = "value_schema_id_prefix", **configs: Any) -> None:
         self.broker.create_topic(name, segment_bytes=1024, lake_mode=mode, **configs)
@@ -211,6 +210,38 @@ def test_the_tierlog_spark_source_reads_typed_columns_cold_and_hot(
     assert got[hot_offsets[1]][0] is None and "magic byte" in got[hot_offsets[1]][1]
     cities = df.where("value_typed.ship.city IS NOT NULL").groupBy("value_typed.ship.city")
     assert [tuple(r) for r in cities.count().collect()] == [("Oslo", 2)]
+    env.spark_rows = got
+
+
+def test_a_stream_of_the_tierlog_source_carries_the_typed_columns(
+    env: Env, spark: SparkSession, tmp_path: Path
+) -> None:
+    """spark.readStream.format("tierlog") over the topic the batch read above checked: the
+    same typed values, cold files and live records alike."""
+    got: dict[int, Any] = {}
+
+    def sink(df: Any, batch_id: int) -> None:
+        for r in df.select("offset", "value_typed", "value_error").collect():
+            typed = r.value_typed.asDict(recursive=True) if r.value_typed else None
+            got[r.offset] = (typed, r.value_error)
+
+    stream = (
+        spark.readStream.format("tierlog")
+        .options(**store_options(env.s3), brokerUrl=env.broker.url)
+        .load("typed-spark")
+    )
+    assert stream.schema["value_typed"].dataType.simpleString() == (
+        "struct<id:bigint,item:string,note:string,ship:struct<city:string>>"
+    )
+    query = (
+        stream.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(180)
+    assert query.exception() is None, query.exception()
+    assert env.spark_rows and {o: got.get(o) for o in env.spark_rows} == env.spark_rows
 
 
 def _table_rows(env: Env, topic: str) -> list[dict[str, Any]]:
@@ -332,23 +363,17 @@ JSON_VERSIONS = [
 ]
 
 
-def test_json_schema_through_three_versions(env: Env) -> None:
-    topic = "typed-json"
-    env.topic(topic)
+def _json_values(env: Env, topic: str) -> list[bytes | None]:
     env.registry.set_compatibility(f"{topic}-value", "NONE")  # open content models
     produced = [
         {"id": 1, "item": "a"},
         {"id": 2, "item": "b", "note": "n2"},
         {"id": 2**40, "item": "c", "ship": {"city": "Oslo"}},
     ]
-    values: list[bytes | None] = [
+    return [
         JSONSerializer(json.dumps(schema), env.registry)(record, _ctx(topic))
         for schema, record in zip(JSON_VERSIONS, produced, strict=True)
     ]
-    rows = env.tier(topic, env.produce(topic, values))
-    assert [r["value"] for r in rows] == values
-    assert [r["value_typed"] for r in rows] == EXPECTED
-    assert [r["value_error"] for r in rows] == [None] * 3
 
 
 PROTO_VERSIONS = [
@@ -359,37 +384,131 @@ PROTO_VERSIONS = [
     " message Order { int64 id = 1; string item = 2; string note = 3; Ship ship = 4; }"
     " message Ship { string city = 1; }",
 ]
+# proto3 strings without presence hold "" when unset: that is what was produced
+PROTO_EXPECTED = [*EXPECTED[:2], {**EXPECTED[2], "note": ""}]
 
 
-def test_protobuf_through_three_versions(env: Env) -> None:
-    topic = "typed-proto"
-    env.topic(topic)
+def _proto_values(env: Env, topic: str) -> list[bytes | None]:
     values: list[bytes | None] = []
     for text, record in zip(PROTO_VERSIONS, PRODUCED, strict=True):
-        cls = getattr(kinds()["PROTOBUF"].parse(text, {}), "message_class")([0])  # noqa: B009
-        message = cls(id=record["id"], item=record["item"])
-        if record.get("note"):
-            message.note = record["note"]
-        if record.get("ship"):
-            message.ship.city = record["ship"]["city"]
-        serialize = ProtobufSerializer(cls, env.registry, {"use.deprecated.format": False})
-        values.append(serialize(message, _ctx(topic)))
-    rows = env.tier(topic, env.produce(topic, values))
-    assert [r["value"] for r in rows] == values
-    # proto3 strings without presence hold "" when unset: that is what was produced
-    assert [r["value_typed"] for r in rows] == [
-        {"id": 1, "item": "a", "note": None, "ship": None},
-        {"id": 2, "item": "b", "note": "n2", "ship": None},
-        {"id": 2**40, "item": "c", "note": "", "ship": {"city": "Oslo"}},
-    ]
+        values.append(_proto(env, topic, text, record))
+    return values
 
 
-def test_the_readme_example_runs_as_written(env: Env) -> None:
-    """The README's "Typed lake tables" example (docs/lake-tables.md points to it), with
-    this module's broker, registry and S3 in dev's variables, and a tiering worker running."""
+def _proto(env: Env, topic: str, text: str, record: dict[str, Any]) -> bytes:
+    cls = getattr(kinds()["PROTOBUF"].parse(text, {}), "message_class")([0])  # noqa: B009
+    message = cls(**{k: v for k, v in record.items() if k in ("id", "item")})
+    if record.get("note"):
+        message.note = record["note"]
+    if record.get("ship"):
+        message.ship.city = record["ship"]["city"]
+    serialize = ProtobufSerializer(cls, env.registry, {"use.deprecated.format": False})
+    return bytes(serialize(message, _ctx(topic)))
+
+
+# Per format: its topic, its three versions' values, the typed values expected, and a
+# poisoned value (v1's schema id, then a body v1 does not describe) with its error.
+FORMATS = {
+    "json": ("typed-json", _json_values, EXPECTED, lambda v1: v1[:5] + b"{oops", "not JSON"),
+    "protobuf": (
+        "typed-proto",
+        _proto_values,
+        PROTO_EXPECTED,
+        lambda v1: v1[:6] + b"\x0a\xff",  # the index [0], then a field longer than the body
+        "does not decode",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", list(FORMATS))
+def test_json_schema_and_protobuf_through_three_versions_with_a_poisoned_record(
+    env: Env, kind: str
+) -> None:
+    topic, make, expected, poison, why = FORMATS[kind]
+    env.topic(topic)
+    values = make(env, topic)
+    assert values[0] is not None
+    values.insert(2, poison(values[0]))  # mid-batch
+    offsets = env.produce(topic, values[:1])  # v1 in a file of its own (merged later)
+    env.tier(topic, offsets)
+    offsets += env.produce(topic, values[1:])
+    rows = env.tier(topic, offsets)
+    assert [r["value"] for r in rows] == values  # replay is byte-exact
+    assert [r["value_typed"] for r in rows] == [*expected[:2], None, expected[2]]
+    errors = [r["value_error"] for r in rows]
+    assert errors[:2] == [None, None] and errors[3] is None
+    assert why in errors[2]
+    assert _untyped(topic, "decode") == 1
+    env.typed_offsets[topic] = offsets
+
+
+def test_json_schema_and_protobuf_merged_files_and_hot_tail(env: Env, spark: SparkSession) -> None:
+    """Compaction merges a file of v1 with one of v2, v3 and the poisoned record into the
+    table's latest schema; records not tiered yet are typed the same through includeHot."""
+    uri = {t: table_uri(env.s3, t) for t, *_ in FORMATS.values()}
+    options = env.s3.storage_options()
+    before = {t: len(DeltaTable(u, storage_options=options).file_uris()) for t, u in uri.items()}
+    settings = Settings(min_grace_ms=0, target_file_bytes=1 << 20, merge_min_files=2)
+    worker = CompactionWorker(env.engine, env.s3, "typed-compaction-formats", settings)
+    try:
+        worker.run_once()
+    finally:
+        worker.close()
+    for topic, _, expected, _, why in FORMATS.values():
+        assert len(DeltaTable(uri[topic], storage_options=options).file_uris()) < before[topic]
+        rows = env.tier(topic, env.typed_offsets[topic])
+        assert [r["value_typed"] for r in rows] == [*expected[:2], None, expected[2]]
+        assert why in rows[2]["value_error"]
+        hot = [r["value"] for r in rows]
+        hot_offsets = env.produce(topic, [hot[3], hot[0]])  # v3, v1: not tiered
+        df = (
+            spark.read.format("tierlog")
+            .options(**store_options(env.s3), brokerUrl=env.broker.url, includeHot="true")
+            .load(topic)
+            .where(f"offset >= {hot_offsets[0]}")
+        )
+        got = {r.offset: r.value_typed.asDict(recursive=True) for r in df.collect()}
+        assert got == dict(zip(hot_offsets, [expected[2], expected[0]], strict=True))
+
+
+@pytest.mark.parametrize("kind", list(FORMATS))
+def test_a_type_change_under_none_in_json_schema_and_protobuf(env: Env, kind: str) -> None:
+    topic = f"typed-none-{kind}"
+    env.topic(topic)
+    env.registry.set_compatibility(f"{topic}-value", "NONE")
+    if kind == "json":
+        as_string = {**JSON_V1, "properties": {**JSON_V1["properties"], "id": {"type": "string"}}}
+        first = JSONSerializer(json.dumps(JSON_V1), env.registry)(
+            {"id": 5, "item": "x"}, _ctx(topic)
+        )
+        second = JSONSerializer(json.dumps(as_string), env.registry)(
+            {"id": "six", "item": "y"}, _ctx(topic)
+        )
+    else:
+        text = PROTO_VERSIONS[0].replace("int32 id", "string id")
+        first = _proto(env, topic, PROTO_VERSIONS[0], {"id": 5, "item": "x"})
+        second = _proto(env, topic, text, {"id": "six", "item": "y"})
+    env.tier(topic, env.produce(topic, [first]))  # the table's id column is now a long
+    rows = env.tier(topic, env.produce(topic, [first, second]))
+    assert rows[0]["value_typed"] == {"id": 5, "item": "x"} and rows[1]["value_typed"] is None
+    assert "id is string in this schema but int64 in the table" in rows[1]["value_error"]
+    assert rows[1]["value"] == second
+    assert _untyped(topic, "type_conflict") == 1
+    assert env.schema(topic).field("value_typed").type.field("id").type == pa.int64()
+
+
+def test_the_readme_example_runs_as_written(
+    env: Env, spark: SparkSession, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """The README's "Typed lake tables" example (docs/lake-tables.md points to it): its polars
+    block, then its Spark block (whose tierlog_session() is this module's session), run in
+    this process with this module's broker, registry and S3 in dev's variables, and a
+    tiering worker running."""
     text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    block = re.search(r"## Typed lake tables.*?```python\n(.*?)```", text, re.S)
-    assert block is not None
+    section = text[text.index("## Typed lake tables") :]
+    section = section[: section.index("\n## ", 1)]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 2 and 'format("tierlog")' in blocks[1]
     s3 = env.s3
     variables = {
         "TIERLOG_URL": env.broker.url,
@@ -401,26 +520,26 @@ def test_the_readme_example_runs_as_written(env: Env) -> None:
         "AWS_SECRET_ACCESS_KEY": s3.secret_access_key or "",
         "AWS_REGION": s3.region,
     }
+    for k, v in variables.items():
+        monkeypatch.setenv(k, v)
     worker = TieringWorker(env.engine, s3, "typed-lake-docs")
     stop = threading.Event()
     loop = threading.Thread(target=worker.run_forever, args=(200, stop), daemon=True)
     loop.start()
+    namespace: dict[str, Any] = {}
     try:
-        run = subprocess.run(
-            [sys.executable, "-c", block.group(1)],
-            capture_output=True,
-            text=True,
-            timeout=180,
-            env={**os.environ, **variables},
-        )
+        for block in blocks:
+            exec(compile(block, "README.md", "exec"), namespace)  # the README, as written
     finally:
         stop.set()
         loop.join(timeout=60)
         worker.close()
-    assert run.returncode == 0, run.stderr[-3000:]
-    # amounts are the ids: per city, the sum of the ids i < 300 with i % 3 == its index
+    assert namespace["spark"] is spark
+    out = capsys.readouterr().out
+    # amounts are the ids: per city, the sum of the ids i < 300 with i % 3 == its index; once
+    # in polars' table, once in Spark's
     for city, total in (("Lima", 14950.0), ("Oslo", 14850.0), ("Pune", 15050.0)):
-        assert re.search(rf"{city}\W+{total}", run.stdout), run.stdout
+        assert len(re.findall(rf"{city}\W+{total}", out)) == 2, out
 
 
 def test_value_schema_latest_parses_plain_json_with_the_subjects_latest_schema(

@@ -110,3 +110,19 @@ def test_json_values_decode_and_bad_ones_are_refused() -> None:
     assert wire.decode(schema, b'{"a": [1, 2]}').value == {"a": [1, 2]}
     with pytest.raises(wire.WireFormatError, match="not JSON"):
         wire.decode(schema, b'{"a": ')
+
+
+def test_prefix_ids_names_the_id_of_framed_values_only() -> None:
+    import pyarrow as pa
+
+    values = [
+        wire.frame(7, b"x"),
+        None,
+        b"\x00\x00\x00",
+        b"\x01\x00\x00\x00\x07",
+        wire.frame(2**31, b""),
+    ]
+    for array in (pa.array(values, pa.binary()), pa.array(values, pa.large_binary())):
+        assert wire.prefix_ids(array).tolist() == [7, -1, -1, -1, 2**31]
+        assert wire.prefix_ids(array.slice(3)).tolist() == [-1, 2**31]
+    assert wire.prefix_ids(pa.array([None, b""], pa.binary())).tolist() == [-1, -1]

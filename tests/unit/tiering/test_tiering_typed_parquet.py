@@ -1,0 +1,88 @@
+"""tiering/typed_columns.py's one-pass writing: a file is planned with its first batch's
+schema ids, and written again with every id when a later batch brings one it lacks."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import fastavro
+import pyarrow.parquet as pq
+
+from coldstore.parquet_writer import EXTRA_BATCH_ROWS, write_parquet
+from logformat.frame import encode_frame
+from logformat.records import build_batch
+from schemaformat.base import ParsedSchema
+from schemaformat.kinds import kinds
+from schemaformat.typed_decode import ID_PREFIX, TypedDecoder
+from schemaformat.wire import frame
+from tiering.typed_columns import BatchTypes, TypedColumns, typed_parquet
+
+V1 = {"type": "record", "name": "R", "fields": [{"name": "n", "type": "long"}]}
+V2 = {
+    "type": "record",
+    "name": "R",
+    "fields": [{"name": "n", "type": "long"}, {"name": "s", "type": ["null", "string"]}],
+}
+
+
+class Lookup:
+    def __init__(self) -> None:
+        self.schemas = {i: kinds()["AVRO"].parse(json.dumps(d), {}) for i, d in ((1, V1), (2, V2))}
+
+    def schema(self, schema_id: int) -> ParsedSchema:
+        return self.schemas[schema_id]
+
+    def latest_id(self) -> int | None:
+        return 2
+
+
+def _value(i: int, late: int) -> tuple[bytes, dict[str, Any]]:
+    doc, row = (V2, {"n": i, "s": f"s{i}"}) if i >= late else (V1, {"n": i})
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(doc), row)
+    return frame(2 if i >= late else 1, out.getvalue()), row
+
+
+def _segment(records: int, late: int) -> tuple[bytes, list[dict[str, Any]]]:
+    frames, rows = [], []
+    for base in range(0, records, 1000):
+        pairs = [_value(i, late) for i in range(base, min(base + 1000, records))]
+        rows += [r for _, r in pairs]
+        batch = build_batch(
+            [None] * len(pairs), [v for v, _ in pairs], [None] * len(pairs), [None] * len(pairs), 0
+        )
+        frames.append(bytes(encode_frame(batch, base_offset=base, compression="zstd")))
+    return b"".join(frames), rows
+
+
+def _write(segment: bytes, tmp: Any) -> tuple[Any, TypedColumns, list[set[int] | None]]:
+    attempts: list[set[int] | None] = []
+
+    def write(columns: TypedColumns) -> Any:
+        attempts.append(columns.planned)
+        return write_parquet(segment, tmp / "f.parquet", extra=columns)
+
+    parquet, columns = typed_parquet(write, TypedDecoder(ID_PREFIX, Lookup()), BatchTypes(None))
+    return parquet, columns, attempts
+
+
+def test_a_schema_id_first_seen_after_the_first_batch_writes_the_file_again(tmp_path: Any) -> None:
+    late = EXTRA_BATCH_ROWS + 1000  # the second batch of the writer brings schema id 2
+    segment, rows = _segment(late + 2000, late)
+    parquet, columns, attempts = _write(segment, tmp_path)
+    assert attempts == [None, {1, 2}]
+    assert columns.planned == {1, 2} and not columns.reasons
+    table = pq.read_table(parquet.output)
+    assert table.num_rows == len(rows)
+    assert table.column("value_error").null_count == len(rows)
+    want = [{"n": r["n"], "s": r.get("s")} for r in rows]
+    assert table.column("value_typed").to_pylist() == want
+
+
+def test_a_file_of_one_schema_id_is_written_once(tmp_path: Any) -> None:
+    segment, rows = _segment(3000, 10**9)
+    parquet, columns, attempts = _write(segment, tmp_path)
+    assert attempts == [None] and columns.planned == {1}
+    assert pq.read_table(parquet.output).column("value_typed").to_pylist() == rows
