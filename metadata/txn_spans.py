@@ -69,6 +69,13 @@ class Closed(NamedTuple):
     marker_offset: int
 
 
+def single_statement(engine: Engine) -> Connection:
+    """A connection whose statements commit each on its own (autocommit): one round trip for
+    a write that is one statement, where a transaction adds BEGIN and COMMIT (and a read's
+    ROLLBACK) on the transaction path's every call."""
+    return engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+
+
 def _put_spans(conn: Connection, rows: Iterable[tuple[str, int, Span]]) -> None:
     """Spans at their first offsets, in one statement, each replacing one left there by a
     leader whose records at that offset were truncated (written after the new leader
@@ -131,6 +138,10 @@ class TxnSpans:
             (c.topic, c.partition, Span(c.marker_offset, c.marker_offset, c.producer_id, "marker"))
             for c in closed
         ]
+        if not closed:  # a produce's spans: one statement
+            with single_statement(self.engine) as conn:
+                _put_spans(conn, rows)
+            return
         with self.engine.begin() as conn:
             _close(conn, closed, commit=True)
             _close(conn, closed, commit=False)
