@@ -24,6 +24,7 @@ from metadata.transactions import (
     TxnRepo,
     kafka_transactions,
 )
+from metadata.txn_spans import Closed, NewSpans
 
 
 def _init(repo: TxnRepo, tid: str, ids: Iterator[int]) -> tuple[int, int]:
@@ -67,11 +68,37 @@ def test_each_step_every_transaction_takes_is_one_statement(db_engine: Engine) -
         assert prepared is not None and prepared.partitions == (("a", 0), ("a", 1))
         with _statements(db_engine) as finished:
             repo.finish(prepared)
+        with _statements(db_engine) as closed:
+            repo.write_spans([], [Closed("a", 0, pid, commit, 40 + commit)])
         for step in (added, checked, recorded, ended, finished):
             assert len(step) == 1 and step[0][1], step
-        repo.close_spans("a", 0, pid, commit, 40)
+        assert len(closed) == (1 if commit else 2) and closed[0][1] is commit  # aborts: rare
     row = repo.get("hot")
     assert row is not None and row.state == "CompleteAbort" and row.partitions == ()
+    assert repo.spans("a", 0) == [
+        Span(10, 19, pid, "aborted"),  # the second transaction's (the first's committed)
+        Span(30, 39, pid, "aborted"),
+        Span(40, 40, pid, "marker"),
+        Span(41, 41, pid, "marker"),
+    ]
+
+
+def test_a_commit_closes_its_spans_and_writes_the_others_in_one_statement(
+    db_engine: Engine,
+) -> None:
+    """A commit's marker, another producer's new span, and a stale ongoing span at the
+    marker's offset (left by a leader whose records there were truncated) in one call: the
+    producer's spans become data, the stale one becomes the marker, the new one stays."""
+    repo = TxnRepo(db_engine)
+    repo.add_spans("c", 0, [Span(0, 4, 1, "ongoing"), Span(9, 9, 1, "ongoing")])
+    repo.add_spans("c", 1, [Span(0, 2, 1, "ongoing")])
+    with _statements(db_engine) as seen:
+        repo.write_spans(
+            [NewSpans("c", 0, (Span(5, 8, 2, "ongoing"),))], [Closed("c", 0, 1, True, 9)]
+        )
+    assert len(seen) == 1 and seen[0][1]
+    assert repo.spans("c", 0) == [Span(5, 8, 2, "ongoing"), Span(9, 9, 1, "marker")]
+    assert repo.spans("c", 1) == [Span(0, 2, 1, "ongoing")]  # another partition's: kept
 
 
 def _waiting_on_a_lock(engine: Engine) -> bool:
