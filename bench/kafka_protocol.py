@@ -304,7 +304,11 @@ def run(args: argparse.Namespace, tmp: Path, db: str) -> list[Row]:
         if not args.txn_only:
             rows += produce_rows(one, args.records, args.clients)
             rows += consume_rows(one, args.consume)
-        meter = kafka_txn.Meter(functools.partial(_cpu, one.pids), one.idle)
+        meter = kafka_txn.Meter(
+            functools.partial(_cpu, one.pids),
+            one.idle,
+            functools.partial(idle_rate, one.pids, args.idle_seconds),
+        )
         args.txn = kafka_txn.run(
             one.bootstrap, one.create, args.txn_records, args.txn_repeats, args.txn_rounds, meter
         )

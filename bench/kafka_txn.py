@@ -46,7 +46,7 @@ class Round(NamedTuple):
     case: str
     records: int
     seconds: float
-    broker_cpu_s: float  # the brokers' CPU seconds beyond idle while the clock ran
+    broker_cpu_s: float  # the brokers' CPU seconds while the clock ran (idle's taken off)
     client_cpu_s: float  # this process's (the producer runs in it)
 
     @property
@@ -81,10 +81,13 @@ def _rate(r: Round) -> float:
 
 
 class Meter(NamedTuple):
-    """The brokers' CPU seconds so far, and their CPU seconds per second when idle."""
+    """The brokers' CPU seconds so far, their CPU seconds per second when idle (measured
+    before the rounds), and a measure of it again (after them: the rounds' topics add to
+    the brokers' background work; the mean of the two is taken off each round)."""
 
     broker_cpu: Callable[[], float]
     idle: float
+    idle_now: Callable[[], float]
 
 
 def _own_cpu() -> float:
@@ -148,8 +151,7 @@ def _round(bootstrap: str, topic: str, values: list[bytes], case: str, meter: Me
     _produce(p, topic, values[:100], case)  # warm: connections, metadata
     cpu, own = meter.broker_cpu(), _own_cpu()
     seconds = _produce(p, topic, values, case)
-    broker = max(0.0, meter.broker_cpu() - cpu - meter.idle * seconds)
-    r = Round(case, len(values), seconds, broker, _own_cpu() - own)
+    r = Round(case, len(values), seconds, meter.broker_cpu() - cpu, _own_cpu() - own)
     committed = values[:100] + values
     if txn:  # aborted records between committed ones: read_committed must skip them
         _transaction(p, topic, _values(500, b"aborted"), 0, commit=False)
@@ -257,9 +259,11 @@ def run(
             topic = f"txn-{k}-{i}"
             create(topic)
             out.append(_round(bootstrap, topic, values, case, meter))
+    idle = (meter.idle + meter.idle_now()) / 2
+    out = [r._replace(broker_cpu_s=max(0.0, r.broker_cpu_s - idle * r.seconds)) for r in out]
     create("txn-latency")
     latency = _latency(bootstrap, "txn-latency", rounds)
-    return TxnFigures(out, latency, (load, os.getloadavg()), meter.idle)
+    return TxnFigures(out, latency, (load, os.getloadavg()), idle)
 
 
 def print_figures(setup: str, f: TxnFigures) -> None:
