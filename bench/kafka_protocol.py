@@ -20,7 +20,8 @@ keyed ~100 B JSON records (4 partitions; a topic per case):
 Checks: each topic's log holds exactly the records sent; each reader got each offset of its
 span once, in order; the Kafka consumer got the same value bytes as HTTP reads there.
 Also transactions (bench/kafka_txn.py, 1 broker): one producer with transactions of 1,000
-records against the same producer idempotent, and commit -> read_committed latency.
+records against the same producer idempotent, in interleaved rounds with the broker's CPU
+per record beside the wall clock, and commit -> read_committed latency.
 Also, the Kafka listener without a client library: pre-encoded Produce requests sent as
 the HTTP baseline sends its bodies (bench/pre_encoded.py), and bare Fetch requests read as
 the HTTP baseline reads (bench/kafka_fetch.py).
@@ -303,7 +304,14 @@ def run(args: argparse.Namespace, tmp: Path, db: str) -> list[Row]:
         if not args.txn_only:
             rows += produce_rows(one, args.records, args.clients)
             rows += consume_rows(one, args.consume)
-        args.txn = kafka_txn.run(one.bootstrap, one.create, args.txn_records, args.txn_rounds)
+        meter = kafka_txn.Meter(
+            functools.partial(_cpu, one.pids),
+            one.idle,
+            functools.partial(idle_rate, one.pids, args.idle_seconds),
+        )
+        args.txn = kafka_txn.run(
+            one.bootstrap, one.create, args.txn_records, args.txn_repeats, args.txn_rounds, meter
+        )
     finally:
         broker.stop()
     if args.no_cluster or args.txn_only:
@@ -337,15 +345,18 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--clients", type=int, default=2, help="Kafka producer processes")
     parser.add_argument("--consume", type=int, default=400_000, help="records to read")
     parser.add_argument("--no-cluster", action="store_true", help="one broker only")
-    parser.add_argument("--txn-records", type=int, default=200_000, help="transactional case")
+    parser.add_argument("--txn-records", type=int, default=100_000, help="transactional case")
     parser.add_argument("--txn-rounds", type=int, default=200, help="latency transactions")
+    parser.add_argument(
+        "--txn-repeats", type=int, default=3, help="interleaved rounds of each transactional case"
+    )
     parser.add_argument("--txn-only", action="store_true", help="the transactional case only")
     parser.add_argument("--smoke", action="store_true", help="seconds-long run, tiny sizes")
     args = parser.parse_args()
     args.idle_seconds = 3.0
     if args.smoke:
         args.records, args.clients, args.consume, args.idle_seconds = 4_000, 1, 2_000, 0.1
-        args.txn_records, args.txn_rounds = 3_000, 5
+        args.txn_records, args.txn_rounds, args.txn_repeats = 3_000, 5, 1
         args.no_cluster = True  # the suite's time: the cluster's cases run the same code
     return args
 

@@ -69,10 +69,23 @@ class Closed(NamedTuple):
     marker_offset: int
 
 
-def _put_spans(conn: Connection, rows: Iterable[tuple[str, int, Span]]) -> None:
+def single_statement(engine: Engine) -> Connection:
+    """A connection whose statements commit each on its own (autocommit): one round trip for
+    a write that is one statement, where a transaction adds BEGIN and COMMIT (and a read's
+    ROLLBACK) on the transaction path's every call."""
+    return engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+
+
+def _put_spans(
+    conn: Connection, rows: Iterable[tuple[str, int, Span]], commits: Iterable[Closed] = ()
+) -> None:
     """Spans at their first offsets, in one statement, each replacing one left there by a
     leader whose records at that offset were truncated (written after the new leader
-    dropped its spans)."""
+    dropped its spans). In the same statement, `commits` (markers of committed
+    transactions) make their producers' ongoing spans ordinary data: the rows it deletes
+    are never ones it writes (Postgres leaves undefined a row changed twice in a statement),
+    and one at an offset written here is replaced instead, as a delete and then a write
+    would leave it."""
     values = {
         (topic, partition, span.first_offset): {"topic": topic, "partition": partition}
         | span._asdict()
@@ -81,6 +94,15 @@ def _put_spans(conn: Connection, rows: Iterable[tuple[str, int, Span]]) -> None:
     if not values:
         return
     stmt = pg_insert(kafka_txn_spans).values(list(values.values()))
+    ended = [(c.topic, c.partition, c.producer_id) for c in commits]
+    if ended:
+        s = kafka_txn_spans.c
+        closing = delete(kafka_txn_spans).where(
+            s.kind == "ongoing",
+            tuple_(s.topic, s.partition, s.producer_id).in_(ended),
+            tuple_(s.topic, s.partition, s.first_offset).not_in(list(values)),
+        )
+        stmt = stmt.add_cte(closing.cte("closing"))
     keys = ("last_offset", "producer_id", "kind")
     conn.execute(
         stmt.on_conflict_do_update(
@@ -121,16 +143,21 @@ class TxnSpans:
         self.write_spans([], [Closed(topic, partition, pid, commit, marker_offset)])
 
     def write_spans(self, new: Iterable[NewSpans], closed: Iterable[Closed]) -> None:
-        """Many partitions' span changes in one Postgres transaction of at most three
-        statements (the leader gathers what its partitions ask at once: txn_log.py). The
-        closings go first; a partition's new spans never follow its own marker in one call
-        (the leader writes a marker only once the spans before it are recorded)."""
+        """Many partitions' span changes at once (the leader gathers what its partitions ask
+        at once: txn_log.py): one statement, or with aborts among the closings one Postgres
+        transaction of at most three. The closings go first; a partition's new spans never
+        follow its own marker in one call (the leader writes a marker only once the spans
+        before it are recorded)."""
         closed = list(closed)
         rows = [(n.topic, n.partition, span) for n in new for span in n.spans]
         rows += [
             (c.topic, c.partition, Span(c.marker_offset, c.marker_offset, c.producer_id, "marker"))
             for c in closed
         ]
+        if all(c.commit for c in closed):  # commits' markers (and new spans): one statement
+            with single_statement(self.engine) as conn:
+                _put_spans(conn, rows, closed)
+            return
         with self.engine.begin() as conn:
             _close(conn, closed, commit=True)
             _close(conn, closed, commit=False)

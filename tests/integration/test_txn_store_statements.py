@@ -1,0 +1,167 @@
+"""The transaction store's hot path in statements (metadata/transactions.py): the steps every
+transaction takes are one statement each, committed on its own (no BEGIN, SELECT ... FOR
+UPDATE, COMMIT round trips), and such a statement still serializes with a concurrent
+state change of the row as the locked path does."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import event, text, update
+from sqlalchemy.engine import Engine
+
+from metadata.transactions import (
+    COMPLETE_COMMIT,
+    PREPARE_COMMIT,
+    Initialized,
+    Span,
+    TxnError,
+    TxnRepo,
+    kafka_transactions,
+)
+from metadata.txn_spans import Closed, NewSpans
+
+
+def _init(repo: TxnRepo, tid: str, ids: Iterator[int]) -> tuple[int, int]:
+    got = repo.init(tid, 60_000, lambda: next(ids))
+    assert isinstance(got, Initialized)
+    return got.producer_id, got.producer_epoch
+
+
+@contextmanager
+def _statements(engine: Engine) -> Iterator[list[tuple[str, bool]]]:
+    """(verb, autocommit) of every statement the engine sends in the block: an autocommitted
+    one is a single round trip (psycopg sends no BEGIN and no COMMIT for it)."""
+    seen: list[tuple[str, bool]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        seen.append((statement.split(None, 1)[0].upper(), bool(cursor.connection.autocommit)))
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+def test_each_step_every_transaction_takes_is_one_statement(db_engine: Engine) -> None:
+    repo, ids = TxnRepo(db_engine), itertools.count(7)
+    pid, epoch = _init(repo, "hot", ids)
+    for commit in (True, False):  # two transactions: the second starts from a completed one
+        with _statements(db_engine) as added:
+            assert repo.add_partitions("hot", pid, epoch, [("a", 0), ("a", 1), ("a", 0)]) == (
+                ("a", 0),
+                ("a", 1),
+            )
+        with _statements(db_engine) as checked:
+            rows = repo.by_producers([pid])
+        assert rows[pid].partitions == (("a", 0), ("a", 1))
+        with _statements(db_engine) as recorded:
+            repo.add_spans("a", 0, [Span(10, 19, pid, "ongoing"), Span(30, 39, pid, "ongoing")])
+        with _statements(db_engine) as ended:
+            prepared = repo.end("hot", pid, epoch, commit)
+        assert prepared is not None and prepared.partitions == (("a", 0), ("a", 1))
+        with _statements(db_engine) as finished:
+            repo.finish(prepared)
+        with _statements(db_engine) as closed:
+            repo.write_spans([], [Closed("a", 0, pid, commit, 40 + commit)])
+        for step in (added, checked, recorded, ended, finished):
+            assert len(step) == 1 and step[0][1], step
+        assert len(closed) == (1 if commit else 2) and closed[0][1] is commit  # aborts: rare
+    row = repo.get("hot")
+    assert row is not None and row.state == "CompleteAbort" and row.partitions == ()
+    assert repo.spans("a", 0) == [
+        Span(10, 19, pid, "aborted"),  # the second transaction's (the first's committed)
+        Span(30, 39, pid, "aborted"),
+        Span(40, 40, pid, "marker"),
+        Span(41, 41, pid, "marker"),
+    ]
+
+
+def test_a_commit_closes_its_spans_and_writes_the_others_in_one_statement(
+    db_engine: Engine,
+) -> None:
+    """A commit's marker, another producer's new span, and a stale ongoing span at the
+    marker's offset (left by a leader whose records there were truncated) in one call: the
+    producer's spans become data, the stale one becomes the marker, the new one stays."""
+    repo = TxnRepo(db_engine)
+    repo.add_spans("c", 0, [Span(0, 4, 1, "ongoing"), Span(9, 9, 1, "ongoing")])
+    repo.add_spans("c", 1, [Span(0, 2, 1, "ongoing")])
+    with _statements(db_engine) as seen:
+        repo.write_spans(
+            [NewSpans("c", 0, (Span(5, 8, 2, "ongoing"),))], [Closed("c", 0, 1, True, 9)]
+        )
+    assert len(seen) == 1 and seen[0][1]
+    assert repo.spans("c", 0) == [Span(5, 8, 2, "ongoing"), Span(9, 9, 1, "marker")]
+    assert repo.spans("c", 1) == [Span(0, 2, 1, "ongoing")]  # another partition's: kept
+
+
+def _waiting_on_a_lock(engine: Engine) -> bool:
+    with engine.connect() as conn:
+        return bool(
+            conn.execute(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND datname = current_database()"
+                )
+            ).scalar()
+        )
+
+
+def test_a_one_statement_step_waits_for_a_concurrent_change_and_sees_it(
+    db_engine: Engine,
+) -> None:
+    """Another broker fences the producer (InitProducerId: the epoch bumped under the row
+    lock) while EndTxn runs here: EndTxn waits for the lock, then finds itself fenced, as
+    on the locked path; it never prepares a commit for an epoch that is gone."""
+    repo, ids = TxnRepo(db_engine), itertools.count(50)
+    pid, epoch = _init(repo, "race", ids)
+    repo.add_partitions("race", pid, epoch, [("r", 0)])
+    outcome: list[object] = []
+    t = kafka_transactions.c
+    with db_engine.begin() as other:
+        other.execute(
+            update(kafka_transactions)
+            .where(t.transactional_id == "race")
+            .values(producer_epoch=epoch + 1, state="Empty")
+        )
+
+        def end() -> None:
+            try:
+                outcome.append(repo.end("race", pid, epoch, True))
+            except TxnError as exc:
+                outcome.append(exc.kafka_name)
+
+        ender = threading.Thread(target=end, daemon=True)
+        ender.start()
+        deadline = time.monotonic() + 30
+        while not _waiting_on_a_lock(db_engine):
+            assert time.monotonic() < deadline, "EndTxn never waited for the row lock"
+            assert ender.is_alive(), f"EndTxn did not wait for the row lock: {outcome}"
+            time.sleep(0.01)
+    ender.join(30)
+    assert outcome == ["PRODUCER_FENCED"]
+    row = repo.get("race")
+    assert row is not None and (row.producer_epoch, row.state) == (epoch + 1, "Empty")
+
+
+def test_finish_leaves_a_row_another_broker_moved_on(db_engine: Engine) -> None:
+    """finish() of a completion that lost a race (the row already completed and a new
+    transaction began on it) changes nothing."""
+    repo, ids = TxnRepo(db_engine), itertools.count(90)
+    pid, epoch = _init(repo, "late", ids)
+    repo.add_partitions("late", pid, epoch, [("l", 0)])
+    prepared = repo.end("late", pid, epoch, True)
+    assert prepared is not None and prepared.state == PREPARE_COMMIT
+    repo.finish(prepared)
+    done = repo.get("late")
+    assert done is not None and done.state == COMPLETE_COMMIT
+    repo.add_partitions("late", pid, epoch, [("l", 1)])  # the next transaction
+    repo.finish(prepared)  # the same completion again, late
+    row = repo.get("late")
+    assert row is not None and row.state == "Ongoing" and row.partitions == (("l", 1),)
