@@ -173,9 +173,12 @@ def test_exactly_once_count_across_kill_9_of_the_coordinator(
     transactional id. Killed mid-stream, the survivors name one of themselves; the
     application's transaction under way moves there (its state is in Postgres) or times
     out and is aborted, and it counts on; the killed broker restarts. No count is lost or
-    doubled, and the application never stops (librdkafka asks FindCoordinator again every
-    second or so: answered by whichever broker it asked, its coordinator moved at random,
-    and an AddPartitionsToTxn answered from a stale memory failed its transaction fatally)."""
+    doubled, and the application never stops. It stopped three ways before: librdkafka asks
+    FindCoordinator again every second or so, and answered by whichever broker it asked, its
+    coordinator moved at random; an AddPartitionsToTxn answered from a stale memory failed
+    its transaction fatally; and with the killed broker dropped from Metadata at once,
+    librdkafka never looked up again the group coordinator it had cached there, so
+    send_offsets_to_transaction (no timeout, from quixstreams) waited for good."""
     c, repo = cluster
     words, counts = f"words-{uuid.uuid4().hex[:6]}", f"counts-{uuid.uuid4().hex[:6]}"
     for topic in (words, counts):
