@@ -246,6 +246,18 @@ class TxnRepo(TxnSpans):
             )
             return Initialized(pid, epoch)
 
+    def has_partitions(
+        self, tid: str, pid: int, epoch: int, parts: Iterable[tuple[str, int]]
+    ) -> bool:
+        """Whether producer (pid, epoch)'s transaction under way has all of `parts` already:
+        a read, without the row lock or a write (an AddPartitionsToTxn repeat)."""
+        row = self.get(tid)
+        return (
+            row is not None
+            and (row.producer_id, row.producer_epoch, row.state) == (pid, epoch, ONGOING)
+            and set(parts) <= set(row.partitions)
+        )
+
     def add_partitions(
         self, tid: str, pid: int, epoch: int, parts: Iterable[tuple[str, int]]
     ) -> tuple[tuple[str, int], ...]:

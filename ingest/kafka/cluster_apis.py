@@ -4,7 +4,7 @@ cache."""
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
@@ -28,8 +28,10 @@ from ingest.kafka.context import KafkaContext
 from ingest.kafka.protocol import SUPPORTED, build, kafka_error, nested
 from logformat.errors import TierlogError
 from metadata.acl import CLUSTER_NAME
+from metadata.types import BrokerRegistration
 
 NO_THROTTLE = timedelta(0)
+SESSION_GRACE = timedelta(seconds=9)  # Kafka's broker.session.timeout.ms default
 NOT_ASKED = -2147483648  # authorized operations the client did not ask for
 
 
@@ -117,13 +119,24 @@ async def _one_topic(
     return _topic(response_cls, name, KafkaError.none, view, parts)
 
 
+def _listed(reg: BrokerRegistration, now: datetime) -> bool:
+    """Live, or dead for less than Kafka's session timeout. Kafka lists a killed broker
+    until its session ends (broker.session.timeout.ms, 9 s by default); librdkafka needs that
+    window: it drops a broker Metadata no longer lists, and a coordinator it had cached on
+    that broker is then never looked up again (librdkafka issue 5511: a transactional
+    producer's send_offsets_to_transaction hung for good when our brokers dropped the
+    killed group coordinator within a second). No partition is led by it meanwhile."""
+    return reg.alive or reg.lease_expires_at > now - SESSION_GRACE
+
+
 def _brokers(ctx: KafkaContext, cls: type[E], fenced_too: bool = False) -> tuple[E, ...]:
-    """The live brokers with their Kafka address (and the dead ones, marked fenced, when
-    asked: DescribeCluster v2)."""
+    """The brokers with their Kafka address, live or just dead (_listed; every dead one,
+    marked fenced, when asked: DescribeCluster v2)."""
     out = []
+    now = datetime.now(UTC)
     for broker_id, reg in sorted(ctx.services.metadata.brokers.items()):
         address = ctx.kafka_address(broker_id)
-        if address is not None and (reg.alive or fenced_too):
+        if address is not None and (fenced_too or _listed(reg, now)):
             host, port = address
             out.append(
                 build(

@@ -3,11 +3,12 @@ protocol, served by the consumer groups the composition root gives the listener
 (cluster/kafka_groups.py; groups/classic.py says how it maps onto HTTP groups).
 
 Every broker coordinates every group (group state is in Postgres), so FindCoordinator names
-the broker asked. A group of Kafka clients only assigns as Kafka's protocol says: JoinGroup
-names a leader and hands it every member's metadata, and SyncGroup returns what the leader
-sent, byte for byte (groups/client_assigned.py). A group with an HTTP member is assigned by
-the server: JoinGroup names no leader, and SyncGroup returns each member's share as
-consumer-protocol bytes.
+the broker asked for a group; for a transactional id it names one broker, the same whoever
+is asked (ingest/service/txn_placement.py). A group of Kafka clients only assigns as
+Kafka's protocol says: JoinGroup names a leader and hands it every member's metadata, and
+SyncGroup returns what the leader sent, byte for byte (groups/client_assigned.py). A group
+with an HTTP member is assigned by the server: JoinGroup names no leader, and SyncGroup
+returns each member's share as consumer-protocol bytes.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from ingest.kafka.consumer_protocol import (
 )
 from ingest.kafka.context import KafkaContext
 from ingest.kafka.protocol import build, kafka_error, nested
+from ingest.service.txn_placement import txn_coordinator_of
 from logformat.errors import ErrorCode, TierlogError
 from metadata.types import TopicNamePartition
 
@@ -77,11 +79,27 @@ async def attempt(call: Callable[[], Awaitable[T]]) -> tuple[T | None, KafkaErro
         return None, group_error(exc), exc.message
 
 
+def _txn_coordinator(ctx: KafkaContext, tid: str) -> tuple[int, tuple[str, int]]:
+    """The broker every broker names for `tid` (ingest/service/txn_placement.py): one of
+    the live brokers with a Kafka address, else this one."""
+    live = {
+        broker_id: address
+        for broker_id, reg in ctx.services.metadata.brokers.items()
+        if reg.alive and (address := ctx.kafka_address(broker_id)) is not None
+    }
+    chosen = txn_coordinator_of(tid, live)
+    if chosen is None:
+        return ctx.services.config.broker_id, ctx.advertised
+    return chosen, live[chosen]
+
+
 def _coordinator(ctx: KafkaContext, key: str, key_type: int) -> dict[str, object]:
     host, port = ctx.advertised
     fields: dict[str, object] = {"key": key, "node_id": ctx.services.config.broker_id}
     fields.update(host=host, port=port, error_code=KafkaError.none, error_message=None)
-    if key_type == KEY_TRANSACTION:  # every broker coordinates (state in Postgres)
+    if key_type == KEY_TRANSACTION:
+        node_id, (host, port) = _txn_coordinator(ctx, key)
+        fields.update(node_id=node_id, host=host, port=port)
         return fields
     if key_type != KEY_GROUP:
         message = f"coordinator key type {key_type} is unknown: 0 (group) or 1 (transaction)"

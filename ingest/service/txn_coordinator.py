@@ -4,10 +4,12 @@ AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit and EndTxn over the state i
 transaction (WriteTxnMarkers' effect: on the partition's leader, this broker's own or
 another's through its internal endpoint).
 
-Every broker coordinates every transactional id (FindCoordinator names the broker asked),
-as for groups. A transaction whose coordinator died in PrepareCommit/PrepareAbort is
-completed by the next call for its id or by the sweeper every broker runs, which also aborts
-transactions past their timeout (bumping the epoch: the producer is fenced).
+Every broker can serve every transactional id; FindCoordinator names one per id, the same
+whoever is asked (txn_placement.py), so a client stays with one until it dies and then moves
+to the next, its transaction under way with it. A transaction whose coordinator died in
+PrepareCommit/PrepareAbort is completed by the next call for its id or by the sweeper every
+broker runs, which also aborts transactions past their timeout (bumping the epoch: the
+producer is fenced).
 """
 
 from __future__ import annotations
@@ -49,10 +51,6 @@ class TxnCoordinator:
         self.repo = TxnRepo(broker.engine)
         self.commit_offsets: OffsetCommit | None = None  # the listener's groups, when mounted
         self._sweeper: asyncio.Task[None] | None = None
-        # Per transactional id, the (producer id, epoch) and partitions of the transaction
-        # under way as this broker last added to it: adding one of them again is answered
-        # without Postgres (Kafka's coordinator does not write its log for it either).
-        self._added: dict[str, tuple[int, int, frozenset[tuple[str, int]]]] = {}
 
     def start(self) -> None:
         if self._sweeper is None or self._sweeper.done():
@@ -75,7 +73,6 @@ class TxnCoordinator:
             raise TxnError("COORDINATOR_NOT_AVAILABLE", "transaction state unavailable") from exc
 
     async def init(self, tid: str, timeout_ms: int) -> Initialized:
-        self._added.pop(tid, None)
         allocate = self.broker.partition_repo.allocate_producer_id
         for _ in range(3):
             got = await self._run(self.repo.init, tid, timeout_ms, allocate)
@@ -87,17 +84,14 @@ class TxnCoordinator:
     async def add_partitions(
         self, tid: str, pid: int, epoch: int, parts: Sequence[tuple[str, int]]
     ) -> None:
-        """AddPartitionsToTxn. Answered from memory when this broker added all of `parts`
-        to this producer's transaction under way. Should another broker have ended it
-        meanwhile (a client that moved to another coordinator and back), the partitions'
-        leaders still check each batch against Postgres (txn_log.py): a batch for a
-        partition not added is refused (INVALID_TXN_STATE), never taken in."""
-        known = self._added.get(tid)
-        if known is not None and known[:2] == (pid, epoch) and known[2].issuperset(parts):
+        """AddPartitionsToTxn. Partitions the transaction under way has already are answered
+        after one read, without the row lock or a write (Kafka's coordinator does not write
+        its log for them either). Never from this broker's memory: another broker may have
+        ended the transaction since (the client's coordinator moved away and back), and a
+        memory of it would answer for a transaction that no longer exists."""
+        if await self._run(self.repo.has_partitions, tid, pid, epoch, list(parts)):
             return
-        self._added.pop(tid, None)
-        added = await self._run(self.repo.add_partitions, tid, pid, epoch, list(parts))
-        self._added[tid] = (pid, epoch, frozenset(added))
+        await self._run(self.repo.add_partitions, tid, pid, epoch, list(parts))
 
     async def add_offsets(self, tid: str, pid: int, epoch: int, group: str) -> None:
         await self._run(self.repo.add_offsets, tid, pid, epoch, group)
@@ -114,7 +108,6 @@ class TxnCoordinator:
         await self._run(self.repo.txn_offsets, tid, pid, epoch, group, member, entries)
 
     async def end(self, tid: str, pid: int, epoch: int, commit: bool) -> None:
-        self._added.pop(tid, None)
         row = await self._run(self.repo.end, tid, pid, epoch, commit)
         if row is not None:
             await self.complete(row)
@@ -122,7 +115,6 @@ class TxnCoordinator:
     async def complete(self, row: TxnRow) -> None:
         """Markers to every partition, then (commit) the group offsets, then Complete*."""
         commit = row.state == PREPARE_COMMIT
-        self._added.pop(row.transactional_id, None)
         await asyncio.gather(
             *(self._marker(t, p, row.producer_id, commit) for t, p in row.partitions)
         )

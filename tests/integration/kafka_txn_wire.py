@@ -11,7 +11,7 @@ from typing import Any
 import google_crc32c
 import pyarrow as pa
 from kio.serial import entity_reader
-from kio.static.primitive import i16, i32, i64
+from kio.static.primitive import i8, i16, i32, i64
 
 from ingest.kafka.record_codec import encode_records
 from logformat.schema import CONSUMER_SCHEMA
@@ -89,3 +89,11 @@ def produce_txn(bootstrap: str, topic: str, batch: bytes, tid: str, partition: i
     )
     resp = produce_response(call(bootstrap, request(0, 7, encode(req))))
     return int(resp.responses[0].partition_responses[0].error_code)
+
+
+def txn_coordinator(bootstrap: str, tid: str) -> int:
+    """The node FindCoordinator (v2, key type 1) names for transactional id `tid`."""
+    req = _schema("find_coordinator", 2, "request").FindCoordinatorRequest(key=tid, key_type=i8(1))
+    resp = _ask(bootstrap, "find_coordinator", 10, 2, req, "FindCoordinatorResponse")
+    assert int(resp.error_code) == 0, resp
+    return int(resp.node_id)

@@ -2,7 +2,10 @@
 by test_kafka_quix.py as a child process of the `.venv-quix` interpreter (quixstreams pins
 an older confluent-kafka than the project's). Not imported by the suite.
 
-    python quix_count_app.py BOOTSTRAP INPUT OUTPUT GROUP STATE_DIR
+    python quix_count_app.py BOOTSTRAP INPUT OUTPUT GROUP STATE_DIR [DEBUG]
+
+DEBUG (to diagnose a run, e.g. "eos,protocol,broker,cgrp") is librdkafka's `debug` for the
+application's consumer and producer, logged at quixstreams' DEBUG level.
 
 Each input record (a key) yields {"key", "count"} on OUTPUT: the key's running count, kept
 in the application's state (RocksDB, recovered from its changelog topic)."""
@@ -17,6 +20,7 @@ def main() -> None:
     from quixstreams import Application, State
 
     bootstrap, source, sink, group, state_dir = sys.argv[1:6]
+    debug = {"debug": sys.argv[6]} if len(sys.argv) > 6 else {}  # librdkafka's, to diagnose
     app = Application(
         broker_address=bootstrap,
         consumer_group=group,
@@ -28,7 +32,9 @@ def main() -> None:
         # Its transactional.id is random per start (quixstreams' default), so the transaction
         # a kill -9 leaves open ends only by timing out, as in Kafka: 10 s rather than 60 s
         # keeps the test's wait short without changing what it shows.
-        producer_extra_config={"transaction.timeout.ms": 10_000},
+        producer_extra_config={"transaction.timeout.ms": 10_000, **debug},
+        consumer_extra_config=debug,
+        loglevel="DEBUG" if debug else "INFO",
     )
     words = app.topic(source, key_deserializer="str", value_deserializer="str")
     counts = app.topic(sink, key_serializer="str", value_serializer="json")
