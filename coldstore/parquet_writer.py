@@ -2,8 +2,9 @@
 
 Rows are CONSUMER_SCHEMA (absolute int64 offsets; the partition is in the Delta path, not in
 the file), in offset order, zstd, with min/max statistics and a page index on `offset` and
-`timestamp`, and row groups of about `row_group_bytes` of Arrow data so a reader can fetch
-one row group with one range GET.
+`timestamp`, and row groups of about `row_group_bytes` of Arrow data of the record columns
+(extra columns add to a group, never split it) so a reader can fetch one row group with one
+range GET.
 
 Memory stays bounded by about one row group: a segment file is memory-mapped (its pages are
 the page cache's, not the heap's) and frames are decoded and written one row group at a time.
@@ -172,7 +173,7 @@ def write_parquet(
             for batch in batches if extra is None else _extended(batches, extra):
                 stats.add(batch)
                 pending.append(batch)
-                pending_bytes += batch.nbytes
+                pending_bytes += _record_bytes(batch)
                 if pending_bytes >= row_group_bytes:
                     pending, pending_bytes = stats.flush(
                         writer, pending, pending_bytes, row_group_bytes, final=False
@@ -204,6 +205,13 @@ def write_parquet(
         stats.row_groups,
         tuple(stats.clamped),
     )
+
+
+def _record_bytes(batch: pa.RecordBatch) -> int:
+    # Row groups are sized by the record columns alone, extra columns or not: a typed file
+    # then has the row groups of a bytes-only one (fewer, larger groups cost the writer less
+    # per row, and a group is still one range GET).
+    return sum(batch.column(i).nbytes for i in range(len(CONSUMER_SCHEMA)))
 
 
 def _kept(

@@ -86,3 +86,26 @@ def test_a_file_of_one_schema_id_is_written_once(tmp_path: Any) -> None:
     parquet, columns, attempts = _write(segment, tmp_path)
     assert attempts == [None] and columns.planned == {1}
     assert pq.read_table(parquet.output).column("value_typed").to_pylist() == rows
+
+
+def test_typed_columns_do_not_change_the_files_row_groups(tmp_path: Any) -> None:
+    # Row groups are sized by the record columns: a typed file has as many groups as a
+    # bytes-only file of the same records, not more, smaller ones (each about as many rows;
+    # the typed file's groups end on whole runs of EXTRA_BATCH_ROWS records).
+    segment, rows = _segment(2 * EXTRA_BATCH_ROWS + 3000, 10**9)
+    size = 1 << 18  # several groups in the file
+    plain = write_parquet(segment, tmp_path / "plain.parquet", row_group_bytes=size)
+
+    def write(columns: TypedColumns) -> Any:
+        return write_parquet(segment, tmp_path / "t.parquet", row_group_bytes=size, extra=columns)
+
+    typed, _ = typed_parquet(write, TypedDecoder(ID_PREFIX, Lookup()), BatchTypes(None))
+    assert plain.row_groups > 1 and typed.row_groups == plain.row_groups
+
+    def group_rows(path: Any) -> list[int]:
+        meta = pq.ParquetFile(path).metadata
+        return [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+
+    for got, want in zip(group_rows(typed.output), group_rows(plain.output), strict=True):
+        assert abs(got - want) <= want // 10
+    assert pq.read_table(typed.output).column("value_typed").to_pylist() == rows
