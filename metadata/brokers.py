@@ -18,6 +18,11 @@ from metadata.types import BrokerRegistration
 # id), so that the controller re-checks it at once (ingest/replication/death_signal.py).
 SUSPECT_CHANNEL = "tierlog_suspect"
 
+# Kafka's broker.session.timeout.ms default. Kafka clients' Metadata lists a killed broker
+# that long after its lease ended (ingest/kafka/cluster_apis.py); a clean shutdown ends the
+# session at once, as Kafka fences a broker when its controlled shutdown completes.
+SESSION_TIMEOUT = timedelta(seconds=9)
+
 
 def session_name(broker_id: int) -> str:
     """The application_name of the Postgres session a broker holds while its process lives."""
@@ -108,11 +113,13 @@ class BrokerRepo:
             return conn.execute(stmt).rowcount == 1
 
     def deregister(self, broker_id: int) -> None:
-        """Clean shutdown: the lease ends now, so leadership moves without waiting it out."""
+        """Clean shutdown: the lease ends now, so leadership moves without waiting it out,
+        and so does the session (dated SESSION_TIMEOUT back): Kafka clients stop seeing the
+        broker at once, where a killed one stays listed for the session timeout."""
         stmt = (
             update(brokers)
             .where(brokers.c.id == broker_id, brokers.c.lease_expires_at > func.now())
-            .values(lease_expires_at=func.now())
+            .values(lease_expires_at=func.now() - SESSION_TIMEOUT)
         )
         with self.engine.begin() as conn:
             conn.execute(stmt)

@@ -28,10 +28,11 @@ from ingest.kafka.context import KafkaContext
 from ingest.kafka.protocol import SUPPORTED, build, kafka_error, nested
 from logformat.errors import TierlogError
 from metadata.acl import CLUSTER_NAME
+from metadata.brokers import SESSION_TIMEOUT
 from metadata.types import BrokerRegistration
 
 NO_THROTTLE = timedelta(0)
-SESSION_GRACE = timedelta(seconds=9)  # Kafka's broker.session.timeout.ms default
+SESSION_GRACE = SESSION_TIMEOUT  # Kafka's broker.session.timeout.ms default
 NOT_ASKED = -2147483648  # authorized operations the client did not ask for
 
 
@@ -125,8 +126,18 @@ def _listed(reg: BrokerRegistration, now: datetime) -> bool:
     window: it drops a broker Metadata no longer lists, and a coordinator it had cached on
     that broker is then never looked up again (librdkafka issue 5511: a transactional
     producer's send_offsets_to_transaction hung for good when our brokers dropped the
-    killed group coordinator within a second). No partition is led by it meanwhile."""
+    killed group coordinator within a second). No partition is led by it meanwhile. A
+    cleanly stopped broker is not listed: its deregistration ends the session too
+    (metadata/brokers.py, as Kafka fences a broker once its controlled shutdown is done)."""
     return reg.alive or reg.lease_expires_at > now - SESSION_GRACE
+
+
+def _alive(ctx: KafkaContext) -> list[int]:
+    """The brokers a controller may be named among: live ones with a Kafka address. Not the
+    just-dead ones _listed keeps: librdkafka sends controller-bound requests (ElectLeaders)
+    to the named controller and waits for it to answer."""
+    brokers = ctx.services.metadata.brokers.items()
+    return [i for i, reg in brokers if reg.alive and ctx.kafka_address(i) is not None]
 
 
 def _brokers(ctx: KafkaContext, cls: type[E], fenced_too: bool = False) -> tuple[E, ...]:
@@ -169,7 +180,7 @@ async def handle_metadata(
         throttle_time=NO_THROTTLE,
         brokers=brokers,
         cluster_id=await ctx.identity.cluster_id(),
-        controller_id=await ctx.identity.controller_id([b.node_id for b in brokers]),
+        controller_id=await ctx.identity.controller_id(_alive(ctx)),
         topics=tuple(topics),
         cluster_authorized_operations=NOT_ASKED,
     )
@@ -196,8 +207,7 @@ async def handle_describe_cluster(
     endpoint = getattr(request, "endpoint_type", BROKERS_ENDPOINT)
     fields: dict[str, object] = {"throttle_time": NO_THROTTLE, "endpoint_type": endpoint}
     fields.update(cluster_id=await ctx.identity.cluster_id(), brokers=())
-    live = [b.broker_id for b in _brokers(ctx, nested(response_cls, DescribeClusterBroker))]
-    fields.update(controller_id=await ctx.identity.controller_id(live))  # a broker it lists
+    fields.update(controller_id=await ctx.identity.controller_id(_alive(ctx)))
     fields.update(error_code=KafkaError.none, error_message=None)
     ops = _cluster_operations(ctx) if request.include_cluster_authorized_operations else NOT_ASKED
     fields["cluster_authorized_operations"] = ops

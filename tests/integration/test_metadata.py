@@ -9,6 +9,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -16,6 +17,7 @@ import pytest
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Engine, make_url
 
+from ingest.kafka.cluster_apis import _listed
 from logformat.errors import ErrorCode, TierlogError
 from metadata.brokers import BrokerRepo
 from metadata.db import NOTIFY_CHANNEL, make_engine, migrate, schema_revision
@@ -138,6 +140,9 @@ def test_deregister_ends_the_lease_now(brokers: BrokerRepo) -> None:
     info = brokers.get(7)
     assert info is not None and not info.alive
     assert brokers.live_ids() == []
+    # The session ends with it: Kafka clients' Metadata stops listing it at once (a killed
+    # broker, whose lease just lapses, stays listed for the session timeout).
+    assert not _listed(info, datetime.now(UTC))
     brokers.deregister(8)  # unknown: nothing to do
     raises(ErrorCode.INVALID_REQUEST, brokers.register, -1, "http://x", 1000)
     raises(ErrorCode.INVALID_REQUEST, brokers.register, 1, "http://x", 0)
