@@ -69,9 +69,12 @@ class Partition:
         self.followers: dict[int, FollowerProgress] = {}
         self.high_watermark = self.unified.read_hw_checkpoint()
         self.isr_change_pending = False
-        # Offset of a corrupt frame found in this follower's log: its replica fetcher truncates
-        # there before the next fetch and fetches the rest again (ingest/replication/corruption.py).
+        # Offset of a corrupt frame found in this replica's log: put back in place from a
+        # peer's whole copy (replication/frame_repair.py, from ReplicaManager.heal_offline).
         self.repair_from: int | None = None
+        # A follower whose leader's whole copy of that frame is other bytes (compacted
+        # apart): its fetcher truncates below it and fetches again (corruption.repair).
+        self.refetch_wanted = False
         # The leader cannot serve this partition (a corrupt frame of its own): hand it to
         # another in-sync replica (ReplicaManager.heal_offline), as for a failed log.
         self.handoff_wanted = False
