@@ -175,7 +175,14 @@ class ReplicationMetrics:
         )
         self.corrupt_repairs = Counter(
             "tierlog_corrupt_frame_repairs_total",
-            "Follower truncations below a corrupt frame, to fetch it again from the leader",
+            "Follower truncations below a corrupt frame, to fetch it again from the leader "
+            "(when the leader's whole copy is not the same bytes as this replica's)",
+            tp,
+            registry=registry,
+        )
+        self.corrupt_replaced = Counter(
+            "tierlog_corrupt_frames_replaced_total",
+            "Corrupt frames put back in place from a peer's whole copy of the same frame",
             tp,
             registry=registry,
         )

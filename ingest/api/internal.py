@@ -125,6 +125,20 @@ async def segment(request: Request) -> Response:
     )
 
 
+async def frame(request: Request) -> Response:
+    """One whole frame of a replica hosted here, by its base offset, for a peer putting back
+    its corrupt copy (ingest/replication/frame_repair.py)."""
+    replicas = _authorize(request).replicas
+    raw = request.path_params["offset"]
+    topic_id = request.query_params.get("topic_id", "")
+    if not raw.isdigit() or not topic_id:
+        raise TierlogError(ErrorCode.INVALID_REQUEST, "offset is an offset; topic_id is needed")
+    data = await replicas.frame(
+        request.path_params["topic"], topic_id, path_partition(request), int(raw)
+    )
+    return Response(data, media_type="application/octet-stream")
+
+
 routes = [
     Route("/internal/replicas/fetch", replica_fetch, methods=["POST"]),
     Route("/internal/topics/{topic}/partitions/{partition}/append", append, methods=["POST"]),
@@ -133,5 +147,8 @@ routes = [
         "/internal/topics/{topic}/partitions/{partition}/segments/{base_offset}",
         segment,
         methods=["GET"],
+    ),
+    Route(
+        "/internal/topics/{topic}/partitions/{partition}/frames/{offset}", frame, methods=["GET"]
     ),
 ]

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from rocksdict import WriteBatch
 
-from ingest.log import log_read, log_truncation, segment_swap
+from ingest.log import frame_repair, log_read, log_truncation, segment_swap
 from ingest.log.epoch_cache import Epochs, LeaderEpochCache
 from ingest.log.index import LogIndex, PartitionCheckpoint, PartitionIndex, SegmentMeta
 from ingest.log.log_append import Entry, number_frames, replicated_frames, write_groups
@@ -227,6 +227,15 @@ class LocalLog:
     def _consistent(self, read: Callable[[], _T]) -> _T:
         """Run a lock-free read, again if a cleaner swap ran meanwhile (log_read.consistent)."""
         return log_read.consistent(lambda: self._swap_gen, read, self.dir)
+
+    def replace_frame(self, offset: int, data: bytes) -> bool:
+        """Write a peer's whole copy over this log's corrupt frame at `offset` (checked to be
+        that frame: frame_repair.py); False when the frame here is whole already."""
+        with self._lock:
+            self._check_usable()
+            return frame_repair.replace(
+                self.index, self._view(), self.leader_epochs(), offset, data
+            )
 
     # --- truncation and retention ---
     def truncate_to(self, offset: int) -> int:

@@ -1,21 +1,20 @@
 """Corrupt frames found on this broker's disk: never served, counted, and repaired.
 
-Every read that serves a client, a follower or the tiering worker checks each frame's CRC
-(ingest/log/log_read.py, and `check_segment` for whole sealed segments). What fails is reported
-here:
+Every read that serves a client, a follower, a peer or the tiering worker checks each frame's
+CRC (ingest/log/log_read.py, and `check_segment` for whole sealed segments). What fails is
+reported here, and the replica (leader or follower) remembers the offset (`repair_from`):
 
-- a follower marks the offset where its copy went bad; its replica fetcher truncates the log
-  there (at a frame boundary) before its next fetch and fetches the rest from the leader
-  again, so normal replication repairs it byte for byte (below the high watermark only once
-  it is out of the ISR: `repair`). Until then its high watermark still
-  covers the bad frame, but every read of it fails the check and is not served;
-- a leader cannot repair itself from anyone: it answers KAFKA_STORAGE_ERROR for the bad frames
-  (clients retry, fetch nodes fail over to an in-sync follower, followers append nothing) and
-  hands leadership to an in-sync replica (ReplicaManager.heal_offline); it keeps the bad
-  offset, so its first fetch as a follower truncates there and repairs it like any other
-  (without waiting for another read to meet the frame: a preferred-leader move could hand
-  the partition back to the corrupt copy first). With no in-sync replica to take it, it
-  keeps leading (`no_taker`): a committed bad frame is then a loss, reported once.
+- frames are the same bytes on every replica, so it puts that frame back in place from the
+  first peer holding a whole copy of the same frame (frame_repair.py: the leader, the ISR,
+  then replicas out of the ISR), cutting nothing, within a second (ReplicaManager.heal_offline);
+- a follower whose leader holds a whole frame there that is other bytes (the copies were
+  compacted apart) truncates below it instead and fetches the rest again (`repair`; below the
+  high watermark only once it is out of the ISR);
+- a leader that found no whole copy answers KAFKA_STORAGE_ERROR for the bad frame (clients
+  retry, fetch nodes fail over to an in-sync follower, followers append nothing) and hands
+  leadership to an in-sync replica; a follower then, it keeps trying to put the frame back.
+  With no in-sync replica to take it, it keeps leading (`no_taker`): a committed bad frame
+  is then a loss, reported once (and said again if a copy turns up later and repairs it).
 """
 
 from __future__ import annotations
@@ -37,22 +36,19 @@ _THROTTLE = LogThrottle(every_s=10.0)
 def report(state: Partition, err: CorruptLogError) -> None:
     """A read of `state`'s log met a corrupt frame (the read itself fails with `err`)."""
     state.metrics.corrupt_frames.labels(state.topic, str(state.partition)).inc()
-    follower = state.role is Role.FOLLOWER
     # Remembered in either role: a leader repairs as soon as it is a follower, before a
     # preferred-leader move could hand the partition back to its still-corrupt copy.
     pending = state.repair_from
     state.repair_from = err.offset if pending is None else min(pending, err.offset)
     if state.role is Role.LEADER:
-        state.handoff_wanted = True  # then, as a follower, it repairs from the new leader
+        state.handoff_wanted = True  # unless a peer's copy puts it back first
     skipped = _THROTTLE.allow((state.topic_id, state.partition, err.offset))
     if skipped is None:
         return
-    if follower:
-        then = "; refetching it from the leader"
-    elif err.offset in state.lost_frames:
-        then = "; it is the only in-sync copy: serving the rest"
+    if err.offset in state.lost_frames:
+        then = "; no peer holds a whole copy: serving the rest"
     else:
-        then = "; handing leadership off"
+        then = "; putting it back from a peer's copy"
     log.error(
         "corrupt frame on disk, not served" + then,
         extra={
@@ -73,7 +69,9 @@ def no_taker(state: Partition) -> None:
     committed records), and a leader keeps its partition while no in-sync replica can take it.
     While the bad frame is above the high watermark an in-sync replica may still come (the
     hand-off is tried again). Below it, the frame is committed and this leader was its only
-    in-sync copy: that is a loss, said once per frame (log and metric); the leader goes on
+    in-sync copy, and no replica reached held a whole copy to put back (frame_repair.py,
+    tried again every second): that is a loss, said once per frame (log and metric), and
+    said again should a copy turn up and repair it; the leader goes on
     serving every whole frame, before and after it, and never the bad one. Followers out of
     the ISR cannot fetch past it, so they stay out (the partition stays under-replicated)."""
     at = state.repair_from
@@ -89,8 +87,8 @@ def no_taker(state: Partition) -> None:
     # (its copy is an operator's only way back).
     held = {r: p.leo for r, p in state.followers.items()}
     log.error(
-        "committed frame lost: its only in-sync copy is corrupt and no in-sync replica can"
-        " take the partition; serving every whole frame",
+        "committed frame lost: its only in-sync copy is corrupt, no replica reached holds a"
+        " whole copy and no in-sync replica can take the partition; serving every whole frame",
         extra={
             "topic": state.topic,
             "partition": state.partition,
@@ -103,8 +101,9 @@ def no_taker(state: Partition) -> None:
 
 
 def repair(state: Partition) -> bool:
-    """Before a follower fetches: cut its log below a reported corrupt frame, so the fetch
-    asks the leader for it (and everything after it) again. False: do not fetch yet.
+    """Before a follower fetches: when its leader's whole copy of its corrupt frame is other
+    bytes (frame_repair.Outcome.REFETCH), cut its log below the frame, so the fetch asks the
+    leader for it (and everything after it) again. False: do not fetch yet.
 
     A follower still in the ISR never cuts below its high watermark: elected meanwhile (its
     leader failing over), it would lose committed records, as a chaos run did (seed 2626:
@@ -112,17 +111,19 @@ def repair(state: Partition) -> bool:
     leader drops it from the ISR by replica lag, and cuts once metadata says it is out."""
     at = state.repair_from
     if at is None or state.role is not Role.FOLLOWER:
-        return True  # a leader's bad frame waits for its hand-off: no one to fetch it from yet
-    if at >= state.log.log_end_offset:
-        state.repair_from = None
         return True
+    if at >= state.log.log_end_offset:  # cut meanwhile (a divergence): nothing to repair
+        state.repair_from, state.refetch_wanted = None, False
+        return True
+    if not state.refetch_wanted:
+        return True  # put back in place from a peer's copy (frame_repair.py), or kept unserved
     if at < state.high_watermark and state.me in state.isr:
         return False  # out of the ISR first (see above)
-    state.repair_from = None
+    state.repair_from, state.refetch_wanted = None, False
     try:
         state.truncate_to(at)
     except Exception:  # e.g. the log is offline: leave the bad frame unserved, try again later
-        state.repair_from = at
+        state.repair_from, state.refetch_wanted = at, True
         log.exception(
             "could not truncate below a corrupt frame",
             extra={"topic": state.topic, "partition": state.partition, "offset": at},

@@ -31,6 +31,8 @@ from metadata.types import PartitionRecord, TopicIdPartition
 __all__ = ["AppendResult", "Partition", "Role"]
 
 logger = logging.getLogger("tierlog.partition")
+# How often a replicated write waiting on a lease in doubt looks at it again.
+LEASE_RECHECK_S = 0.05
 
 
 class Role(StrEnum):
@@ -69,9 +71,12 @@ class Partition:
         self.followers: dict[int, FollowerProgress] = {}
         self.high_watermark = self.unified.read_hw_checkpoint()
         self.isr_change_pending = False
-        # Offset of a corrupt frame found in this follower's log: its replica fetcher truncates
-        # there before the next fetch and fetches the rest again (ingest/replication/corruption.py).
+        # Offset of a corrupt frame found in this replica's log: put back in place from a
+        # peer's whole copy (replication/frame_repair.py, from ReplicaManager.heal_offline).
         self.repair_from: int | None = None
+        # A follower whose leader's whole copy of that frame is other bytes (compacted
+        # apart): its fetcher truncates below it and fetches again (corruption.repair).
+        self.refetch_wanted = False
         # The leader cannot serve this partition (a corrupt frame of its own): hand it to
         # another in-sync replica (ReplicaManager.heal_offline), as for a failed log.
         self.handoff_wanted = False
@@ -247,14 +252,36 @@ class Partition:
                 )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), remaining)
-        if not self._lease_ok():
-            # Replicated to the ISR, but its lease is in doubt: "may or may not stand"
-            # (retriable, possibly persisted), not "not leader" in an unchanged epoch.
-            raise TierlogError(
-                ErrorCode.REQUEST_TIMED_OUT,
-                f"broker {self.me} cannot confirm its cluster lease: the replicated write "
-                "may or may not stand; retry",
-            )
+        await self._wait_lease(deadline, timeout_s)
+
+    async def _wait_lease(self, deadline: float, timeout_s: float) -> None:
+        """A write replicated to the ISR stands (every replica that can be elected holds
+        it), but a leader whose lease is in doubt may have been replaced: its answer waits
+        until the lease is confirmed (success, as Kafka answers a replicated write) or
+        leadership moved (NOT_LEADER_OR_FOLLOWER, as Kafka answers a write whose leader
+        moved), within the request's timeout (REQUEST_TIMED_OUT). Answering an error at once
+        made librdkafka send the written batch again under a bumped producer epoch, which no
+        broker can tell from a new one (issue 26: its next batch, after one refused in the
+        doubt, met OUT_OF_ORDER_SEQUENCE_NUMBER once the lease was back; librdkafka takes
+        that as "nothing after the refused batch was written" and bumps its epoch)."""
+        while not self._lease_ok():
+            if self.role is not Role.LEADER or self._closed:
+                raise TierlogError(
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    f"leadership of {self.topic}-{self.partition} moved after the write was "
+                    "replicated; it may or may not survive",
+                )
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                # "May or may not stand" (retriable, possibly persisted), not "not leader"
+                # in an unchanged epoch.
+                raise TierlogError(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"broker {self.me} could not confirm its cluster lease within "
+                    f"{timeout_s:.0f}s: the replicated write may or may not stand; retry",
+                )
+            with contextlib.suppress(TimeoutError):  # the lease has no event: look again
+                await asyncio.wait_for(self._changed.wait(), min(remaining, LEASE_RECHECK_S))
 
     # -- leader: followers ------------------------------------------------------------------
 

@@ -1,8 +1,10 @@
 """The partitions this broker hosts, their roles, the fetchers that follow remote leaders,
 the leader's ISR changes (compare-and-set on the partition epoch in Postgres), and logs that
-went offline (Kafka's offline log dir, per partition): a leader whose log failed, or whose
-copy is corrupt, hands the partition to another in-sync replica and leaves the ISR; the log is
-reopened (recovery repairs it) once the storage works again, and catches up as a follower."""
+went offline (Kafka's offline log dir, per partition): a leader whose log failed hands the
+partition to another in-sync replica and leaves the ISR; the log is reopened (recovery
+repairs it) once the storage works again, and catches up as a follower. A corrupt frame is
+put back in place from a peer's whole copy (frame_repair.py); a leader that finds none
+hands the partition off as for a failed log."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 
+import httpx
+
 from cluster.clock import SYSTEM_CLOCK, Clock
 from cluster.internal_http import PeerLink, internal_async_client
 from cluster.metadata_cache import MetadataCache, TopicView
@@ -20,7 +24,7 @@ from ingest.log import storage_errors
 from ingest.log.local_log import LocalLog, LogConfig
 from ingest.log.log_manager import LogManager
 from ingest.metrics import ReplicationMetrics
-from ingest.replication import corruption
+from ingest.replication import corruption, frame_repair
 from ingest.replication.handover import hand_over, handed_over
 from ingest.replication.partition import Partition, Role
 from ingest.replication.replica_fetcher import ReplicaFetcher
@@ -38,6 +42,8 @@ def _count_isr_change(metrics: ReplicationMetrics, old: list[int], new: list[int
         metrics.isr_expands.inc()
 
 
+# A frame is one small request: a peer that does not answer soon is skipped this time.
+FRAME_TIMEOUT = httpx.Timeout(5.0, connect=2.0)
 ISR_READ_BACK_S = 0.5  # between reads of a partition's row after a failed ISR change
 
 
@@ -71,6 +77,7 @@ class ReplicaManager:
         self._token, self._refresh_metadata = token, refresh_metadata
         self.partitions: dict[TopicNamePartition, Partition] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._frames: httpx.AsyncClient | None = None  # asks peers for frames (frame_repair)
         # Failed logs: when to try reopening next, and the wait after that (doubling while
         # the storage keeps failing, so a flapping disk is not reopened every second).
         self._retry: dict[TopicNamePartition, tuple[float, float]] = {}
@@ -244,7 +251,10 @@ class ReplicaManager:
     # -- storage failures ---------------------------------------------------------------------
 
     async def heal_offline(self) -> None:
-        """Hand off what this broker cannot serve; reopen logs that failed."""
+        """Put corrupt frames back from peers; hand off what this broker cannot serve;
+        reopen logs that failed."""
+        for state in frame_repair.wanted(list(self.partitions.values())):
+            await self._repair_frame(state)
         index_ok = await self._heal_index()
         for key, state in list(self.partitions.items()):
             failed = state.log.failure is not None
@@ -288,6 +298,33 @@ class ReplicaManager:
             log.debug("index not reopened yet", extra={"error": str(exc)})
             return False
         return True
+
+    async def _repair_frame(self, state: Partition) -> None:
+        """Put back `state`'s corrupt frame from the first peer holding it whole."""
+        at = state.repair_from
+        if at is None:
+            return
+        if self._frames is None:
+            self._frames = self._link(self._token, FRAME_TIMEOUT)
+        try:
+            outcome, peer = await frame_repair.repair(
+                state, at, self.cache.broker_url, self._frames
+            )
+        except Exception:  # the log went offline meanwhile, or a bug: the next tick tries again
+            log.exception(
+                "putting back a corrupt frame failed",
+                extra={"topic": state.topic, "partition": state.partition, "offset": at},
+            )
+            return
+        if outcome is frame_repair.Outcome.REFETCH:
+            state.refetch_wanted = True
+        if outcome is not frame_repair.Outcome.REPAIRED or peer is None:
+            return
+        frame_repair.repaired_log(state, at, peer)
+        state.lost_frames.discard(at)
+        if state.repair_from == at:  # no lower bad frame was found meanwhile
+            state.repair_from = None
+            state.handoff_wanted = state.refetch_wanted = False
 
     async def _hand_off(self, state: Partition) -> None:
         info = await hand_over(self.repo, self.me, state)
@@ -351,6 +388,8 @@ class ReplicaManager:
         for fetcher in self.fetchers.values():
             await fetcher.stop()
         self.fetchers.clear()
+        if self._frames is not None:
+            await self._frames.aclose()
         for state in self.partitions.values():
             state.close()
         self.partitions.clear()

@@ -1,6 +1,7 @@
 """What this broker serves other nodes over the cluster-internal routes (ingest/api/
-internal.py): the leader side of replica fetches, and the committed sealed segments the
-tiering worker downloads, each frame checked before a byte is sent."""
+internal.py): the leader side of replica fetches, the committed sealed segments the
+tiering worker downloads, and single frames a peer puts back in place of a corrupt copy
+(ingest/replication/frame_repair.py), each frame checked before a byte is sent."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import hmac
 import os
 from typing import TYPE_CHECKING, NamedTuple
 
+from ingest.log.log_read import CorruptLogError
 from ingest.replication import corruption
 from logformat.errors import ErrorCode, TierlogError
 from metadata.types import TopicNamePartition
@@ -85,3 +87,27 @@ class ReplicaServing:
             os.close(fd)
             raise corruption.segment_error(state, base, bad)
         return SegmentFile(fd, found.base_offset, found.next_offset, found.size)
+
+    async def frame(self, topic: str, topic_id: str, partition: int, offset: int) -> bytes:
+        """The whole frame starting at `offset` of a replica hosted here (leader or
+        follower, committed or not: the asking peer checks it is the frame it lacks), once
+        it passes its CRC check. A corrupt copy here is reported (and repaired) like any."""
+        broker = self._broker
+        me = broker.config.broker_id
+        state = broker.partitions.get(TopicNamePartition(topic, partition))
+        if state is None or state.topic_id != topic_id:
+            raise TierlogError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"broker {me} hosts no replica of {topic}-{partition} ({topic_id})",
+            )
+        try:
+            frames = await asyncio.to_thread(state.log.read, offset, 1)
+        except CorruptLogError as exc:
+            corruption.report(state, exc)
+            raise
+        if not frames or frames[0][0].base_offset != offset:
+            raise TierlogError(
+                ErrorCode.NOT_FOUND,
+                f"no frame of broker {me}'s {topic}-{partition} starts at offset {offset}",
+            )
+        return bytes(frames[0][1])

@@ -14,13 +14,15 @@ and the production-like ones of tests/chaos/nemesis_faults.py: network partition
 postgres, clients), a full disk on a leader and on a follower, Postgres killed and restarted.
 
 Faults other than kill-idle-leader spare the idle partition's leader where they can (Postgres
-pauses may still move it). A step of the schedule may be two faults at once (`overlapping`):
-they run on threads of their own, each with a generator drawn from the seed, and never pick
+pauses may still move it). A step of the schedule may be two faults at once (`overlapping`),
+and a short one that claims no broker (RIDERS: corrupt, s3) may join it as a third: they run
+on threads of their own, each with a generator drawn from the seed, and never pick
 the same broker (a fault claims its victim) nor two Postgres-wide faults together.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import signal
@@ -54,6 +56,10 @@ POSTGRES_WIDE = frozenset({"pause-postgres", "kill-postgres"})
 CLAIM_WAIT_S = 60.0
 # Faults that restart a broker, the longest part of any step.
 RESTARTS = frozenset({"kill", "kill-idle-leader"})
+# Faults that claim no broker and take seconds at most (a flipped frame; S3 errors until a few
+# requests met them): in an overlapping schedule they ride along on another step, a third
+# fault at once, rather than take a step of their own.
+RIDERS = frozenset({"corrupt", "s3"})
 
 
 class Nemesis:
@@ -92,24 +98,37 @@ class Nemesis:
 
     def overlapping(self, steps: int, faults: Sequence[str], share: float) -> list[tuple[str, ...]]:
         """`steps` steps covering each of `faults` once (shuffled) before any repeats; a step
-        is two faults at once with probability `share` (1.0: always, when two can overlap)."""
+        is two faults at once with probability `share` (1.0: always, when two can overlap),
+        and a RIDERS fault joins it as a third with that probability too."""
         plan: list[tuple[str, ...]] = []
         batch: list[str] = []
         while len(plan) < steps:
             if not batch:
                 batch = list(faults)
                 self.rng.shuffle(batch)
-            first = batch.pop()
-            mates = [f for f in batch if _can_overlap(first, f)]
+            hosts = [f for f in batch if f not in RIDERS]
+            first = hosts[-1] if hosts else batch[-1]  # riders alone only when none else is left
+            batch.remove(first)
+            mates = [f for f in batch if f not in RIDERS and _can_overlap(first, f)]
             # A broker restart (20-40 s on a loaded machine) dominates its step: two in one
             # step restart in parallel, and the other steps need none.
             alike = [f for f in mates if (f in RESTARTS) == (first in RESTARTS)]
-            mate = (alike or mates or [None])[0]
+            # Postgres-wide faults never pair with each other: paired early, they are never
+            # the last two left (which would take a step each).
+            wide = [f for f in alike if f in POSTGRES_WIDE]
+            mate = (wide or alike or mates or [None])[0]
+            step: tuple[str, ...] = (first,)
             if mate is not None and self.rng.random() < share:
                 batch.remove(mate)
-                plan.append((first, mate))
-            else:
-                plan.append((first,))
+                step = (first, mate)
+            # Riders join the last steps of a batch: early in a run nothing is tiered yet,
+            # and the s3 fault would wait for a request to meet its errors.
+            riders = [f for f in batch if f in RIDERS]
+            later = math.ceil(sum(f not in RIDERS for f in batch) / 2)
+            if riders and later < len(riders) and self.rng.random() < share:
+                batch.remove(riders[0])
+                step = (*step, riders[0])
+            plan.append(step)
         return plan
 
     def run(self, plan: Sequence[str | tuple[str, ...]], until: float | None = None) -> int:
@@ -308,6 +327,13 @@ class Nemesis:
 
 def _s3_errors(counts: dict[str, int]) -> int:
     return sum(n for kind, n in counts.items() if kind.startswith("error_"))
+
+
+def ci_steps(faults: Sequence[str]) -> int:
+    """Steps of an overlapping schedule (share 1.0) that run each of `faults` once: the
+    others two at a time, the riders on their steps."""
+    hosts = [f for f in faults if f not in RIDERS]
+    return max(1, math.ceil(len(hosts) / 2)) if hosts else len(faults)
 
 
 def _can_overlap(a: str, b: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from pathlib import Path
 
@@ -14,7 +15,9 @@ from tests.chaos.nemesis import (
     KNOWN_BROKEN,
     POSTGRES_WIDE,
     RESTARTS,
+    RIDERS,
     Nemesis,
+    ci_steps,
     corrupt_frame,
     select,
 )
@@ -82,15 +85,18 @@ def test_corrupt_frame_leaves_headers_intact_and_fails_the_crc(tmp_path: Path) -
 
 def test_overlapping_steps_cover_every_fault_and_never_pair_two_postgres_faults() -> None:
     faults = list(FAULTS)
-    plan = _with_rng(7).overlapping(len(faults) // 2 + 1, faults, 1.0)
-    covered = [name for step in plan for name in step]
-    # Every kind in the first len/2 steps, two at a time (pairs permitting), then more.
-    assert set(covered[: len(faults)]) == set(faults), plan
-    assert all(1 <= len(step) <= 2 for step in plan)
+    steps = ci_steps(faults)
+    assert steps == math.ceil((len(faults) - len(RIDERS)) / 2)
+    for seed in range(20):  # every kind in CI's steps: pairs, riders as a third
+        plan = _with_rng(seed).overlapping(steps, faults, 1.0)
+        assert sorted(name for step in plan for name in step) == sorted(faults), plan
+    plan = _with_rng(7).overlapping(steps + 1, faults, 1.0)
+    assert all(1 <= len(step) <= 3 for step in plan)
     for step in plan:
         assert len(set(step)) == len(step), step
         assert len(set(step) & POSTGRES_WIDE) <= 1, step
-    assert plan == _with_rng(7).overlapping(len(faults) // 2 + 1, faults, 1.0)  # replays
+        assert len(set(step) - RIDERS) <= 2, step  # a third is always a rider
+    assert plan == _with_rng(7).overlapping(steps + 1, faults, 1.0)  # replays
     singles = _with_rng(7).overlapping(len(faults), faults, 0.0)
     assert all(len(step) == 1 for step in singles)
     assert sorted(s[0] for s in singles) == sorted(faults)
@@ -101,5 +107,5 @@ def test_broker_restarts_share_a_step() -> None:
     they restart in parallel (CI's schedule then has one slow step, not two)."""
     faults = list(FAULTS)
     for seed in range(20):
-        plan = _with_rng(seed).overlapping(len(faults) // 2, faults, 1.0)
-        assert sorted(RESTARTS) in [sorted(step) for step in plan], plan
+        plan = _with_rng(seed).overlapping(ci_steps(faults), faults, 1.0)
+        assert sorted(RESTARTS) in [sorted(set(step) - RIDERS) for step in plan], plan

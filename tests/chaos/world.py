@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 
@@ -97,11 +98,15 @@ class World:
         self.direct_s3: ObjectStoreConfig | None = None  # moto itself, for the final checks
 
     def start(self) -> World:
-        self.database_url = self.pg.start()
-        engine = make_engine(self.database_url)
-        migrate(engine)
-        engine.dispose()
-        self.moto.start()
+        # Postgres (with its schema) and moto start side by side: each is seconds of waiting
+        # for a process that needs nothing of the other, and the brokers need both.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chaos-moto") as pool:
+            moto = pool.submit(self.moto.start)
+            self.database_url = self.pg.start()
+            engine = make_engine(self.database_url)
+            migrate(engine)
+            engine.dispose()
+            moto.result()
         bucket, prefix = f"chaos-{uuid.uuid4().hex[:12]}", "t"
         self.direct_s3 = config_for(self.moto.endpoint, bucket, prefix)
         ObjectStore(self.direct_s3).ensure_bucket()

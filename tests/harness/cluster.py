@@ -97,6 +97,15 @@ class InProcessCluster:
 
         self.loop.run(on_loop())
 
+    def cut_one_way(self, src: int, dst: int) -> None:
+        """Only broker src's requests to dst fail (dst still reaches src)."""
+
+        async def on_loop() -> None:
+            self.links.restore(src, dst)
+            self.links.cut_one_way(src, dst)
+
+        self.loop.run(on_loop())
+
     def cut_postgres(self, i: int) -> None:
         self._pg_cut.add(i)
         self.brokers[i].to_postgres.cut()

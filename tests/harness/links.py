@@ -56,6 +56,13 @@ class Links:
             for task in self._inflight.pop(link, set()):
                 task.cancel()
 
+    def cut_one_way(self, src: int, dst: int) -> None:
+        """Requests from `src` to `dst` fail (a firewall dropping one direction's new
+        connections); `dst` still reaches `src`."""
+        self._cut.add((src, dst))
+        for task in self._inflight.pop((src, dst), set()):
+            task.cancel()
+
     def crash(self, broker_id: int) -> None:
         """The broker's process is gone: connections to it are refused, those in flight reset."""
         self.crashed.add(broker_id)

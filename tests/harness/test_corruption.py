@@ -1,12 +1,15 @@
-"""A corrupt frame in the leader's copy, in process: the leader serves no bad byte, hands
-leadership to an in-sync replica, and its first fetch as a follower truncates below the bad
-frame and fetches it again (ingest/replication/corruption.py), with no read needed to find
-it again. (tests/integration/test_corruption.py covers fetch nodes and tiering.)"""
+"""Corrupt frames, in process: a replica serves no bad byte, and puts the frame back in
+place from a peer's whole copy of the same frame (ingest/replication/frame_repair.py), even
+from a follower out of the ISR, cutting nothing; a committed frame whose only in-sync copy is
+bad and that no replica holds whole is reported lost, the rest served.
+(tests/integration/test_corruption.py covers fetch nodes and tiering.)"""
 
 from __future__ import annotations
 
 import time
 
+from cluster.http.fetch_response import REPLICA_READ_HEADER
+from cluster.internal_http import CLUSTER_TOKEN_HEADER
 from logformat.frame import HEADER_SIZE, decode_header
 from tests.harness.cluster import InProcessCluster
 from tests.harness.node import REPLICA_LAG_MS, Node
@@ -53,18 +56,36 @@ def _values(b: Node, topic: str) -> list[str]:
     return values
 
 
-def test_a_corrupt_leader_hands_off_and_its_first_fetch_repairs_it(
+def _count(b: Node, metric: str, topic: str) -> float:
+    """The broker's own counter `metric` for topic-0 (0: none yet)."""
+    for line in b.http.get("/metrics").text.splitlines():
+        if line.startswith(metric + "{") and f'"{topic}"' in line:
+            return float(line.split()[-1])
+    return 0.0
+
+
+REPLACED = "tierlog_corrupt_frames_replaced_total"
+TRUNCATED = "tierlog_corrupt_frame_repairs_total"
+LOST = "tierlog_corrupt_committed_frames_total"
+
+
+def _produce_all(c: InProcessCluster, topic: str, frames: range) -> None:
+    for f in frames:
+        c.produce(topic, [{"key": f"k{i}", "value": _value(i)} for i in range(f * 3, f * 3 + 3)])
+
+
+def test_a_corrupt_leader_takes_the_frame_back_from_a_follower_and_keeps_leading(
     cluster: InProcessCluster,
 ) -> None:
     c = cluster
     expected = [_value(i) for i in range(N)]
     c.create_topic("led", segment_bytes=4096, min_insync_replicas=2)
-    for f in range(FRAMES):
-        c.produce("led", [{"key": f"k{i}", "value": _value(i)} for i in range(f * 3, f * 3 + 3)])
+    _produce_all(c, "led", range(FRAMES))
     wait_for(
         "replicas identical",
         lambda: len({b.segment_bytes("led") for b in c.brokers.values()}) == 1,
     )
+    whole = c.brokers[next(i for i in c.brokers if i != c.leader("led").broker_id)]
     leader = c.leader("led")
     bad = _flip(leader, "led")
     # The leader's own answer: a clear 503 with a Kafka error name, never the bytes.
@@ -73,19 +94,85 @@ def test_a_corrupt_leader_hands_off_and_its_first_fetch_repairs_it(
     body = r.json()
     assert body["error_code"] == "KAFKA_STORAGE_ERROR" and "corrupt" in body["message"], body
     assert f"offset {bad}" in body["message"] or str(bad) in body["message"], body
-    # It cannot repair itself from anyone while it leads: it hands leadership off ...
-    new = wait_for(
-        "another leader",
-        lambda: (ld := c.partition("led")["leader"]) not in (None, leader.broker_id) and ld,
-    )
-    assert _values(c.brokers[new], "led") == expected
-    # ... and its first fetch as a follower cuts its log below the bad frame and fetches the
-    # rest again: no further read has to meet the frame.
+    # It puts the frame back from a follower's copy: the same bytes, nothing cut, no hand-off.
     wait_for(
-        "the old leader's copy repaired",
-        lambda: leader.segment_bytes("led") == c.brokers[new].segment_bytes("led"),
+        "the leader's copy repaired in place",
+        lambda: leader.segment_bytes("led") == whole.segment_bytes("led"),
     )
     assert _values(leader, "led") == expected
+    assert c.partition("led")["leader"] == leader.broker_id
+    assert _count(leader, REPLACED, "led") == 1
+    assert "repaired in place from a peer's whole copy" in c.logs.text(leader.broker_id)
+
+
+def test_a_corrupt_follower_is_repaired_in_place_without_truncating(
+    cluster: InProcessCluster,
+) -> None:
+    c = cluster
+    c.create_topic("fol", segment_bytes=4096, min_insync_replicas=2)
+    _produce_all(c, "fol", range(FRAMES))
+    wait_for(
+        "replicas identical",
+        lambda: len({b.segment_bytes("fol") for b in c.brokers.values()}) == 1,
+    )
+    leader = c.leader("fol")
+    follower = c.brokers[next(i for i in c.brokers if i != leader.broker_id)]
+    bad = _flip(follower, "fol")
+    token = follower.b.cluster_secret
+    r = follower.http.get(  # a fetch node's read of an in-sync follower (KIP-392)
+        "/topics/fol/partitions/0/records",
+        params={"offset": bad},
+        headers={CLUSTER_TOKEN_HEADER: token, REPLICA_READ_HEADER: "1"},
+    )
+    assert r.status_code == 503 and r.json()["error_code"] == "KAFKA_STORAGE_ERROR", r.text
+    wait_for(
+        "the follower's copy repaired in place",
+        lambda: follower.segment_bytes("fol") == leader.segment_bytes("fol"),
+    )
+    assert _count(follower, REPLACED, "fol") == 1
+    assert _count(follower, TRUNCATED, "fol") == 0  # not cut and fetched again
+
+
+def test_a_committed_frame_is_taken_back_from_a_follower_out_of_the_isr(
+    cluster: InProcessCluster,
+) -> None:
+    """The soak's lost frames (issue 26): the leader's copy of a committed frame went bad
+    while it was alone in the ISR; the followers, out of the ISR, still hold it whole. No
+    replica out of the ISR is elected (Kafka's rule), but a frame is taken for what it is:
+    the leader puts it back from a follower's copy, keeps leading and loses nothing."""
+    c = cluster
+    c.create_topic("back", segment_bytes=4096, min_insync_replicas=1)
+    half = FRAMES // 2
+    _produce_all(c, "back", range(half))
+    wait_for(
+        "replicas identical",
+        lambda: len({b.segment_bytes("back") for b in c.brokers.values()}) == 1,
+    )
+    leader = c.leader("back")
+    lid = leader.broker_id
+    followers = [i for i in c.brokers if i != lid]
+    for i in followers:
+        c.cut(i, lid)
+    c.advance(REPLICA_LAG_MS / 1000 + 1)
+    wait_for("the leader alone in the ISR", lambda: c.partition("back")["isr"] == [lid], timeout=30)
+    _produce_all(c, "back", range(half, FRAMES))  # committed by the leader alone
+    for i in followers:  # the leader reaches them again; their fetches still fail
+        c.cut_one_way(i, lid)
+    bad = _flip(leader, "back", 2)  # a frame every follower holds whole
+    r = leader.http.get("/topics/back/partitions/0/records", params={"offset": bad})
+    assert r.status_code == 503 and r.json()["error_code"] == "KAFKA_STORAGE_ERROR", r.text
+
+    def served() -> bool:
+        got = leader.http.get("/topics/back/partitions/0/records", params={"offset": bad})
+        return got.status_code == 200 and got.json()["records"][0]["value"] == _value(bad)
+
+    wait_for("the frame served again", served, timeout=30)
+    part = c.partition("back")
+    assert part["leader"] == lid and part["isr"] == [lid], part  # taken from out of the ISR
+    assert _count(leader, REPLACED, "back") == 1
+    assert _count(leader, LOST, "back") == 0
+    c.heal()
+    assert _values(leader, "back") == [_value(i) for i in range(N)]
 
 
 def _flip_at(b: Node, topic: str, offset: int) -> int:
@@ -104,14 +191,6 @@ def _flip_at(b: Node, topic: str, offset: int) -> int:
                 return header.base_offset
             pos += header.size
     raise AssertionError(f"no frame holds offset {offset}")
-
-
-def _lost_count(b: Node, topic: str) -> float:
-    """The broker's own tierlog_corrupt_committed_frames_total for topic-0 (0: none yet)."""
-    for line in b.http.get("/metrics").text.splitlines():
-        if line.startswith("tierlog_corrupt_committed_frames_total{") and f'"{topic}"' in line:
-            return float(line.split()[-1])
-    return 0.0
 
 
 def test_a_corrupt_only_in_sync_copy_is_reported_lost_and_the_rest_served(
@@ -141,7 +220,7 @@ def test_a_corrupt_only_in_sync_copy_is_reported_lost_and_the_rest_served(
     state = leader.b.leader_state("only", 0)
     assert state is not None and bad < state.high_watermark  # committed
     c.heal()  # the followers fetch again, up to the bad frame, and its read reports it
-    wait_for("the loss reported", lambda: _lost_count(leader, "only") == 1, timeout=30)
+    wait_for("the loss reported", lambda: _count(leader, LOST, "only") == 1, timeout=30)
     assert "committed frame lost" in c.logs.text(lid)
     assert c.partition("only")["leader"] == lid
     r = leader.http.get("/topics/only/partitions/0/records", params={"offset": bad})
@@ -163,4 +242,4 @@ def test_a_corrupt_only_in_sync_copy_is_reported_lost_and_the_rest_served(
                 timeout=30,
             )
     c.advance(1)  # once said: asking for a hand-off again does not report it again
-    assert _lost_count(leader, "only") == 1
+    assert _count(leader, LOST, "only") == 1

@@ -111,6 +111,7 @@ def test_public_key_cannot_reach_internal_endpoints(env: tuple[BrokerProcess, Se
         ("POST", "/internal/topics/events/partitions/0/append"),
         ("GET", "/internal/topics/events/led"),
         ("GET", "/internal/topics/events/partitions/0/segments/0"),
+        ("GET", "/internal/topics/events/partitions/0/frames/0?topic_id=x"),
     ):
         r = admin.request(method, path, content=b"{}")
         assert r.status_code == 403, (path, r.text)

@@ -1,6 +1,7 @@
 """Bytes flipped inside a sealed segment file of a real broker process: no corrupted value is
 ever served (JSON or Arrow, broker or fetch node), the error is a 503 with a Kafka error name,
-a follower repairs its copy from the leader, and tiering takes another replica's copy."""
+a replica puts its bad frame back from a peer's whole copy, and tiering takes another
+replica's copy."""
 
 from __future__ import annotations
 
@@ -227,36 +228,26 @@ def test_corrupt_follower_copies_are_never_served_and_are_repaired(
     assert _read_arrow(fetch_node.http, "fol", hot=False) == expected
 
 
-def test_a_corrupt_leader_serves_no_bad_byte_hands_off_and_is_repaired(
+def test_a_corrupt_leader_serves_no_bad_byte_and_takes_the_frame_back(
     cluster: Cluster, fetch_node: FetchNodeProcess
 ) -> None:
     expected = [_value(i) for i in range(N)]
     _topic(cluster, "led")
     leader = cluster.leader("led")
+    follower = next(b for b in cluster.brokers.values() if b is not leader)
     _flip(leader, "led")
     # The leader's own answer: a clear 503 with a Kafka error name, never the bytes.
     _storage_error(_read_json(leader.http, "led"))
     # The fetch node reads in-sync followers first, whose copies are whole.
     assert _read_json(fetch_node.http, "led") == expected
     assert _read_arrow(fetch_node.http, "led") == expected
-    # It cannot repair itself from anyone while it leads: it hands leadership to an in-sync
-    # replica (as for a failed log) ...
-    new = wait_for(
-        "another leader",
-        lambda: (ld := cluster.partition("led")["leader"]) not in (None, leader.broker_id) and ld,
-    )
-    successor = cluster.brokers[new]
-    assert _read_json(successor.http, "led") == expected
-    assert _read_arrow(successor.http, "led") == expected  # whole values
-
-    # ... and, a follower now, truncates below the bad frame on its first fetch and fetches it
-    # again: no read of its copy after the hand-off (nothing here reads the old leader, whose
-    # reads would report the frame again), so only what it remembered as leader repairs it.
-    # Compared with the successor's copy, not "the leader's": a preferred-leader move may
-    # hand the partition back to the old leader once it is in sync.
-    healthy = cluster.segment_bytes(successor, "led")
+    # It puts the frame back from a follower's whole copy of it (the same bytes), cutting
+    # nothing and keeping the partition: waited for on the files, not by reads of the leader
+    # (which would report the frame again).
     wait_for(
-        "the old leader's copy repaired",
-        lambda: cluster.segment_bytes(leader, "led") == healthy,
+        "the leader's copy repaired in place",
+        lambda: cluster.segment_bytes(leader, "led") == cluster.segment_bytes(follower, "led"),
     )
+    assert cluster.partition("led")["leader"] == leader.broker_id
     assert _read_json(leader.http, "led") == expected
+    assert _read_arrow(leader.http, "led") == expected  # whole values

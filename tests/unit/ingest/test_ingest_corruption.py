@@ -1,5 +1,6 @@
-"""Bytes that rot on disk: reads check each frame's CRC and offset, never serve a bad frame,
-and a follower truncates below it to fetch it again (real files + RocksDB)."""
+"""Bytes that rot on disk: reads check each frame's CRC and offset, never serve a bad frame;
+the frame is put back in place from a whole copy of the same frame only, and a follower
+truncates below it only when its leader's copy is other bytes (real files + RocksDB)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ import os
 
 import pytest
 
+from ingest.log.frame_repair import FrameMismatch
 from ingest.log.local_log import LocalLog, LogConfig
 from ingest.log.log_read import CorruptLogError
 from ingest.replication import corruption
 from ingest.replication.partition import Partition, Role
 from ingest.tiered.fetch_reader import fetch
 from logformat.errors import ErrorCode
-from logformat.frame import HEADER_SIZE, decode_header
+from logformat.frame import HEADER_SIZE, assign, decode_header
 from metadata.types import PartitionRecord
 
 
@@ -92,7 +94,7 @@ def test_time_lookup_does_not_decode_a_corrupt_frame(env, frame) -> None:  # typ
         log.offset_for_timestamp(4_000)
 
 
-def test_a_follower_repairs_by_truncating_below_the_corrupt_frame(env, frame) -> None:  # type: ignore[no-untyped-def]
+def test_a_follower_truncates_only_when_the_leaders_copy_is_other_bytes(env, frame) -> None:  # type: ignore[no-untyped-def]
     async def run() -> None:
         log = _log_of_sealed_segments(env, frame)
         state = Partition(log, me=2)
@@ -104,6 +106,10 @@ def test_a_follower_repairs_by_truncating_below_the_corrupt_frame(env, frame) ->
         with pytest.raises(CorruptLogError):
             await fetch(state, bad, 1_000, 1 << 20, 0)  # a fetch node's follower read
         assert state.repair_from == bad
+        end = log.log_end_offset
+        assert corruption.repair(state)  # fetches on: the frame is put back in place ...
+        assert log.log_end_offset == end and state.repair_from == bad
+        state.refetch_wanted = True  # ... unless the leader's copy is other bytes (compacted)
         # In the ISR it never cuts below the high watermark (elected, it would lose committed
         # records): it does not fetch, so its leader drops it, and then it cuts.
         assert not corruption.repair(state)  # what the replica fetcher does before a fetch
@@ -118,7 +124,7 @@ def test_a_follower_repairs_by_truncating_below_the_corrupt_frame(env, frame) ->
     asyncio.run(run())
 
 
-def test_a_leader_answers_errors_then_repairs_once_a_follower(env, frame) -> None:  # type: ignore[no-untyped-def]
+def test_a_leader_answers_errors_and_keeps_its_log_whole_as_a_follower(env, frame) -> None:  # type: ignore[no-untyped-def]
     async def run() -> None:
         log = _log_of_sealed_segments(env, frame)
         state = Partition(log, me=1)
@@ -133,15 +139,56 @@ def test_a_leader_answers_errors_then_repairs_once_a_follower(env, frame) -> Non
                 await fetch(state, bad, 1_000, 1 << 20, 0)
         corruption.repair(state)  # a leader has no one to fetch from: its log stays whole
         assert state.handoff_wanted and log.log_end_offset == end
-        # Handed off, its first fetch as a follower cuts below the bad frame it found as leader,
-        # with no second read needed to find it again.
-        # (hand_over takes the resigning leader out of the ISR)
+        # Handed off, it remembers the bad frame it found as leader (no second read needed)
+        # and puts it back from a peer; its fetches cut nothing (the frames above it stay).
         state.apply(PartitionRecord("orders", env.topic_id, 0, 2, 6, [2, 1], [2], 8))
         assert state.role is Role.FOLLOWER
         assert corruption.repair(state)
-        assert state.repair_from is None and log.log_end_offset == bad
+        assert state.repair_from == bad and log.log_end_offset == end
 
     asyncio.run(run())
+
+
+def test_a_whole_copy_of_the_same_frame_is_put_back_in_place(env, frame) -> None:  # type: ignore[no-untyped-def]
+    log = _log_of_sealed_segments(env, frame)
+    path, pos, bad, size = _frames_at(log)[4]
+    with open(path, "rb") as f:
+        f.seek(pos)
+        whole = f.read(size)
+    end, files = log.log_end_offset, [s.size for s in log.segments()]
+    assert not log.replace_frame(bad, whole)  # whole already: nothing written
+    _flip(path, pos + HEADER_SIZE + size // 2)
+    with pytest.raises(CorruptLogError):
+        log.read(bad, 1)
+    assert log.replace_frame(bad, whole)
+    assert bytes(log.read(bad, 1)[0][1]) == whole
+    assert log.log_end_offset == end and [s.size for s in log.segments()] == files
+    assert log.read(0, 1 << 20)  # every frame from the start reads again
+
+
+@pytest.mark.parametrize("change", ["epoch", "offset", "crc", "size", "not_a_frame_start"])
+def test_a_copy_that_is_not_the_same_whole_frame_is_refused(env, frame, change) -> None:  # type: ignore[no-untyped-def]
+    log = _log_of_sealed_segments(env, frame)
+    path, pos, bad, size = _frames_at(log)[4]
+    with open(path, "rb") as f:
+        f.seek(pos)
+        copy = bytearray(f.read(size))
+    _flip(path, pos + HEADER_SIZE + size // 2)
+    at = bad
+    if change == "epoch":  # another leader's frame at this offset (a diverged replica)
+        assign(copy, bad, 2)
+    elif change == "offset":
+        assign(copy, bad + 3, 1)
+    elif change == "crc":  # the peer's copy is bad as well
+        copy[HEADER_SIZE + 5] ^= 0x01
+    elif change == "size":
+        copy += b"\0"
+    else:
+        at = bad + 1
+    with pytest.raises(FrameMismatch):
+        log.replace_frame(at, bytes(copy))
+    with pytest.raises(CorruptLogError):  # nothing was written over the bad frame
+        log.read(bad, 1)
 
 
 def test_hot_fetches_name_each_frame_and_its_crc(env, frame) -> None:  # type: ignore[no-untyped-def]

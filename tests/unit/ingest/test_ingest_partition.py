@@ -7,6 +7,7 @@ import asyncio
 from ingest.replication.partition import Partition, Role
 from logformat.errors import ErrorCode, TierlogError
 from metadata.types import PartitionRecord
+from tests.unit.ingest.producer_frames import pframe
 
 
 def _leader(env, isr: list[int]) -> Partition:  # type: ignore[no-untyped-def]
@@ -74,13 +75,14 @@ def test_concurrent_requests_share_one_log_write(env, frame) -> None:  # type: i
 def test_a_leader_in_doubt_never_answers_not_leader_in_its_own_epoch(env, frame) -> None:  # type: ignore[no-untyped-def]
     """Its lease unconfirmed, a leader refuses writes with retriable errors that do not say
     "not leader" (its epoch stands; librdkafka would park the partition until its messages
-    time out): NOT_ENOUGH_REPLICAS before the write, REQUEST_TIMED_OUT once replicated."""
+    time out): NOT_ENOUGH_REPLICAS before the write; a replicated write waits for the lease
+    and, unconfirmed within its timeout, is REQUEST_TIMED_OUT."""
 
     async def run() -> None:
         lease = [True]
         state = Partition(env.open(), me=1, lease_ok=lambda: lease[0])
         state.apply(PartitionRecord("orders", env.topic_id, 0, 1, 5, [1, 2], [1, 2], 7))
-        waiting = asyncio.ensure_future(state.append([frame(3)], -1, 1, timeout_s=5))
+        waiting = asyncio.ensure_future(state.append([frame(3)], -1, 1, timeout_s=0.5))
         while state.log.log_end_offset < 3:  # written, waiting for follower 2
             await asyncio.sleep(0.01)
         lease[0] = False  # lapses while the write is being replicated
@@ -97,5 +99,46 @@ def test_a_leader_in_doubt_never_answers_not_leader_in_its_own_epoch(env, frame)
             assert exc.code is ErrorCode.NOT_ENOUGH_REPLICAS, exc
         else:
             raise AssertionError("took a write with the lease in doubt")
+
+    asyncio.run(run())
+
+
+def test_a_write_replicated_in_doubt_is_acknowledged_once_the_lease_is_back(env) -> None:  # type: ignore[no-untyped-def]
+    """The soak's idempotent Kafka duplicate (issue 26), as librdkafka met it: batch A is
+    written and replicated while the leader's lease is in doubt (Postgres killed), batch B
+    is refused (NOT_ENOUGH_REPLICAS), and once the lease is back batch C meets
+    OUT_OF_ORDER_SEQUENCE_NUMBER (B is missing). librdkafka takes that as "nothing from B on
+    was written", waits for A's answer and bumps its epoch, sending again under the new
+    epoch whatever was not acknowledged: had A been answered an error, A would be written
+    twice. A's answer waits for the lease and is A's offsets."""
+
+    async def run() -> None:
+        lease = [True]
+        state = Partition(env.open(), me=1, lease_ok=lambda: lease[0])
+        state.apply(PartitionRecord("orders", env.topic_id, 0, 1, 5, [1, 2], [1, 2], 7))
+        a = asyncio.ensure_future(state.append([pframe(seq=0, n=3)], -1, 2, timeout_s=30))
+        while state.log.log_end_offset < 3:
+            await asyncio.sleep(0.01)
+        lease[0] = False
+        state.record_follower_fetch(2, 3)  # replicated to the ISR while in doubt
+        try:
+            await state.append([pframe(seq=3, n=1)], -1, 2, timeout_s=5)
+        except TierlogError as exc:
+            assert exc.code is ErrorCode.NOT_ENOUGH_REPLICAS, exc
+        else:
+            raise AssertionError("took a write with the lease in doubt")
+        await asyncio.sleep(0.2)
+        assert not a.done()  # neither acknowledged nor refused while in doubt
+        lease[0] = True
+        assert [tuple(r) for r in await a] == [(0, 2)]
+        try:  # Kafka's answer to C: B is missing
+            await state.append([pframe(seq=4, n=1)], -1, 2, timeout_s=5)
+        except TierlogError as exc:
+            assert exc.code is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, exc
+        else:
+            raise AssertionError("appended past a missing sequence")
+        # A retried with its own sequence is a duplicate: its offsets, not written again.
+        assert [tuple(r) for r in await state.append([pframe(seq=0, n=3)], -1, 2, 5)] == [(0, 2)]
+        assert state.log.log_end_offset == 3
 
     asyncio.run(run())

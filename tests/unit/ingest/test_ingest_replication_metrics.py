@@ -34,6 +34,7 @@ def test_names_labels_and_help_are_the_dashboards() -> None:
         "tierlog_offline_replicas",
         "tierlog_corrupt_frame_reads_total",
         "tierlog_corrupt_frame_repairs_total",
+        "tierlog_corrupt_frames_replaced_total",
         "tierlog_corrupt_committed_frames_total",
         "tierlog_under_replicated_partitions",
         "tierlog_under_min_isr_partitions",
