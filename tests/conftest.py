@@ -140,6 +140,18 @@ def db_engine(fresh_db: str) -> Iterator[Engine]:
     engine.dispose()
 
 
+# Every JVM the tests start (the suite's SparkSession, examples/spark_query.py, bench.spark_scan's
+# smoke, test_spark_delta.py's child, and the launcher JVM spark-submit runs before each) lives
+# for seconds to minutes on small data: the C1 compiler alone and the serial collector cut the
+# CPU of test_spark_source*.py by ~20% (the C2 compiler's work never pays off there). The
+# `java` launcher reads JDK_JAVA_OPTIONS; one set by the caller is kept.
+JVM_TEST_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ.setdefault("JDK_JAVA_OPTIONS", JVM_TEST_OPTIONS)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The chaos suite's random seeds, in every run's output (pass or fail, with xdist too:
     reports carry their user properties from the workers), so any run can be replayed."""
