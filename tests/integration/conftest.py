@@ -76,6 +76,10 @@ def spark() -> Iterator[SparkSession]:
             "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": "2",
             "spark.driver.memory": "1g",
+            # How long a Python worker (the tierlog source's reader, a streaming source's
+            # runner) may take to connect back and authenticate (15 s by default): at load
+            # 30-40 a streaming test failed with CANNOT_OPEN_SOCKET "timed out" at 15 s.
+            "spark.python.authenticate.socketTimeout": "120s",
         },
     )
     session.sparkContext.setLogLevel("ERROR")
