@@ -1,15 +1,20 @@
-"""Fixtures that start real broker processes against the suite's real Postgres."""
+"""Fixtures that start real broker processes against the suite's real Postgres, and the
+suite's one SparkSession."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from sqlalchemy.engine import Engine
 
 from metadata.db import make_engine
 from tests.integration.brokers import BrokerProcess
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 @pytest.fixture
@@ -55,3 +60,28 @@ def engine(fresh_db: str) -> Iterator[Engine]:
     e = make_engine(fresh_db)
     yield e
     e.dispose()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One local SparkSession (one JVM) per test process, for every file that reads with Spark:
+    its start costs tens of seconds of CPU (tests/conftest.py keeps those files in one unit of
+    xdist work). pyspark is imported here, not at collection, which every worker does."""
+    from spark_tables import tierlog_session
+
+    session = tierlog_session(
+        "tierlog-tests",
+        "local[2]",
+        {
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.driver.memory": "1g",
+            # How long a Python worker (the tierlog source's reader, a streaming source's
+            # runner) may take to connect back and authenticate (15 s by default): at load
+            # 30-40 a streaming test failed with CANNOT_OPEN_SOCKET "timed out" at 15 s.
+            "spark.python.authenticate.socketTimeout": "120s",
+        },
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

@@ -46,7 +46,6 @@ from tests.integration.cluster import Cluster, wait_for
 from tests.integration.fetch_nodes import FetchNodeProcess, s3_env
 from tests.integration.kafka_clients import consume
 from tests.integration.s3 import MotoServer, moto_s3_fixture, new_bucket  # noqa: F401
-from tests.integration.test_spark_source import spark_fixture  # noqa: F401  (one JVM per run)
 from tiering.worker import TieringWorker
 from tierlog.devstack.parent_watch import child_env
 

@@ -1,7 +1,7 @@
 """spark.read.format("tierlog") with includeHot, against real broker processes, a tiering
 worker, local Spark, moto's S3 server and Postgres; and the fixtures the Spark tests share:
-one SparkSession for the run (test_spark_source_archive.py and test_spark_streaming.py take
-it from here) and LiveTopic, a one-broker cluster whose topic a tiering worker archives.
+rows_of and LiveTopic, a one-broker cluster whose topic a tiering worker archives (the suite's
+one SparkSession, `spark`, is tests/integration/conftest.py's).
 
 The scans of a cold archive, with their pruning, are in test_spark_source_archive.py.
 """
@@ -21,7 +21,7 @@ from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
 from metadata.types import TopicIdPartition
-from spark_tables import report, store_options, tierlog_session
+from spark_tables import report, store_options
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.s3 import MotoServer, config_for, moto_s3_fixture  # noqa: F401
 from tiering.worker import TieringWorker
@@ -30,22 +30,6 @@ T0 = 1_700_000_000_000
 
 
 # -- fixtures shared with test_spark_streaming.py ---------------------------------------------
-
-
-@pytest.fixture(scope="session", name="spark")
-def spark_fixture() -> Iterator[SparkSession]:
-    spark = tierlog_session(
-        "tierlog-tests",
-        "local[2]",
-        {
-            "spark.ui.enabled": "false",
-            "spark.sql.shuffle.partitions": "2",
-            "spark.driver.memory": "1g",
-        },
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    yield spark
-    spark.stop()
 
 
 def rows_of(df: DataFrame) -> list[tuple[Any, ...]]:

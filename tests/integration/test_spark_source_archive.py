@@ -33,11 +33,7 @@ from metadata.topics import TopicRepo
 from metadata.types import TopicIdPartition
 from spark_tables import report, store_options
 from tests.integration.s3 import MotoServer, config_for, moto_s3_fixture  # noqa: F401
-from tests.integration.test_spark_source import (  # noqa: F401  (fixtures)
-    T0,
-    rows_of,
-    spark_fixture,
-)
+from tests.integration.test_spark_source import T0, rows_of
 from tiering.segment_source import Downloaded
 from tiering.worker import TieringWorker
 

@@ -17,7 +17,6 @@ from tests.integration.test_spark_source import (  # noqa: F401  (fixtures)
     LiveTopic,
     live_fixture,
     rows_of,
-    spark_fixture,
 )
 
 

@@ -38,7 +38,6 @@ from tests.integration.brokers import BrokerProcess
 from tests.integration.fetch_nodes import s3_env
 from tests.integration.ports import free_port
 from tests.integration.s3 import MotoServer, moto_s3_fixture, new_bucket  # noqa: F401
-from tests.integration.test_spark_source import spark_fixture  # noqa: F401 (one SparkSession)
 from tiering.worker import TieringWorker
 
 
