@@ -117,10 +117,17 @@ class CompactionManifest:
             )
 
     def swap(
-        self, new_ids: list[int], old_ids: list[int], delta_version: int, grace_ms: int
+        self,
+        new_ids: list[int],
+        old_ids: list[int],
+        delta_version: int,
+        grace_ms: int,
+        *,
+        new_states: tuple[str, ...] = ("copied",),
     ) -> None:
         """In one transaction: the old rows (all still committed, else SwapConflictError and
-        nothing changes) → delete_started with grace; the new rows (copied) → committed."""
+        nothing changes) → delete_started with grace; the new rows (in `new_states`: copied,
+        or also copy_started when `recover` found them in the table) → committed."""
         with self.engine.begin() as conn:
             old = conn.execute(
                 select(cold_files.c.id, cold_files.c.state)
@@ -140,11 +147,11 @@ class CompactionManifest:
             )
             n = conn.execute(
                 update(cold_files)
-                .where(cold_files.c.id.in_(new_ids), cold_files.c.state == "copied")
+                .where(cold_files.c.id.in_(new_ids), cold_files.c.state.in_(new_states))
                 .values(state="committed", delta_version=delta_version, updated_at=func.now())
             ).rowcount
             if n != len(new_ids):
-                raise SwapConflictError(f"rewritten files {new_ids} are not all copied")
+                raise SwapConflictError(f"rewritten files {new_ids} are not all {new_states}")
 
     def staged_rewrites(self, tp: TopicIdPartition) -> list[ColdFile]:
         """Rows of rewrites that never reached their swap (a crash, or a failed commit)."""
