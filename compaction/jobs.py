@@ -44,6 +44,7 @@ from compaction.plan import (
     plan_retention,
     plan_start_breach,
 )
+from compaction.reconcile import retire_dropped
 from compaction.rewrite import (
     concat,
     keep_mask,
@@ -121,6 +122,10 @@ class PartitionJobs:
             )
             self._tables[t.topic_id] = table
         return table
+
+    def store_root(self, t: Target) -> str:
+        """The bucket key of the topic's table root (object keys are under it)."""
+        return table_key(self.config, t.topic)
 
     def grace_ms(self, t: Target) -> int:
         return max(self.settings.min_grace_ms, t.config.file_delete_delay_ms)
@@ -230,6 +235,8 @@ class PartitionJobs:
         groups = plan_merges(files, self.settings.target_file_bytes, self.settings.merge_min_files)
         out = []
         for group in groups:
+            if retire_dropped(self, t, group):
+                continue
             blobs = self._get_all(group)
             data = concat([read_data_file(blobs[f.id]) for f in group])
             pieces = split_by_bytes(
@@ -260,7 +267,7 @@ class PartitionJobs:
         metrics.DIRTY_RATIO.labels(*labels).set(
             plan.dirty_bytes / plan.cleanable_bytes if plan.cleanable_bytes else 0.0
         )
-        if not plan.files:
+        if not plan.files or retire_dropped(self, t, plan.files):
             return None
         # Pass 1: the latest offset of every key (keys and offsets only).
         blobs = self._get_all(plan.files)

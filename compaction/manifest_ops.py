@@ -153,6 +153,18 @@ class CompactionManifest:
             if n != len(new_ids):
                 raise SwapConflictError(f"rewritten files {new_ids} are not all {new_states}")
 
+    def unknown_keys(self, tp: TopicIdPartition, object_keys: list[str]) -> set[str]:
+        """The keys among `object_keys` that no row of the partition names, in any state."""
+        if not object_keys:
+            return set()
+        with self.engine.connect() as conn:
+            known = conn.execute(
+                select(cold_files.c.object_key).where(
+                    of_partition(cold_files, tp), cold_files.c.object_key.in_(object_keys)
+                )
+            ).scalars()
+            return set(object_keys) - set(known)
+
     def staged_rewrites(self, tp: TopicIdPartition) -> list[ColdFile]:
         """Rows of rewrites that never reached their swap (a crash, or a failed commit)."""
         with self.engine.connect() as conn:
