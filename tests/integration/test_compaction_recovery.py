@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from sqlalchemy import delete
 from sqlalchemy.engine import Engine
 
 from coldstore.delta_table import DeltaTopicTable
@@ -20,6 +21,7 @@ from compaction.jobs import Target
 from compaction.worker import CompactionWorker
 from metadata.configs import topic_config
 from metadata.db_errors import PostgresUnavailable
+from metadata.schema import cold_files
 from metadata.topics import TopicRepo
 from metadata.types import TopicIdPartition
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
@@ -171,4 +173,32 @@ def test_a_lost_retire_of_an_emptied_key_compaction_does_not_wedge_the_partition
     _assert_whole(cold, "emptied", [2, 3])
     (f,) = cold.manifest.files(TopicIdPartition(tid, 0))
     assert "-kc" in f.object_key
+    w.close()
+
+
+def test_a_rewrite_whose_staging_row_was_lost_leaves_the_old_rows_readable(
+    cold: ColdEnv,
+) -> None:
+    """The whole rewrite's Postgres tail is lost: the table holds the merged file and no row
+    names it. The old rows are the manifest's only view of that range: they stay committed
+    (and readable) rather than being retired into a hole; the merge of the range waits."""
+    tid = cold.topic("lost-stage", **{"retention.ms": "-1"})
+    _segments(cold, "lost-stage", 3)
+    w = cold.worker(merge_min_files=2)
+    jobs = w.jobs
+    real_swap = jobs.ops.swap
+
+    def lost(new_ids: list[int], *a: object, **k: object) -> None:
+        with cold.engine.begin() as conn:
+            conn.execute(delete(cold_files).where(cold_files.c.id.in_(new_ids)))
+        _pg_down()
+
+    jobs.ops.swap = lost  # type: ignore[method-assign]
+    w.run_once()
+    jobs.ops.swap = real_swap  # type: ignore[method-assign]
+    w.run_once()
+    old = cold.manifest.files(TopicIdPartition(tid, 0))
+    assert [(f.base_offset, f.last_offset) for f in old] == [(0, 3), (4, 7), (8, 11)]
+    assert [r["offset"] for r in cold.manifest_rows("lost-stage")] == list(range(12))
+    assert [r["offset"] for r in cold.delta_rows("lost-stage")] == list(range(12))
     w.close()
