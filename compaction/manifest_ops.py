@@ -153,14 +153,16 @@ class CompactionManifest:
             if n != len(new_ids):
                 raise SwapConflictError(f"rewritten files {new_ids} are not all {new_states}")
 
-    def unknown_keys(self, tp: TopicIdPartition, object_keys: list[str]) -> set[str]:
-        """The keys among `object_keys` that no row of the partition names, in any state."""
+    def uncommitted_keys(self, tp: TopicIdPartition, object_keys: list[str]) -> set[str]:
+        """The keys among `object_keys` that no committed row of the partition names."""
         if not object_keys:
             return set()
         with self.engine.connect() as conn:
             known = conn.execute(
                 select(cold_files.c.object_key).where(
-                    of_partition(cold_files, tp), cold_files.c.object_key.in_(object_keys)
+                    of_partition(cold_files, tp),
+                    cold_files.c.state == "committed",
+                    cold_files.c.object_key.in_(object_keys),
                 )
             ).scalars()
             return set(object_keys) - set(known)

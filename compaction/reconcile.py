@@ -8,10 +8,11 @@ stay committed while the table has dropped them, and a rewrite that plans them w
 every pass ("... is not a live file"). Their removal is finished here as the job would have
 (retired after the grace period), before any rewrite of them is tried.
 
-Rows are retired only when every live file of the partition has a manifest row: a live file
-without one is a rewrite's output whose staging row was lost too, and retiring the rows it
-replaced would leave the manifest a hole where the table holds data. That case is logged and
-the rewrite skipped; adopting such a file is left to an operator.
+Rows are retired only when every live file of the partition has a committed manifest row: a
+live file without one is a rewrite's output whose staging row was lost too (or a tiering
+commit not yet marked tiered), and retiring the rows it replaced would leave the manifest a
+hole where the table holds data. That case is logged and the rewrite skipped; adopting a
+file no row names is left to an operator.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ log = logging.getLogger("tierlog.compaction")
 
 def retire_dropped(jobs: PartitionJobs, t: Target, planned: Sequence[ColdFile]) -> bool:
     """Whether some of `planned` (committed rows) are no longer in the table; those are
-    retired (unless the table holds files the manifest does not know). The caller then
+    retired (unless the table holds files no committed row names). The caller then
     skips its rewrite: the next pass plans from the corrected manifest."""
     table = jobs.table(t)
     live = [f for f in table.files() if f.partition == t.partition]
@@ -39,11 +40,11 @@ def retire_dropped(jobs: PartitionJobs, t: Target, planned: Sequence[ColdFile]) 
     if not dropped:
         return False
     root = jobs.store_root(t)
-    unknown = jobs.ops.unknown_keys(t.tp, [f"{root}/{f.path}" for f in live])
+    unknown = jobs.ops.uncommitted_keys(t.tp, [f"{root}/{f.path}" for f in live])
     ctx = {"topic": t.topic, "partition": t.partition, "files": len(dropped)}
     if unknown:
         log.error(
-            "the table holds cold files the manifest does not know; rewrites of the range wait",
+            "the table holds cold files with no committed row; rewrites of the range wait",
             extra={**ctx, "unknown": sorted(unknown)[:10]},
         )
         return True

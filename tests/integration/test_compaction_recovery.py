@@ -21,11 +21,15 @@ from compaction.jobs import Target
 from compaction.worker import CompactionWorker
 from metadata.configs import topic_config
 from metadata.db_errors import PostgresUnavailable
+from metadata.erasures import ErasureRepo
 from metadata.schema import cold_files
 from metadata.topics import TopicRepo
 from metadata.types import TopicIdPartition
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
 from tests.integration.test_compaction_support import ColdEnv, now_ms, rec
+from tests.integration.test_erasure_cold import ALICE
+from tests.integration.test_erasure_cold import _request as erasure_request
+from tests.integration.test_erasure_cold import _topic as erasure_topic
 
 
 @pytest.fixture
@@ -201,4 +205,28 @@ def test_a_rewrite_whose_staging_row_was_lost_leaves_the_old_rows_readable(
     assert [(f.base_offset, f.last_offset) for f in old] == [(0, 3), (4, 7), (8, 11)]
     assert [r["offset"] for r in cold.manifest_rows("lost-stage")] == list(range(12))
     assert [r["offset"] for r in cold.delta_rows("lost-stage")] == list(range(12))
+    w.close()
+
+
+def test_an_erasure_whose_mark_copied_died_with_postgres_is_finished(cold: ColdEnv) -> None:
+    """The erasure rewrite stages, commits and swaps as a merge does, and shares `recover`."""
+    tid = erasure_topic(cold, "pii-lost", files=4, alice_in=(0, 2))
+    before = cold.manifest_rows("pii-lost")
+    eid = erasure_request(cold, tid, "pii-lost", end=80)
+    w = cold.worker()
+    jobs = w.jobs
+    real_copied, real_swap = jobs.manifest.mark_copied, jobs.ops.swap
+    jobs.manifest.mark_copied = lambda fid: None  # type: ignore[method-assign]
+    jobs.ops.swap = _pg_down  # type: ignore[method-assign]
+    w.run_once()
+    staged = cold.manifest.files(TopicIdPartition(tid, 0), states=("copy_started",))
+    assert len(staged) == 2 and all("-er" in f.object_key for f in staged)
+    jobs.manifest.mark_copied, jobs.ops.swap = real_copied, real_swap  # type: ignore[method-assign]
+
+    w.run_once()  # recover swaps both in; the erasure then finds nothing left to erase
+    e = ErasureRepo(cold.engine).get("pii-lost", eid)
+    assert e is not None and e.cold["0"]["done"]
+    after = [r for r in before if r["key"] != ALICE]
+    assert cold.manifest_rows("pii-lost") == after
+    _assert_whole(cold, "pii-lost", [r["offset"] for r in after])
     w.close()
