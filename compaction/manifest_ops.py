@@ -153,19 +153,17 @@ class CompactionManifest:
             if n != len(new_ids):
                 raise SwapConflictError(f"rewritten files {new_ids} are not all {new_states}")
 
-    def uncommitted_keys(self, tp: TopicIdPartition, object_keys: list[str]) -> set[str]:
-        """The keys among `object_keys` that no committed row of the partition names."""
+    def key_states(self, tp: TopicIdPartition, object_keys: list[str]) -> dict[str, str]:
+        """The state of the row naming each of `object_keys` (keys no row names are absent)."""
         if not object_keys:
-            return set()
+            return {}
         with self.engine.connect() as conn:
-            known = conn.execute(
-                select(cold_files.c.object_key).where(
-                    of_partition(cold_files, tp),
-                    cold_files.c.state == "committed",
-                    cold_files.c.object_key.in_(object_keys),
+            rows = conn.execute(
+                select(cold_files.c.object_key, cold_files.c.state).where(
+                    of_partition(cold_files, tp), cold_files.c.object_key.in_(object_keys)
                 )
-            ).scalars()
-            return set(object_keys) - set(known)
+            ).all()
+        return {r.object_key: r.state for r in rows}
 
     def staged_rewrites(self, tp: TopicIdPartition) -> list[ColdFile]:
         """Rows of rewrites that never reached their swap (a crash, or a failed commit)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import delete
+from sqlalchemy import delete, update
 from sqlalchemy.engine import Engine
 
 from coldstore.delta_table import DeltaTopicTable
@@ -180,31 +180,63 @@ def test_a_lost_retire_of_an_emptied_key_compaction_does_not_wedge_the_partition
     w.close()
 
 
-def test_a_rewrite_whose_staging_row_was_lost_leaves_the_old_rows_readable(
-    cold: ColdEnv,
-) -> None:
+def test_a_rewrite_whose_staging_row_was_lost_is_adopted(cold: ColdEnv) -> None:
     """The whole rewrite's Postgres tail is lost: the table holds the merged file and no row
-    names it. The old rows are the manifest's only view of that range: they stay committed
-    (and readable) rather than being retired into a hole; the merge of the range waits."""
+    names it. The next merge of the range gives it a row over the old rows' range (instead
+    of retiring the old rows into a hole), and merges go on."""
     tid = cold.topic("lost-stage", **{"retention.ms": "-1"})
     _segments(cold, "lost-stage", 3)
     w = cold.worker(merge_min_files=2)
     jobs = w.jobs
     real_swap = jobs.ops.swap
+    merged: list[str] = []
 
     def lost(new_ids: list[int], *a: object, **k: object) -> None:
         with cold.engine.begin() as conn:
-            conn.execute(delete(cold_files).where(cold_files.c.id.in_(new_ids)))
+            gone = conn.execute(
+                delete(cold_files).where(cold_files.c.id.in_(new_ids)).returning(cold_files)
+            ).all()
+        merged.extend(r.object_key for r in gone)
         _pg_down()
 
     jobs.ops.swap = lost  # type: ignore[method-assign]
     w.run_once()
     jobs.ops.swap = real_swap  # type: ignore[method-assign]
+    assert len(merged) == 1 and not cold.manifest.files(
+        TopicIdPartition(tid, 0), states=("copy_started", "copied")
+    )
+    w.run_once()
+    files = cold.manifest.files(TopicIdPartition(tid, 0))
+    assert [(f.object_key, f.base_offset, f.last_offset) for f in files] == [(merged[0], 0, 11)]
+    assert files[0].records == 12
+    _assert_whole(cold, "lost-stage", 12)
+    _merge_later(cold, w, "lost-stage", 12)
+    w.close()
+
+
+def test_a_lost_staging_row_with_a_doomed_output_leaves_the_old_rows(cold: ColdEnv) -> None:
+    """A live output whose row is in another state cannot be adopted: the old rows, the
+    manifest's only view of that range, stay committed and readable."""
+    tid = cold.topic("doomed", **{"retention.ms": "-1"})
+    _segments(cold, "doomed", 3)
+    w = cold.worker(merge_min_files=2)
+    jobs = w.jobs
+    real_swap = jobs.ops.swap
+
+    def doomed(new_ids: list[int], *a: object, **k: object) -> None:
+        with cold.engine.begin() as conn:
+            conn.execute(
+                update(cold_files).where(cold_files.c.id.in_(new_ids)).values(state="deleted")
+            )
+        _pg_down()
+
+    jobs.ops.swap = doomed  # type: ignore[method-assign]
+    w.run_once()
+    jobs.ops.swap = real_swap  # type: ignore[method-assign]
     w.run_once()
     old = cold.manifest.files(TopicIdPartition(tid, 0))
     assert [(f.base_offset, f.last_offset) for f in old] == [(0, 3), (4, 7), (8, 11)]
-    assert [r["offset"] for r in cold.manifest_rows("lost-stage")] == list(range(12))
-    assert [r["offset"] for r in cold.delta_rows("lost-stage")] == list(range(12))
+    assert [r["offset"] for r in cold.manifest_rows("doomed")] == list(range(12))
     w.close()
 
 
