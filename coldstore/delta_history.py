@@ -135,14 +135,17 @@ class DeltaHistory:
 
     def paths_added_since(self, since_ms: int) -> set[str] | None:
         """The data files added by every commit made at or after `since_ms`, read newest
-        first; None when log cleanup removed an entry of that span (nobody can say then)."""
+        first a page at a time; None when log cleanup removed an entry of that span (nobody
+        can say then)."""
         versions = self.versions()
         added: set[str] = set()
-        for version in reversed(versions):
-            commit = next(iter(self.commits([version])), None)
-            if commit is None:
+        for end in range(len(versions), 0, -_READ_THREADS):
+            page = versions[max(0, end - _READ_THREADS) : end][::-1]
+            commits = self.commits(page)
+            if len(commits) != len(page):
                 return None  # cleaned up meanwhile
-            added.update(commit.added_paths)
-            if commit.timestamp is not None and commit.timestamp < since_ms:
-                return added  # this commit and every older one predate `since_ms`
+            for commit in commits:
+                added.update(commit.added_paths)
+                if commit.timestamp is not None and commit.timestamp < since_ms:
+                    return added  # this commit and every older one predate `since_ms`
         return added if versions and versions[0] == 0 else None
