@@ -181,9 +181,7 @@ class PartitionJobs:
             return
         table = self.table(t)
         since = min(s.created_at for s in undone).timestamp() * 1000 - _CLOCK_SKEW_MS
-        added = DeltaHistory(self.store, table_key(self.config, t.topic)).paths_added_since(
-            int(since)
-        )
+        added = DeltaHistory(self.store, self.store_root(t)).paths_added_since(int(since))
         was_in = [s for s in undone if added is None or table.relpath(s.object_key) in added]
         never = [s for s in undone if s not in was_in]
         if never:
@@ -236,7 +234,7 @@ class PartitionJobs:
         out = []
         for group in groups:
             if retire_dropped(self, t, group):
-                continue
+                break  # the manifest changed under the plan: the next pass plans again
             blobs = self._get_all(group)
             data = concat([read_data_file(blobs[f.id]) for f in group])
             pieces = split_by_bytes(
