@@ -39,6 +39,7 @@ class DeltaCommit(NamedTuple):
     records_added: int
     added_ranges: list[OffsetRange]  # per partition, over the files this version added
     schema_string: str | None = None  # the metaData action's table schema, if it set one
+    added_paths: tuple[str, ...] = ()  # the data files it added, relative to the table root
 
 
 def _stats(add: dict[str, Any]) -> tuple[int, int | None, int | None]:
@@ -63,6 +64,7 @@ def parse_commit(version: int, text: str) -> DeltaCommit:
     added = removed = bytes_added = bytes_removed = records = 0
     ranges: dict[int, OffsetRange] = {}
     schema: str | None = None
+    paths: list[str] = []
     for line in text.splitlines():
         if not line.strip():
             continue
@@ -72,6 +74,7 @@ def parse_commit(version: int, text: str) -> DeltaCommit:
         elif "add" in action:
             add = action["add"]
             added += 1
+            paths.append(str(add.get("path")))
             bytes_added += int(add.get("size") or 0)
             n, low, high = _stats(add)
             records += n
@@ -95,6 +98,7 @@ def parse_commit(version: int, text: str) -> DeltaCommit:
         records,
         sorted(ranges.values()),
         schema if isinstance(schema, str) else None,
+        tuple(paths),
     )
 
 
@@ -128,3 +132,20 @@ class DeltaHistory:
 
         with ThreadPoolExecutor(min(_READ_THREADS, max(1, len(versions)))) as pool:
             return [c for c in pool.map(read, versions) if c is not None]
+
+    def paths_added_since(self, since_ms: int) -> set[str] | None:
+        """The data files added by every commit made at or after `since_ms`, read newest
+        first a page at a time; None when log cleanup removed an entry of that span (nobody
+        can say then)."""
+        versions = self.versions()
+        added: set[str] = set()
+        for end in range(len(versions), 0, -_READ_THREADS):
+            page = versions[max(0, end - _READ_THREADS) : end][::-1]
+            commits = self.commits(page)
+            if len(commits) != len(page):
+                return None  # cleaned up meanwhile
+            for commit in commits:
+                added.update(commit.added_paths)
+                if commit.timestamp is not None and commit.timestamp < since_ms:
+                    return added  # this commit and every older one predate `since_ms`
+        return added if versions and versions[0] == 0 else None

@@ -8,8 +8,9 @@ reader resolving offsets through committed manifest rows always finds its object
 - rewrite (merge, key compaction): new files staged (copy_started) → uploaded (copied) →
   one Delta commit removing the old files and adding the new → one Postgres transaction
   retiring the old rows and committing the new. A crash between the Delta commit and the
-  swap is finished by `recover` (the staged rows whose files are live in Delta are swapped
-  in; the others were never in the table and are deleted at once).
+  swap is finished by `recover`: the staged rows whose files are live in Delta are swapped
+  in, whatever their state says; the others are deleted, at once if no Delta commit since
+  their staging added them, else after the grace period.
 
 The caller holds the partition's advisory lock (manifest_ops.partition_lock).
 """
@@ -27,6 +28,7 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
+from coldstore.delta_history import DeltaHistory
 from coldstore.delta_table import DeltaTopicTable
 from coldstore.layout import data_file_relpath, table_key, table_uri
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
@@ -42,6 +44,7 @@ from compaction.plan import (
     plan_retention,
     plan_start_breach,
 )
+from compaction.reconcile import retire_dropped
 from compaction.rewrite import (
     concat,
     keep_mask,
@@ -57,6 +60,7 @@ from metadata.types import ColdFile, FileSpec, TopicIdPartition
 log = logging.getLogger("tierlog.compaction")
 MiB = 1 << 20
 _GET_THREADS = 8  # concurrent GETs: a rewrite's input is many small objects
+_CLOCK_SKEW_MS = 60_000  # Postgres's clock (a row's created_at) against a Delta commit's
 
 
 class Settings(NamedTuple):
@@ -119,6 +123,10 @@ class PartitionJobs:
             self._tables[t.topic_id] = table
         return table
 
+    def store_root(self, t: Target) -> str:
+        """The bucket key of the topic's table root (object keys are under it)."""
+        return table_key(self.config, t.topic)
+
     def grace_ms(self, t: Target) -> int:
         return max(self.settings.min_grace_ms, t.config.file_delete_delay_ms)
 
@@ -128,19 +136,24 @@ class PartitionJobs:
     # -- recovery ---------------------------------------------------------------------------
 
     def recover(self, t: Target) -> None:
-        """Finish or undo rewrites a crash (or a failed commit) left staged."""
+        """Finish or undo rewrites a crash (or a failed commit) left staged.
+
+        The table decides, never the row's state: a staged file the table holds was put in
+        by the rewrite's Delta commit, even if its row still reads copy_started (the
+        mark_copied before that commit can be lost with Postgres: a kill under
+        synchronous_commit=off, a failover to an asynchronous standby). Deleting it would
+        lose its records and leave the old rows committed for files the table dropped."""
         staged = self.ops.staged_rewrites(t.tp)
         if not staged:
             return
         table = self.table(t)
         live = {f.path for f in table.files() if f.partition == t.partition}
         done = sorted(
-            (s for s in staged if s.state == "copied" and table.relpath(s.object_key) in live),
+            (s for s in staged if table.relpath(s.object_key) in live),
             key=lambda s: s.base_offset,
         )
         undone = [s for s in staged if s not in done]
-        if undone:  # never in the table: no reader can hold them
-            self.manifest.start_delete([s.id for s in undone], 0)
+        self._drop_staged(t, undone)
         runs: list[list[ColdFile]] = []
         for s in done:  # one rewrite's files are adjacent ranges
             if runs and runs[-1][-1].last_offset + 1 == s.base_offset:
@@ -150,12 +163,31 @@ class PartitionJobs:
         for run in runs:
             old = self.ops.committed_within(t.tp, run[0].base_offset, run[-1].last_offset)
             self.ops.swap(
-                [s.id for s in run], [o.id for o in old], table.version(), self.grace_ms(t)
+                [s.id for s in run],
+                [o.id for o in old],
+                table.version(),
+                self.grace_ms(t),
+                new_states=("copy_started", "copied"),
             )
         log.warning(
             "recovered staged rewrites",
             extra={**self._ctx(t), "finished": len(done), "abandoned": len(undone)},
         )
+
+    def _drop_staged(self, t: Target, undone: list[ColdFile]) -> None:
+        """Staged files the table does not hold: deleted at once if no commit since their
+        staging added them (no reader can hold them), else after the grace period."""
+        if not undone:
+            return
+        table = self.table(t)
+        since = min(s.created_at for s in undone).timestamp() * 1000 - _CLOCK_SKEW_MS
+        added = DeltaHistory(self.store, self.store_root(t)).paths_added_since(int(since))
+        was_in = [s for s in undone if added is None or table.relpath(s.object_key) in added]
+        never = [s for s in undone if s not in was_in]
+        if never:
+            self.manifest.start_delete([s.id for s in never], 0)
+        if was_in:
+            self.manifest.start_delete([s.id for s in was_in], self.grace_ms(t))
 
     # -- retention --------------------------------------------------------------------------
 
@@ -201,6 +233,8 @@ class PartitionJobs:
         groups = plan_merges(files, self.settings.target_file_bytes, self.settings.merge_min_files)
         out = []
         for group in groups:
+            if retire_dropped(self, t, group):
+                break  # the manifest changed under the plan: the next pass plans again
             blobs = self._get_all(group)
             data = concat([read_data_file(blobs[f.id]) for f in group])
             pieces = split_by_bytes(
@@ -231,7 +265,7 @@ class PartitionJobs:
         metrics.DIRTY_RATIO.labels(*labels).set(
             plan.dirty_bytes / plan.cleanable_bytes if plan.cleanable_bytes else 0.0
         )
-        if not plan.files:
+        if not plan.files or retire_dropped(self, t, plan.files):
             return None
         # Pass 1: the latest offset of every key (keys and offsets only).
         blobs = self._get_all(plan.files)

@@ -117,10 +117,17 @@ class CompactionManifest:
             )
 
     def swap(
-        self, new_ids: list[int], old_ids: list[int], delta_version: int, grace_ms: int
+        self,
+        new_ids: list[int],
+        old_ids: list[int],
+        delta_version: int,
+        grace_ms: int,
+        *,
+        new_states: tuple[str, ...] = ("copied",),
     ) -> None:
         """In one transaction: the old rows (all still committed, else SwapConflictError and
-        nothing changes) → delete_started with grace; the new rows (copied) → committed."""
+        nothing changes) → delete_started with grace; the new rows (in `new_states`: copied,
+        or also copy_started when `recover` found them in the table) → committed."""
         with self.engine.begin() as conn:
             old = conn.execute(
                 select(cold_files.c.id, cold_files.c.state)
@@ -140,11 +147,23 @@ class CompactionManifest:
             )
             n = conn.execute(
                 update(cold_files)
-                .where(cold_files.c.id.in_(new_ids), cold_files.c.state == "copied")
+                .where(cold_files.c.id.in_(new_ids), cold_files.c.state.in_(new_states))
                 .values(state="committed", delta_version=delta_version, updated_at=func.now())
             ).rowcount
             if n != len(new_ids):
-                raise SwapConflictError(f"rewritten files {new_ids} are not all copied")
+                raise SwapConflictError(f"rewritten files {new_ids} are not all {new_states}")
+
+    def key_states(self, tp: TopicIdPartition, object_keys: list[str]) -> dict[str, str]:
+        """The state of the row naming each of `object_keys` (keys no row names are absent)."""
+        if not object_keys:
+            return {}
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(cold_files.c.object_key, cold_files.c.state).where(
+                    of_partition(cold_files, tp), cold_files.c.object_key.in_(object_keys)
+                )
+            ).all()
+        return {r.object_key: r.state for r in rows}
 
     def staged_rewrites(self, tp: TopicIdPartition) -> list[ColdFile]:
         """Rows of rewrites that never reached their swap (a crash, or a failed commit)."""

@@ -38,6 +38,8 @@ def test_parse_commit_counts_files_bytes_and_offset_ranges() -> None:
     c = parse_commit(3, text)
     assert (c.version, c.timestamp, c.operation) == (3, 1700000000000, "WRITE")
     assert (c.files_added, c.files_removed, c.bytes_added, c.bytes_removed) == (3, 1, 260, 70)
+    added = ((0, 0), (0, 10), (1, 5))
+    assert c.added_paths == tuple(f"partition={p}/{lo:020d}-x.parquet" for p, lo in added)
     assert c.records_added == 23
     assert c.added_ranges == [OffsetRange(0, 0, 19), OffsetRange(1, 5, 7)]
 
