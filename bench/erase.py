@@ -27,8 +27,8 @@ from bench.databases import new_database
 from coldstore.object_store import ObjectStore
 from coldstore.parquet_writer import DEFAULT_ROW_GROUP_BYTES
 from compaction.erasure_job import ColdErasure, Rewrite
-from compaction.jobs import Target
 from compaction.rewrite import read_data_file
+from compaction.target import Target
 from metadata.configs import topic_config
 from metadata.db import make_engine, migrate
 from metadata.erasures import COLD_SETTLE_MS, ErasureRepo

@@ -32,9 +32,10 @@ from coldstore.key_filter import may_hold_keys
 from coldstore.layout import data_file_relpath, table_key
 from coldstore.parquet_writer import ParquetFile
 from compaction import metrics
-from compaction.jobs import PartitionJobs, Target
+from compaction.jobs import PartitionJobs
 from compaction.manifest_ops import ERASED_MARK
 from compaction.rewrite import read_data_file, write_table
+from compaction.target import Target
 from metadata.erasures import Erasure, ErasureRepo, replica_name
 from metadata.types import ColdFile, FileSpec
 

@@ -53,9 +53,9 @@ from compaction.rewrite import (
     split_by_bytes,
     write_table,
 )
+from compaction.target import Target
 from metadata.cold_manifest import ColdManifest
-from metadata.configs import TopicConfig
-from metadata.types import ColdFile, FileSpec, TopicIdPartition
+from metadata.types import ColdFile, FileSpec
 
 log = logging.getLogger("tierlog.compaction")
 MiB = 1 << 20
@@ -72,17 +72,6 @@ class Settings(NamedTuple):
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES
     erasure_commit_pause_ms: int = 0  # crash tests only: compaction/settings.py
     temp_dir: str | None = None
-
-
-class Target(NamedTuple):
-    topic_id: str
-    topic: str
-    partition: int
-    config: TopicConfig
-
-    @property
-    def tp(self) -> TopicIdPartition:
-        return TopicIdPartition(self.topic_id, self.partition)
 
 
 class RewriteResult(NamedTuple):

@@ -20,14 +20,31 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from coldstore.delta_actions import DeltaFile
-from compaction.manifest_ops import COMPACTED_MARK, ERASED_MARK, MERGED_MARK
+from coldstore.delta_table import DeltaTopicTable
+from coldstore.object_store import ObjectStore
+from compaction.manifest_ops import COMPACTED_MARK, ERASED_MARK, MERGED_MARK, CompactionManifest
+from compaction.target import Target
+from metadata.cold_manifest import ColdManifest
 from metadata.types import ColdFile, FileSpec
 
-if TYPE_CHECKING:
-    from compaction.jobs import PartitionJobs, Target
+
+class PartitionJobs(Protocol):
+    """What settling needs of compaction/jobs.py's PartitionJobs (which calls it: a
+    Protocol, so the two modules do not import each other)."""
+
+    ops: CompactionManifest
+    manifest: ColdManifest
+    store: ObjectStore
+
+    def table(self, t: Target) -> DeltaTopicTable: ...
+
+    def store_root(self, t: Target) -> str: ...
+
+    def grace_ms(self, t: Target) -> int: ...
+
 
 log = logging.getLogger("tierlog.compaction")
 _MARKS = (MERGED_MARK, COMPACTED_MARK, ERASED_MARK)

@@ -29,9 +29,10 @@ from cluster.worker_health import Health
 from coldstore.object_store import ObjectStoreConfig
 from compaction import metrics
 from compaction.erasure_job import ColdErasure
-from compaction.jobs import PartitionJobs, Settings, Target
+from compaction.jobs import PartitionJobs, Settings
 from compaction.manifest_ops import CompactionManifest
 from compaction.stale_uploads import StaleUploads
+from compaction.target import Target
 from compaction.topic_purge import TopicPurge
 from metadata.configs import topic_config
 from metadata.erasures import ErasureRepo

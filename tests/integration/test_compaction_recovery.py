@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 from coldstore.delta_table import DeltaTopicTable
 from coldstore.layout import table_key, table_uri
 from coldstore.object_store import ObjectNotFoundError, ObjectStoreConfig
-from compaction.jobs import Target
+from compaction.target import Target
 from compaction.worker import CompactionWorker
 from metadata.configs import topic_config
 from metadata.db_errors import PostgresUnavailable

@@ -219,7 +219,10 @@ def test_validation_refuses_unregistered_ids_over_http_and_kafka(nodes: list[Nod
     assert _end_offset(node, topic) == 1  # nothing of the refused batches
 
     errors: list[Any] = []
-    p = Producer({"bootstrap.servers": node.kafka, "linger.ms": 200, "retries": 0})
+    p = Producer({"bootstrap.servers": node.kafka, "linger.ms": 500, "retries": 0})
+    # The partition's leader known first: records queued before it is known may outwait the
+    # linger and leave in batches of their own (one passed while the whole batch must fail).
+    p.list_topics(topic, timeout=30)
     for value in (_framed(good), _framed(987_654), _framed(good)):
         p.produce(topic, value=value, on_delivery=lambda e, _m: errors.append(e))
     assert p.flush(30) == 0
