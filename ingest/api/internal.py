@@ -56,6 +56,7 @@ async def append(request: Request) -> JSONResponse:
     acks = int(request.query_params.get("acks", "-1"))
     view = await services.metadata.require_topic(topic, partition)
     produce = services.produce
+    await produce.catch_up(topic, partition)
     produce.leader(topic, partition)  # refused before the body is read, as before
     body = await read_body(request, MAX_INTERNAL_BODY)
     result = scan(body)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ingest import metrics
 from ingest.service.txn_log import txn_log
 from logformat.errors import ErrorCode, TierlogError
+from metadata.types import TopicNamePartition
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -107,6 +108,8 @@ class Produce:
         """Appended here when this broker leads the partition, else forwarded to its leader
         (one hop: a request that was forwarded already is refused, its sender retries)."""
         topic, timeout_s = view.info.name, self.timeout_s()
+        if forwarded:
+            await self.catch_up(topic, partition)
         if self._broker.leader_state(topic, partition) is not None:
             return await self.completed(
                 self.queue(view, self.leader(topic, partition), frames, acks, records), timeout_s
@@ -129,6 +132,15 @@ class Produce:
         state = self.leader(view.info.name, partition)
         q = self.queue(view, state, frames, acks, 0)
         return await state.completed(q.queued, acks, q.min_insync, self.timeout_s())
+
+    async def catch_up(self, topic: str, partition: int) -> None:
+        """A forwarded write can reach a new partition's leader before NOTIFY has told it
+        that it leads: the sender's metadata is newer. Read the metadata once (a version
+        query, the snapshot only when it moved) and reconcile, so the write is taken."""
+        if TopicNamePartition(topic, partition) in self._broker.partitions:
+            return
+        await asyncio.to_thread(self._broker.cache.refresh)
+        self._broker.reconcile()
 
     def _produced(self, topic: str, records: int, size: int) -> None:
         metrics.PRODUCED_RECORDS.labels(topic).inc(records)

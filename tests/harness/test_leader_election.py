@@ -129,3 +129,40 @@ def test_metadata_names_a_live_controller_and_unclean_finds_no_leader(
 
 def _listed(node: Node, broker_id: int) -> bool:
     return broker_id in {b.node_id for b in _metadata(node).brokers}
+
+
+def test_a_new_partition_s_leader_takes_a_forwarded_write_before_notify_tells_it(
+    cluster: InProcessCluster,
+) -> None:
+    """Created through one broker, produced through another at once: the leader may not have
+    heard (NOTIFY, the refresh interval) that it leads. It reads the metadata itself and takes
+    the write, rather than refusing with NOT_LEADER_OR_FOLLOWER (an HTTP client's produce right
+    after its create failed so, now and then, in a real-process test)."""
+    c = cluster
+    deaf = c.brokers[1]
+    follower = deaf.b.metadata
+    on_refresh = follower._on_refresh
+    follower._on_refresh = lambda: None  # its cache moves on, its replicas do not
+    try:
+        via = c.brokers[2]
+        r = via.http.post(
+            "/topics",
+            json={
+                "name": "fw-new",
+                "partitions": 3,
+                "replication_factor": 1,
+                "configs": {"remote.storage.enable": "false"},
+            },
+        )
+        assert r.status_code == 201, r.text
+        led = {p["leader"]: p["partition"] for p in c.describe("fw-new", via)["partitions"]}
+        assert TopicNamePartition("fw-new", led[1]) not in deaf.b.partitions
+        r = via.http.post(
+            "/topics/fw-new/records",
+            params={"acks": "all"},
+            json={"records": [{"value": "first", "partition": led[1]}]},
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["offsets"] == [{"partition": led[1], "offset": 0}]
+    finally:
+        follower._on_refresh = on_refresh
