@@ -116,6 +116,27 @@ def _reached(bootstrap: str, topic: str, sent: Counter[str], app: App) -> bool |
     return all(got.get(k, [0])[-1] >= n for k, n in sent.items()) or None
 
 
+def _app_with_input(
+    c: Cluster, quix_python: Path, tmp_path: Path
+) -> tuple[str, str, App, Counter[str]]:
+    """The input and output topics, the counting application (not started yet) and the
+    first 300 words fed to it."""
+    words, counts = f"words-{uuid.uuid4().hex[:6]}", f"counts-{uuid.uuid4().hex[:6]}"
+    for topic in (words, counts):
+        c.create_topic(topic, 2, 3, min_insync_replicas=2)
+    args = [c.bootstrap(), words, counts, f"quix-{uuid.uuid4().hex[:6]}", str(tmp_path / "state")]
+    app, sent = App(quix_python, args, tmp_path / "app.log"), Counter[str]()
+    _feed(c.bootstrap(), words, 300, sent)
+    return words, counts, app, sent
+
+
+def _assert_counted_exactly_once(c: Cluster, counts: str, sent: Counter[str], app: App) -> None:
+    """Every key's counts are exactly 1..n, n the words sent for it: none lost or doubled."""
+    wait_for("every count", lambda: _reached(c.bootstrap(), counts, sent, app), timeout=240)
+    got = _counts(c.bootstrap(), counts)
+    assert {k: got[k] for k in sent} == {k: list(range(1, n + 1)) for k, n in sent.items()}
+
+
 @pytest.mark.timeout(900)  # the first run installs quixstreams into .venv-quix
 def test_exactly_once_count_across_kill_9_of_the_app(
     cluster: tuple[Cluster, TxnRepo], quix_python: Path, tmp_path: Path
@@ -125,12 +146,7 @@ def test_exactly_once_count_across_kill_9_of_the_app(
     recovers its state from the changelog (read_committed to the partition's end: past
     markers) and counts on from the last committed input offsets."""
     c, _ = cluster
-    words, counts = f"words-{uuid.uuid4().hex[:6]}", f"counts-{uuid.uuid4().hex[:6]}"
-    for topic in (words, counts):
-        c.create_topic(topic, 2, 3, min_insync_replicas=2)
-    args = [c.bootstrap(), words, counts, f"quix-{uuid.uuid4().hex[:6]}", str(tmp_path / "state")]
-    app, sent = App(quix_python, args, tmp_path / "app.log"), Counter[str]()
-    _feed(c.bootstrap(), words, 300, sent)
+    words, counts, app, sent = _app_with_input(c, quix_python, tmp_path)
     app.start()
     try:
         wait_for(
@@ -139,9 +155,7 @@ def test_exactly_once_count_across_kill_9_of_the_app(
         app.kill()  # mid-stream
         _feed(c.bootstrap(), words, 300, sent)
         app.start()
-        wait_for("every count", lambda: _reached(c.bootstrap(), counts, sent, app), timeout=240)
-        got = _counts(c.bootstrap(), counts)
-        assert {k: got[k] for k in sent} == {k: list(range(1, n + 1)) for k, n in sent.items()}
+        _assert_counted_exactly_once(c, counts, sent, app)
     finally:
         if app.proc is not None and app.proc.poll() is None:
             app.kill()
@@ -180,12 +194,7 @@ def test_exactly_once_count_across_kill_9_of_the_coordinator(
     librdkafka never looked up again the group coordinator it had cached there, so
     send_offsets_to_transaction (no timeout, from quixstreams) waited for good."""
     c, repo = cluster
-    words, counts = f"words-{uuid.uuid4().hex[:6]}", f"counts-{uuid.uuid4().hex[:6]}"
-    for topic in (words, counts):
-        c.create_topic(topic, 2, 3, min_insync_replicas=2)
-    args = [c.bootstrap(), words, counts, f"quix-{uuid.uuid4().hex[:6]}", str(tmp_path / "state")]
-    app, sent = App(quix_python, args, tmp_path / "app.log"), Counter[str]()
-    _feed(c.bootstrap(), words, 300, sent)
+    words, counts, app, sent = _app_with_input(c, quix_python, tmp_path)
     started = datetime.now(UTC)
     app.start()
     try:
@@ -205,9 +214,7 @@ def test_exactly_once_count_across_kill_9_of_the_coordinator(
         feeding.join(120)
         assert not feeding.is_alive()
         victim.start()
-        wait_for("every count", lambda: _reached(c.bootstrap(), counts, sent, app), timeout=240)
-        got = _counts(c.bootstrap(), counts)
-        assert {k: got[k] for k in sent} == {k: list(range(1, n + 1)) for k, n in sent.items()}
+        _assert_counted_exactly_once(c, counts, sent, app)
     finally:
         if app.proc is not None and app.proc.poll() is None:
             app.kill()

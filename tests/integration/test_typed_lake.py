@@ -274,16 +274,21 @@ def _has(table: DeltaTable, path: str) -> bool:
     return True
 
 
-def test_merged_files_keep_the_typed_columns_in_the_latest_schema(env: Env) -> None:
-    topic = "typed-avro"
-    uri, options = table_uri(env.s3, topic), env.s3.storage_options()
-    before = len(DeltaTable(uri, storage_options=options).file_uris())
+def _merge_small_files(env: Env, worker_id: str) -> None:
+    """One compaction pass that merges any two small files of a topic."""
     settings = Settings(min_grace_ms=0, target_file_bytes=1 << 20, merge_min_files=2)
-    worker = CompactionWorker(env.engine, env.s3, "typed-compaction", settings)
+    worker = CompactionWorker(env.engine, env.s3, worker_id, settings)
     try:
         worker.run_once()
     finally:
         worker.close()
+
+
+def test_merged_files_keep_the_typed_columns_in_the_latest_schema(env: Env) -> None:
+    topic = "typed-avro"
+    uri, options = table_uri(env.s3, topic), env.s3.storage_options()
+    before = len(DeltaTable(uri, storage_options=options).file_uris())
+    _merge_small_files(env, "typed-compaction")
     assert len(DeltaTable(uri, storage_options=options).file_uris()) < before  # merged
     rows = env.tier(topic, env.avro_offsets)
     expected = [EXPECTED[0], EXPECTED[1], None, EXPECTED[2], EXPECTED[0]]
@@ -447,12 +452,7 @@ def test_json_schema_and_protobuf_merged_files_and_hot_tail(env: Env, spark: Spa
     uri = {t: table_uri(env.s3, t) for t, *_ in FORMATS.values()}
     options = env.s3.storage_options()
     before = {t: len(DeltaTable(u, storage_options=options).file_uris()) for t, u in uri.items()}
-    settings = Settings(min_grace_ms=0, target_file_bytes=1 << 20, merge_min_files=2)
-    worker = CompactionWorker(env.engine, env.s3, "typed-compaction-formats", settings)
-    try:
-        worker.run_once()
-    finally:
-        worker.close()
+    _merge_small_files(env, "typed-compaction-formats")
     for topic, _, expected, _, why in FORMATS.values():
         assert len(DeltaTable(uri[topic], storage_options=options).file_uris()) < before[topic]
         rows = env.tier(topic, env.typed_offsets[topic])
