@@ -18,8 +18,9 @@ from cluster.metadata_follower import MetadataFollower
 from cluster.metadata_listener import MetadataListener
 from cluster.read_contract import ColdReader
 from cluster.search_contract import ColdSearcher
-from ingest.broker_config import BrokerConfig, kafka_advertised
+from ingest.broker_config import BrokerConfig
 from ingest.broker_deps import BrokerDeps
+from ingest.broker_lease import BrokerLease
 from ingest.cleaner.erasure_duty import ErasureDuty
 from ingest.cleaner.log_cleaner import CleanerDuty
 from ingest.log.log_manager import LogManager
@@ -53,7 +54,7 @@ from metadata.quotas import QuotaRepo
 from metadata.registry_store import RegistryStore
 from metadata.segment_registry import SegmentRegistry
 from metadata.topics import TopicRepo
-from metadata.types import BrokerRegistration, TopicNamePartition
+from metadata.types import TopicNamePartition
 
 log = logging.getLogger("tierlog.broker")
 
@@ -145,12 +146,11 @@ class Broker:
         self.schema_ids = SchemaIdCheck(RegistryStore(self.engine))
         self._background: set[asyncio.Future[Any]] = set()
         self.ready = False
-        self._lease_until = 0.0  # monotonic deadline of our broker lease, by our own clock
-        self._last_heartbeat = 0.0  # monotonic start of the last successful heartbeat
-        self._rejoined = False  # registered again after a lapse; metadata not yet re-read
+        self.lease = BrokerLease(
+            config, self.brokers, self.clock, self.metadata.refresh_now, lambda: self.ready
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._resigning: asyncio.Future[None] | None = None  # controlled shutdown's hand-over
-        self._left = False  # deregistered on shutdown: no more heartbeats nor controller ticks
         self._tasks: list[asyncio.Task[None]] = []
         self._logs: LogManager | None = None
         self._stopping = False
@@ -171,10 +171,12 @@ class Broker:
         )
         self.cluster_secret = await asyncio.to_thread(self.partition_repo.cluster_secret)
         await self.authorizer.start()
-        await self._register()
+        await self.lease.register()
         # Renew the lease from now on: the rest of start-up (log recovery, the cold reader's
         # S3 clients) can outlast a lease, and a lapse makes the controller see a restart.
-        self._tasks = [self._every(cfg.heartbeat_ms, self._heartbeat, "heartbeat", backs_off=False)]
+        self._tasks = [
+            self._every(cfg.heartbeat_ms, self.lease.heartbeat, "heartbeat", backs_off=False)
+        ]
         self._tasks.append(asyncio.create_task(watch_loop_lag(), name="loop-lag"))
         if self.cold_reader is not None:
             await self.cold_reader.start()
@@ -278,64 +280,10 @@ class Broker:
     # -- membership and lease ---------------------------------------------------------------
 
     def lease_ok(self) -> bool:
-        return self.clock.monotonic() < self._lease_until
-
-    async def _register(self) -> None:
-        """Join as a new incarnation, even while the last one's lease still runs: a restart
-        within the lease (a supervisor brings a killed broker back in a second or two) must
-        look like one to the controller, which then moves its leaderships and takes it back
-        into ISRs only once it has caught up (Kafka's new broker epoch on registration)."""
-        started = self.clock.monotonic()
-        await asyncio.to_thread(self._register_row)
-        self._renewed(started)
-
-    def _register_row(self) -> BrokerRegistration:
-        """The registry row, whole: a re-registration after a lapsed lease must carry the
-        Kafka address too, or the other brokers' Metadata answers name a wrong port for this
-        broker and Kafka clients cannot reach what it leads (chaos, seed 3255133382)."""
-        cfg = self.config
-        kafka = kafka_advertised(cfg)  # other brokers name it in their Kafka Metadata answers
-        return self.brokers.register(
-            cfg.broker_id,
-            cfg.advertised_url,
-            cfg.lease_ms,
-            kafka_address=None if kafka is None else f"{kafka[0]}:{kafka[1]}",
-        )
-
-    async def _heartbeat(self) -> None:
-        if self._left:
-            return
-        cfg = self.config
-        started = self.clock.monotonic()
-        alive = await asyncio.to_thread(self.brokers.heartbeat, cfg.broker_id, cfg.lease_ms)
-        if not alive:
-            # Our lease lapsed (we were paused or cut off): others may have taken over.
-            info = await asyncio.to_thread(self._register_row)
-            if self.ready:
-                log.warning(
-                    "broker lease lapsed: registered again",
-                    extra={
-                        "broker_id": cfg.broker_id,
-                        "incarnation": info.incarnation,
-                        "since_last_heartbeat_s": round(started - self._last_heartbeat, 3),
-                    },
-                )
-            self._rejoined = True
-        if self._rejoined:
-            # While it lapsed the controller may have moved its leaderships: until this
-            # broker has read what it missed, its lease must not count as live, or it would
-            # serve and take writes as a leader that was replaced (stale reads, 416s).
-            await self.metadata.refresh_now()
-            self._rejoined = False
-        self._renewed(started)
-
-    def _renewed(self, started: float) -> None:
-        # Count the lease from before the call, with a margin, so we never overestimate it.
-        self._last_heartbeat = started
-        self._lease_until = started + self.config.lease_ms * 0.8 / 1000
+        return self.lease.ok()
 
     async def _controller_tick(self) -> None:
-        if self.lease_ok() and not self._left:
+        if self.lease_ok() and not self.lease.left:
             await asyncio.to_thread(self.controller.tick)
 
     # -- duties -----------------------------------------------------------------------------
@@ -361,7 +309,7 @@ class Broker:
         await hand_over_leaderships(self.partition_repo, self.config.broker_id, self.partitions)
         # Then leave: the controller takes it out of every ISR (leaders stop waiting for its
         # fetches) and keeps it out, as Kafka's controller does with a broker shutting down.
-        self._left = True
+        self.lease.left = True
         with contextlib.suppress(Exception):
             await asyncio.to_thread(self.controller.resign)
         with contextlib.suppress(Exception):

@@ -205,7 +205,7 @@ class InProcessCluster:
             if node.broker_id not in self._pg_cut:
                 # Its heartbeat, as at this time: a connected broker's lease stays current.
                 with contextlib.suppress(Exception):
-                    await node.b._heartbeat()
+                    await node.b.lease.heartbeat()
         active = self._active_links()
         marks = {link: self.links.completed.get(link, 0) for link in active}
 

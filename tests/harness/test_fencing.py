@@ -142,7 +142,7 @@ def test_leader_cut_off_from_postgres_stops_serving_and_rejoins_as_follower(
     assert r.status_code == 503, r.text
     assert r.json()["error_code"] == "NOT_LEADER_OR_FOLLOWER", r.text
     c.heal()
-    old.run(old.b._heartbeat())  # lapsed in Postgres: registers again, reads the metadata
+    old.run(old.b.lease.heartbeat())  # lapsed in Postgres: registers again, reads the metadata
     assert old.b.lease_ok()
     assert old.b.leader_state("cut-pg", 0) is None, "its lease live while it thinks it leads"
     assert old.b.partitions[TopicNamePartition("cut-pg", 0)].leader_id == new
@@ -187,7 +187,7 @@ def test_a_broker_registered_again_keeps_its_kafka_address(cluster: InProcessClu
     c.cut_postgres(lapsed.broker_id)
     c.advance(LEASE_S)  # its lease lapses in Postgres
     c.heal()
-    lapsed.run(lapsed.b._heartbeat())  # the heartbeat finds it lapsed: registers again
+    lapsed.run(lapsed.b.lease.heartbeat())  # the heartbeat finds it lapsed: registers again
     assert "broker lease lapsed: registered again" in c.logs.text(lapsed.broker_id)
     other = c.brokers[1]
     other.run(other.b.metadata.refresh_now())

@@ -160,8 +160,8 @@ def test_sigterm_hands_leadership_over_before_the_broker_stops(
         assert new.b.partitions[TopicNamePartition("drain", 0)].log.log_end_offset == end
         c.produce("drain", [{"value": "after"}], via=info.leader)  # acks=all with two
     finally:  # back in service (a harness node cannot be restarted: its metrics registry)
-        leader.b.draining = leader.b._left = False
-        leader.run(leader.b._heartbeat())  # registers again
+        leader.b.draining = leader.b.lease.left = False
+        leader.run(leader.b.lease.heartbeat())  # registers again
     wait_for("the ISR whole again", lambda: len(c.partition("drain")["isr"]) == 3, timeout=60)
 
 
