@@ -28,6 +28,7 @@ from logformat.frame import decode_records
 from metadata.configs import TopicConfig
 from metadata.registry_store import RegistryStore
 from schemaformat.naming import record_name
+from schemaformat.wire import prefix_ids
 
 
 class PlannedAppend(Protocol):
@@ -52,7 +53,6 @@ class PlannedProduce(Protocol):
 POSITIVE_TTL_S = 60.0
 NEGATIVE_TTL_S = 1.0
 _MAX_CACHED = 100_000
-_PREFIX = 5  # magic byte + schema id
 
 
 class SchemaValidationError(TierlogError):
@@ -82,24 +82,13 @@ def framed_ids(values: pa.Array) -> tuple[np.ndarray, np.ndarray, int | None]:
     bytes are not in the wire format or None)."""
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
-    n = len(values)
-    if n == 0:
-        return np.empty(0, np.int64), np.empty(0, np.int64), None
-    offsets = np.frombuffer(values.buffers()[1], np.int32)[values.offset : values.offset + n + 1]
-    data_buf = values.buffers()[2]
-    data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.empty(0, np.uint8)
-    valid = values.is_valid().to_numpy(zero_copy_only=False)
-    positions = np.flatnonzero(valid)
-    starts = offsets[:-1][positions].astype(np.int64)
-    lengths = (offsets[1:] - offsets[:-1])[positions]
-    framed = lengths >= _PREFIX
-    safe = np.where(framed, starts, 0)
-    framed &= data[safe] == 0 if len(data) else False
-    if not framed.all():
-        return positions, np.empty(0, np.int64), int(positions[np.argmin(framed)])
-    b = [data[starts + k].astype(np.int64) for k in range(1, _PREFIX)]
-    ids = (b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3]
-    return positions, ids, None
+    ids = prefix_ids(values)  # -1: null, too short, or no magic byte
+    positions = np.flatnonzero(values.is_valid().to_numpy(zero_copy_only=False))
+    found = ids[positions]
+    unframed = found < 0
+    if unframed.any():
+        return positions, np.empty(0, np.int64), int(positions[np.argmax(unframed)])
+    return positions, found, None
 
 
 class SchemaIdCheck:
