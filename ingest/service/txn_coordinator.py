@@ -84,14 +84,15 @@ class TxnCoordinator:
     async def add_partitions(
         self, tid: str, pid: int, epoch: int, parts: Sequence[tuple[str, int]]
     ) -> None:
-        """AddPartitionsToTxn. Partitions the transaction under way has already are answered
-        after one read, without the row lock or a write (Kafka's coordinator does not write
-        its log for them either). Never from this broker's memory: another broker may have
-        ended the transaction since (the client's coordinator moved away and back), and a
-        memory of it would answer for a transaction that no longer exists."""
-        if await self._run(self.repo.has_partitions, tid, pid, epoch, list(parts)):
-            return
-        await self._run(self.repo.add_partitions, tid, pid, epoch, list(parts))
+        """AddPartitionsToTxn, in one call on a worker thread (TxnRepo.add_new_partitions).
+        Never from this broker's memory: another broker may have ended the transaction since
+        (the client's coordinator moved away and back), and a memory of it would answer for
+        a transaction that no longer exists. The partitions this broker leads hear of it
+        (TxnLog.added): their first batches need no check of their own."""
+        leaders = txn_log(self.broker)
+        asked = leaders.markers_begun()
+        await self._run(self.repo.add_new_partitions, tid, pid, epoch, list(parts))
+        leaders.added(pid, epoch, parts, asked)
 
     async def add_offsets(self, tid: str, pid: int, epoch: int, group: str) -> None:
         await self._run(self.repo.add_offsets, tid, pid, epoch, group)

@@ -16,7 +16,7 @@ import logging
 import struct
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
 import pyarrow as pa
@@ -39,6 +39,7 @@ log = logging.getLogger("tierlog.txn")
 # Postgres away or a local read failing: reads go on with the spans last known here.
 _SPANS_AWAY: tuple[type[Exception], ...] = (*POSTGRES_DOWN, OSError)
 
+_MARKERS_KEPT = 10_000
 ABORT, COMMIT = 0, 1  # Kafka's control record types
 _CONTROL_KEY = struct.Struct(">hh")  # version 0, type
 _CONTROL_VALUE = struct.Struct(">hi")  # version 0, coordinator epoch
@@ -133,6 +134,13 @@ class TxnLog:
         self.broker = broker
         self.repo = TxnRepo(broker.engine)
         self._parts: dict[tuple[str, int], PartitionTxns] = {}
+        # When a marker for each producer id last began here (a sequence number): a check's
+        # answer may mark the transaction's other partitions verified only if none began
+        # since it read (_verify_others). Forgotten past _MARKERS_KEPT ids: then every
+        # check that began before is taken as having seen one.
+        self._marker_seq = 0
+        self._markers: dict[int, int] = {}
+        self._markers_floor = 0
         # What the partitions ask of Postgres at once goes in one call (txn_batch.py).
         self._producers = Batched[int, TxnRow | None](self._rows_of)
         self._span_changes = Batched[NewSpans | Closed, None](self._write_spans)
@@ -228,8 +236,10 @@ class TxnLog:
         txns = await self.partition(state)
         async with txns.lock:
             if (pid, epoch) not in txns.verified:
-                await self._check(state, pid, epoch)
+                asked = self.markers_begun()
+                row = await self._check(state, pid, epoch)
                 txns.verified.add((pid, epoch))
+                self.added(pid, epoch, row.partitions, asked)
             floor = state.log.log_end_offset
             recorded = asyncio.ensure_future(self._record(txns, state, pid, submit()))
             txns.pending.add(recorded)
@@ -253,7 +263,34 @@ class TxnLog:
             txns.spans.extend(spans)
         return results
 
-    async def _check(self, state: Partition, pid: int, epoch: int) -> None:
+    def _marker_began(self, pid: int) -> None:
+        self._marker_seq += 1
+        if len(self._markers) >= _MARKERS_KEPT:
+            self._markers.clear()
+            self._markers_floor = self._marker_seq
+        self._markers[pid] = self._marker_seq
+
+    def markers_begun(self) -> int:
+        """A mark to pass to added(): how many markers began here so far."""
+        return self._marker_seq
+
+    def added(self, pid: int, epoch: int, parts: Iterable[tuple[str, int]], asked: int) -> None:
+        """Postgres said, after `asked = markers_begun()`, that producer (pid, epoch) has a
+        transaction under way with `parts` in it (a check's read, or this broker's
+        coordinator adding them): those this broker leads take its batches without a check
+        of their own (one read per transaction and broker at most, where each partition's
+        first batch cost one, in turn on the connection). Only if no marker for the
+        producer began since: the transaction may have ended. A marker that begins after
+        this clears them itself."""
+        if self._markers.get(pid, self._markers_floor) > asked:
+            return
+        for topic, partition in parts:
+            txns = self._parts.get((topic, partition))
+            state = self.broker.leader_state(topic, partition)
+            if txns is not None and state is not None and state.leader_epoch == txns.leader_epoch:
+                txns.verified.add((pid, epoch))
+
+    async def _check(self, state: Partition, pid: int, epoch: int) -> TxnRow:
         row = await self._producers(pid)
         tp = f"{state.topic}-{state.partition}"
         if row is None:
@@ -269,6 +306,7 @@ class TxnLog:
                 f"{tp} is not in a transaction of producer {pid} under way "
                 f"(state {row.state}): AddPartitionsToTxn first",
             )
+        return row
 
     async def write_marker(self, state: Partition, pid: int, commit: bool, timeout_s: float) -> int:
         """The control record ending producer `pid`'s transaction here, replicated to the
@@ -276,6 +314,7 @@ class TxnLog:
         txns = await self.partition(state)
         view = await self.broker.cache.require_topic(state.topic, state.partition)
         frame = encode_frame(control_batch(commit, int(time.time() * 1000)))
+        self._marker_began(pid)
         async with txns.lock:
             if txns.pending:  # every span written before the marker is recorded first
                 await asyncio.wait(set(txns.pending))

@@ -3,9 +3,19 @@ decides, whichever broker a client's coordinator is or was."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pyarrow as pa
 import pytest
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
 
 from ingest.service.txn_coordinator import TxnCoordinator, coordinator
+from ingest.service.txn_log import txn_log
+from logformat.frame import encode_frame
+from logformat.schema import RECORD_SCHEMA, TIMESTAMP
 from metadata.transactions import TxnError
 from tests.harness.cluster import InProcessCluster
 from tests.harness.node import Node
@@ -60,3 +70,96 @@ def test_a_transaction_ended_on_another_broker_is_not_added_to_from_memory(
     row = here.repo.get("tx-moved")
     assert row is not None and (row.state, row.partitions) == ("Ongoing", (("txmoved", 0),))
     first.run(here.end("tx-moved", pid, epoch, commit=False))
+
+
+def _batch(node: Node, topic: str, pid: int, epoch: int) -> Any:
+    """A transactional produce of one record to `topic`-0 through the leader's TxnLog."""
+    state = node.b.leader_state(topic, 0)
+    assert state is not None
+    frame = encode_frame(
+        pa.RecordBatch.from_arrays(
+            [
+                pa.array([0], pa.int32()),
+                pa.array([0], TIMESTAMP),
+                pa.array([b"k"], pa.binary()),
+                pa.array([b"v"], pa.binary()),
+                pa.array([[]], RECORD_SCHEMA.field("headers").type),
+            ],
+            schema=RECORD_SCHEMA,
+        )
+    )
+
+    async def produce() -> Any:
+        queued = await txn_log(node.b).submit(
+            state, pid, epoch, lambda: state.submit([frame], -1, 1)
+        )
+        return await queued
+
+    return node.run(produce())
+
+
+@contextmanager
+def _producer_checks(engine: Engine) -> Iterator[list[str]]:
+    """The statements reading producers' transactions (a leader's KIP-890 check)."""
+    seen: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and "kafka_transactions" in statement:
+            seen.append(statement)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+def _known_to_leader(node: Node, topic: str) -> None:
+    """The leader has the partition's transaction state loaded (as after a first one)."""
+    state = node.b.leader_state(topic, 0)
+    assert state is not None
+    node.run(txn_log(node.b).partition(state))
+
+
+def test_partitions_added_on_their_leader_take_batches_without_a_check(
+    cluster: InProcessCluster,
+) -> None:
+    """The coordinator is the partition's leader: AddPartitionsToTxn tells the partition,
+    so the transaction's first batch there reads no producer row (each partition's first
+    batch cost a read, in turn on the client's connection). Its marker ends that: the same
+    producer's next batch without AddPartitionsToTxn is refused (KIP-890)."""
+    c = cluster
+    c.create_topic("txnote")
+    leader = c.leader("txnote")
+    coord = _coordinator(leader)
+    _known_to_leader(leader, "txnote")
+    pid, epoch = leader.run(coord.init("tx-note", 60_000))
+    leader.run(coord.add_partitions("tx-note", pid, epoch, [("txnote", 0)]))
+    with _producer_checks(leader.b.engine) as checks:
+        _batch(leader, "txnote", pid, epoch)
+    assert checks == []
+    leader.run(coord.end("tx-note", pid, epoch, commit=True))
+    with pytest.raises(TxnError) as refused:
+        _batch(leader, "txnote", pid, epoch)
+    assert refused.value.kafka_name == "INVALID_TXN_STATE"
+
+
+def test_a_check_read_before_a_marker_began_tells_no_partition(
+    cluster: InProcessCluster,
+) -> None:
+    """What Postgres said of a transaction before a marker for its producer began may be
+    of a transaction that has ended since: it marks no partition as checked."""
+    c = cluster
+    c.create_topic("txstale")
+    leader = c.leader("txstale")
+    coord = _coordinator(leader)
+    _known_to_leader(leader, "txstale")
+    log = txn_log(leader.b)
+    pid, epoch = leader.run(coord.init("tx-stale", 60_000))
+    leader.run(coord.add_partitions("tx-stale", pid, epoch, [("txstale", 0)]))
+    asked = log.markers_begun()  # a read here still saw the transaction under way ...
+    leader.run(coord.end("tx-stale", pid, epoch, commit=False))  # ... then it ended
+    log.added(pid, epoch, [("txstale", 0)], asked)  # the read's answer comes in late
+    with pytest.raises(TxnError) as refused:
+        _batch(leader, "txstale", pid, epoch)
+    assert refused.value.kafka_name == "INVALID_TXN_STATE"
