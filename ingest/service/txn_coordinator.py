@@ -51,6 +51,9 @@ class TxnCoordinator:
         self.repo = TxnRepo(broker.engine)
         self.commit_offsets: OffsetCommit | None = None  # the listener's groups, when mounted
         self._sweeper: asyncio.Task[None] | None = None
+        # EndTxn is answered once PrepareCommit/PrepareAbort is durable (as Kafka answers
+        # it); the markers are written after, and the id's next call waits for them here.
+        self._completing: dict[str, asyncio.Task[None]] = {}
 
     def start(self) -> None:
         if self._sweeper is None or self._sweeper.done():
@@ -62,6 +65,42 @@ class TxnCoordinator:
             with contextlib.suppress(BaseException):
                 await self._sweeper
             self._sweeper = None
+        # Completions under way get a request's time to finish; one cancelled is finished by
+        # whichever broker's sweeper finds it prepared.
+        completing = list(self._completing.values())
+        if completing:
+            await asyncio.wait(completing, timeout=self.broker.config.request_timeout_ms / 1000)
+        for task in completing:
+            task.cancel()
+
+    async def _settled(self, tid: str) -> None:
+        """The id's transaction that this broker is completing, completed (or failed: the
+        call then finds it prepared, as on a broker that never completed it)."""
+        task = self._completing.get(tid)
+        if task is not None:
+            await asyncio.wait([task])
+
+    def _complete_later(self, row: TxnRow) -> None:
+        tid = row.transactional_id
+        task = asyncio.create_task(self._complete_logged(row), name=f"txn-complete-{tid}")
+        self._completing[tid] = task
+
+        def forget(done: asyncio.Task[None]) -> None:
+            if self._completing.get(tid) is done:
+                del self._completing[tid]
+
+        task.add_done_callback(forget)
+
+    async def _complete_logged(self, row: TxnRow) -> None:
+        try:
+            await self.complete(row)
+        except Exception as exc:  # the row stays prepared: the sweeper finishes it
+            log.warning(
+                "transaction %s not completed: %r",
+                row.transactional_id,
+                exc,
+                extra={"node": self.broker.config.broker_id},
+            )
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -74,6 +113,7 @@ class TxnCoordinator:
 
     async def init(self, tid: str, timeout_ms: int) -> Initialized:
         allocate = self.broker.partition_repo.allocate_producer_id
+        await self._settled(tid)
         for _ in range(3):
             got = await self._run(self.repo.init, tid, timeout_ms, allocate)
             if isinstance(got, Initialized):
@@ -89,12 +129,14 @@ class TxnCoordinator:
         (the client's coordinator moved away and back), and a memory of it would answer for
         a transaction that no longer exists. The partitions this broker leads hear of it
         (TxnLog.added): their first batches need no check of their own."""
+        await self._settled(tid)
         leaders = txn_log(self.broker)
         asked = leaders.markers_begun()
         await self._run(self.repo.add_new_partitions, tid, pid, epoch, list(parts))
         leaders.added(pid, epoch, parts, asked)
 
     async def add_offsets(self, tid: str, pid: int, epoch: int, group: str) -> None:
+        await self._settled(tid)
         await self._run(self.repo.add_offsets, tid, pid, epoch, group)
 
     async def txn_offsets(
@@ -106,16 +148,24 @@ class TxnCoordinator:
         member: tuple[str, int],
         entries: list[tuple[str, int, int, str | None]],
     ) -> None:
+        await self._settled(tid)
         await self._run(self.repo.txn_offsets, tid, pid, epoch, group, member, entries)
 
     async def end(self, tid: str, pid: int, epoch: int, commit: bool) -> None:
+        """EndTxn: answered once the decision is durable (PrepareCommit/PrepareAbort), as
+        Kafka answers it; the markers are written after it, and the id's next call here
+        waits for them (another broker's answers CONCURRENT_TRANSACTIONS until they are:
+        retriable for the client)."""
+        await self._settled(tid)
         row = await self._run(self.repo.end, tid, pid, epoch, commit)
         if row is not None:
-            await self.complete(row)
+            txn_log(self.broker).ending(row.producer_id)
+            self._complete_later(row)
 
     async def complete(self, row: TxnRow) -> None:
         """Markers to every partition, then (commit) the group offsets, then Complete*."""
         commit = row.state == PREPARE_COMMIT
+        txn_log(self.broker).ending(row.producer_id)
         await asyncio.gather(
             *(self._marker(t, p, row.producer_id, commit) for t, p in row.partitions)
         )
@@ -177,6 +227,8 @@ class TxnCoordinator:
     async def sweep(self) -> None:
         """Abort what timed out; finish what a dead coordinator left prepared."""
         for row in await asyncio.to_thread(self.repo.due, STUCK):
+            if row.transactional_id in self._completing:
+                continue  # this broker is completing it
             try:
                 if row.state == "Ongoing":
                     aborted = await asyncio.to_thread(

@@ -263,6 +263,14 @@ class TxnLog:
             txns.spans.extend(spans)
         return results
 
+    def ending(self, pid: int) -> None:
+        """Producer `pid`'s transaction is ending (PrepareCommit/PrepareAbort is durable):
+        no partition here takes its batches unchecked any more, though its marker may be
+        written later (the check then finds the transaction ending and refuses them)."""
+        self._marker_began(pid)
+        for txns in self._parts.values():
+            txns.verified = {v for v in txns.verified if v[0] != pid}
+
     def _marker_began(self, pid: int) -> None:
         self._marker_seq += 1
         if len(self._markers) >= _MARKERS_KEPT:

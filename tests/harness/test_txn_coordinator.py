@@ -19,6 +19,7 @@ from logformat.schema import RECORD_SCHEMA, TIMESTAMP
 from metadata.transactions import TxnError
 from tests.harness.cluster import InProcessCluster
 from tests.harness.node import Node
+from tests.integration.cluster import wait_for
 
 
 def _coordinator(node: Node) -> TxnCoordinator:
@@ -26,6 +27,11 @@ def _coordinator(node: Node) -> TxnCoordinator:
         return coordinator(node.b)  # its sweeper is a task of the harness loop
 
     return node.run(on_loop())
+
+
+def _state(coord: TxnCoordinator, tid: str) -> str | None:
+    row = coord.repo.get(tid)
+    return None if row is None else row.state
 
 
 def _refused(node: Node, call: object) -> str:
@@ -66,6 +72,9 @@ def test_a_transaction_ended_on_another_broker_is_not_added_to_from_memory(
     pid, epoch = first.run(here.init("tx-moved", 60_000))
     first.run(here.add_partitions("tx-moved", pid, epoch, [("txmoved", 0)]))
     other.run(there.end("tx-moved", pid, epoch, commit=True))
+    # EndTxn is answered before the markers; the client's retries of CONCURRENT_TRANSACTIONS
+    # on the first broker go on until the other wrote them.
+    wait_for("the commit completed", lambda: _state(here, "tx-moved") == "CompleteCommit")
     first.run(here.add_partitions("tx-moved", pid, epoch, [("txmoved", 0)]))
     row = here.repo.get("tx-moved")
     assert row is not None and (row.state, row.partitions) == ("Ongoing", (("txmoved", 0),))
@@ -163,3 +172,23 @@ def test_a_check_read_before_a_marker_began_tells_no_partition(
     with pytest.raises(TxnError) as refused:
         _batch(leader, "txstale", pid, epoch)
     assert refused.value.kafka_name == "INVALID_TXN_STATE"
+
+
+def test_end_is_answered_prepared_and_the_next_call_waits_for_the_markers(
+    cluster: InProcessCluster,
+) -> None:
+    """EndTxn returns once the commit is decided (Kafka answers it so); the producer's next
+    AddPartitionsToTxn on the same coordinator waits for the markers instead of answering
+    CONCURRENT_TRANSACTIONS (librdkafka would wait its retry backoff), and the new
+    transaction starts after the old one's marker."""
+    c = cluster
+    c.create_topic("txnext")
+    node = c.any()
+    coord = _coordinator(node)
+    pid, epoch = node.run(coord.init("tx-next", 60_000))
+    node.run(coord.add_partitions("tx-next", pid, epoch, [("txnext", 0)]))
+    node.run(coord.end("tx-next", pid, epoch, commit=True))
+    node.run(coord.add_partitions("tx-next", pid, epoch, [("txnext", 0)]))
+    assert _state(coord, "tx-next") == "Ongoing"
+    assert [s.kind for s in coord.repo.spans("txnext", 0) if s.producer_id == pid] == ["marker"]
+    node.run(coord.end("tx-next", pid, epoch, commit=False))
