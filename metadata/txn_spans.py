@@ -20,10 +20,10 @@ from sqlalchemy import (
     delete,
     func,
     select,
+    text,
     tuple_,
     update,
 )
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine
 
 from metadata.txn_tables import META
@@ -76,6 +76,39 @@ def single_statement(engine: Engine) -> Connection:
     return engine.connect().execution_options(isolation_level="AUTOCOMMIT")
 
 
+# One statement whatever the number of spans (arrays, not a VALUES list per count): its
+# text is the same every time, so it is compiled once here and prepared by psycopg, where
+# a VALUES list of each new length was compiled again on the transaction path's every call.
+_PUT_SPANS = text(
+    """
+    WITH new AS (
+        SELECT * FROM unnest(
+            CAST(:topics AS text[]), CAST(:partitions AS integer[]),
+            CAST(:firsts AS bigint[]), CAST(:lasts AS bigint[]),
+            CAST(:pids AS bigint[]), CAST(:kinds AS text[])
+        ) AS n(topic, "partition", first_offset, last_offset, producer_id, kind)
+    ), closing AS (
+        DELETE FROM kafka_txn_spans s
+        USING unnest(
+            CAST(:closed_topics AS text[]), CAST(:closed_partitions AS integer[]),
+            CAST(:closed_pids AS bigint[])
+        ) AS c(topic, "partition", producer_id)
+        WHERE s.kind = 'ongoing' AND s.topic = c.topic AND s."partition" = c."partition"
+          AND s.producer_id = c.producer_id
+          AND NOT EXISTS (
+              SELECT 1 FROM new WHERE new.topic = s.topic
+              AND new."partition" = s."partition" AND new.first_offset = s.first_offset
+          )
+    )
+    INSERT INTO kafka_txn_spans (topic, "partition", first_offset, last_offset, producer_id, kind)
+    SELECT * FROM new
+    ON CONFLICT (topic, "partition", first_offset) DO UPDATE SET
+        last_offset = EXCLUDED.last_offset, producer_id = EXCLUDED.producer_id,
+        kind = EXCLUDED.kind
+    """
+)
+
+
 def _put_spans(
     conn: Connection, rows: Iterable[tuple[str, int, Span]], commits: Iterable[Closed] = ()
 ) -> None:
@@ -87,28 +120,26 @@ def _put_spans(
     and one at an offset written here is replaced instead, as a delete and then a write
     would leave it."""
     values = {
-        (topic, partition, span.first_offset): {"topic": topic, "partition": partition}
-        | span._asdict()
+        (topic, partition, span.first_offset): (topic, partition, span)
         for topic, partition, span in rows
     }  # one row per key: a statement may not update a row twice
     if not values:
         return
-    stmt = pg_insert(kafka_txn_spans).values(list(values.values()))
+    spans = list(values.values())
     ended = [(c.topic, c.partition, c.producer_id) for c in commits]
-    if ended:
-        s = kafka_txn_spans.c
-        closing = delete(kafka_txn_spans).where(
-            s.kind == "ongoing",
-            tuple_(s.topic, s.partition, s.producer_id).in_(ended),
-            tuple_(s.topic, s.partition, s.first_offset).not_in(list(values)),
-        )
-        stmt = stmt.add_cte(closing.cte("closing"))
-    keys = ("last_offset", "producer_id", "kind")
     conn.execute(
-        stmt.on_conflict_do_update(
-            index_elements=["topic", "partition", "first_offset"],
-            set_={k: stmt.excluded[k] for k in keys},
-        )
+        _PUT_SPANS,
+        {
+            "topics": [t for t, _, _ in spans],
+            "partitions": [p for _, p, _ in spans],
+            "firsts": [s.first_offset for _, _, s in spans],
+            "lasts": [s.last_offset for _, _, s in spans],
+            "pids": [s.producer_id for _, _, s in spans],
+            "kinds": [s.kind for _, _, s in spans],
+            "closed_topics": [t for t, _, _ in ended],
+            "closed_partitions": [p for _, p, _ in ended],
+            "closed_pids": [pid for _, _, pid in ended],
+        },
     )
 
 
