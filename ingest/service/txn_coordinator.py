@@ -159,13 +159,13 @@ class TxnCoordinator:
         await self._settled(tid)
         row = await self._run(self.repo.end, tid, pid, epoch, commit)
         if row is not None:
-            txn_log(self.broker).ending(row.producer_id)
+            txn_log(self.broker).ending(row.producer_id, row.partitions)
             self._complete_later(row)
 
     async def complete(self, row: TxnRow) -> None:
         """Markers to every partition, then (commit) the group offsets, then Complete*."""
         commit = row.state == PREPARE_COMMIT
-        txn_log(self.broker).ending(row.producer_id)
+        txn_log(self.broker).ending(row.producer_id, row.partitions)
         await asyncio.gather(
             *(self._marker(t, p, row.producer_id, commit) for t, p in row.partitions)
         )

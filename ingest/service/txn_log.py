@@ -263,13 +263,16 @@ class TxnLog:
             txns.spans.extend(spans)
         return results
 
-    def ending(self, pid: int) -> None:
-        """Producer `pid`'s transaction is ending (PrepareCommit/PrepareAbort is durable):
-        no partition here takes its batches unchecked any more, though its marker may be
-        written later (the check then finds the transaction ending and refuses them)."""
+    def ending(self, pid: int, parts: Iterable[tuple[str, int]]) -> None:
+        """Producer `pid`'s transaction over `parts` is ending (PrepareCommit/PrepareAbort
+        is durable): none of them takes its batches unchecked any more, though its marker
+        may be written later (the check then finds the transaction ending and refuses
+        them). Only a transaction's own partitions are ever marked checked (added())."""
         self._marker_began(pid)
-        for txns in self._parts.values():
-            txns.verified = {v for v in txns.verified if v[0] != pid}
+        for key in parts:
+            txns = self._parts.get(key)
+            if txns is not None:
+                txns.verified = {v for v in txns.verified if v[0] != pid}
 
     def _marker_began(self, pid: int) -> None:
         self._marker_seq += 1
