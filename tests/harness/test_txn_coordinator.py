@@ -81,9 +81,9 @@ def test_a_transaction_ended_on_another_broker_is_not_added_to_from_memory(
     first.run(here.end("tx-moved", pid, epoch, commit=False))
 
 
-def _batch(node: Node, topic: str, pid: int, epoch: int) -> Any:
-    """A transactional produce of one record to `topic`-0 through the leader's TxnLog."""
-    state = node.b.leader_state(topic, 0)
+def _batch(node: Node, topic: str, pid: int, epoch: int, partition: int = 0) -> Any:
+    """A transactional produce of one record to a partition through its leader's TxnLog."""
+    state = node.b.leader_state(topic, partition)
     assert state is not None
     frame = encode_frame(
         pa.RecordBatch.from_arrays(
@@ -123,9 +123,9 @@ def _producer_checks(engine: Engine) -> Iterator[list[str]]:
         event.remove(engine, "before_cursor_execute", record)
 
 
-def _known_to_leader(node: Node, topic: str) -> None:
+def _known_to_leader(node: Node, topic: str, partition: int = 0) -> None:
     """The leader has the partition's transaction state loaded (as after a first one)."""
-    state = node.b.leader_state(topic, 0)
+    state = node.b.leader_state(topic, partition)
     assert state is not None
     node.run(txn_log(node.b).partition(state))
 
@@ -192,3 +192,30 @@ def test_end_is_answered_prepared_and_the_next_call_waits_for_the_markers(
     assert _state(coord, "tx-next") == "Ongoing"
     assert [s.kind for s in coord.repo.spans("txnext", 0) if s.producer_id == pid] == ["marker"]
     node.run(coord.end("tx-next", pid, epoch, commit=False))
+
+
+def test_one_check_tells_the_transactions_other_partitions_on_that_leader(
+    cluster: InProcessCluster,
+) -> None:
+    """The coordinator is another broker: the leader's first batch of the transaction reads
+    the producer's row, which names the transaction's partitions; its other partition on
+    the same leader takes its first batch without a read of its own."""
+    c = cluster
+    c.create_topic("txboth", partitions=4)
+    led: dict[int, list[int]] = {}
+    for p in range(4):
+        led.setdefault(c.leader("txboth", p).broker_id, []).append(p)
+    leader_id, (a, b, *_) = next((n, ps) for n, ps in led.items() if len(ps) >= 2)
+    leader = c.brokers[leader_id]
+    other = c.any(exclude=leader_id)
+    coord = _coordinator(other)
+    for p in (a, b):
+        _known_to_leader(leader, "txboth", p)
+    pid, epoch = other.run(coord.init("tx-both", 60_000))
+    other.run(coord.add_partitions("tx-both", pid, epoch, [("txboth", a), ("txboth", b)]))
+    with _producer_checks(leader.b.engine) as first:
+        _batch(leader, "txboth", pid, epoch, a)
+    with _producer_checks(leader.b.engine) as second:
+        _batch(leader, "txboth", pid, epoch, b)
+    assert (len(first), second) == (1, [])
+    other.run(coord.end("tx-both", pid, epoch, commit=False))
