@@ -25,12 +25,15 @@ from typing import TYPE_CHECKING, Any
 from ingest.service.txn_log import txn_log
 from logformat.errors import ErrorCode, TierlogError
 from metadata.transactions import (
+    COMPLETE_ABORT,
+    COMPLETE_COMMIT,
     PREPARE_COMMIT,
     Initialized,
     TxnError,
     TxnRepo,
     TxnRow,
 )
+from metadata.txn_spans import Completed
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
@@ -42,6 +45,8 @@ PRUNE_EVERY = 60  # sweeps between prunes of the spans below the log start (rete
 STUCK = timedelta(seconds=5)  # a prepared transaction no coordinator finished in this long
 MARKER_PATH = "/internal/txn/markers"
 # group, member, generation, [(topic, partition, offset, metadata)]: applies committed offsets
+# A marker's span changes on this broker, once queued (write_marker's `queued`).
+Queued = asyncio.Future[tuple[asyncio.Future[bool], ...]]
 OffsetCommit = Callable[[str, str, int, list[tuple[str, int, int, str | None]]], Awaitable[None]]
 
 
@@ -166,12 +171,14 @@ class TxnCoordinator:
         """Markers to every partition, then (commit) the group offsets, then Complete*."""
         commit = row.state == PREPARE_COMMIT
         txn_log(self.broker).ending(row.producer_id, row.partitions)
-        await asyncio.gather(
-            *(self._marker(t, p, row.producer_id, commit) for t, p in row.partitions)
-        )
-        if commit:
+        if commit and any(pending.get("entries") for pending in row.offsets.values()):
+            await asyncio.gather(
+                *(self._marker(t, p, row.producer_id, commit) for t, p in row.partitions)
+            )
             await self._apply_offsets(row)
-        await self._run(self.repo.finish, row)
+            await self._run(self.repo.finish, row)
+        else:
+            await self._markers_completing(row, commit)
         log.info(
             "transaction %s",
             "committed" if commit else "aborted",
@@ -194,12 +201,44 @@ class TxnCoordinator:
                 group, str(pending.get("member", "")), int(pending.get("generation", -1)), entries
             )
 
-    async def _marker(self, topic: str, partition: int, pid: int, commit: bool) -> None:
+    async def _markers_completing(self, row: TxnRow, commit: bool) -> None:
+        """The markers, and Complete* written in the statement that records this broker's
+        markers' spans (or in one after it): a round trip fewer per transaction. Written
+        only if every marker's were: else the row stays prepared, as when a marker fails
+        (the client's retry or the sweeper completes it)."""
+        loop = asyncio.get_running_loop()
+        queued: list[Queued] = [loop.create_future() for _ in row.partitions]
+        markers = asyncio.gather(
+            *(
+                self._marker(t, p, row.producer_id, commit, q)
+                for (t, p), q in zip(row.partitions, queued, strict=True)
+            )
+        )
+        all_queued = asyncio.gather(*queued)
+        either: list[asyncio.Future[Any]] = [markers, all_queued]
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        if not all_queued.done():  # a marker failed before its spans were queued
+            all_queued.cancel()
+            await markers
+        done = COMPLETE_COMMIT if commit else COMPLETE_ABORT
+        after = tuple(change for changes in all_queued.result() for change in changes)
+        finished = txn_log(self.broker).complete(
+            Completed(row.transactional_id, row.producer_id, row.state, done, after)
+        )
+        await markers
+        if not await finished:
+            raise TxnError("COORDINATOR_NOT_AVAILABLE", "a marker's spans were not recorded")
+
+    async def _marker(
+        self, topic: str, partition: int, pid: int, commit: bool, queued: Queued | None = None
+    ) -> None:
+        """The marker on the partition's leader; `queued` gets this broker's span changes
+        for it once queued (none when another broker leads it: written once it answered)."""
         broker = self.broker
         timeout_s = broker.config.request_timeout_ms / 1000
         state = broker.leader_state(topic, partition)
         if state is not None:
-            await txn_log(broker).write_marker(state, pid, commit, timeout_s)
+            await txn_log(broker).write_marker(state, pid, commit, timeout_s, queued)
             return
         view = await broker.cache.require_topic(topic, partition)
         leader = view.partitions[partition].leader
@@ -210,6 +249,8 @@ class TxnCoordinator:
             )
         body = {"topic": topic, "partition": partition, "producer_id": pid, "commit": commit}
         await broker.forwarder.post_json(f"{url}{MARKER_PATH}", body)
+        if queued is not None and not queued.done():
+            queued.set_result(())
 
     async def _sweep_forever(self) -> None:
         sweeps = 0

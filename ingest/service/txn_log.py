@@ -30,7 +30,7 @@ from logformat.schema import RECORD_SCHEMA, TIMESTAMP
 from logformat.txn_rows import MARKER_HEADER, in_spans, marker_rows
 from metadata.db_errors import POSTGRES_DOWN
 from metadata.transactions import ONGOING, Span, TxnError, TxnRepo, TxnRow
-from metadata.txn_spans import Closed, NewSpans
+from metadata.txn_spans import Closed, Completed, NewSpans
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
@@ -40,6 +40,8 @@ log = logging.getLogger("tierlog.txn")
 _SPANS_AWAY: tuple[type[Exception], ...] = (*POSTGRES_DOWN, OSError)
 
 _MARKERS_KEPT = 10_000
+# A partition's span change, a transaction's completion, or one left out (None).
+_Change = NewSpans | Closed | Completed | None
 ABORT, COMMIT = 0, 1  # Kafka's control record types
 _CONTROL_KEY = struct.Struct(">hh")  # version 0, type
 _CONTROL_VALUE = struct.Struct(">hi")  # version 0, coordinator epoch
@@ -143,16 +145,34 @@ class TxnLog:
         self._markers_floor = 0
         # What the partitions ask of Postgres at once goes in one call (txn_batch.py).
         self._producers = Batched[int, TxnRow | None](self._rows_of)
-        self._span_changes = Batched[NewSpans | Closed, None](self._write_spans)
+        self._span_changes = Batched[_Change, bool](self._write_spans, self._completable)
 
     def _rows_of(self, pids: list[int]) -> list[TxnRow | None]:
         rows = self.repo.by_producers(pids)
         return [rows.get(pid) for pid in pids]
 
-    def _write_spans(self, changes: list[NewSpans | Closed]) -> list[None]:
+    def _write_spans(self, changes: list[_Change]) -> list[bool]:
+        """Each change written (True), or a completion left out (False: below)."""
         new = [c for c in changes if isinstance(c, NewSpans)]
-        self.repo.write_spans(new, [c for c in changes if isinstance(c, Closed)])
-        return [None] * len(changes)
+        closed = [c for c in changes if isinstance(c, Closed)]
+        self.repo.write_spans(new, closed, [c for c in changes if isinstance(c, Completed)])
+        return [c is not None for c in changes]
+
+    @staticmethod
+    def _completable(changes: list[_Change]) -> list[_Change]:
+        """On the loop as a run begins: a completion whose markers' span changes went in an
+        earlier run that failed is left out (None): its row stays prepared, for a retry or
+        the sweeper, as when a marker fails. Those in this run share its statement."""
+        return [
+            None if isinstance(c, Completed) and any(_failed(f) for f in c.after) else c
+            for c in changes
+        ]
+
+    def complete(self, done: Completed) -> asyncio.Future[bool]:
+        """The transaction's row finished in the statement that records the span changes
+        `done.after` names (its markers' here, queued before it: write_marker's `queued`)
+        or in a later one, never before them: whether it was (False: one of them failed)."""
+        return self._span_changes.submit(done)
 
     async def partition(self, state: Partition) -> PartitionTxns:
         key = (state.topic, state.partition)
@@ -319,9 +339,17 @@ class TxnLog:
             )
         return row
 
-    async def write_marker(self, state: Partition, pid: int, commit: bool, timeout_s: float) -> int:
+    async def write_marker(
+        self,
+        state: Partition,
+        pid: int,
+        commit: bool,
+        timeout_s: float,
+        queued: asyncio.Future[tuple[asyncio.Future[bool], ...]] | None = None,
+    ) -> int:
         """The control record ending producer `pid`'s transaction here, replicated to the
-        ISR before its spans change: its offset."""
+        ISR before its spans change: its offset. `queued` gets the span changes once they
+        are queued (a completion queued after them is written with them or after)."""
         txns = await self.partition(state)
         view = await self.broker.cache.require_topic(state.topic, state.partition)
         frame = encode_frame(control_batch(commit, int(time.time() * 1000)))
@@ -338,10 +366,13 @@ class TxnLog:
                 for s in txns.spans
                 if s.producer_id == pid and s.kind == "ongoing" and not commit
             )
-            await asyncio.gather(
-                self._span_changes(Closed(state.topic, state.partition, pid, commit, at)),
-                self._span_changes(NewSpans(state.topic, state.partition, ended)),
+            changes = (
+                self._span_changes.submit(Closed(state.topic, state.partition, pid, commit, at)),
+                self._span_changes.submit(NewSpans(state.topic, state.partition, ended)),
             )
+            if queued is not None and not queued.done():
+                queued.set_result(changes)
+            await asyncio.gather(*changes)
             kept = []
             for s in txns.spans:
                 if s.producer_id == pid and s.kind == "ongoing":
@@ -353,6 +384,15 @@ class TxnLog:
             txns.spans = kept
             txns.verified = {v for v in txns.verified if v[0] != pid}
             return at
+
+
+def _failed(change: object) -> bool:
+    """A span change's future that ended without being written."""
+    return (
+        isinstance(change, asyncio.Future)
+        and change.done()
+        and (change.cancelled() or change.exception() is not None)
+    )
 
 
 def _prunable(span: Span, log_start: int) -> bool:

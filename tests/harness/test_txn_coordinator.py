@@ -219,3 +219,38 @@ def test_one_check_tells_the_transactions_other_partitions_on_that_leader(
         _batch(leader, "txboth", pid, epoch, b)
     assert (len(first), second) == (1, [])
     other.run(coord.end("tx-both", pid, epoch, commit=False))
+
+
+def test_a_completion_here_writes_complete_with_the_markers_spans(
+    cluster: InProcessCluster,
+) -> None:
+    """The coordinator leads the transaction's partitions: Complete* goes in the statement
+    recording the markers' spans, not in one of its own."""
+    c = cluster
+    c.create_topic("txdone")
+    leader = c.leader("txdone")
+    coord = _coordinator(leader)
+    _known_to_leader(leader, "txdone")
+    pid, epoch = leader.run(coord.init("tx-done", 60_000))
+    leader.run(coord.add_partitions("tx-done", pid, epoch, [("txdone", 0)]))
+    _batch(leader, "txdone", pid, epoch)
+    with _row_updates(leader.b.engine) as updates:
+        leader.run(coord.end("tx-done", pid, epoch, commit=True))
+        wait_for("the commit completed", lambda: _state(coord, "tx-done") == "CompleteCommit")
+    assert len(updates) == 1 and "PrepareCommit" in str(updates[0][1]), updates  # EndTxn's
+
+
+@contextmanager
+def _row_updates(engine: Engine) -> Iterator[list[tuple[str, Any]]]:
+    """The statements that update transactions' rows on their own."""
+    seen: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
+        if statement.lstrip().upper().startswith("UPDATE KAFKA_TRANSACTIONS"):
+            seen.append((statement, params))
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
