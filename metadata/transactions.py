@@ -263,12 +263,37 @@ class TxnRepo(TxnSpans):
     ) -> tuple[tuple[str, int], ...]:
         """AddPartitionsToTxn: every partition of the transaction under way, these included."""
         parts = list(dict.fromkeys(parts))
-        first = [list(tp) for tp in parts]  # the transaction's first call starts it
-        started = self._advance(
-            tid, pid, epoch, ENDED, state=ONGOING, started_at=_now(), partitions=first, offsets={}
-        )
+        started = self._start(tid, pid, epoch, parts)
         if started is not None:
             return started.partitions
+        return self._add_locked(tid, pid, epoch, parts)
+
+    def add_new_partitions(
+        self, tid: str, pid: int, epoch: int, parts: Iterable[tuple[str, int]]
+    ) -> None:
+        """AddPartitionsToTxn as the coordinator takes it, in as few round trips as each
+        case allows: a transaction's first call starts it in one statement; a repeat (the
+        transaction under way has them all) is answered after one read, without the row lock
+        or a write (Kafka's coordinator does not write its log for them either); the rest
+        take the locked path."""
+        parts = list(dict.fromkeys(parts))
+        if self._start(tid, pid, epoch, parts) is not None:
+            return
+        if not self.has_partitions(tid, pid, epoch, parts):
+            self._add_locked(tid, pid, epoch, parts)
+
+    def _start(
+        self, tid: str, pid: int, epoch: int, parts: builtins.list[tuple[str, int]]
+    ) -> TxnRow | None:
+        """The transaction's first call starts it (one statement), or None: not ended."""
+        first = [list(tp) for tp in parts]
+        return self._advance(
+            tid, pid, epoch, ENDED, state=ONGOING, started_at=_now(), partitions=first, offsets={}
+        )
+
+    def _add_locked(
+        self, tid: str, pid: int, epoch: int, parts: builtins.list[tuple[str, int]]
+    ) -> tuple[tuple[str, int], ...]:
         with self.engine.begin() as conn:
             row = _matching(self._lock(conn, tid), tid, pid, epoch)
             known = list(row.partitions) if row.state == ONGOING else []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import NamedTuple
 
 from sqlalchemy import (
@@ -20,10 +21,10 @@ from sqlalchemy import (
     delete,
     func,
     select,
+    text,
     tuple_,
     update,
 )
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine
 
 from metadata.txn_tables import META
@@ -58,6 +59,19 @@ class NewSpans(NamedTuple):
     spans: tuple[Span, ...]
 
 
+class Completed(NamedTuple):
+    """A transaction whose markers are all written (their spans recorded in the same
+    statement or before it): its row goes from `prepared` (PrepareCommit/PrepareAbort) to
+    `done` (Complete*), as TxnRepo.finish would, unless another broker finished it already.
+    `after`: what must have been recorded first (the leader's own; empty here)."""
+
+    transactional_id: str
+    producer_id: int
+    prepared: str
+    done: str
+    after: tuple[object, ...] = ()
+
+
 class Closed(NamedTuple):
     """A marker written at `marker_offset` of a partition, ending producer `producer_id`'s
     transaction there: its ongoing spans become ordinary data (commit) or aborted ones."""
@@ -76,8 +90,54 @@ def single_statement(engine: Engine) -> Connection:
     return engine.connect().execution_options(isolation_level="AUTOCOMMIT")
 
 
+# One statement whatever the number of spans (arrays, not a VALUES list per count): its
+# text is the same every time, so it is compiled once here and prepared by psycopg, where
+# a VALUES list of each new length was compiled again on the transaction path's every call.
+_PUT_SPANS = text(
+    """
+    WITH new AS (
+        SELECT * FROM unnest(
+            CAST(:topics AS text[]), CAST(:partitions AS integer[]),
+            CAST(:firsts AS bigint[]), CAST(:lasts AS bigint[]),
+            CAST(:pids AS bigint[]), CAST(:kinds AS text[])
+        ) AS n(topic, "partition", first_offset, last_offset, producer_id, kind)
+    ), completing AS (
+        UPDATE kafka_transactions t SET
+            state = f.done, started_at = NULL, partitions = '[]'::jsonb,
+            offsets = '{}'::jsonb, updated_at = CAST(:now AS timestamptz)
+        FROM unnest(
+            CAST(:completed_ids AS text[]), CAST(:completed_pids AS bigint[]),
+            CAST(:completed_from AS text[]), CAST(:completed_to AS text[])
+        ) AS f(transactional_id, producer_id, prepared, done)
+        WHERE t.transactional_id = f.transactional_id AND t.producer_id = f.producer_id
+          AND t.state = f.prepared
+    ), closing AS (
+        DELETE FROM kafka_txn_spans s
+        USING unnest(
+            CAST(:closed_topics AS text[]), CAST(:closed_partitions AS integer[]),
+            CAST(:closed_pids AS bigint[])
+        ) AS c(topic, "partition", producer_id)
+        WHERE s.kind = 'ongoing' AND s.topic = c.topic AND s."partition" = c."partition"
+          AND s.producer_id = c.producer_id
+          AND NOT EXISTS (
+              SELECT 1 FROM new WHERE new.topic = s.topic
+              AND new."partition" = s."partition" AND new.first_offset = s.first_offset
+          )
+    )
+    INSERT INTO kafka_txn_spans (topic, "partition", first_offset, last_offset, producer_id, kind)
+    SELECT * FROM new
+    ON CONFLICT (topic, "partition", first_offset) DO UPDATE SET
+        last_offset = EXCLUDED.last_offset, producer_id = EXCLUDED.producer_id,
+        kind = EXCLUDED.kind
+    """
+)
+
+
 def _put_spans(
-    conn: Connection, rows: Iterable[tuple[str, int, Span]], commits: Iterable[Closed] = ()
+    conn: Connection,
+    rows: Iterable[tuple[str, int, Span]],
+    commits: Iterable[Closed] = (),
+    completed: Iterable[Completed] = (),
 ) -> None:
     """Spans at their first offsets, in one statement, each replacing one left there by a
     leader whose records at that offset were truncated (written after the new leader
@@ -85,30 +145,35 @@ def _put_spans(
     transactions) make their producers' ongoing spans ordinary data: the rows it deletes
     are never ones it writes (Postgres leaves undefined a row changed twice in a statement),
     and one at an offset written here is replaced instead, as a delete and then a write
-    would leave it."""
+    would leave it. `completed` transactions' rows are finished in the same statement
+    (their markers' spans are among `rows`, or were recorded before)."""
     values = {
-        (topic, partition, span.first_offset): {"topic": topic, "partition": partition}
-        | span._asdict()
+        (topic, partition, span.first_offset): (topic, partition, span)
         for topic, partition, span in rows
     }  # one row per key: a statement may not update a row twice
-    if not values:
+    done = list(completed)
+    if not values and not done:
         return
-    stmt = pg_insert(kafka_txn_spans).values(list(values.values()))
+    spans = list(values.values())
     ended = [(c.topic, c.partition, c.producer_id) for c in commits]
-    if ended:
-        s = kafka_txn_spans.c
-        closing = delete(kafka_txn_spans).where(
-            s.kind == "ongoing",
-            tuple_(s.topic, s.partition, s.producer_id).in_(ended),
-            tuple_(s.topic, s.partition, s.first_offset).not_in(list(values)),
-        )
-        stmt = stmt.add_cte(closing.cte("closing"))
-    keys = ("last_offset", "producer_id", "kind")
     conn.execute(
-        stmt.on_conflict_do_update(
-            index_elements=["topic", "partition", "first_offset"],
-            set_={k: stmt.excluded[k] for k in keys},
-        )
+        _PUT_SPANS,
+        {
+            "now": datetime.now(UTC),
+            "completed_ids": [c.transactional_id for c in done],
+            "completed_pids": [c.producer_id for c in done],
+            "completed_from": [c.prepared for c in done],
+            "completed_to": [c.done for c in done],
+            "topics": [t for t, _, _ in spans],
+            "partitions": [p for _, p, _ in spans],
+            "firsts": [s.first_offset for _, _, s in spans],
+            "lasts": [s.last_offset for _, _, s in spans],
+            "pids": [s.producer_id for _, _, s in spans],
+            "kinds": [s.kind for _, _, s in spans],
+            "closed_topics": [t for t, _, _ in ended],
+            "closed_partitions": [p for _, p, _ in ended],
+            "closed_pids": [pid for _, _, pid in ended],
+        },
     )
 
 
@@ -142,12 +207,17 @@ class TxnSpans:
         ordinary data (commit) or aborted ones, and the marker is a span of its own."""
         self.write_spans([], [Closed(topic, partition, pid, commit, marker_offset)])
 
-    def write_spans(self, new: Iterable[NewSpans], closed: Iterable[Closed]) -> None:
+    def write_spans(
+        self,
+        new: Iterable[NewSpans],
+        closed: Iterable[Closed],
+        completed: Iterable[Completed] = (),
+    ) -> None:
         """Many partitions' span changes at once (the leader gathers what its partitions ask
         at once: txn_log.py): one statement, or with aborts among the closings one Postgres
         transaction of at most three. The closings go first; a partition's new spans never
         follow its own marker in one call (the leader writes a marker only once the spans
-        before it are recorded)."""
+        before it are recorded). `completed` rows are finished in the same statement."""
         closed = list(closed)
         rows = [(n.topic, n.partition, span) for n in new for span in n.spans]
         rows += [
@@ -156,12 +226,12 @@ class TxnSpans:
         ]
         if all(c.commit for c in closed):  # commits' markers (and new spans): one statement
             with single_statement(self.engine) as conn:
-                _put_spans(conn, rows, closed)
+                _put_spans(conn, rows, closed, completed)
             return
         with self.engine.begin() as conn:
             _close(conn, closed, commit=True)
             _close(conn, closed, commit=False)
-            _put_spans(conn, rows)
+            _put_spans(conn, rows, (), completed)
 
     def spans(self, topic: str, partition: int) -> builtins.list[Span]:
         s = kafka_txn_spans.c

@@ -25,12 +25,15 @@ from typing import TYPE_CHECKING, Any
 from ingest.service.txn_log import txn_log
 from logformat.errors import ErrorCode, TierlogError
 from metadata.transactions import (
+    COMPLETE_ABORT,
+    COMPLETE_COMMIT,
     PREPARE_COMMIT,
     Initialized,
     TxnError,
     TxnRepo,
     TxnRow,
 )
+from metadata.txn_spans import Completed
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
@@ -42,6 +45,8 @@ PRUNE_EVERY = 60  # sweeps between prunes of the spans below the log start (rete
 STUCK = timedelta(seconds=5)  # a prepared transaction no coordinator finished in this long
 MARKER_PATH = "/internal/txn/markers"
 # group, member, generation, [(topic, partition, offset, metadata)]: applies committed offsets
+# A marker's span changes on this broker, once queued (write_marker's `queued`).
+Queued = asyncio.Future[tuple[asyncio.Future[bool], ...]]
 OffsetCommit = Callable[[str, str, int, list[tuple[str, int, int, str | None]]], Awaitable[None]]
 
 
@@ -51,6 +56,9 @@ class TxnCoordinator:
         self.repo = TxnRepo(broker.engine)
         self.commit_offsets: OffsetCommit | None = None  # the listener's groups, when mounted
         self._sweeper: asyncio.Task[None] | None = None
+        # EndTxn is answered once PrepareCommit/PrepareAbort is durable (as Kafka answers
+        # it); the markers are written after, and the id's next call waits for them here.
+        self._completing: dict[str, asyncio.Task[None]] = {}
 
     def start(self) -> None:
         if self._sweeper is None or self._sweeper.done():
@@ -62,6 +70,42 @@ class TxnCoordinator:
             with contextlib.suppress(BaseException):
                 await self._sweeper
             self._sweeper = None
+        # Completions under way get a request's time to finish; one cancelled is finished by
+        # whichever broker's sweeper finds it prepared.
+        completing = list(self._completing.values())
+        if completing:
+            await asyncio.wait(completing, timeout=self.broker.config.request_timeout_ms / 1000)
+        for task in completing:
+            task.cancel()
+
+    async def _settled(self, tid: str) -> None:
+        """The id's transaction that this broker is completing, completed (or failed: the
+        call then finds it prepared, as on a broker that never completed it)."""
+        task = self._completing.get(tid)
+        if task is not None:
+            await asyncio.wait([task])
+
+    def _complete_later(self, row: TxnRow) -> None:
+        tid = row.transactional_id
+        task = asyncio.create_task(self._complete_logged(row), name=f"txn-complete-{tid}")
+        self._completing[tid] = task
+
+        def forget(done: asyncio.Task[None]) -> None:
+            if self._completing.get(tid) is done:
+                del self._completing[tid]
+
+        task.add_done_callback(forget)
+
+    async def _complete_logged(self, row: TxnRow) -> None:
+        try:
+            await self.complete(row)
+        except Exception as exc:  # the row stays prepared: the sweeper finishes it
+            log.warning(
+                "transaction %s not completed: %r",
+                row.transactional_id,
+                exc,
+                extra={"node": self.broker.config.broker_id},
+            )
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -74,6 +118,7 @@ class TxnCoordinator:
 
     async def init(self, tid: str, timeout_ms: int) -> Initialized:
         allocate = self.broker.partition_repo.allocate_producer_id
+        await self._settled(tid)
         for _ in range(3):
             got = await self._run(self.repo.init, tid, timeout_ms, allocate)
             if isinstance(got, Initialized):
@@ -84,16 +129,19 @@ class TxnCoordinator:
     async def add_partitions(
         self, tid: str, pid: int, epoch: int, parts: Sequence[tuple[str, int]]
     ) -> None:
-        """AddPartitionsToTxn. Partitions the transaction under way has already are answered
-        after one read, without the row lock or a write (Kafka's coordinator does not write
-        its log for them either). Never from this broker's memory: another broker may have
-        ended the transaction since (the client's coordinator moved away and back), and a
-        memory of it would answer for a transaction that no longer exists."""
-        if await self._run(self.repo.has_partitions, tid, pid, epoch, list(parts)):
-            return
-        await self._run(self.repo.add_partitions, tid, pid, epoch, list(parts))
+        """AddPartitionsToTxn, in one call on a worker thread (TxnRepo.add_new_partitions).
+        Never from this broker's memory: another broker may have ended the transaction since
+        (the client's coordinator moved away and back), and a memory of it would answer for
+        a transaction that no longer exists. The partitions this broker leads hear of it
+        (TxnLog.added): their first batches need no check of their own."""
+        await self._settled(tid)
+        leaders = txn_log(self.broker)
+        asked = leaders.markers_begun()
+        await self._run(self.repo.add_new_partitions, tid, pid, epoch, list(parts))
+        leaders.added(pid, epoch, parts, asked)
 
     async def add_offsets(self, tid: str, pid: int, epoch: int, group: str) -> None:
+        await self._settled(tid)
         await self._run(self.repo.add_offsets, tid, pid, epoch, group)
 
     async def txn_offsets(
@@ -105,22 +153,32 @@ class TxnCoordinator:
         member: tuple[str, int],
         entries: list[tuple[str, int, int, str | None]],
     ) -> None:
+        await self._settled(tid)
         await self._run(self.repo.txn_offsets, tid, pid, epoch, group, member, entries)
 
     async def end(self, tid: str, pid: int, epoch: int, commit: bool) -> None:
+        """EndTxn: answered once the decision is durable (PrepareCommit/PrepareAbort), as
+        Kafka answers it; the markers are written after it, and the id's next call here
+        waits for them (another broker's answers CONCURRENT_TRANSACTIONS until they are:
+        retriable for the client)."""
+        await self._settled(tid)
         row = await self._run(self.repo.end, tid, pid, epoch, commit)
         if row is not None:
-            await self.complete(row)
+            txn_log(self.broker).ending(row.producer_id, row.partitions)
+            self._complete_later(row)
 
     async def complete(self, row: TxnRow) -> None:
         """Markers to every partition, then (commit) the group offsets, then Complete*."""
         commit = row.state == PREPARE_COMMIT
-        await asyncio.gather(
-            *(self._marker(t, p, row.producer_id, commit) for t, p in row.partitions)
-        )
-        if commit:
+        txn_log(self.broker).ending(row.producer_id, row.partitions)
+        if commit and any(pending.get("entries") for pending in row.offsets.values()):
+            await asyncio.gather(
+                *(self._marker(t, p, row.producer_id, commit) for t, p in row.partitions)
+            )
             await self._apply_offsets(row)
-        await self._run(self.repo.finish, row)
+            await self._run(self.repo.finish, row)
+        else:
+            await self._markers_completing(row, commit)
         log.info(
             "transaction %s",
             "committed" if commit else "aborted",
@@ -143,12 +201,44 @@ class TxnCoordinator:
                 group, str(pending.get("member", "")), int(pending.get("generation", -1)), entries
             )
 
-    async def _marker(self, topic: str, partition: int, pid: int, commit: bool) -> None:
+    async def _markers_completing(self, row: TxnRow, commit: bool) -> None:
+        """The markers, and Complete* written in the statement that records this broker's
+        markers' spans (or in one after it): a round trip fewer per transaction. Written
+        only if every marker's were: else the row stays prepared, as when a marker fails
+        (the client's retry or the sweeper completes it)."""
+        loop = asyncio.get_running_loop()
+        queued: list[Queued] = [loop.create_future() for _ in row.partitions]
+        markers = asyncio.gather(
+            *(
+                self._marker(t, p, row.producer_id, commit, q)
+                for (t, p), q in zip(row.partitions, queued, strict=True)
+            )
+        )
+        all_queued = asyncio.gather(*queued)
+        either: list[asyncio.Future[Any]] = [markers, all_queued]
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        if not all_queued.done():  # a marker failed before its spans were queued
+            all_queued.cancel()
+            await markers
+        done = COMPLETE_COMMIT if commit else COMPLETE_ABORT
+        after = tuple(change for changes in all_queued.result() for change in changes)
+        finished = txn_log(self.broker).complete(
+            Completed(row.transactional_id, row.producer_id, row.state, done, after)
+        )
+        await markers
+        if not await finished:
+            raise TxnError("COORDINATOR_NOT_AVAILABLE", "a marker's spans were not recorded")
+
+    async def _marker(
+        self, topic: str, partition: int, pid: int, commit: bool, queued: Queued | None = None
+    ) -> None:
+        """The marker on the partition's leader; `queued` gets this broker's span changes
+        for it once queued (none when another broker leads it: written once it answered)."""
         broker = self.broker
         timeout_s = broker.config.request_timeout_ms / 1000
         state = broker.leader_state(topic, partition)
         if state is not None:
-            await txn_log(broker).write_marker(state, pid, commit, timeout_s)
+            await txn_log(broker).write_marker(state, pid, commit, timeout_s, queued)
             return
         view = await broker.cache.require_topic(topic, partition)
         leader = view.partitions[partition].leader
@@ -159,6 +249,8 @@ class TxnCoordinator:
             )
         body = {"topic": topic, "partition": partition, "producer_id": pid, "commit": commit}
         await broker.forwarder.post_json(f"{url}{MARKER_PATH}", body)
+        if queued is not None and not queued.done():
+            queued.set_result(())
 
     async def _sweep_forever(self) -> None:
         sweeps = 0
@@ -176,6 +268,8 @@ class TxnCoordinator:
     async def sweep(self) -> None:
         """Abort what timed out; finish what a dead coordinator left prepared."""
         for row in await asyncio.to_thread(self.repo.due, STUCK):
+            if row.transactional_id in self._completing:
+                continue  # this broker is completing it
             try:
                 if row.state == "Ongoing":
                     aborted = await asyncio.to_thread(

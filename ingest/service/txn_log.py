@@ -16,7 +16,7 @@ import logging
 import struct
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
 import pyarrow as pa
@@ -30,7 +30,7 @@ from logformat.schema import RECORD_SCHEMA, TIMESTAMP
 from logformat.txn_rows import MARKER_HEADER, in_spans, marker_rows
 from metadata.db_errors import POSTGRES_DOWN
 from metadata.transactions import ONGOING, Span, TxnError, TxnRepo, TxnRow
-from metadata.txn_spans import Closed, NewSpans
+from metadata.txn_spans import Closed, Completed, NewSpans
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
@@ -39,6 +39,9 @@ log = logging.getLogger("tierlog.txn")
 # Postgres away or a local read failing: reads go on with the spans last known here.
 _SPANS_AWAY: tuple[type[Exception], ...] = (*POSTGRES_DOWN, OSError)
 
+_MARKERS_KEPT = 10_000
+# A partition's span change, a transaction's completion, or one left out (None).
+_Change = NewSpans | Closed | Completed | None
 ABORT, COMMIT = 0, 1  # Kafka's control record types
 _CONTROL_KEY = struct.Struct(">hh")  # version 0, type
 _CONTROL_VALUE = struct.Struct(">hi")  # version 0, coordinator epoch
@@ -133,18 +136,43 @@ class TxnLog:
         self.broker = broker
         self.repo = TxnRepo(broker.engine)
         self._parts: dict[tuple[str, int], PartitionTxns] = {}
+        # When a marker for each producer id last began here (a sequence number): a check's
+        # answer may mark the transaction's other partitions verified only if none began
+        # since it read (_verify_others). Forgotten past _MARKERS_KEPT ids: then every
+        # check that began before is taken as having seen one.
+        self._marker_seq = 0
+        self._markers: dict[int, int] = {}
+        self._markers_floor = 0
         # What the partitions ask of Postgres at once goes in one call (txn_batch.py).
         self._producers = Batched[int, TxnRow | None](self._rows_of)
-        self._span_changes = Batched[NewSpans | Closed, None](self._write_spans)
+        self._span_changes = Batched[_Change, bool](self._write_spans, self._completable)
 
     def _rows_of(self, pids: list[int]) -> list[TxnRow | None]:
         rows = self.repo.by_producers(pids)
         return [rows.get(pid) for pid in pids]
 
-    def _write_spans(self, changes: list[NewSpans | Closed]) -> list[None]:
+    def _write_spans(self, changes: list[_Change]) -> list[bool]:
+        """Each change written (True), or a completion left out (False: below)."""
         new = [c for c in changes if isinstance(c, NewSpans)]
-        self.repo.write_spans(new, [c for c in changes if isinstance(c, Closed)])
-        return [None] * len(changes)
+        closed = [c for c in changes if isinstance(c, Closed)]
+        self.repo.write_spans(new, closed, [c for c in changes if isinstance(c, Completed)])
+        return [c is not None for c in changes]
+
+    @staticmethod
+    def _completable(changes: list[_Change]) -> list[_Change]:
+        """On the loop as a run begins: a completion whose markers' span changes went in an
+        earlier run that failed is left out (None): its row stays prepared, for a retry or
+        the sweeper, as when a marker fails. Those in this run share its statement."""
+        return [
+            None if isinstance(c, Completed) and any(_failed(f) for f in c.after) else c
+            for c in changes
+        ]
+
+    def complete(self, done: Completed) -> asyncio.Future[bool]:
+        """The transaction's row finished in the statement that records the span changes
+        `done.after` names (its markers' here, queued before it: write_marker's `queued`)
+        or in a later one, never before them: whether it was (False: one of them failed)."""
+        return self._span_changes.submit(done)
 
     async def partition(self, state: Partition) -> PartitionTxns:
         key = (state.topic, state.partition)
@@ -228,8 +256,10 @@ class TxnLog:
         txns = await self.partition(state)
         async with txns.lock:
             if (pid, epoch) not in txns.verified:
-                await self._check(state, pid, epoch)
+                asked = self.markers_begun()
+                row = await self._check(state, pid, epoch)
                 txns.verified.add((pid, epoch))
+                self.added(pid, epoch, row.partitions, asked)
             floor = state.log.log_end_offset
             recorded = asyncio.ensure_future(self._record(txns, state, pid, submit()))
             txns.pending.add(recorded)
@@ -253,7 +283,45 @@ class TxnLog:
             txns.spans.extend(spans)
         return results
 
-    async def _check(self, state: Partition, pid: int, epoch: int) -> None:
+    def ending(self, pid: int, parts: Iterable[tuple[str, int]]) -> None:
+        """Producer `pid`'s transaction over `parts` is ending (PrepareCommit/PrepareAbort
+        is durable): none of them takes its batches unchecked any more, though its marker
+        may be written later (the check then finds the transaction ending and refuses
+        them). Only a transaction's own partitions are ever marked checked (added())."""
+        self._marker_began(pid)
+        for key in parts:
+            txns = self._parts.get(key)
+            if txns is not None:
+                txns.verified = {v for v in txns.verified if v[0] != pid}
+
+    def _marker_began(self, pid: int) -> None:
+        self._marker_seq += 1
+        if len(self._markers) >= _MARKERS_KEPT:
+            self._markers.clear()
+            self._markers_floor = self._marker_seq
+        self._markers[pid] = self._marker_seq
+
+    def markers_begun(self) -> int:
+        """A mark to pass to added(): how many markers began here so far."""
+        return self._marker_seq
+
+    def added(self, pid: int, epoch: int, parts: Iterable[tuple[str, int]], asked: int) -> None:
+        """Postgres said, after `asked = markers_begun()`, that producer (pid, epoch) has a
+        transaction under way with `parts` in it (a check's read, or this broker's
+        coordinator adding them): those this broker leads take its batches without a check
+        of their own (one read per transaction and broker at most, where each partition's
+        first batch cost one, in turn on the connection). Only if no marker for the
+        producer began since: the transaction may have ended. A marker that begins after
+        this clears them itself."""
+        if self._markers.get(pid, self._markers_floor) > asked:
+            return
+        for topic, partition in parts:
+            txns = self._parts.get((topic, partition))
+            state = self.broker.leader_state(topic, partition)
+            if txns is not None and state is not None and state.leader_epoch == txns.leader_epoch:
+                txns.verified.add((pid, epoch))
+
+    async def _check(self, state: Partition, pid: int, epoch: int) -> TxnRow:
         row = await self._producers(pid)
         tp = f"{state.topic}-{state.partition}"
         if row is None:
@@ -269,13 +337,23 @@ class TxnLog:
                 f"{tp} is not in a transaction of producer {pid} under way "
                 f"(state {row.state}): AddPartitionsToTxn first",
             )
+        return row
 
-    async def write_marker(self, state: Partition, pid: int, commit: bool, timeout_s: float) -> int:
+    async def write_marker(
+        self,
+        state: Partition,
+        pid: int,
+        commit: bool,
+        timeout_s: float,
+        queued: asyncio.Future[tuple[asyncio.Future[bool], ...]] | None = None,
+    ) -> int:
         """The control record ending producer `pid`'s transaction here, replicated to the
-        ISR before its spans change: its offset."""
+        ISR before its spans change: its offset. `queued` gets the span changes once they
+        are queued (a completion queued after them is written with them or after)."""
         txns = await self.partition(state)
         view = await self.broker.cache.require_topic(state.topic, state.partition)
         frame = encode_frame(control_batch(commit, int(time.time() * 1000)))
+        self._marker_began(pid)
         async with txns.lock:
             if txns.pending:  # every span written before the marker is recorded first
                 await asyncio.wait(set(txns.pending))
@@ -288,10 +366,13 @@ class TxnLog:
                 for s in txns.spans
                 if s.producer_id == pid and s.kind == "ongoing" and not commit
             )
-            await asyncio.gather(
-                self._span_changes(Closed(state.topic, state.partition, pid, commit, at)),
-                self._span_changes(NewSpans(state.topic, state.partition, ended)),
+            changes = (
+                self._span_changes.submit(Closed(state.topic, state.partition, pid, commit, at)),
+                self._span_changes.submit(NewSpans(state.topic, state.partition, ended)),
             )
+            if queued is not None and not queued.done():
+                queued.set_result(changes)
+            await asyncio.gather(*changes)
             kept = []
             for s in txns.spans:
                 if s.producer_id == pid and s.kind == "ongoing":
@@ -303,6 +384,15 @@ class TxnLog:
             txns.spans = kept
             txns.verified = {v for v in txns.verified if v[0] != pid}
             return at
+
+
+def _failed(change: object) -> bool:
+    """A span change's future that ended without being written."""
+    return (
+        isinstance(change, asyncio.Future)
+        and change.done()
+        and (change.cancelled() or change.exception() is not None)
+    )
 
 
 def _prunable(span: Span, log_start: int) -> bool:

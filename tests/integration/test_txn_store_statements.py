@@ -24,7 +24,7 @@ from metadata.transactions import (
     TxnRepo,
     kafka_transactions,
 )
-from metadata.txn_spans import Closed, NewSpans
+from metadata.txn_spans import Closed, Completed, NewSpans
 
 
 def _init(repo: TxnRepo, tid: str, ids: Iterator[int]) -> tuple[int, int]:
@@ -165,3 +165,26 @@ def test_finish_leaves_a_row_another_broker_moved_on(db_engine: Engine) -> None:
     repo.finish(prepared)  # the same completion again, late
     row = repo.get("late")
     assert row is not None and row.state == "Ongoing" and row.partitions == (("l", 1),)
+
+
+def test_markers_spans_and_the_completion_are_one_statement(db_engine: Engine) -> None:
+    """A commit's markers' spans and its row's Complete* in one statement (the coordinator's
+    completion when it leads the partitions); a late one, whose row moved on, changes no
+    row."""
+    repo, ids = TxnRepo(db_engine), itertools.count(120)
+    pid, epoch = _init(repo, "one", ids)
+    repo.add_partitions("one", pid, epoch, [("o", 0), ("o", 1)])
+    repo.add_spans("o", 0, [Span(0, 9, pid, "ongoing")])
+    prepared = repo.end("one", pid, epoch, True)
+    assert prepared is not None
+    done = Completed("one", pid, PREPARE_COMMIT, COMPLETE_COMMIT)
+    with _statements(db_engine) as seen:
+        repo.write_spans([], [Closed("o", 0, pid, True, 10), Closed("o", 1, pid, True, 0)], [done])
+    assert len(seen) == 1 and seen[0][1], seen
+    row = repo.get("one")
+    assert row is not None and (row.state, row.partitions) == (COMPLETE_COMMIT, ())
+    assert repo.spans("o", 0) == [Span(10, 10, pid, "marker")]
+    repo.add_partitions("one", pid, epoch, [("o", 1)])  # the next transaction began
+    repo.write_spans([], [], [done])  # the same completion again, late
+    row = repo.get("one")
+    assert row is not None and (row.state, row.partitions) == ("Ongoing", (("o", 1),))
