@@ -97,13 +97,13 @@ class _Cursors:
     """The bodies' bytes, and which bodies went wrong. A set of cursors is read with `lim`,
     the end of each cursor's body, and `rows`, each cursor's body."""
 
-    def __init__(self, data: pa.Buffer, rows: int) -> None:
-        self.buffer = data
+    def __init__(self, data: pa.Buffer, starts: np.ndarray) -> None:
+        self.buffer, self.starts = data, starts  # the buffer, where each body starts in it
         # Read in place, not copied: a read past a body's end (a row that fails) may go past
         # the buffer's end, and `at` clips it to the buffer.
         raw = np.frombuffer(data, np.uint8)
         self.bytes = raw if len(raw) >= _PAD else np.concatenate([raw, np.zeros(_PAD, np.uint8)])
-        self.bad = np.zeros(rows, dtype=bool)
+        self.bad = np.zeros(len(starts), dtype=bool)
 
     def at(self, pos: np.ndarray) -> np.ndarray:
         """The bytes at `pos`."""
@@ -213,7 +213,7 @@ def _bytes(kind: str, pos: np.ndarray, lim: np.ndarray, rows: np.ndarray, c: _Cu
         length = np.where(wrong, 0, length)
     starts = pos.copy()
     pos += length
-    return Spans(kind, starts, pos.copy(), rows)
+    return Spans(kind, starts, pos.copy())
 
 
 def _nullable(node: Node, pos: np.ndarray, lim: np.ndarray, rows: np.ndarray, c: _Cursors) -> Part:
@@ -307,10 +307,14 @@ class AvroColumnDecoder:
         _, offsets, data = values.buffers()
         width = np.int64 if pa.types.is_large_binary(values.type) else np.int32
         bounds = np.frombuffer(offsets, width)[values.offset : values.offset + len(values) + 1]
-        starts, ends = bounds[rows].astype(np.int64) + skip, bounds[rows + 1].astype(np.int64)
+        if len(rows) == len(values):  # every row (rows ascend): no gathers
+            starts, ends = np.add(bounds[:-1], skip, dtype=np.int64), bounds[1:].astype(np.int64)
+        else:
+            starts = np.add(bounds[rows], skip, dtype=np.int64)
+            ends = bounds[rows + 1].astype(np.int64)
         if data is None or not len(rows):  # every value empty
             data = pa.py_buffer(b"")
-        c = _Cursors(data, len(rows))
+        c = _Cursors(data, starts)
         pos = starts.copy()
         try:
             # Built in the schema's table type; a table's type with more (evolution) casts.

@@ -29,9 +29,10 @@ _MILLIS = {"timestamp-millis"}
 
 
 class Buffer(Protocol):
-    """The bodies' buffer, and the rows found wrong while reading it."""
+    """The bodies' buffer, where each body starts in it, and the rows found wrong."""
 
     buffer: pa.Buffer
+    starts: np.ndarray
     bad: np.ndarray
 
 
@@ -65,11 +66,11 @@ def placed(parts: list[Part], wheres: list[np.ndarray]) -> Part:
             out[where] = part.values  # type: ignore[attr-defined]
         return Values(first.node, out)
     if isinstance(first, Spans):
-        starts, ends, rows = (np.empty(total, dtype=np.int64) for _ in range(3))
+        starts, ends = np.empty(total, dtype=np.int64), np.empty(total, dtype=np.int64)
         for part, where in zip(parts, wheres, strict=True):
             assert isinstance(part, Spans)
-            starts[where], ends[where], rows[where] = part.starts, part.ends, part.rows
-        return Spans(first.kind, starts, ends, rows)
+            starts[where], ends[where] = part.starts, part.ends
+        return Spans(first.kind, starts, ends)
     if isinstance(first, Record):
         columns = zip(*(p.children for p in parts), strict=True)  # type: ignore[attr-defined]
         return Record(first.node, [placed(list(column), wheres) for column in columns])
@@ -132,21 +133,17 @@ class Values:
 
 
 class Spans:
-    """Strings or bytes: where each value's bytes are in the buffer, and its row (a string
-    that is not UTF-8 fails its row alone)."""
+    """Strings or bytes: where each value's bytes are in the buffer."""
 
-    def __init__(self, kind: str, starts: np.ndarray, ends: np.ndarray, rows: np.ndarray):
-        self.kind, self.starts, self.ends, self.rows = kind, starts, ends, rows
+    def __init__(self, kind: str, starts: np.ndarray, ends: np.ndarray) -> None:
+        self.kind, self.starts, self.ends = kind, starts, ends
 
     def take(self, index: np.ndarray) -> Spans:
-        return Spans(self.kind, self.starts[index], self.ends[index], self.rows[index])
+        return Spans(self.kind, self.starts[index], self.ends[index])
 
     def concat(self, parts: list[Spans]) -> Spans:
-        starts, ends, rows = (
-            np.concatenate(x)
-            for x in zip(*((p.starts, p.ends, p.rows) for p in parts), strict=True)
-        )
-        return Spans(self.kind, starts, ends, rows)
+        starts = np.concatenate([p.starts for p in parts])
+        return Spans(self.kind, starts, np.concatenate([p.ends for p in parts]))
 
     def arrow(self, c: Buffer) -> pa.Array:
         n = len(self.starts)
@@ -161,14 +158,15 @@ class Spans:
         spans = pa.Array.from_buffers(spans_type, 2 * n - 1, [None, pa.py_buffer(bounds), c.buffer])
         values = spans.take(pa.array(np.arange(0, 2 * n, 2)))
         if self.kind == "string":
-            _check_utf8(values, self.rows, c)
+            _check_utf8(values, self.starts, c)
             values = values.view(pa.string() if small else pa.large_string())
         return values if small else values.cast(target)
 
 
-def _check_utf8(values: pa.Array, rows: np.ndarray, c: Buffer) -> None:
-    """Arrow checks the column at once; when it fails, Python finds the culprits (a mangled
-    body must not cost its neighbours the column)."""
+def _check_utf8(values: pa.Array, starts: np.ndarray, c: Buffer) -> None:
+    """A string that is not UTF-8 fails its row alone (a mangled body must not cost its
+    neighbours the column): Arrow checks the column at once, Python finds the culprits,
+    and a culprit's row is the body its bytes are in."""
     data = values.buffers()[2]
     if data is None or np.frombuffer(data, np.uint8).max(initial=0) < 0x80:
         return  # ASCII (the common case): UTF-8
@@ -180,7 +178,7 @@ def _check_utf8(values: pa.Array, rows: np.ndarray, c: Buffer) -> None:
             try:
                 value.decode("utf-8")
             except UnicodeDecodeError:
-                c.bad[rows[i]] = True
+                c.bad[np.searchsorted(c.starts, starts[i], side="right") - 1] = True
 
 
 class Record:
