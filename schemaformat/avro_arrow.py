@@ -124,7 +124,7 @@ class _Cursors:
         """Zigzag varints (Avro's int and long) at `pos`, which moves past them."""
         b = self.at(pos)
         pos += 1
-        going = (b & 0x80) != 0
+        going = b >= 0x80
         if not going.any():  # one byte each: the common case of lengths, counts, flags
             self.bound(pos, lim, rows)
             one: np.ndarray = _ONE_BYTE.take(b)
@@ -135,9 +135,11 @@ class _Cursors:
             more = self.at(pos)
             if shift == 63:  # the tenth byte holds the 64th bit alone
                 self.fail(going & (more > 1), rows)
-            value |= np.where(going, more & 0x7F, 0).astype(np.uint64) << np.uint64(shift)
+            bits = more & 0x7F
+            bits *= going  # the bytes after a varint's end are not its own
+            value |= bits.astype(np.uint64) << np.uint64(shift)
             pos += going
-            going &= (more & 0x80) != 0
+            going &= more >= 0x80
             if not going.any():
                 break
         self.fail(going, rows)  # longer than ten bytes: no long
