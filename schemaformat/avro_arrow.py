@@ -4,9 +4,11 @@ Decoding value by value in Python (fastavro → dicts → Arrow) is what made ty
 (docs/lake-tables.md, "Cost"); so was handing the bodies to polars' Avro reader, whose
 per-record work alone took most of the time typed tiering may cost. Here every body of the
 column is read at once: one cursor per body (a numpy vector of positions in the bodies'
-shared buffer) moves through the schema field by field, each field read for all bodies by a
-few vectorized steps, and a field's values become one Arrow array (strings are gathered by
-Arrow's `take` from the buffer itself).
+shared buffer, read in place) moves through the schema field by field, each field read for
+all bodies by a few vectorized steps into numpy parts (schemaformat/avro_parts.py), and each
+field's parts become one Arrow array of the table's type at the end (strings are gathered by
+Arrow's `take` from the buffer itself). Every numpy pass over a run of values costs about as
+much as the work in it, so the steps are few: that is typed tiering's speed.
 
 A row is right only if its cursor never left its own body and ends exactly at the body's
 end: then every value of the row was read from its own bytes, and nothing of a neighbour.
@@ -322,6 +324,7 @@ class AvroColumnDecoder:
             # Built in the schema's table type; a table's type with more (evolution) casts.
             decoded = _read(self._node, pos, ends, np.arange(len(rows)), c).arrow(c)
             right = ~c.bad & (pos == ends)
-            return (decoded if decoded.type == struct else decoded.cast(struct)), right
+            same = decoded.type.equals(struct, check_metadata=True)
+            return (decoded if same else decoded.cast(struct)), right
         except (pa.ArrowException, ValueError):  # not expected: the per-value decoder then
             return None

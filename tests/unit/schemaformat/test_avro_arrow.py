@@ -338,7 +338,7 @@ def test_items_of_every_kind_in_arrays_are_what_fastavro_reads() -> None:
     bodies = [encode(NESTED, v) for v in values]
     got = reader.native.decode(pa.array(bodies), np.arange(500), 0, reader.struct)
     assert got is not None and got[1].all()
-    assert got[0].type == reader.struct  # built in the table's type, not cast to it
+    assert got[0].type == reader.struct  # the schema's table type
     assert got[0].to_pylist() == values
     # Mangled bodies, as for ORDER above: a row called right is fastavro's value of its bytes.
     for i in range(0, 500, 2):
