@@ -276,6 +276,10 @@ def _array(node: Node, pos: np.ndarray, lim: np.ndarray, rows: np.ndarray, c: _C
 
 def _block_count(at: np.ndarray, end: np.ndarray, who: np.ndarray, c: _Cursors) -> np.ndarray:
     """The item counts of the blocks at `at` (0: the array's end); moves `at` to the items."""
+    if not c.at(at).any():  # every array ends here: the common case after a first block
+        at += 1
+        c.bound(at, end, who)
+        return np.zeros(len(at), dtype=np.int64)
     count = c.varint(at, end, who)
     sized = np.flatnonzero(count < 0)  # a negative count: the block's byte size follows
     if len(sized):
