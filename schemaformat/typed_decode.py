@@ -225,9 +225,9 @@ class TypedDecoder:
         if not done:
             return self._decode_each(values, plan)
         slow_rows = np.flatnonzero(slow)
-        rest = self._decode_each(values.take(pa.array(slow_rows)), plan)
         if not len(slow_rows) and len(done) == 1:  # rows already in order, and no errors
-            return Typed(done[0][1], pa.nulls(len(values), pa.string()), rest.reasons)
+            return Typed(done[0][1], pa.nulls(len(values), pa.string()), Counter())
+        rest = self._decode_each(values.take(pa.array(slow_rows)), plan)
         # Errors only ever come from the per-value decoder: its rows' errors, in row order.
         errors = pc.replace_with_mask(
             pa.nulls(len(values), pa.string()), pa.array(slow), rest.errors

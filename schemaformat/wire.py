@@ -51,15 +51,20 @@ def prefix_ids(values: pa.Array) -> np.ndarray:
     window = slice(values.offset, values.offset + len(values) + 1)
     bounds = np.frombuffer(offsets, width)[window].astype(np.int64)
     starts = bounds[:-1]
-    framed = np.asarray(values.is_valid().to_numpy(zero_copy_only=False)) & (
-        bounds[1:] - starts >= HEADER
-    )
-    where = np.flatnonzero(framed)
-    at = starts[where]
+    framed = bounds[1:] - starts >= HEADER
+    if values.null_count:
+        framed &= np.asarray(values.is_valid().to_numpy(zero_copy_only=False))
     raw = np.frombuffer(data, np.uint8)
-    where = where[raw[at] == MAGIC]
     # Every byte offset of the buffer as the start of a big-endian id: one gather reads all.
     be32 = np.ndarray((max(0, len(raw) - 3),), ">u4", raw, strides=(1,))
+    if framed.all():  # the common case: every value long enough for a prefix
+        magic = raw[starts] == MAGIC
+        if magic.all():
+            return be32[starts + 1].astype(np.int64)
+        where = np.flatnonzero(magic)
+    else:
+        where = np.flatnonzero(framed)
+        where = where[raw[starts[where]] == MAGIC]
     ids[where] = be32[starts[where] + 1]
     return ids
 

@@ -269,3 +269,127 @@ def test_arrays_in_several_blocks_and_blocks_with_their_size() -> None:
     bad = [bodies[0], _long(-(2**63)) + _long(1) + s("a") + _long(0), bodies[2]]
     got = reader.native.decode(pa.array(bad), np.arange(3), 0, reader.struct)
     assert got is not None and got[1].tolist() == [True, False, True]
+
+
+# Items of every kind inside arrays (their places are written per step, or reordered):
+# nullable items, arrays of arrays, records with nullable fields, enums, flags, floats,
+# timestamps and dates, and strings that are not ASCII.
+ITEM = {
+    "type": "record",
+    "name": "Item",
+    "fields": [
+        {"name": "name", "type": ["null", "string"]},
+        {"name": "sizes", "type": {"type": "array", "items": "int"}},
+    ],
+}
+NESTED = {
+    "type": "record",
+    "name": "Nested",
+    "fields": [
+        {"name": "maybe", "type": {"type": "array", "items": ["null", "string"]}},
+        {"name": "grid", "type": {"type": "array", "items": {"type": "array", "items": "long"}}},
+        {"name": "items", "type": {"type": "array", "items": ["null", ITEM]}},
+        {"name": "flags", "type": {"type": "array", "items": "boolean"}},
+        {"name": "ratios", "type": {"type": "array", "items": "float"}},
+        {"name": "states", "type": {"type": "array", "items": ORDER["fields"][11]["type"]}},
+        {
+            "name": "days",
+            "type": {"type": "array", "items": {"type": "int", "logicalType": "date"}},
+        },
+        {
+            "name": "ats",
+            "type": {
+                "type": "array",
+                "items": {"type": "long", "logicalType": "timestamp-millis"},
+            },
+        },
+        {"name": "raws", "type": {"type": "array", "items": "bytes"}},
+    ],
+}
+
+
+def nested(rng: random.Random) -> dict[str, Any]:
+    def some(make: Any, most: int = 4) -> list[Any]:
+        return [make() for _ in range(rng.choice([0, 1, 1, 2, most]))]
+
+    def item() -> dict[str, Any] | None:
+        name = rng.choice([None, "", "bolt", "Zoë", "東京"])
+        return rng.choice([None, {"name": name, "sizes": some(lambda: rng.randrange(-9, 9))}])
+
+    return {
+        "maybe": some(lambda: rng.choice([None, "x", "ñ", ""]), 7),
+        "grid": some(lambda: some(lambda: rng.choice([0, -1, 2**40, -(2**63)]), 5)),
+        "items": some(item, 5),
+        "flags": some(lambda: rng.random() < 0.5),
+        "ratios": some(lambda: rng.choice([0.5, -2.25, 1024.0])),
+        "states": some(lambda: rng.choice(["X", "PAID", "NEW"])),
+        "days": some(lambda: datetime.date(1970, 1, 1) + datetime.timedelta(rng.randrange(-9, 9))),
+        "ats": some(lambda: EPOCH + datetime.timedelta(milliseconds=rng.randrange(2**41))),
+        "raws": some(lambda: bytes(rng.randrange(256) for _ in range(rng.randrange(4)))),
+    }
+
+
+def test_items_of_every_kind_in_arrays_are_what_fastavro_reads() -> None:
+    rng = random.Random(11)
+    decoder = TypedDecoder(LATEST, Lookup({1: NESTED}, latest=1))
+    reader = decoder.reader(1)
+    assert not isinstance(reader, str) and reader.native is not None
+    values = [nested(rng) for _ in range(500)]
+    bodies = [encode(NESTED, v) for v in values]
+    got = reader.native.decode(pa.array(bodies), np.arange(500), 0, reader.struct)
+    assert got is not None and got[1].all()
+    assert got[0].type == reader.struct  # the schema's table type
+    assert got[0].to_pylist() == values
+    # Mangled bodies, as for ORDER above: a row called right is fastavro's value of its bytes.
+    for i in range(0, 500, 2):
+        b = bytearray(bodies[i])
+        cut = rng.randrange(len(b))
+        if i % 4:
+            b[cut] = rng.randrange(256)
+        else:
+            b = b[:cut] + bytearray(bodies[i + 1][cut:])
+        bodies[i] = bytes(b)
+    got = reader.native.decode(pa.array(bodies), np.arange(500), 0, reader.struct)
+    assert got is not None
+    typed, right = got
+    assert right[1::2].all()
+    rows = typed.filter(pa.array(right)).to_pylist()
+    for i, row in zip(np.flatnonzero(right), rows, strict=True):
+        assert row == _fastavro(NESTED, bodies[i]), i
+    assert not right.all()
+
+
+def test_a_string_in_an_array_that_is_not_utf8_fails_its_row_alone() -> None:
+    doc = {
+        "type": "record",
+        "name": "A",
+        "fields": [{"name": "xs", "type": {"type": "array", "items": "string"}}],
+    }
+    good = encode(doc, {"xs": ["ok", "Zoë"]})
+    bad = _long(2) + _long(1) + b"a" + _long(2) + b"\xff\xfe" + _long(0)
+    decoder = TypedDecoder(LATEST, Lookup({1: doc}, latest=1))
+    reader = decoder.reader(1)
+    assert not isinstance(reader, str) and reader.native is not None
+    got = reader.native.decode(pa.array([good, bad, good]), np.arange(3), 0, reader.struct)
+    assert got is not None and got[1].tolist() == [True, False, True]
+    assert got[0].filter(pa.array(got[1])).to_pylist() == [{"xs": ["ok", "Zoë"]}] * 2
+
+
+def test_a_body_cut_at_the_end_of_the_buffer_fails_its_row_alone() -> None:
+    # The buffer is read in place: reads past the last body's end go past the buffer's end
+    # (a float's 8 bytes, a varint's continuation bytes); they fail that row, nothing else.
+    doc = {
+        "type": "record",
+        "name": "F",
+        "fields": [{"name": "n", "type": "long"}, {"name": "x", "type": "double"}],
+    }
+    good = encode(doc, {"n": 300, "x": 2.5})
+    decoder = TypedDecoder(LATEST, Lookup({1: doc}, latest=1))
+    reader = decoder.reader(1)
+    assert not isinstance(reader, str) and reader.native is not None
+    for last in (good[:-3], good[:1], b"\xff\xff", b"\x80"):
+        bodies = pa.array([good, good, last])
+        assert bodies.buffers()[2].size == 2 * len(good) + len(last)
+        got = reader.native.decode(bodies, np.arange(3), 0, reader.struct)
+        assert got is not None and got[1].tolist() == [True, True, False], last
+        assert got[0][:2].to_pylist() == [{"n": 300, "x": 2.5}] * 2

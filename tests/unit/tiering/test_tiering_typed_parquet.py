@@ -109,3 +109,46 @@ def test_typed_columns_do_not_change_the_files_row_groups(tmp_path: Any) -> None
     for got, want in zip(group_rows(typed.output), group_rows(plain.output), strict=True):
         assert abs(got - want) <= want // 10
     assert pq.read_table(typed.output).column("value_typed").to_pylist() == rows
+
+
+def test_integer_leaves_of_typed_columns_are_delta_packed(tmp_path: Any) -> None:
+    # DELTA_BINARY_PACKED for every integer leaf of the typed columns (through structs,
+    # lists and maps; dates and timestamps too), none for the record columns, and the values
+    # read back the same by pyarrow and polars.
+    import polars as pl
+    import pyarrow as pa
+
+    from coldstore.parquet_writer import delta_integer_columns
+    from logformat.schema import CONSUMER_SCHEMA
+
+    typed = pa.struct(
+        [
+            ("n", pa.int64()),
+            ("s", pa.string()),
+            ("xs", pa.list_(pa.field("element", pa.int64()))),
+            ("m", pa.map_(pa.string(), pa.int64())),
+            ("at", pa.timestamp("us", tz="UTC")),
+            ("day", pa.date32()),
+            ("inner", pa.struct([("x", pa.float64()), ("k", pa.int64())])),
+        ]
+    )
+    schema = CONSUMER_SCHEMA.append(pa.field("value_typed", typed))
+    assert set(delta_integer_columns(schema)) == {
+        "value_typed.n",
+        "value_typed.xs.list.element",
+        "value_typed.m.key_value.value",
+        "value_typed.at",
+        "value_typed.day",
+        "value_typed.inner.k",
+    }
+    segment, rows = _segment(3000, 1000)
+    parquet, _, _ = _write(segment, tmp_path)
+    meta = pq.ParquetFile(parquet.output).metadata.row_group(0)
+    encodings = {
+        meta.column(i).path_in_schema: meta.column(i).encodings for i in range(meta.num_columns)
+    }
+    assert "DELTA_BINARY_PACKED" in encodings["value_typed.n"]
+    assert "DELTA_BINARY_PACKED" not in encodings["offset"] + encodings["value_typed.s"]
+    want = [{"n": r["n"], "s": r.get("s")} for r in rows]
+    assert pq.read_table(parquet.output).column("value_typed").to_pylist() == want
+    assert pl.read_parquet(parquet.output)["value_typed"].to_list() == want
