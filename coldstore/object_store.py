@@ -21,9 +21,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-import boto3
-from boto3.s3.transfer import TransferConfig
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from failures.families import UnavailableError
@@ -152,6 +149,12 @@ class ObjectStore:
     """Synchronous S3 access (boto3). Thread-safe: boto3 clients may be shared by threads."""
 
     def __init__(self, config: ObjectStoreConfig) -> None:
+        # boto3 (~0.06 s of CPU to import) only where a store is made: every broker imports
+        # this module (the lake endpoint), most without S3.
+        import boto3.session
+        from boto3.s3.transfer import TransferConfig
+        from botocore.config import Config
+
         self.config = config
         self.bucket = config.bucket
         # A session of our own: boto3's default session is not thread-safe to create from.

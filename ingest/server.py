@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from cluster.extension import Extension, kafka_groups_of, node_lifespan, routes_of
 from cluster.http.server import run_server
@@ -13,9 +14,10 @@ from ingest.api.app import build_app
 from ingest.broker import Broker
 from ingest.broker_config import BrokerConfig, kafka_advertised
 from ingest.broker_deps import BrokerDeps
-from ingest.kafka.listener import KafkaListener, ListenerShared
-from ingest.kafka.tls_listeners import tls_listeners
 from ingest.service.services import Services
+
+if TYPE_CHECKING:
+    from ingest.kafka.listener import KafkaListener
 
 BrokerExtension = Callable[[Broker], Extension]
 
@@ -69,6 +71,8 @@ def kafka_listener(services: Services, groups: ClassicGroups | None = None) -> K
     advertised = kafka_advertised(cfg)
     if cfg.kafka_listen is None or advertised is None:
         return None
+    from ingest.kafka.listener import KafkaListener
+
     host, port = cfg.kafka_listen
     return KafkaListener(services, host, port, advertised, groups)
 
@@ -76,6 +80,14 @@ def kafka_listener(services: Services, groups: ClassicGroups | None = None) -> K
 def kafka_listeners(services: Services, groups: ClassicGroups | None = None) -> list[KafkaListener]:
     """Every Kafka listener the flags ask for (plaintext, SASL_SSL, SSL), sharing connection
     counts and budgets (kafka_tls.py)."""
+    cfg = services.config
+    if not (cfg.kafka_listen or cfg.kafka_sasl_ssl_listen or cfg.kafka_ssl_listen):
+        return []
+    # Imported only here: the Kafka protocol's codecs (kio, ~0.1 s of CPU) are the largest
+    # import of a broker that serves HTTP alone, as most of the test suite's brokers do.
+    from ingest.kafka.listener import ListenerShared
+    from ingest.kafka.tls_listeners import tls_listeners
+
     plain = kafka_listener(services, groups)
     listeners = [plain] if plain is not None else []
     shared = plain.shared if plain is not None else ListenerShared(services)

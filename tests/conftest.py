@@ -17,6 +17,7 @@ Postgres (real, per docs/design.md §9). Every URL is a ``postgresql+psycopg://`
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import tempfile
@@ -150,6 +151,15 @@ JVM_TEST_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("JDK_JAVA_OPTIONS", JVM_TEST_OPTIONS)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection made (every test module, the libraries they import, the items) lives
+    to the end of the run, yet each full collection of the cyclic GC scanned it all again:
+    frozen, it is left out (tests/unit on one worker: GC 3.9 -> 2.9 s of its 28 s of CPU).
+    Garbage is still found as soon as before: only objects alive now are frozen."""
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

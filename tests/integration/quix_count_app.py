@@ -33,7 +33,14 @@ def main() -> None:
         # a kill -9 leaves open ends only by timing out, as in Kafka: 10 s rather than 60 s
         # keeps the test's wait short without changing what it shows.
         producer_extra_config={"transaction.timeout.ms": 10_000, **debug},
-        consumer_extra_config=debug,
+        # A restarted application's consumer joins a group whose killed member stays in it
+        # until its session times out: 10 s rather than librdkafka's 45 s, as long as the
+        # transaction's timeout above, so the wait after a kill -9 is that one timeout.
+        consumer_extra_config={
+            "session.timeout.ms": 10_000,
+            "heartbeat.interval.ms": 1000,
+            **debug,
+        },
         loglevel="DEBUG" if debug else "INFO",
     )
     words = app.topic(source, key_deserializer="str", value_deserializer="str")

@@ -57,6 +57,47 @@ def test_stateless_roles_load_nothing_of_the_broker(role: str) -> None:
     assert json.loads(out.stdout) == [], f"{role} loads {out.stdout}"
 
 
+# What a broker imports to start (tierlog/cli/node_roles.py, tierlog/cli/extensions.py), and
+# what each of those imports only where it is used: the Kafka listener's codecs when a Kafka
+# listen flag is set, Alembic when a process migrates, boto3 when an S3 store is made.
+BROKER_MODULES = ("tierlog.cli.main", "ingest.server", "tierlog.cli.extensions", "fetch.lake")
+LOADED_WHERE_USED = ("kio", "ingest.kafka", "alembic", "boto3")
+
+
+def test_a_brokers_modules_load_kafka_alembic_and_boto3_only_where_used() -> None:
+    probe = (
+        "import importlib, json, sys\n"
+        f"for m in {BROKER_MODULES!r}: importlib.import_module(m)\n"
+        f"print(json.dumps(sorted(m for m in sys.modules if m.startswith({LOADED_WHERE_USED!r}))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [], f"a broker's modules load {out.stdout}"
+
+
+def test_python_m_tierlog_imports_no_dev_only_package() -> None:
+    """`python -m tierlog` (every server and CLI process) imports what a production install
+    has: pyarrow's first pa.array() of a Python object no longer brings pandas in."""
+    probe = (
+        "import json, runpy, sys\n"
+        "sys.argv = ['tierlog', '--version']\n"
+        "try:\n"
+        "    runpy.run_module('tierlog', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "import pyarrow as pa\n"
+        "pa.array(range(3))\n"
+        "print(json.dumps(sorted(m for m in ('pandas', 'trio', 'hypothesis') if m in sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.splitlines()[-1]) == [], out.stdout
+
+
 def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan, iterative)."""
     index: dict[str, int] = {}
