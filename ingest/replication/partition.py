@@ -19,6 +19,7 @@ from enum import StrEnum
 from prometheus_client import CollectorRegistry
 
 from cluster.clock import SYSTEM_CLOCK, Clock
+from ingest.log.frame_headers import epoch_at
 from ingest.log.local_log import LocalLog
 from ingest.metrics import ReplicationMetrics
 from ingest.replication.group_commit import AppendResult, GroupCommit
@@ -90,6 +91,9 @@ class Partition:
         # counts the union of both ISRs (Kafka's "maximal ISR", KIP-497): a member being added
         # may already be electable by the controller, so nothing it lacks may be acknowledged.
         self.pending_isr: list[int] = []
+        # The leader epoch this broker last stopped leading in, and its high watermark then:
+        # what was committed in that epoch (_settle), whatever the follower's log does next.
+        self._left: tuple[int, int] = (-1, -1)
         self._commits = GroupCommit(
             self.unified, self.ensure_leader, lambda: self.leader_epoch, self._after_append
         )
@@ -126,6 +130,8 @@ class Partition:
         if not changed:
             self._wake()
             return False
+        if self.role is Role.LEADER:
+            self._left = (self.leader_epoch, self.high_watermark)
         self.leader_id, self.leader_epoch = info.leader, info.leader_epoch
         if info.leader == self.me:
             self._become_leader()
@@ -271,8 +277,8 @@ class Partition:
         producer epoch it had bumped meanwhile (a duplicate no broker can detect)."""
         while True:
             if self.role is not Role.LEADER or self._closed:
-                if self.high_watermark >= end_offset:
-                    return  # committed: the elected replica holds it, at these offsets
+                if self._committed(end_offset):
+                    return  # the elected replica holds it, at these offsets
                 raise TierlogError(
                     ErrorCode.NOT_LEADER_OR_FOLLOWER,
                     f"leadership of {self.topic}-{self.partition} moved before the write was "
@@ -291,6 +297,20 @@ class Partition:
                 )
             with contextlib.suppress(TimeoutError):  # the lease has no event: look again
                 await asyncio.wait_for(self._changed.wait(), min(remaining, LEASE_RECHECK_S))
+
+    def _committed(self, end_offset: int) -> bool:
+        """Was everything below `end_offset` committed while this broker led, and is it
+        still what its log holds there (not cut and written again by the next leader, whose
+        frames carry a later epoch than the one it left)?"""
+        if self.role is Role.LEADER:  # closing while it leads
+            return self.high_watermark >= end_offset
+        left_epoch, hw = self._left
+        log_ = self.log
+        return (
+            hw >= end_offset
+            and end_offset <= log_.log_end_offset
+            and epoch_at(log_.leader_epochs(), end_offset - 1) <= left_epoch
+        )
 
     # -- leader: followers ------------------------------------------------------------------
 
