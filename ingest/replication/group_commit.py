@@ -16,7 +16,6 @@ from typing import NamedTuple
 
 from failures.families import StorageError
 from ingest import metrics
-from ingest.replication.refused_batches import RefusedBatches
 from ingest.unified.producer_appends import PendingAppends
 from ingest.unified.producer_types import Verdict
 from ingest.unified.unified_log import UnifiedLog
@@ -41,12 +40,9 @@ class GroupCommit:
         ensure_leader: Callable[[], None],
         leader_epoch: Callable[[], int],
         appended: Callable[[], None],
-        refused: RefusedBatches | None = None,
     ) -> None:
         """`ensure_leader` raises unless this broker may still append; `appended` runs after
-        every successful drain (the high watermark may move, followers may be woken);
-        `refused` remembers the batches refused unwritten (refused_batches.py)."""
-        self._refused = refused or RefusedBatches()
+        every successful drain (the high watermark may move, followers may be woken)."""
         self._log = log
         self._ensure_leader = ensure_leader
         self._leader_epoch = leader_epoch
@@ -83,12 +79,10 @@ class GroupCommit:
         try:
             self._ensure_leader()
         except TierlogError as exc:
-            for frames, _ in batch:
-                self._refused.note(frames, exc)
             _fail(batch, exc)
             return
         pending = self._log.begin_appends()
-        plan, to_write = _stage(pending, batch, self._refused)
+        plan, to_write = _stage(pending, batch)
         try:
             ranges = self._log.append_as_leader(to_write, pending, self._leader_epoch())
         except Exception as exc:  # every waiting request must get an answer
@@ -105,9 +99,7 @@ class GroupCommit:
         self._appended()
 
 
-def _stage(
-    pending: PendingAppends, batch: list[Request], refused: RefusedBatches
-) -> tuple[list[_Plan], list[bytearray]]:
+def _stage(pending: PendingAppends, batch: list[Request]) -> tuple[list[_Plan], list[bytearray]]:
     """Check and stage each request's frames; a request that fails is unstaged alone.
     Returns the plan per request and the frames to write (duplicates left out)."""
     plan: list[_Plan] = []
@@ -115,7 +107,7 @@ def _stage(
     for request, _ in batch:
         mark = pending.mark()
         try:
-            verdicts = [_stage_frame(pending, frame, refused) for frame in request]
+            verdicts = [_stage_frame(pending, frame) for frame in request]
         except TierlogError as exc:  # this request only: out of order, fenced epoch…
             pending.rollback(mark)
             plan.append(exc)
@@ -125,14 +117,11 @@ def _stage(
     return plan, to_write
 
 
-def _stage_frame(pending: PendingAppends, frame: bytearray, refused: RefusedBatches) -> Verdict:
+def _stage_frame(pending: PendingAppends, frame: bytearray) -> Verdict:
     h = decode_header(frame)
-    try:
-        return pending.check_and_stage(
-            h.producer_id, h.producer_epoch, h.base_sequence, h.record_count, h.max_timestamp
-        )
-    except TierlogError as exc:  # a gap left by a refused batch: refused alike
-        raise refused.explain(exc, h.producer_id, h.producer_epoch) from None
+    return pending.check_and_stage(
+        h.producer_id, h.producer_epoch, h.base_sequence, h.record_count, h.max_timestamp
+    )
 
 
 def _results(item: tuple[int, list[Verdict]], ranges: list[tuple[int, int]]) -> list[AppendResult]:

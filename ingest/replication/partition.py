@@ -24,7 +24,6 @@ from ingest.log.local_log import LocalLog
 from ingest.metrics import ReplicationMetrics
 from ingest.replication.group_commit import AppendResult, GroupCommit
 from ingest.replication.isr import FollowerProgress, high_watermark, lagging, may_join
-from ingest.replication.refused_batches import RefusedBatches
 from ingest.unified.producer_state import ProducerStateManager
 from ingest.unified.unified_log import UnifiedLog
 from logformat.errors import ErrorCode, TierlogError
@@ -95,13 +94,8 @@ class Partition:
         # The leader epoch this broker last stopped leading in, and its high watermark then:
         # what was committed in that epoch (_settle), whatever the follower's log does next.
         self._left: tuple[int, int] = (-1, -1)
-        self._refused = RefusedBatches()
         self._commits = GroupCommit(
-            self.unified,
-            self.ensure_leader,
-            lambda: self.leader_epoch,
-            self._after_append,
-            self._refused,
+            self.unified, self.ensure_leader, lambda: self.leader_epoch, self._after_append
         )
         self._changed = asyncio.Event()  # producers waiting for acks=all
         self._data = asyncio.Event()  # long-polling consumers, woken after the producers
@@ -214,17 +208,13 @@ class Partition:
         group commit. Appends are written in the order they were submitted, so a caller
         that must keep an order (a Kafka connection's pipelined produce requests) submits
         in that order and may wait for completed() concurrently."""
-        try:
-            self.ensure_leader()
-            if acks == -1 and len(self.isr) < min_insync:
-                raise TierlogError(
-                    ErrorCode.NOT_ENOUGH_REPLICAS,
-                    f"{self.topic}-{self.partition} has {len(self.isr)} in-sync replicas "
-                    f"({self.isr}); min.insync.replicas is {min_insync}",
-                )
-        except TierlogError as exc:
-            self._refused.note(frames, exc)
-            raise
+        self.ensure_leader()
+        if acks == -1 and len(self.isr) < min_insync:
+            raise TierlogError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"{self.topic}-{self.partition} has {len(self.isr)} in-sync replicas "
+                f"({self.isr}); min.insync.replicas is {min_insync}",
+            )
         return self._commits.submit(frames)
 
     async def completed(
