@@ -19,6 +19,7 @@ from enum import StrEnum
 from prometheus_client import CollectorRegistry
 
 from cluster.clock import SYSTEM_CLOCK, Clock
+from ingest.log.frame_headers import epoch_at
 from ingest.log.local_log import LocalLog
 from ingest.metrics import ReplicationMetrics
 from ingest.replication.group_commit import AppendResult, GroupCommit
@@ -90,6 +91,9 @@ class Partition:
         # counts the union of both ISRs (Kafka's "maximal ISR", KIP-497): a member being added
         # may already be electable by the controller, so nothing it lacks may be acknowledged.
         self.pending_isr: list[int] = []
+        # The leader epoch this broker last stopped leading in, and its high watermark then:
+        # what was committed in that epoch (_settle), whatever the follower's log does next.
+        self._left: tuple[int, int] = (-1, -1)
         self._commits = GroupCommit(
             self.unified, self.ensure_leader, lambda: self.leader_epoch, self._after_append
         )
@@ -126,6 +130,8 @@ class Partition:
         if not changed:
             self._wake()
             return False
+        if self.role is Role.LEADER:
+            self._left = (self.leader_epoch, self.high_watermark)
         self.leader_id, self.leader_epoch = info.leader, info.leader_epoch
         if info.leader == self.me:
             self._become_leader()
@@ -218,19 +224,25 @@ class Partition:
         min_insync: int,
         timeout_s: float,
     ) -> list[AppendResult]:
-        """append()'s second half: the submitted frames' offsets once written, and with
-        acks=-1 once committed."""
+        """append()'s second half: the submitted frames' offsets once written (acks=1), or
+        once committed (acks=-1), and in both cases only while this broker provably still
+        leads (_settle)."""
         results = await queued
+        end_offset = results[-1].last_offset + 1
+        deadline = time.monotonic() + timeout_s
         if acks == -1:
-            await self._wait_committed(results[-1].last_offset + 1, min_insync, timeout_s)
+            await self._wait_committed(end_offset, min_insync, deadline, timeout_s)
+        if acks != 0:
+            await self._settle(end_offset, deadline, timeout_s)
         return results
 
     def _after_append(self) -> None:
         self._advance_hw()
         self._on_append()
 
-    async def _wait_committed(self, end_offset: int, min_insync: int, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
+    async def _wait_committed(
+        self, end_offset: int, min_insync: int, deadline: float, timeout_s: float
+    ) -> None:
         while self.high_watermark < end_offset:
             if self.role is not Role.LEADER or self._closed:
                 raise TierlogError(
@@ -252,25 +264,28 @@ class Partition:
                 )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), remaining)
-        await self._wait_lease(deadline, timeout_s)
 
-    async def _wait_lease(self, deadline: float, timeout_s: float) -> None:
-        """A write replicated to the ISR stands (every replica that can be elected holds
-        it), but a leader whose lease is in doubt may have been replaced: its answer waits
-        until the lease is confirmed (success, as Kafka answers a replicated write) or
-        leadership moved (NOT_LEADER_OR_FOLLOWER, as Kafka answers a write whose leader
-        moved), within the request's timeout (REQUEST_TIMED_OUT). Answering an error at once
-        made librdkafka send the written batch again under a bumped producer epoch, which no
-        broker can tell from a new one (issue 26: its next batch, after one refused in the
-        doubt, met OUT_OF_ORDER_SEQUENCE_NUMBER once the lease was back; librdkafka takes
-        that as "nothing after the refused batch was written" and bumps its epoch)."""
-        while not self._lease_ok():
+    async def _settle(self, end_offset: int, deadline: float, timeout_s: float) -> None:
+        """An appended write is answered success only while this broker provably leads, or
+        once committed (below the high watermark every electable replica holds it, whoever
+        leads: Kafka answers it success). With the lease in doubt (Postgres away, a pause)
+        the answer waits: lease confirmed, success; leadership moved, success if committed
+        else NOT_LEADER_OR_FOLLOWER; past the timeout, REQUEST_TIMED_OUT (may or may not
+        stand). Issue 26: an acks=1 write taken just before a pause was answered success
+        after it, once a leader lacking it was elected (an acknowledged record lost); a
+        committed write answered NOT_LEADER_OR_FOLLOWER was sent again by librdkafka under a
+        producer epoch it had bumped meanwhile (a duplicate no broker can detect)."""
+        while True:
             if self.role is not Role.LEADER or self._closed:
+                if self._committed(end_offset):
+                    return  # the elected replica holds it, at these offsets
                 raise TierlogError(
                     ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                    f"leadership of {self.topic}-{self.partition} moved after the write was "
-                    "replicated; it may or may not survive",
+                    f"leadership of {self.topic}-{self.partition} moved before the write was "
+                    "committed; it may or may not survive",
                 )
+            if self._lease_ok():
+                return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 # "May or may not stand" (retriable, possibly persisted), not "not leader"
@@ -278,10 +293,24 @@ class Partition:
                 raise TierlogError(
                     ErrorCode.REQUEST_TIMED_OUT,
                     f"broker {self.me} could not confirm its cluster lease within "
-                    f"{timeout_s:.0f}s: the replicated write may or may not stand; retry",
+                    f"{timeout_s:.0f}s: the write may or may not stand; retry",
                 )
             with contextlib.suppress(TimeoutError):  # the lease has no event: look again
                 await asyncio.wait_for(self._changed.wait(), min(remaining, LEASE_RECHECK_S))
+
+    def _committed(self, end_offset: int) -> bool:
+        """Was everything below `end_offset` committed while this broker led, and is it
+        still what its log holds there (not cut and written again by the next leader, whose
+        frames carry a later epoch than the one it left)?"""
+        if self.role is Role.LEADER:  # closing while it leads
+            return self.high_watermark >= end_offset
+        left_epoch, hw = self._left
+        log_ = self.log
+        return (
+            hw >= end_offset
+            and end_offset <= log_.log_end_offset
+            and epoch_at(log_.leader_epochs(), end_offset - 1) <= left_epoch
+        )
 
     # -- leader: followers ------------------------------------------------------------------
 

@@ -1,5 +1,11 @@
 """Leadership returns to the preferred replica without losing an acknowledged acks=1 record
-(issue 12, found 5: 6 acknowledged records were lost in one such move), on real brokers."""
+(issue 12, found 5: 6 acknowledged records were lost in one such move), on real brokers.
+
+What Kafka's acks=1 does lose is not counted: a record the preferred replica acknowledged
+before it was stopped, which no follower had fetched yet, is gone once another replica is
+elected (issue 26: seen once in ~4 loaded suite runs). Any other loss fails the test: a record
+acknowledged after the stop (by the new leader, or by the stopped one once it resumed, for a
+write it had taken before: tests/harness/test_lease_answers.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import httpx
 import pytest
@@ -23,6 +30,12 @@ def cluster(db_factory, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cl
     c.stop()
 
 
+class Ack(NamedTuple):
+    value: str
+    sent: float  # time.monotonic() when the request was sent
+    answered: float  # ... and when its success came back
+
+
 class Acks1Producer(threading.Thread):
     """Plain acks=1 writes, one record a request, through a broker that stays up (it forwards
     to whichever broker leads): what was acknowledged is recorded."""
@@ -30,7 +43,7 @@ class Acks1Producer(threading.Thread):
     def __init__(self, url: str) -> None:
         super().__init__(daemon=True)
         self.url, self.stop = url, threading.Event()
-        self.acked: list[str] = []
+        self.acked: list[Ack] = []
         self.refused = 0
 
     def run(self) -> None:
@@ -39,6 +52,7 @@ class Acks1Producer(threading.Thread):
             while not self.stop.is_set():
                 value = f"v{i}"
                 i += 1
+                sent = time.monotonic()
                 try:
                     r = http.post(
                         "/topics/pref/records",
@@ -49,7 +63,7 @@ class Acks1Producer(threading.Thread):
                     self.refused += 1
                     continue
                 if r.status_code == 200 and "error_code" not in r.json()["offsets"][0]:
-                    self.acked.append(value)
+                    self.acked.append(Ack(value, sent, time.monotonic()))
                 else:
                     self.refused += 1
                     time.sleep(0.02)
@@ -65,6 +79,7 @@ def test_move_back_to_the_preferred_replica_loses_no_acks_1_record(cluster: Clus
     try:
         time.sleep(1)
         preferred.kill(signal.SIGSTOP)  # past its lease: another replica is elected
+        stopped = time.monotonic()
         wait_for(
             "another leader",
             lambda: (
@@ -74,6 +89,7 @@ def test_move_back_to_the_preferred_replica_loses_no_acks_1_record(cluster: Clus
             timeout=30,
         )
         time.sleep(1)
+        resumed = time.monotonic()
         preferred.kill(signal.SIGCONT)
         epoch = cluster.partition("pref")["leader_epoch"]
         wait_for(
@@ -94,7 +110,14 @@ def test_move_back_to_the_preferred_replica_loses_no_acks_1_record(cluster: Clus
         lambda: (p := cluster.partition("pref"))["high_watermark"] == p["log_end_offset"],
     )
     values = {r["value"] for r in preferred.fetch_all("pref")}
-    lost = [v for v in producer.acked if v not in values]
+    # Acknowledged by the preferred replica before it stopped (sent before the stop, answered
+    # before the resume): Kafka's acks=1 loses those no follower had fetched yet across the
+    # failover, which is the tail of them, cut where the elected replica's log ended.
+    before = [a for a in producer.acked if a.sent < stopped and a.answered < resumed]
+    kept = [a.value in values for a in before]
+    held = len(kept) - kept[::-1].index(True) if True in kept else 0  # to the last one kept
+    assert all(kept[:held]), f"a hole in what was acknowledged before the stop: {kept}"
+    lost = [a.value for a in producer.acked if a not in before and a.value not in values]
     assert lost == [], f"{len(lost)} acknowledged acks=1 records lost: {lost[:10]}"
     assert "leadership moved back to the preferred replica" in "".join(
         b.log_tail(2000) for b in cluster.brokers.values()

@@ -142,3 +142,42 @@ def test_a_write_replicated_in_doubt_is_acknowledged_once_the_lease_is_back(env)
         assert state.log.log_end_offset == 3
 
     asyncio.run(run())
+
+
+def test_a_write_cut_and_written_over_is_not_acknowledged_by_its_old_leader(env, frame) -> None:  # type: ignore[no-untyped-def]
+    """A leader in doubt holds the answer of an uncommitted acks=1 write; leadership moves,
+    and before the answer is looked at again its log is cut below the write and refilled by
+    the new leader up to a high watermark past it. The offsets now hold other records: the
+    answer is NOT_LEADER_OR_FOLLOWER, judged by what was committed when it stopped leading,
+    not by the follower's high watermark (issue 26)."""
+
+    async def run() -> None:
+        lease = [True]
+        state = Partition(env.open(), me=1, lease_ok=lambda: lease[0])
+        state.apply(PartitionRecord("orders", env.topic_id, 0, 1, 5, [1, 2], [1, 2], 7))
+        await state.append([frame(2)], acks=1, min_insync=1, timeout_s=1)
+        state.record_follower_fetch(2, 2)  # offsets 0-1 committed
+        queued = state.submit([frame(3)], 1, 1)  # offsets 2-4, never replicated
+        await asyncio.wait([queued])
+        lease[0] = False  # in doubt before it answers
+        answer = asyncio.ensure_future(state.completed(queued, 1, 1, 30))
+        await asyncio.sleep(0.1)
+        assert not answer.done()
+        env.partition = 1  # the new leader's log: the common prefix, then its own epoch
+        new_leader = env.open()
+        new_leader.append([frame(2)], leader_epoch=5, now_ms=1)
+        new_leader.append([frame(4)], leader_epoch=6, now_ms=1)
+        payload = b"".join(bytes(d) for _, d in new_leader.read(2, 1 << 20))
+        # All before the waiter runs again: it follows, is cut to 2 and refilled to 6.
+        state.apply(PartitionRecord("orders", env.topic_id, 0, 2, 6, [1, 2], [2], 8))
+        state.truncate_to(2)
+        state.append_replicated(memoryview(payload), leader_hw=6)
+        assert state.high_watermark == 6
+        try:
+            await answer
+        except TierlogError as exc:
+            assert exc.code is ErrorCode.NOT_LEADER_OR_FOLLOWER, exc
+        else:
+            raise AssertionError("acknowledged offsets another leader wrote over")
+
+    asyncio.run(run())
