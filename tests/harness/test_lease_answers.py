@@ -85,7 +85,7 @@ def _rejoin(c: InProcessCluster, old: Node) -> None:
     """Every link back; the old leader's next heartbeat finds its lease lapsed, registers
     again and reads that it follows now."""
     c.heal()
-    old.run(old.b._heartbeat())
+    old.run(old.b.lease.heartbeat())
 
 
 def test_an_acks_1_write_answered_after_a_pause_past_the_lease_is_not_acknowledged(
