@@ -79,15 +79,20 @@ async def attempt(call: Callable[[], Awaitable[T]]) -> tuple[T | None, KafkaErro
         return None, group_error(exc), exc.message
 
 
-def _txn_coordinator(ctx: KafkaContext, tid: str) -> tuple[int, tuple[str, int]]:
-    """The broker every broker names for `tid` (ingest/service/txn_placement.py): one of
-    the live brokers with a Kafka address, else this one."""
+def _placed_coordinator(ctx: KafkaContext, key: str) -> tuple[int, tuple[str, int]]:
+    """The broker every broker names for a transactional id or a group
+    (ingest/service/txn_placement.py): one of the live brokers with a Kafka address, else
+    this one. Groups too: any broker can act for any group (its state is in Postgres), but
+    librdkafka asks FindCoordinator again every second, of any broker, and a changed answer
+    makes it drop a JoinGroup in flight; a first join dropped so is joined again without a
+    member id, and the first stays a member that never speaks (the round's leader, if first)
+    until its session runs out (librdkafka's 45 s)."""
     live = {
         broker_id: address
         for broker_id, reg in ctx.services.metadata.brokers.items()
         if reg.alive and (address := ctx.kafka_address(broker_id)) is not None
     }
-    chosen = txn_coordinator_of(tid, live)
+    chosen = txn_coordinator_of(key, live)
     if chosen is None:
         return ctx.services.config.broker_id, ctx.advertised
     return chosen, live[chosen]
@@ -98,7 +103,7 @@ def _coordinator(ctx: KafkaContext, key: str, key_type: int) -> dict[str, object
     fields: dict[str, object] = {"key": key, "node_id": ctx.services.config.broker_id}
     fields.update(host=host, port=port, error_code=KafkaError.none, error_message=None)
     if key_type == KEY_TRANSACTION:
-        node_id, (host, port) = _txn_coordinator(ctx, key)
+        node_id, (host, port) = _placed_coordinator(ctx, key)
         fields.update(node_id=node_id, host=host, port=port)
         return fields
     if key_type != KEY_GROUP:
@@ -111,6 +116,9 @@ def _coordinator(ctx: KafkaContext, key: str, key_type: int) -> dict[str, object
     elif not ctx.allowed("group", key, "describe"):
         message = f"{ctx.principal} may not describe group {key!r}"
         fields.update(error_code=KafkaError.group_authorization_failed, error_message=message)
+    else:
+        node_id, (host, port) = _placed_coordinator(ctx, key)
+        fields.update(node_id=node_id, host=host, port=port)
     return fields
 
 

@@ -93,7 +93,15 @@ def produce_txn(bootstrap: str, topic: str, batch: bytes, tid: str, partition: i
 
 def txn_coordinator(bootstrap: str, tid: str) -> int:
     """The node FindCoordinator (v2, key type 1) names for transactional id `tid`."""
-    req = _schema("find_coordinator", 2, "request").FindCoordinatorRequest(key=tid, key_type=i8(1))
+    return coordinator(bootstrap, tid, 1)
+
+
+def coordinator(bootstrap: str, key: str, key_type: int) -> int:
+    """The node FindCoordinator (v2) names for `key` (key type 0: a group, 1: a
+    transactional id)."""
+    req = _schema("find_coordinator", 2, "request").FindCoordinatorRequest(
+        key=key, key_type=i8(key_type)
+    )
     resp = _ask(bootstrap, "find_coordinator", 10, 2, req, "FindCoordinatorResponse")
     assert int(resp.error_code) == 0, resp
     return int(resp.node_id)

@@ -69,6 +69,19 @@ def test_list_transactions_names_each_transaction_once(cluster: Any) -> None:
         p.abort_transaction(30)
 
 
+def test_every_broker_names_one_coordinator_per_group(cluster: Any) -> None:
+    """As Kafka has one coordinator per group, every broker names the same one for a group
+    (not itself), and the groups spread over the brokers: librdkafka asks again every second,
+    of any broker, and drops a JoinGroup in flight when the answer changes."""
+    c, _ = cluster
+    named = {
+        group: {wire.coordinator(f"127.0.0.1:{c.kafka_ports[i]}", group, 0) for i in c.brokers}
+        for group in (f"g-{i}" for i in range(30))
+    }
+    assert all(len(nodes) == 1 for nodes in named.values()), named
+    assert len({n for nodes in named.values() for n in nodes}) > 1, named
+
+
 def test_leader_killed_mid_transaction_is_all_or_nothing(cluster: Any) -> None:
     c, _ = cluster
     topic = f"tl-{uuid.uuid4().hex[:6]}"
