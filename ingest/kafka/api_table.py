@@ -20,7 +20,7 @@ NOTES: dict[int, str] = {
     "broker stays listed for Kafka's session timeout (9 s), leading nothing",
     8: "9+ carry KIP-848 member epochs",
     9: "8+ fetch for several groups at once",
-    10: "key type 1 (transaction) names one broker per id (see below); 4 batches keys",
+    10: "one broker per group or transactional id, whoever is asked (see below); 4 batches keys",
     11: "8+ add a reason field (KIP-800)",
     13: "3+ leave a batch of members",
     19: "validate_only supported; no manual replica assignment",
