@@ -95,9 +95,13 @@ def test_a_corrupt_leader_takes_the_frame_back_from_a_follower_and_keeps_leading
     assert body["error_code"] == "KAFKA_STORAGE_ERROR" and "corrupt" in body["message"], body
     assert f"offset {bad}" in body["message"] or str(bad) in body["message"], body
     # It puts the frame back from a follower's copy: the same bytes, nothing cut, no hand-off.
+    # The counter moves just after the bytes are written back: wait for both.
     wait_for(
         "the leader's copy repaired in place",
-        lambda: leader.segment_bytes("led") == whole.segment_bytes("led"),
+        lambda: (
+            leader.segment_bytes("led") == whole.segment_bytes("led")
+            and _count(leader, REPLACED, "led") >= 1
+        ),
     )
     assert _values(leader, "led") == expected
     assert c.partition("led")["leader"] == leader.broker_id
@@ -127,7 +131,10 @@ def test_a_corrupt_follower_is_repaired_in_place_without_truncating(
     assert r.status_code == 503 and r.json()["error_code"] == "KAFKA_STORAGE_ERROR", r.text
     wait_for(
         "the follower's copy repaired in place",
-        lambda: follower.segment_bytes("fol") == leader.segment_bytes("fol"),
+        lambda: (
+            follower.segment_bytes("fol") == leader.segment_bytes("fol")
+            and _count(follower, REPLACED, "fol") >= 1
+        ),
     )
     assert _count(follower, REPLACED, "fol") == 1
     assert _count(follower, TRUNCATED, "fol") == 0  # not cut and fetched again
@@ -164,7 +171,8 @@ def test_a_committed_frame_is_taken_back_from_a_follower_out_of_the_isr(
 
     def served() -> bool:
         got = leader.http.get("/topics/back/partitions/0/records", params={"offset": bad})
-        return got.status_code == 200 and got.json()["records"][0]["value"] == _value(bad)
+        ok = got.status_code == 200 and got.json()["records"][0]["value"] == _value(bad)
+        return ok and _count(leader, REPLACED, "back") >= 1
 
     wait_for("the frame served again", served, timeout=30)
     part = c.partition("back")
