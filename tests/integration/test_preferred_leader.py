@@ -1,11 +1,14 @@
 """Leadership returns to the preferred replica without losing an acknowledged acks=1 record
 (issue 12, found 5: 6 acknowledged records were lost in one such move), on real brokers.
 
-What Kafka's acks=1 does lose is not counted: a record the preferred replica acknowledged
-before it was stopped, which no follower had fetched yet, is gone once another replica is
-elected (issue 26: seen once in ~4 loaded suite runs). Any other loss fails the test: a record
-acknowledged after the stop (by the new leader, or by the stopped one once it resumed, for a
-write it had taken before: tests/harness/test_lease_answers.py)."""
+What Kafka's acks=1 does lose is not counted: a record the preferred replica took and
+acknowledged before it was stopped, which no follower had fetched yet, is gone once another
+replica is elected (issue 26: seen once in ~4 loaded suite runs). Its answer may reach the
+client only after the resume (the stop can fall between the leader's decision and its socket
+write: seen once, `v233`, in a fresh-clone run), so what counts is when the record was *sent*.
+Any other loss fails the test: a record sent after the stop. That the resumed leader never
+*decides* success after its lease lapsed, for a write it took before the pause, is shown
+deterministically where the pause can be placed exactly: tests/harness/test_lease_answers.py."""
 
 from __future__ import annotations
 
@@ -33,7 +36,6 @@ def cluster(db_factory, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cl
 class Ack(NamedTuple):
     value: str
     sent: float  # time.monotonic() when the request was sent
-    answered: float  # ... and when its success came back
 
 
 class Acks1Producer(threading.Thread):
@@ -63,7 +65,7 @@ class Acks1Producer(threading.Thread):
                     self.refused += 1
                     continue
                 if r.status_code == 200 and "error_code" not in r.json()["offsets"][0]:
-                    self.acked.append(Ack(value, sent, time.monotonic()))
+                    self.acked.append(Ack(value, sent))
                 else:
                     self.refused += 1
                     time.sleep(0.02)
@@ -89,7 +91,6 @@ def test_move_back_to_the_preferred_replica_loses_no_acks_1_record(cluster: Clus
             timeout=30,
         )
         time.sleep(1)
-        resumed = time.monotonic()
         preferred.kill(signal.SIGCONT)
         epoch = cluster.partition("pref")["leader_epoch"]
         wait_for(
@@ -110,10 +111,11 @@ def test_move_back_to_the_preferred_replica_loses_no_acks_1_record(cluster: Clus
         lambda: (p := cluster.partition("pref"))["high_watermark"] == p["log_end_offset"],
     )
     values = {r["value"] for r in preferred.fetch_all("pref")}
-    # Acknowledged by the preferred replica before it stopped (sent before the stop, answered
-    # before the resume): Kafka's acks=1 loses those no follower had fetched yet across the
-    # failover, which is the tail of them, cut where the elected replica's log ended.
-    before = [a for a in producer.acked if a.sent < stopped and a.answered < resumed]
+    # Taken by the preferred replica before it stopped (sent before the stop; the answer may
+    # come after the resume, see the docstring): Kafka's acks=1 loses those no follower had
+    # fetched yet across the failover, which is the tail of them, cut where the elected
+    # replica's log ended.
+    before = [a for a in producer.acked if a.sent < stopped]
     kept = [a.value in values for a in before]
     held = len(kept) - kept[::-1].index(True) if True in kept else 0  # to the last one kept
     assert all(kept[:held]), f"a hole in what was acknowledged before the stop: {kept}"
