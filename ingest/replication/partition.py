@@ -14,16 +14,16 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from enum import StrEnum
 
 from prometheus_client import CollectorRegistry
 
 from cluster.clock import SYSTEM_CLOCK, Clock
-from ingest.log.frame_headers import epoch_at
 from ingest.log.local_log import LocalLog
 from ingest.metrics import ReplicationMetrics
+from ingest.replication import write_answers
 from ingest.replication.group_commit import AppendResult, GroupCommit
 from ingest.replication.isr import FollowerProgress, high_watermark, lagging, may_join
+from ingest.replication.roles import Role
 from ingest.unified.producer_state import ProducerStateManager
 from ingest.unified.unified_log import UnifiedLog
 from logformat.errors import ErrorCode, TierlogError
@@ -32,14 +32,6 @@ from metadata.types import PartitionRecord, TopicIdPartition
 __all__ = ["AppendResult", "Partition", "Role"]
 
 logger = logging.getLogger("tierlog.partition")
-# How often a replicated write waiting on a lease in doubt looks at it again.
-LEASE_RECHECK_S = 0.05
-
-
-class Role(StrEnum):
-    LEADER = "leader"
-    FOLLOWER = "follower"
-    OFFLINE = "offline"  # no leader is elected: nothing can be written
 
 
 class Partition:
@@ -60,7 +52,7 @@ class Partition:
         self.unified = UnifiedLog(log_)  # rebuilds the producer state from the log
         self.topic, self.partition, self.topic_id = log_.topic, log_.partition, log_.topic_id
         self.me = me
-        self._lease_ok = lease_ok
+        self.lease_ok = lease_ok  # this broker's cluster lease, confirmed now
         self._on_append = on_append
         self.role = Role.OFFLINE
         self.leader_id: int | None = None
@@ -92,8 +84,8 @@ class Partition:
         # may already be electable by the controller, so nothing it lacks may be acknowledged.
         self.pending_isr: list[int] = []
         # The leader epoch this broker last stopped leading in, and its high watermark then:
-        # what was committed in that epoch (_settle), whatever the follower's log does next.
-        self._left: tuple[int, int] = (-1, -1)
+        # what was committed in that epoch (write_answers.py), whatever its log does next.
+        self.left: tuple[int, int] = (-1, -1)
         self._commits = GroupCommit(
             self.unified, self.ensure_leader, lambda: self.leader_epoch, self._after_append
         )
@@ -104,6 +96,15 @@ class Partition:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def leads(self) -> bool:
+        """Leader of its current epoch and not closing."""
+        return self.role is Role.LEADER and not self._closed
+
+    async def wait_change(self, timeout_s: float) -> None:
+        """Until the role, ISR or high watermark changes, or `timeout_s` passes."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout_s)
 
     @property
     def tp(self) -> TopicIdPartition:
@@ -131,7 +132,7 @@ class Partition:
             self._wake()
             return False
         if self.role is Role.LEADER:
-            self._left = (self.leader_epoch, self.high_watermark)
+            self.left = (self.leader_epoch, self.high_watermark)
         self.leader_id, self.leader_epoch = info.leader, info.leader_epoch
         if info.leader == self.me:
             self._become_leader()
@@ -186,7 +187,7 @@ class Partition:
                 f"leadership of {self.topic}-{self.partition} is moving to broker "
                 f"{self.replicas[0]}; retry shortly",
             )
-        if not self._lease_ok():
+        if not self.lease_ok():
             # A paused or partitioned leader whose lease lapsed may already be replaced.
             raise TierlogError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -226,91 +227,19 @@ class Partition:
     ) -> list[AppendResult]:
         """append()'s second half: the submitted frames' offsets once written (acks=1), or
         once committed (acks=-1), and in both cases only while this broker provably still
-        leads (_settle)."""
+        leads (write_answers.py)."""
         results = await queued
         end_offset = results[-1].last_offset + 1
         deadline = time.monotonic() + timeout_s
         if acks == -1:
-            await self._wait_committed(end_offset, min_insync, deadline, timeout_s)
+            await write_answers.wait_committed(self, end_offset, min_insync, deadline, timeout_s)
         if acks != 0:
-            await self._settle(end_offset, deadline, timeout_s)
+            await write_answers.settle(self, end_offset, deadline, timeout_s)
         return results
 
     def _after_append(self) -> None:
         self._advance_hw()
         self._on_append()
-
-    async def _wait_committed(
-        self, end_offset: int, min_insync: int, deadline: float, timeout_s: float
-    ) -> None:
-        while self.high_watermark < end_offset:
-            if self.role is not Role.LEADER or self._closed:
-                raise TierlogError(
-                    ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                    f"leadership of {self.topic}-{self.partition} moved before the write "
-                    "was replicated; it may or may not survive",
-                )
-            if len(self.isr) < min_insync:
-                raise TierlogError(
-                    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-                    f"the ISR of {self.topic}-{self.partition} shrank to {self.isr} "
-                    f"(min.insync.replicas {min_insync}) before the write was replicated",
-                )
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TierlogError(
-                    ErrorCode.REQUEST_TIMED_OUT,
-                    f"the ISR {self.isr} did not replicate the write within {timeout_s:.0f}s",
-                )
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), remaining)
-
-    async def _settle(self, end_offset: int, deadline: float, timeout_s: float) -> None:
-        """An appended write is answered success only while this broker provably leads, or
-        once committed (below the high watermark every electable replica holds it, whoever
-        leads: Kafka answers it success). With the lease in doubt (Postgres away, a pause)
-        the answer waits: lease confirmed, success; leadership moved, success if committed
-        else NOT_LEADER_OR_FOLLOWER; past the timeout, REQUEST_TIMED_OUT (may or may not
-        stand). Issue 26: an acks=1 write taken just before a pause was answered success
-        after it, once a leader lacking it was elected (an acknowledged record lost); a
-        committed write answered NOT_LEADER_OR_FOLLOWER was sent again by librdkafka under a
-        producer epoch it had bumped meanwhile (a duplicate no broker can detect)."""
-        while True:
-            if self.role is not Role.LEADER or self._closed:
-                if self._committed(end_offset):
-                    return  # the elected replica holds it, at these offsets
-                raise TierlogError(
-                    ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                    f"leadership of {self.topic}-{self.partition} moved before the write was "
-                    "committed; it may or may not survive",
-                )
-            if self._lease_ok():
-                return
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                # "May or may not stand" (retriable, possibly persisted), not "not leader"
-                # in an unchanged epoch.
-                raise TierlogError(
-                    ErrorCode.REQUEST_TIMED_OUT,
-                    f"broker {self.me} could not confirm its cluster lease within "
-                    f"{timeout_s:.0f}s: the write may or may not stand; retry",
-                )
-            with contextlib.suppress(TimeoutError):  # the lease has no event: look again
-                await asyncio.wait_for(self._changed.wait(), min(remaining, LEASE_RECHECK_S))
-
-    def _committed(self, end_offset: int) -> bool:
-        """Was everything below `end_offset` committed while this broker led, and is it
-        still what its log holds there (not cut and written again by the next leader, whose
-        frames carry a later epoch than the one it left)?"""
-        if self.role is Role.LEADER:  # closing while it leads
-            return self.high_watermark >= end_offset
-        left_epoch, hw = self._left
-        log_ = self.log
-        return (
-            hw >= end_offset
-            and end_offset <= log_.log_end_offset
-            and epoch_at(log_.leader_epochs(), end_offset - 1) <= left_epoch
-        )
 
     # -- leader: followers ------------------------------------------------------------------
 
