@@ -16,6 +16,7 @@ import time
 
 from rocksdict import DBCompressionType, Options, Rdict, WriteBatch, WriteOptions
 
+from failures.families import StorageError
 from ingest.log.storage_errors import IndexWriteError
 
 log = logging.getLogger("ingest.log.index")
@@ -41,7 +42,10 @@ def _open(path: str) -> Rdict:
 
 class IndexDb:
     """The Rdict of one broker, replaced (never mutated) when it is reopened: readers take
-    `db` once per call, so one in flight finishes on the handle it started with."""
+    `db` once per call, so one in flight finishes on the handle it started with. While it is
+    being reopened there is none: a reader is answered a retriable storage error, never a
+    handle another thread is closing (rocksdict raised "Already mutably borrowed", a 500 to
+    followers' fetches in the 30-minute soak, seed 2911)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -49,7 +53,7 @@ class IndexDb:
         self.failure: OSError | None = None  # the write that failed, until reopened
         self._reopen_lock = threading.Lock()
         try:
-            self.db = _open(path)
+            self._db: Rdict | None = _open(path)
         except Exception as exc:  # rocksdict raises plain Exception for corruption
             if not os.path.isdir(path):
                 raise
@@ -59,8 +63,17 @@ class IndexDb:
                 extra={"path": path, "moved_to": aside, "error": str(exc)},
             )
             os.rename(path, aside)
-            self.db = _open(path)
+            self._db = _open(path)
             self.recreated = True
+
+    @property
+    def db(self) -> Rdict:
+        db = self._db
+        if db is None:
+            raise StorageError(
+                "the broker's index is being reopened after a failed write; retry shortly"
+            )
+        return db
 
     def write(self, batch: WriteBatch) -> None:
         try:
@@ -77,9 +90,18 @@ class IndexDb:
         with self._reopen_lock:
             if self.failure is None:
                 return
-            with contextlib.suppress(Exception):  # its final flush fails as the write did
-                self.db.close()
-            self.db = _open(self.path)
+            old, self._db = self._db, None
+            closed = old is None
+            if old is not None:
+                with contextlib.suppress(Exception):  # its final flush fails as the write did
+                    old.close()
+                    closed = True
+            try:
+                self._db = _open(self.path)
+            except Exception:
+                if not closed:  # still open (a reader holds it): reads go on meanwhile
+                    self._db = old
+                raise
             log.warning("index reopened after a failed write", extra={"error": str(self.failure)})
             self.failure = None
 
@@ -87,7 +109,10 @@ class IndexDb:
         self.db.flush()
 
     def close(self) -> None:
+        db = self._db
+        if db is None:  # a reopen failed half-way: nothing is open
+            return
         try:
-            self.db.flush()
+            db.flush()
         finally:
-            self.db.close()
+            db.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -109,3 +110,41 @@ def test_the_index_takes_writes_again_once_reopened_with_space_back(small_fs: Pa
     assert (9001, 90010) in part.epochs() and (1, 10) in part.epochs()
     index.close()
     assert os.path.isdir(small_fs / "index")
+
+
+def test_reads_while_the_index_is_reopened_get_a_storage_error_never_a_500(
+    tmp_path: Path,
+) -> None:
+    """The 30-minute soak (seed 2911): the index was reopened in a worker thread while the
+    event loop served followers' fetches from it, and rocksdict raised "Already mutably
+    borrowed" (a 500). A read meanwhile is answered KAFKA_STORAGE_ERROR, retriable."""
+    index = LogIndex(str(tmp_path / "index"))
+    part = index.partition("00000000-0000-0000-0000-000000000001", 0)
+    for chunk in range(40):  # a memtable worth flushing: the close takes a while
+        batch = index.batch()
+        for n in range(chunk * 5000, (chunk + 1) * 5000):
+            part.put_frame(batch, n, 0, n * 100, 100, 1, n)
+        index.write(batch)
+    batch = index.batch()
+    for epoch in range(10):
+        part.put_epoch(batch, epoch, epoch * 10)
+    index.write(batch)
+    failures: list[BaseException] = []
+    for _ in range(5):
+        index._store.failure = IndexWriteError("No space left on device")  # as a full disk
+        reopening = threading.Thread(target=index.reopen)
+        reopening.start()
+        while reopening.is_alive():
+            try:
+                part.frame_floor(123_456)
+            except Exception as exc:
+                failures.append(exc)
+        reopening.join()
+        assert index.failure is None
+    assert part.end_offset_for_epoch(7, 1_000_000) == (7, 80)
+    floor = part.frame_floor(123_456)
+    assert floor is not None and floor.base_offset == 123_456
+    wrong = [f for f in failures if not isinstance(f, TierlogError)]
+    assert wrong == [], wrong[:3]
+    assert all(f.code is ErrorCode.KAFKA_STORAGE_ERROR for f in failures)
+    index.close()
