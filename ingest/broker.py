@@ -133,6 +133,7 @@ class Broker:
         )
         self.sticky: dict[str, StickyPartitioner] = {}
         self.cluster_secret = ""
+        self.cluster_id = ""  # read at start: Metadata names it even while Postgres is away
         self.forwarder = Forwarder(
             lambda: self.cluster_secret, config.request_timeout_ms / 1000, link=deps.peer_link
         )
@@ -170,6 +171,7 @@ class Broker:
             wait_for, "Postgres", lambda: migrate(self.engine), retry_on=POSTGRES_DOWN
         )
         self.cluster_secret = await asyncio.to_thread(self.partition_repo.cluster_secret)
+        self.cluster_id = await asyncio.to_thread(self.partition_repo.cluster_id)
         await self.authorizer.start()
         await self.lease.register()
         # Renew the lease from now on: the rest of start-up (log recovery, the cold reader's

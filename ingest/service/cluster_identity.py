@@ -1,6 +1,8 @@
 """The cluster id and the controller, as Metadata and DescribeCluster name them.
 
-The cluster id is the one Postgres made for the cluster (it never changes: read once). The
+The cluster id is the one Postgres made for the cluster (it never changes: the broker reads
+it as it starts, so a Metadata answer never waits on Postgres: a broker restarted while
+Postgres was away closed Kafka connections on it in the 30-minute soak, seed 2911). The
 controller is the holder of the controller lease, by the database's clock, as GET /brokers
 shows it, read for each answer and named only if that answer also lists it among the live
 brokers. Clients send controller-bound admin requests (ElectLeaders, CreateTopics, ...) to
@@ -31,12 +33,13 @@ NO_CONTROLLER = -1  # only when the answer lists no live broker at all
 class ClusterIdentity:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
-        self._cluster_id: str | None = None
 
     async def cluster_id(self) -> str:
-        if self._cluster_id is None:
-            self._cluster_id = await asyncio.to_thread(self._broker.partition_repo.cluster_id)
-        return self._cluster_id
+        if not self._broker.cluster_id:  # not started yet
+            self._broker.cluster_id = await asyncio.to_thread(
+                self._broker.partition_repo.cluster_id
+            )
+        return self._broker.cluster_id
 
     async def controller_id(self, listed: Collection[int]) -> int:
         """The controller an answer listing the live brokers `listed` names: the lease

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from ingest.service.services import Services
 from logformat.errors import ErrorCode, TierlogError
 from metadata.types import TopicNamePartition
 from tests.harness.cluster import InProcessCluster
@@ -193,3 +194,18 @@ def test_a_broker_registered_again_keeps_its_kafka_address(cluster: InProcessClu
     other.run(other.b.metadata.refresh_now())
     address = other.b.cache.broker_kafka_address(lapsed.broker_id)
     assert address == f"127.0.0.1:{KAFKA_PORT_BASE + lapsed.broker_id}"
+
+
+def test_metadata_names_the_cluster_id_while_postgres_is_away(cluster: InProcessCluster) -> None:
+    """Kafka's Metadata answer carries the cluster id, and never fails for it. A broker that
+    read it lazily, on its first Kafka Metadata request, met Postgres away (killed and
+    restarting) and closed the client's connection instead (30-minute soak, seed 2911). It
+    is read as the broker starts."""
+    c = cluster
+    node = c.brokers[2]
+    expected = c.brokers[1].b.partition_repo.cluster_id()
+    c.cut_postgres(node.broker_id)
+    try:
+        assert node.run(Services.of(node.b).identity.cluster_id()) == expected
+    finally:
+        c.heal()
