@@ -20,6 +20,12 @@ from tierlog.devstack.parent_watch import child_env
 # test_groups failed at the old 60 s with the broker still importing).
 READY_TIMEOUT_S = 180.0
 
+# Kept-alive connections are dropped well before the server's idle timeout (5 s, httpx's
+# default too): a request sent on one just as the server closes it fails with a reset, and
+# a loaded machine or a broker waking from SIGSTOP (its overdue timers fire first) makes
+# that race real.
+TEST_CLIENT_LIMITS = httpx.Limits(keepalive_expiry=2.0)
+
 
 class BrokerProcess:
     """`python -m tierlog broker` as a child process; its log goes to data_dir/../broker-N.log."""
@@ -45,7 +51,7 @@ class BrokerProcess:
         self.log_path = data_dir.parent / f"broker-{broker_id}.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.paused = False
-        self.http = httpx.Client(base_url=self.url, timeout=30)
+        self.http = httpx.Client(base_url=self.url, timeout=30, limits=TEST_CLIENT_LIMITS)
 
     def start(self, wait: bool = True) -> BrokerProcess:
         # The broker goes if this test process dies (a killed pytest leaves no brokers behind).

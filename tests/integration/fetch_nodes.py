@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 
 from coldstore.object_store import ObjectStoreConfig
-from tests.integration.brokers import READY_TIMEOUT_S
+from tests.integration.brokers import READY_TIMEOUT_S, TEST_CLIENT_LIMITS
 from tests.integration.ports import free_port
 from tierlog.devstack.parent_watch import child_env
 
@@ -44,7 +44,7 @@ class FetchNodeProcess:
         self.log_path = log_path
         self.env = {**os.environ, **env, "TIERLOG_DATABASE_URL": database_url}
         self.proc: subprocess.Popen[bytes] | None = None
-        self.http = httpx.Client(base_url=self.url, timeout=60)
+        self.http = httpx.Client(base_url=self.url, timeout=60, limits=TEST_CLIENT_LIMITS)
 
     def start(self) -> FetchNodeProcess:
         self.launch()
