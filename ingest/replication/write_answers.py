@@ -11,17 +11,37 @@ meanwhile (a duplicate no broker can detect).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
 from ingest.log.frame_headers import epoch_at
+from ingest.log.local_log import LocalLog
 from ingest.replication.roles import Role
 from logformat.errors import ErrorCode, TierlogError
 
-if TYPE_CHECKING:
-    from ingest.replication.partition import Partition
-
 # How often a replicated write waiting on a lease in doubt looks at it again.
 LEASE_RECHECK_S = 0.05
+
+
+class Partition(Protocol):
+    """What the answers read of a hosted partition (replication/partition.py's Partition,
+    named here by shape so that neither module imports the other)."""
+
+    topic: str
+    partition: int
+    me: int
+    role: Role
+    isr: list[int]
+    high_watermark: int
+    left: tuple[int, int]  # (leader epoch it last stopped leading in, its HW then)
+    lease_ok: Callable[[], bool]
+
+    @property
+    def log(self) -> LocalLog: ...
+
+    def leads(self) -> bool: ...
+
+    async def wait_change(self, timeout_s: float) -> None: ...
 
 
 async def wait_committed(
