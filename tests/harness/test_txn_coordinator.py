@@ -130,6 +130,20 @@ def _known_to_leader(node: Node, topic: str, partition: int = 0) -> None:
     node.run(txn_log(node.b).partition(state))
 
 
+def _added_on_leader(
+    c: InProcessCluster, topic: str, tid: str
+) -> tuple[Node, TxnCoordinator, int, int]:
+    """A new topic's leader as coordinator of transaction `tid`, begun with partition 0
+    added: (leader, coordinator, producer id, epoch)."""
+    c.create_topic(topic)
+    leader = c.leader(topic)
+    coord = _coordinator(leader)
+    _known_to_leader(leader, topic)
+    pid, epoch = leader.run(coord.init(tid, 60_000))
+    leader.run(coord.add_partitions(tid, pid, epoch, [(topic, 0)]))
+    return leader, coord, pid, epoch
+
+
 def test_partitions_added_on_their_leader_take_batches_without_a_check(
     cluster: InProcessCluster,
 ) -> None:
@@ -137,13 +151,7 @@ def test_partitions_added_on_their_leader_take_batches_without_a_check(
     so the transaction's first batch there reads no producer row (each partition's first
     batch cost a read, in turn on the client's connection). Its marker ends that: the same
     producer's next batch without AddPartitionsToTxn is refused (KIP-890)."""
-    c = cluster
-    c.create_topic("txnote")
-    leader = c.leader("txnote")
-    coord = _coordinator(leader)
-    _known_to_leader(leader, "txnote")
-    pid, epoch = leader.run(coord.init("tx-note", 60_000))
-    leader.run(coord.add_partitions("tx-note", pid, epoch, [("txnote", 0)]))
+    leader, coord, pid, epoch = _added_on_leader(cluster, "txnote", "tx-note")
     with _producer_checks(leader.b.engine) as checks:
         _batch(leader, "txnote", pid, epoch)
     assert checks == []
@@ -158,14 +166,8 @@ def test_a_check_read_before_a_marker_began_tells_no_partition(
 ) -> None:
     """What Postgres said of a transaction before a marker for its producer began may be
     of a transaction that has ended since: it marks no partition as checked."""
-    c = cluster
-    c.create_topic("txstale")
-    leader = c.leader("txstale")
-    coord = _coordinator(leader)
-    _known_to_leader(leader, "txstale")
+    leader, coord, pid, epoch = _added_on_leader(cluster, "txstale", "tx-stale")
     log = txn_log(leader.b)
-    pid, epoch = leader.run(coord.init("tx-stale", 60_000))
-    leader.run(coord.add_partitions("tx-stale", pid, epoch, [("txstale", 0)]))
     asked = log.markers_begun()  # a read here still saw the transaction under way ...
     leader.run(coord.end("tx-stale", pid, epoch, commit=False))  # ... then it ended
     log.added(pid, epoch, [("txstale", 0)], asked)  # the read's answer comes in late
@@ -226,13 +228,7 @@ def test_a_completion_here_writes_complete_with_the_markers_spans(
 ) -> None:
     """The coordinator leads the transaction's partitions: Complete* goes in the statement
     recording the markers' spans, not in one of its own."""
-    c = cluster
-    c.create_topic("txdone")
-    leader = c.leader("txdone")
-    coord = _coordinator(leader)
-    _known_to_leader(leader, "txdone")
-    pid, epoch = leader.run(coord.init("tx-done", 60_000))
-    leader.run(coord.add_partitions("tx-done", pid, epoch, [("txdone", 0)]))
+    leader, coord, pid, epoch = _added_on_leader(cluster, "txdone", "tx-done")
     _batch(leader, "txdone", pid, epoch)
     with _row_updates(leader.b.engine) as updates:
         leader.run(coord.end("tx-done", pid, epoch, commit=True))
