@@ -49,6 +49,18 @@ def _storage_error(response: Response) -> bool:
 class HotOffsets(dict[str, int]):
     """{"log_start_offset", "high_watermark", "log_end_offset"} of a partition's leader."""
 
+    KEYS = ("log_start_offset", "high_watermark", "log_end_offset")
+
+    @classmethod
+    def parse(cls, entry: object) -> HotOffsets | None:
+        """The offsets out of a leader's describe entry, None unless all are integers. The
+        entry carries more (lag figures, the last stable offset) that may be null while the
+        leader cannot read the manifest: those are not offsets and are not read here."""
+        if not isinstance(entry, dict):
+            return None
+        got = {k: v for k in cls.KEYS if type(v := entry.get(k)) is int}
+        return cls(got) if len(got) == len(cls.KEYS) else None
+
 
 class ReplicaRouter:
     def __init__(self, cache: MetadataCache, token: Callable[[], str], timeout_s: float) -> None:
@@ -198,5 +210,4 @@ class ReplicaRouter:
                 self._offsets[k] = hit
             except (httpx.HTTPError, ValueError):
                 pass  # a stale answer beats none
-        entry = hit[1].get(str(partition)) if hit is not None else None
-        return HotOffsets({k: int(v) for k, v in entry.items()}) if entry else None
+        return HotOffsets.parse(hit[1].get(str(partition))) if hit is not None else None
