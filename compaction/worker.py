@@ -34,6 +34,7 @@ from compaction.manifest_ops import CompactionManifest
 from compaction.stale_uploads import StaleUploads
 from compaction.target import Target
 from compaction.topic_purge import TopicPurge
+from failures.logged import log_failure
 from metadata.configs import topic_config
 from metadata.erasures import ErasureRepo
 from metadata.topics import TopicRepo
@@ -159,9 +160,9 @@ class CompactionWorker:
     def _refresh_erasures(self) -> None:
         try:
             self.erasure.refresh()
-        except Exception:
+        except Exception as exc:
             metrics.FAILURES.labels("erase").inc()
-            log.exception("reading erasure requests failed", extra={"worker": self.worker_id})
+            log_failure(log, "reading erasure requests failed", exc, {"worker": self.worker_id})
 
     def _purge_deleted_topics(self) -> tuple[int, int, int]:
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from failures.logged import log_failure
 from groups.coordinator import GroupCoordinator
 from groups.deps import Blocking
 
@@ -27,8 +28,8 @@ async def sweep_forever(coordinator: GroupCoordinator, run: Blocking, every_s: f
         await asyncio.sleep(every_s)
         try:
             removed = await sweep_once(coordinator, run)
-        except Exception:
-            log.exception("group expiry sweep failed")
+        except Exception as exc:
+            log_failure(log, "group expiry sweep failed", exc)
             continue
         if removed:
             log.info("expired group members", extra={"members": removed})

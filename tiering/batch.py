@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from coldstore.layout import data_file_key
 from coldstore.parquet_writer import ParquetFile, write_parquet
+from failures.logged import log_failure
 from metadata.segment_registry import ClaimLostError, ColdFile, FileSpec, SegmentClaim
 from tiering import metrics
 from tiering.batch_commit import commit_batch
@@ -245,8 +246,8 @@ def _in_order(
             )
             try:
                 worker.registry.release(claim)
-            except Exception:  # the lease lapses and the segment is claimable again
-                log.exception("releasing a claim failed", extra=claim_context(claim))
+            except Exception as exc:  # the lease lapses and the segment is claimable again
+                log_failure(log, "releasing a claim failed", exc, claim_context(claim))
     return out
 
 
@@ -258,11 +259,11 @@ def _fail(worker: BatchHost, claim: SegmentClaim, step: str, exc: BaseException)
         log.warning("claim lost", extra={**ctx, "error": str(exc)})
         return
     metrics.FAILURES.labels(step).inc()
-    log.error("tiering failed", extra=ctx, exc_info=exc)
+    log_failure(log, "tiering failed", exc, ctx)
     try:
         worker.registry.release(claim, f"{step}: {type(exc).__name__}: {exc}")
-    except Exception:  # Postgres down: the lease lapses and the segment is claimable again
-        log.exception("releasing a claim failed", extra=ctx)
+    except Exception as err:  # Postgres down: the lease lapses and the segment is claimable again
+        log_failure(log, "releasing a claim failed", err, ctx)
 
 
 def _release_all(worker: BatchHost, claims: list[SegmentClaim], step: str, exc: Exception) -> None:

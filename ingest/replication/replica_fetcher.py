@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 import httpx
 
 from cluster.internal_http import PeerLink, internal_async_client
+from failures.logged import log_failure
 from ingest.log_throttle import LogThrottle
 from ingest.replication import corruption
 from ingest.replication.death_signal import dropped
@@ -194,11 +195,9 @@ class ReplicaFetcher:
                     stale = True
                 else:
                     state.append_replicated(data, reply.high_watermark, reply.log_start_offset)
-            except Exception:
-                log.exception(
-                    "applying replicated data failed",
-                    extra={"topic": state.topic, "partition": state.partition},
-                )
+            except Exception as exc:
+                where = {"topic": state.topic, "partition": state.partition}
+                log_failure(log, "applying replicated data failed", exc, where)
                 stale = True
         return stale
 

@@ -20,6 +20,7 @@ import httpx
 from cluster.clock import SYSTEM_CLOCK, Clock
 from cluster.internal_http import PeerLink, internal_async_client
 from cluster.metadata_cache import MetadataCache, TopicView
+from failures.logged import log_failure
 from ingest.log import storage_errors
 from ingest.log.local_log import LocalLog, LogConfig
 from ingest.log.log_manager import LogManager
@@ -381,8 +382,8 @@ class ReplicaManager:
         for state in self.partitions.values():
             try:
                 state.checkpoint_hw()
-            except OSError:
-                log.exception("high watermark checkpoint failed")
+            except OSError as exc:
+                log_failure(log, "high watermark checkpoint failed", exc)
 
     async def close(self) -> None:
         for fetcher in self.fetchers.values():

@@ -9,6 +9,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from failures.logged import log_failure
 from ingest.service.partition_stats import led_stats
 from ingest.service.txn_log import txn_log
 from ingest.tiered.tier_status import TierStatus
@@ -52,8 +53,8 @@ async def _tier_status(broker: Broker, view: TopicView) -> dict[int, TierStatus]
         return await broker.tier_status.of_partitions(
             view.info.id, [p.partition for p in view.partitions]
         )
-    except Exception:  # the manifest is unreadable: describe the hot tier alone
-        log.exception("reading the cold manifest failed", extra={"topic": view.info.name})
+    except Exception as exc:  # the manifest is unreadable: describe the hot tier alone
+        log_failure(log, "reading the cold manifest failed", exc, {"topic": view.info.name})
         return None
 
 
@@ -147,8 +148,8 @@ class Describer:
         if tiering and led and view is not None:
             try:
                 tiers = await broker.tier_status.of_partitions(view.info.id, list(led))
-            except Exception:  # describe shows the offsets without the lag figures
-                log.exception("reading the cold manifest failed", extra={"topic": topic})
+            except Exception as exc:  # describe shows the offsets without the lag figures
+                log_failure(log, "reading the cold manifest failed", exc, {"topic": topic})
                 tiers = None
         txns = txn_log(broker)
         return {

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
+from failures.logged import log_failure
 from ingest.tiered.seams import ColdManifestApi
 from metadata.db_errors import POSTGRES_DOWN
 from metadata.types import TopicIdPartition
@@ -79,8 +80,8 @@ class ManifestViews:
                     self._manifest.log_start_offset(tp),
                     self._manifest.deleted_before(tp),
                 )
-            except POSTGRES_DOWN:  # no deletion this turn (a bug: the duty's)
-                log.exception("reading the cold manifest failed")
+            except POSTGRES_DOWN as exc:  # no deletion this turn (a bug: the duty's)
+                log_failure(log, "reading the cold manifest failed", exc)
                 with self._lock:
                     self._changed |= {tp, *(k for k in keys if k in changed)}
                 break

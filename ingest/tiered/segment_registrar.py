@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Mapping
 
 from cluster.metadata_cache import MetadataCache
+from failures.logged import log_failure
 from ingest import metrics
 from ingest.log.local_log import SegmentInfo
 from ingest.replication.partition import Partition, Role
@@ -81,11 +82,9 @@ class SealedSegmentRegistrar:
                 self._registry.register_sealed(state.tp, seg.base_offset, seg.next_offset, seg.size)
             # The topic was deleted meanwhile (FK), or Postgres is away: this segment waits for
             # the next turn. Anything else is a bug, for the duty's policy (cluster/duty.py).
-            except _NOT_NOW:
-                log.exception(
-                    "segment registration failed",
-                    extra={"topic": state.topic, "partition": state.partition},
-                )
+            except _NOT_NOW as exc:
+                where = {"topic": state.topic, "partition": state.partition}
+                log_failure(log, "segment registration failed", exc, where)
                 break  # the rest waits for the next tick
             done.append((state, seg))
             log.debug(

@@ -7,6 +7,7 @@ import asyncio
 import logging
 from typing import NamedTuple
 
+from failures.logged import log_failure
 from ingest.replication.partition import Partition
 from ingest.tiered.seams import ColdManifestApi
 from logformat.errors import ErrorCode, TierlogError
@@ -47,8 +48,8 @@ class TierStatusReader:
         start, when the manifest has a cold range; None when it has none."""
         try:
             cold = await asyncio.to_thread(self._manifest.cold_range, state.tp)
-        except Exception:
-            log.exception("reading the cold manifest failed")
+        except Exception as exc:
+            log_failure(log, "reading the cold manifest failed", exc)
             return None
         if cold is None:
             return None
