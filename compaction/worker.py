@@ -152,9 +152,9 @@ class CompactionWorker:
             else:
                 job = "merge"
                 merged = sum(r.files_in for r in self.jobs.merge(t))
-        except Exception:
+        except Exception as exc:
             metrics.FAILURES.labels(job).inc()
-            log.exception("compaction job failed", extra={**ctx, "job": job})
+            log_failure(log, "compaction job failed", exc, {**ctx, "job": job})
         return expired, merged, compacted
 
     def _refresh_erasures(self) -> None:
@@ -167,19 +167,18 @@ class CompactionWorker:
     def _purge_deleted_topics(self) -> tuple[int, int, int]:
         try:
             return self.purge.run_once()
-        except Exception:
+        except Exception as exc:
             metrics.FAILURES.labels("purge").inc()
-            log.exception(
-                "deleting a deleted topic's table failed", extra={"worker": self.worker_id}
-            )
+            where = {"worker": self.worker_id}
+            log_failure(log, "deleting a deleted topic's table failed", exc, where)
             return 0, 0, 0
 
     def _abort_stale_uploads(self) -> int:
         try:
             return self.uploads.run_once()
-        except Exception:
+        except Exception as exc:
             metrics.FAILURES.labels("uploads").inc()
-            log.exception("aborting stale uploads failed", extra={"worker": self.worker_id})
+            log_failure(log, "aborting stale uploads failed", exc, {"worker": self.worker_id})
             return 0
 
     def _sweep(self) -> tuple[int, int]:
@@ -190,7 +189,7 @@ class CompactionWorker:
                 files, size = files + n, size + b
                 if n < 1000:
                     return files, size
-        except Exception:
+        except Exception as exc:
             metrics.FAILURES.labels("sweep").inc()
-            log.exception("sweep failed", extra={"worker": self.worker_id})
+            log_failure(log, "sweep failed", exc, {"worker": self.worker_id})
             return files, size

@@ -294,8 +294,8 @@ def _delete_orphans(worker: BatchHost, orphans: list[ColdFile]) -> None:
     try:
         worker.store.delete(o.object_key for o in orphans)
         worker.manifest.mark_deleted([o.id for o in orphans])
-    except Exception:  # left delete_started: retention's sweep finishes the job
-        log.exception("deleting superseded data files failed")
+    except Exception as exc:  # left delete_started: retention's sweep finishes the job
+        log_failure(log, "deleting superseded data files failed", exc)
 
 
 def _account(
