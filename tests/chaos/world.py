@@ -25,6 +25,7 @@ import httpx
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from metadata.db import make_engine, migrate
 from tests.chaos.links import Links
+from tests.chaos.logged_errors import logged_errors
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.disk_full import MountError, mount_small, unmount
 from tests.integration.fetch_nodes import FetchNodeProcess
@@ -172,8 +173,17 @@ class World:
     def _worker_started(self, role: str) -> bool | None:
         return f"{role} worker started" in (self.root / f"{role}.log").read_text() or None
 
+    def log_paths(self) -> dict[str, Path]:
+        """Every node's log, by a name for the report."""
+        paths: dict[str, Path] = {}
+        if self.cluster is not None:
+            paths |= {f"broker {i}": b.log_path for i, b in self.cluster.brokers.items()}
+        if self.fetch_node is not None:
+            paths["fetch node"] = self.fetch_node.log_path
+        return paths | {role: self.root / f"{role}.log" for role in self.workers}
+
     def log_tails(self, lines: int = 12) -> str:
-        parts = []
+        parts = [logged_errors(self.log_paths())]
         if self.cluster is not None:
             for i, b in self.cluster.brokers.items():
                 parts.append(f"--- broker {i} ({b.log_path}):\n{b.log_tail(lines)}")
