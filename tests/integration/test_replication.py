@@ -115,25 +115,6 @@ def test_leader_failover_loses_no_acknowledged_record(cluster: Cluster) -> None:
     ]
 
 
-def test_min_insync_replicas_is_enforced(cluster: Cluster) -> None:
-    _create(cluster, "strict", min_insync_replicas=2)
-    leader = cluster.leader("strict")
-    others = [b for b in cluster.brokers.values() if b.broker_id != leader.broker_id]
-    for b in others:
-        b.kill(signal.SIGKILL)
-    wait_for(
-        "ISR of one", lambda: cluster.partition("strict")["isr"] == [leader.broker_id], timeout=20
-    )
-    status, doc = _produce(cluster, "strict", ["nope"], via=leader.broker_id)
-    assert status == 503 and doc["error_code"] == "NOT_ENOUGH_REPLICAS", doc
-    status, doc = _produce(cluster, "strict", ["fine"], acks="1", via=leader.broker_id)
-    assert status == 200, doc
-    for b in others:
-        b.start()
-    wait_for("ISR restored", lambda: len(cluster.partition("strict")["isr"]) == 3, timeout=30)
-    assert _produce_ok(cluster, "strict", ["again"]) == [1]
-
-
 def test_unclean_election_only_when_enabled(cluster: Cluster) -> None:
     _create(cluster, "unclean", rf=2, min_insync_replicas=1)
     info = cluster.partition("unclean")
