@@ -66,6 +66,40 @@ def test_isr_shrinks_and_expands(cluster: InProcessCluster) -> None:
     )
 
 
+def test_min_insync_replicas_is_enforced(cluster: InProcessCluster) -> None:
+    """min.insync.replicas=2 with the leader alone in the ISR: acks=all is refused with
+    NOT_ENOUGH_REPLICAS (503) and appends nothing, acks=1 still appends; with the followers
+    back in the ISR acks=all appends again. (Moved from tests/integration/test_replication.py,
+    where killing and restarting two broker processes showed nothing more.)"""
+    c = cluster
+    c.create_topic("strict", min_insync_replicas=2)
+    leader = c.leader("strict")
+    for i in c.brokers:
+        if i != leader.broker_id:
+            c.cut(i, leader.broker_id)  # followers' fetches fail: the leader drops them
+    c.advance(REPLICA_LAG_MS / 1000 + 1)
+    wait_for(
+        "ISR of one",
+        lambda: c.partition("strict", via=leader)["isr"] == [leader.broker_id],
+        timeout=30,
+    )
+
+    def produce(value: str, acks: str) -> Any:
+        return leader.http.post(
+            "/topics/strict/records",
+            params={"acks": acks},
+            json={"records": [{"value": value, "partition": 0}]},
+        )
+
+    r = produce("nope", "all")
+    assert r.status_code == 503 and r.json()["error_code"] == "NOT_ENOUGH_REPLICAS", r.text
+    r = produce("fine", "1")
+    assert r.status_code == 200 and r.json()["offsets"][0]["offset"] == 0, r.text
+    c.heal()
+    wait_for("ISR restored", lambda: len(c.partition("strict")["isr"]) == 3, timeout=30)
+    assert [o["offset"] for o in c.produce("strict", [{"value": "again"}])] == [1]
+
+
 def test_isr_change_whose_answer_is_lost_holds_the_high_watermark(
     cluster: InProcessCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:

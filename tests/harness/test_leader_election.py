@@ -9,6 +9,8 @@ times out: the hang of the real-process ElectLeaders test)."""
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from concurrent.futures import Future
 
 import pytest
@@ -22,7 +24,7 @@ from ingest.service.leader_election import PREFERRED, UNCLEAN, LeaderElections
 from logformat.errors import ErrorCode, TierlogError
 from metadata.types import TopicIdPartition, TopicNamePartition
 from tests.harness.cluster import STEP_S, InProcessCluster
-from tests.harness.node import Node
+from tests.harness.node import LEASE_MS, REPLICA_LAG_MS, Node
 from tests.integration.cluster import wait_for
 
 HOT_ONLY = {"remote_storage_enable": "false"}
@@ -92,6 +94,64 @@ def test_a_preferred_election_waits_for_the_mover(cluster: InProcessCluster) -> 
     assert _leader_in_postgres(asking, topic) == preferred  # when it answered, not later
     # Now it leads: nothing to elect.
     assert _refusal(asking, PREFERRED, topic, 0, 5) is ErrorCode.ELECTION_NOT_NEEDED
+
+
+def _advance_until(c: InProcessCluster, what: str, check: Callable[[], bool]) -> None:
+    """Move the manual clock on, a step at a time, until `check()`: bounded in real time
+    (a loaded machine answers late), never by clock steps, which only give more chances."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if check():
+                return
+        except (AssertionError, KeyError):  # a describe refused mid-change: look again
+            pass
+        assert time.monotonic() < deadline, f"{what}: not within 60 s"
+        c.advance(STEP_S)
+
+
+def test_unclean_election_only_when_enabled(cluster: InProcessCluster) -> None:
+    """unclean.leader.election.enable: a partition whose only in-sync replica is down stays
+    offline while a live out-of-sync replica waits (produce refused), however long; once the
+    topic enables it, the controller elects that replica and logs the unclean election.
+    (Moved from tests/integration/test_replication.py, where it waited a fixed 3 s of real
+    time for the election that must not happen and restarted two broker processes.)"""
+    c = cluster
+    topic = "unclean"
+    c.create_topic(topic, rf=2, min_insync_replicas=1, **HOT_ONLY)
+    info = c.partition(topic)
+    leader = c.brokers[info["leader"]]
+    follower = c.brokers[next(r for r in info["replicas"] if r != leader.broker_id)]
+    follower.stop()
+    try:
+        _advance_until(
+            c, "ISR without the follower", lambda: c.partition(topic)["isr"] == [leader.broker_id]
+        )
+        c.produce(topic, [{"value": "only on the leader"}], via=leader.broker_id)
+        leader.stop()
+        follower.start()
+        _advance_until(c, "the partition offline", lambda: c.partition(topic)["leader"] is None)
+        c.advance(LEASE_MS / 1000 + REPLICA_LAG_MS / 1000)  # the controller's every chance
+        assert c.partition(topic)["leader"] is None  # offline rather than an out-of-sync one
+        r = follower.http.post(
+            f"/topics/{topic}/records", json={"records": [{"value": "x", "partition": 0}]}
+        )
+        assert r.status_code == 503, r.text
+        assert r.json()["error_code"] in ("LEADER_NOT_AVAILABLE", "NOT_LEADER_OR_FOLLOWER")
+        r = follower.http.patch(
+            f"/topics/{topic}/configs", json={"configs": {"unclean.leader.election.enable": True}}
+        )
+        assert r.status_code == 200, r.text
+        _advance_until(
+            c,
+            "the unclean election",
+            lambda: c.partition(topic)["leader"] == follower.broker_id,
+        )
+        assert any("unclean leader election" in c.logs.text(i) for i in c.brokers)
+    finally:
+        for node in (leader, follower):
+            if not node.running:
+                node.start()
 
 
 def test_metadata_names_a_live_controller_and_unclean_finds_no_leader(

@@ -5,10 +5,17 @@ media type, and an `Origin` that is not the broker's: each is refused and writes
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from tests.integration.brokers import BrokerProcess
 
 VALID = b'{"records":[{"value":"from a web page"}]}'
+
+
+@pytest.fixture(scope="module")
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """One broker for the module (a broker start is seconds): each test has its own topic."""
+    return module_broker
 
 
 def _browser_post(

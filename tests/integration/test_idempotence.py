@@ -4,12 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.integration.brokers import BrokerProcess
 
 
-def _send(b: BrokerProcess, pid: int, epoch: int, seq: int, values: list[str]) -> Any:
+@pytest.fixture(scope="module")
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """One broker for the module (a broker start is seconds): each test has its own topic."""
+    return module_broker
+
+
+def _send(
+    b: BrokerProcess, pid: int, epoch: int, seq: int, values: list[str], topic: str = "idem"
+) -> Any:
     return b.http.post(
-        "/topics/idem/records",
+        f"/topics/{topic}/records",
         json={"records": [{"value": v, "partition": 0} for v in values]},
         headers={
             "X-Tierlog-Producer-Id": str(pid),
@@ -34,17 +44,17 @@ def test_retries_are_deduplicated_with_original_offsets(broker: BrokerProcess) -
 
 
 def test_sequence_gap_and_stale_epoch_are_refused(broker: BrokerProcess) -> None:
-    broker.create_topic("idem")
+    broker.create_topic("idem-gap")
     pid = broker.http.post("/producers").json()["producer_id"]
-    assert _send(broker, pid, 0, 0, ["a"]).status_code == 200
-    gap = _send(broker, pid, 0, 5, ["x"])
+    assert _send(broker, pid, 0, 0, ["a"], "idem-gap").status_code == 200
+    gap = _send(broker, pid, 0, 5, ["x"], "idem-gap")
     assert gap.status_code == 409 and gap.json()["error_code"] == "OUT_OF_ORDER_SEQUENCE_NUMBER"
-    assert _send(broker, pid, 1, 0, ["new epoch"]).status_code == 200
-    stale = _send(broker, pid, 0, 1, ["zombie"])
+    assert _send(broker, pid, 1, 0, ["new epoch"], "idem-gap").status_code == 200
+    stale = _send(broker, pid, 0, 1, ["zombie"], "idem-gap")
     assert stale.status_code == 409 and stale.json()["error_code"] == "INVALID_PRODUCER_EPOCH"
-    assert [r["value"] for r in broker.fetch_all("idem")] == ["a", "new epoch"]
+    assert [r["value"] for r in broker.fetch_all("idem-gap")] == ["a", "new epoch"]
     many = broker.http.post(
-        "/topics/idem/records",
+        "/topics/idem-gap/records",
         json={"records": [{"value": "p0"}, {"value": "p1"}]},
         headers={
             "X-Tierlog-Producer-Id": str(pid),
@@ -54,7 +64,7 @@ def test_sequence_gap_and_stale_epoch_are_refused(broker: BrokerProcess) -> None
     )
     assert many.status_code == 200  # one partition topic: fine
     partial = broker.http.post(
-        "/topics/idem/records",
+        "/topics/idem-gap/records",
         json={"records": [{"value": "x"}]},
         headers={"X-Tierlog-Producer-Id": str(pid)},
     )

@@ -1,6 +1,7 @@
 """Replication across real broker processes: acks, failover, elections, what kill -9 and
-SIGSTOP show. The deterministic cases (ISR shrink and expand, fencing, truncation on
-divergence, storage errors) run in process on a manual clock: tests/harness/."""
+SIGSTOP show. The deterministic cases (ISR shrink and expand, min.insync.replicas, unclean
+election, fencing, truncation on divergence, storage errors) run in process on a manual clock:
+tests/harness/."""
 
 from __future__ import annotations
 
@@ -113,57 +114,6 @@ def test_leader_failover_loses_no_acknowledged_record(cluster: Cluster) -> None:
     assert [r["value"] for r in rows] == [f"before-{i}" for i in range(100)] + [
         f"after-{i}" for i in range(10)
     ]
-
-
-def test_min_insync_replicas_is_enforced(cluster: Cluster) -> None:
-    _create(cluster, "strict", min_insync_replicas=2)
-    leader = cluster.leader("strict")
-    others = [b for b in cluster.brokers.values() if b.broker_id != leader.broker_id]
-    for b in others:
-        b.kill(signal.SIGKILL)
-    wait_for(
-        "ISR of one", lambda: cluster.partition("strict")["isr"] == [leader.broker_id], timeout=20
-    )
-    status, doc = _produce(cluster, "strict", ["nope"], via=leader.broker_id)
-    assert status == 503 and doc["error_code"] == "NOT_ENOUGH_REPLICAS", doc
-    status, doc = _produce(cluster, "strict", ["fine"], acks="1", via=leader.broker_id)
-    assert status == 200, doc
-    for b in others:
-        b.start()
-    wait_for("ISR restored", lambda: len(cluster.partition("strict")["isr"]) == 3, timeout=30)
-    assert _produce_ok(cluster, "strict", ["again"]) == [1]
-
-
-def test_unclean_election_only_when_enabled(cluster: Cluster) -> None:
-    _create(cluster, "unclean", rf=2, min_insync_replicas=1)
-    info = cluster.partition("unclean")
-    leader = cluster.brokers[info["leader"]]
-    follower = cluster.brokers[next(r for r in info["replicas"] if r != leader.broker_id)]
-    follower.kill(signal.SIGKILL)
-    wait_for(
-        "ISR without the follower",
-        lambda: cluster.partition("unclean")["isr"] == [leader.broker_id],
-        timeout=20,
-    )
-    _produce_ok(cluster, "unclean", ["only on the leader"], via=leader.broker_id)
-    leader.kill(signal.SIGKILL)
-    follower.start()
-    time.sleep(3)
-    info = cluster.partition("unclean")
-    assert info["leader"] is None  # offline rather than electing an out-of-sync replica
-    status, doc = _produce(cluster, "unclean", ["x"], via=follower.broker_id)
-    assert status == 503 and doc["error_code"] in ("LEADER_NOT_AVAILABLE", "NOT_LEADER_OR_FOLLOWER")
-    r = follower.http.patch(
-        "/topics/unclean/configs", json={"configs": {"unclean.leader.election.enable": True}}
-    )
-    assert r.status_code == 200, r.text
-    wait_for(
-        "unclean election",
-        lambda: cluster.partition("unclean")["leader"] == follower.broker_id,
-        timeout=20,
-    )
-    logs = "".join(b.log_tail(400) for b in cluster.brokers.values())
-    assert "unclean leader election" in logs
 
 
 def test_controller_failover_and_preferred_leader_return(cluster: Cluster) -> None:
