@@ -9,6 +9,7 @@ The steps every transaction takes (its first AddPartitionsToTxn, EndTxn, the com
 are first tried as one conditional UPDATE committed on its own (the row lock it takes is
 the same): a round trip instead of five (BEGIN, SELECT ... FOR UPDATE, UPDATE, COMMIT);
 only when its condition fails does the locked path run, to answer retries and errors.
+Those statements run on connections not pinged first (metadata/txn_engine.py).
 
 Read API for the admin APIs (ListTransactions / DescribeTransactions): `TxnRepo.list()`
 and `TxnRepo.get(transactional_id)`.
@@ -37,8 +38,9 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection, Engine
 
+from metadata.txn_engine import autocommitted
 from metadata.txn_spans import Span as Span  # re-exported: the store's callers name it here
-from metadata.txn_spans import TxnSpans, single_statement
+from metadata.txn_spans import TxnSpans
 from metadata.txn_tables import META
 
 EMPTY, ONGOING = "Empty", "Ongoing"
@@ -160,10 +162,8 @@ class TxnRepo(TxnSpans):
     def by_producers(self, pids: Iterable[int]) -> dict[int, TxnRow]:
         """The rows of these producer ids (one query for all): a leader checks the
         transactional batches of a produce request's partitions at once."""
-        with single_statement(self.engine) as conn:
-            rows = conn.execute(
-                select(kafka_transactions).where(kafka_transactions.c.producer_id.in_(set(pids)))
-            ).all()
+        query = select(kafka_transactions).where(kafka_transactions.c.producer_id.in_(set(pids)))
+        rows = autocommitted(self.hot, lambda conn: conn.execute(query).all())
         return {row.producer_id: row for row in map(_row, rows)}
 
     # -- the coordinator's state changes --------------------------------------------------------
@@ -183,18 +183,18 @@ class TxnRepo(TxnSpans):
         """The row of (tid, pid, epoch) set to `values` in one statement if it is in one of
         `states`, or None (nothing changed: the caller takes the locked path)."""
         t = kafka_transactions.c
-        with single_statement(self.engine) as conn:
-            r = conn.execute(
-                update(kafka_transactions)
-                .where(
-                    t.transactional_id == tid,
-                    t.producer_id == pid,
-                    t.producer_epoch == epoch,
-                    t.state.in_(list(states)),
-                )
-                .values(updated_at=_now(), **values)
-                .returning(*kafka_transactions.c)
-            ).one_or_none()
+        statement = (
+            update(kafka_transactions)
+            .where(
+                t.transactional_id == tid,
+                t.producer_id == pid,
+                t.producer_epoch == epoch,
+                t.state.in_(list(states)),
+            )
+            .values(updated_at=_now(), **values)
+            .returning(*kafka_transactions.c)
+        )
+        r = autocommitted(self.hot, lambda conn: conn.execute(statement).one_or_none())
         return None if r is None else _row(r)
 
     @staticmethod
@@ -372,16 +372,16 @@ class TxnRepo(TxnSpans):
         """The markers are written: Complete*, and the row is ready for the next one."""
         done = COMPLETE_COMMIT if row.state == PREPARE_COMMIT else COMPLETE_ABORT
         t = kafka_transactions.c
-        with single_statement(self.engine) as conn:  # unless another broker finished it
-            conn.execute(
-                update(kafka_transactions)
-                .where(
-                    t.transactional_id == row.transactional_id,
-                    t.state == row.state,
-                    t.producer_id == row.producer_id,
-                )
-                .values(updated_at=_now(), state=done, started_at=None, partitions=[], offsets={})
+        statement = (  # unless another broker finished it
+            update(kafka_transactions)
+            .where(
+                t.transactional_id == row.transactional_id,
+                t.state == row.state,
+                t.producer_id == row.producer_id,
             )
+            .values(updated_at=_now(), state=done, started_at=None, partitions=[], offsets={})
+        )
+        autocommitted(self.hot, lambda conn: conn.execute(statement))
 
     def abort_if_expired(self, tid: str) -> TxnRow | None:
         """The sweeper's abort of a transaction past its timeout: PrepareAbort with the

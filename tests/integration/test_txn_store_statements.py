@@ -8,10 +8,11 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 from sqlalchemy import event, text, update
 from sqlalchemy.engine import Engine
 
@@ -24,6 +25,7 @@ from metadata.transactions import (
     TxnRepo,
     kafka_transactions,
 )
+from metadata.txn_engine import APPLICATION_NAME, unpinged
 from metadata.txn_spans import Closed, Completed, NewSpans
 
 
@@ -35,18 +37,27 @@ def _init(repo: TxnRepo, tid: str, ids: Iterator[int]) -> tuple[int, int]:
 
 @contextmanager
 def _statements(engine: Engine) -> Iterator[list[tuple[str, bool]]]:
-    """(verb, autocommit) of every statement the engine sends in the block: an autocommitted
-    one is a single round trip (psycopg sends no BEGIN and no COMMIT for it)."""
+    """(verb, one round trip) of every statement sent in the block on the engine or its
+    unpinged sibling (metadata/txn_engine.py): one autocommitted on a connection handed out
+    without a pre-ping is a single round trip (psycopg sends no BEGIN and no COMMIT for it,
+    and the pool no ping before it)."""
     seen: list[tuple[str, bool]] = []
 
-    def record(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
-        seen.append((statement.split(None, 1)[0].upper(), bool(cursor.connection.autocommit)))
+    def recorder(single: bool) -> Callable[..., None]:
+        def record(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+            autocommit = bool(cursor.connection.autocommit)
+            seen.append((statement.split(None, 1)[0].upper(), single and autocommit))
 
-    event.listen(engine, "before_cursor_execute", record)
+        return record
+
+    watched = [(engine, recorder(False)), (unpinged(engine), recorder(True))]
+    for target, record in watched:
+        event.listen(target, "before_cursor_execute", record)
     try:
         yield seen
     finally:
-        event.remove(engine, "before_cursor_execute", record)
+        for target, record in watched:
+            event.remove(target, "before_cursor_execute", record)
 
 
 def test_each_step_every_transaction_takes_is_one_statement(db_engine: Engine) -> None:
@@ -188,3 +199,43 @@ def test_markers_spans_and_the_completion_are_one_statement(db_engine: Engine) -
     repo.write_spans([], [], [done])  # the same completion again, late
     row = repo.get("one")
     assert row is not None and (row.state, row.partitions) == ("Ongoing", (("o", 1),))
+
+
+def _terminate_backends(engine: Engine, application_name: str) -> int:
+    """Postgres ends this database's connections of `application_name` (as a restart ends
+    them all); returned once they are gone: how many there were."""
+    mine = "datname = current_database() AND application_name = :app"
+    # Autocommit: pg_stat_activity is read afresh by each statement, not once per transaction.
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        pids = conn.execute(
+            text(f"SELECT pid FROM pg_stat_activity WHERE {mine}"), {"app": application_name}
+        ).scalars()
+        ended = [int(pid) for pid in pids]
+        for pid in ended:
+            conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+        deadline = time.monotonic() + 30
+        while conn.execute(
+            text("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(:pids)"), {"pids": ended}
+        ).scalar():
+            assert time.monotonic() < deadline, "Postgres never ended the backends"
+            time.sleep(0.01)
+    return len(ended)
+
+
+def test_the_hot_path_pings_nothing_and_outlives_a_dead_connection(
+    db_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The steps every transaction takes run on connections handed out without a pre-ping
+    (it was a round trip before each); one found dead (its backend ended, as by a Postgres
+    restart) is replaced and the statement runs again on a new connection: the caller
+    never hears of it."""
+    repo, ids = TxnRepo(db_engine), itertools.count(150)
+    pid, epoch = _init(repo, "dead", ids)
+    pings: list[object] = []
+    monkeypatch.setattr(unpinged(db_engine).dialect, "do_ping", pings.append)
+    repo.add_partitions("dead", pid, epoch, [("d", 0)])  # leaves its connection pooled
+    assert _terminate_backends(db_engine, APPLICATION_NAME) >= 1
+    prepared = repo.end("dead", pid, epoch, True)  # its pooled connection is dead
+    assert prepared is not None and prepared.state == PREPARE_COMMIT
+    assert repo.by_producers([pid])[pid].state == PREPARE_COMMIT
+    assert pings == []
