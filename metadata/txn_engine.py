@@ -13,6 +13,7 @@ retry), and span writes are upserts.
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Callable
 from typing import TypeVar
@@ -27,21 +28,28 @@ T = TypeVar("T")
 APPLICATION_NAME = "tierlog-txn"  # its connections in pg_stat_activity
 
 _UNPINGED: weakref.WeakKeyDictionary[Engine, Engine] = weakref.WeakKeyDictionary()
+_MAKING = threading.Lock()
 
 
 def unpinged(engine: Engine) -> Engine:
     """The sibling of `engine` without a pre-ping (one per engine, disposed with it)."""
     found = _UNPINGED.get(engine)
-    if found is None:
-        found = make_engine(
-            engine.url.render_as_string(hide_password=False),
-            pool_pre_ping=False,
-            pool_size=4,
-            max_overflow=8,
-            connect_args={"connect_timeout": 5, "application_name": APPLICATION_NAME},
-        )
-        event.listen(engine, "engine_disposed", lambda _: found.dispose())
-        _UNPINGED[engine] = found
+    if found is not None:
+        return found
+    with _MAKING:  # the transaction path's worker threads ask at once on first use
+        found = _UNPINGED.get(engine)
+        if found is None:
+            # A small pool: a broker's transaction path runs a few statements at once (its
+            # batched span writes and producer checks, the coordinator's steps).
+            made = make_engine(
+                engine.url.render_as_string(hide_password=False),
+                pool_pre_ping=False,
+                pool_size=3,
+                max_overflow=6,
+                connect_args={"connect_timeout": 5, "application_name": APPLICATION_NAME},
+            )
+            event.listen(engine, "engine_disposed", lambda _: made.dispose())
+            found = _UNPINGED[engine] = made
     return found
 
 
