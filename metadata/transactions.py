@@ -5,10 +5,11 @@ Every state change locks its row (SELECT ... FOR UPDATE), so any broker may act 
 coordinator of any transactional id: a broker that dies mid-commit leaves the row in
 PrepareCommit, and whichever broker looks next (the client's retry, or the sweeper every
 broker runs) writes the markers again and completes it. Errors carry Kafka's error name.
-The steps every transaction takes (its first AddPartitionsToTxn, EndTxn, the completion)
-are first tried as one conditional UPDATE committed on its own (the row lock it takes is
-the same): a round trip instead of five (BEGIN, SELECT ... FOR UPDATE, UPDATE, COMMIT);
-only when its condition fails does the locked path run, to answer retries and errors.
+The steps every transaction takes (its first AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+the completion) are first tried as one conditional UPDATE committed on its own (the row
+lock it takes is the same): a round trip instead of five (the pool's ping, BEGIN, SELECT
+... FOR UPDATE, UPDATE, COMMIT); only when its condition fails does the locked path run,
+to answer retries and errors.
 Those statements run on connections not pinged first (metadata/txn_engine.py).
 
 Read API for the admin APIs (ListTransactions / DescribeTransactions): `TxnRepo.list()`
@@ -30,8 +31,10 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
+    case,
     func,
     insert,
+    literal,
     select,
     update,
 )
@@ -312,6 +315,26 @@ class TxnRepo(TxnSpans):
             self._set(conn, row.transactional_id, **values)
 
     def add_offsets(self, tid: str, pid: int, epoch: int, group: str) -> None:
+        """AddOffsetsToTxn: the group joins the transaction under way (which it starts if
+        none is), its pending offsets kept if it joined already. One statement (a
+        consume-transform-produce loop sends it every transaction); the locked path only
+        for what it refuses."""
+        t = kafka_transactions.c
+        ongoing = t.state == ONGOING
+        joined = literal({group: {"member": "", "generation": -1, "entries": []}}, JSONB)
+        kept = case((ongoing, t.offsets), else_=literal({}, JSONB))
+        changed = self._advance(
+            tid,
+            pid,
+            epoch,
+            (ONGOING, *ENDED),
+            state=ONGOING,
+            started_at=case((ongoing, t.started_at), else_=literal(_now(), t.started_at.type)),
+            partitions=case((ongoing, t.partitions), else_=literal([], JSONB)),
+            offsets=joined.op("||", return_type=JSONB)(kept),  # the right side's keys win
+        )
+        if changed is not None:
+            return
         with self.engine.begin() as conn:
             row = _matching(self._lock(conn, tid), tid, pid, epoch)
             offsets = dict(row.offsets) if row.state == ONGOING else {}

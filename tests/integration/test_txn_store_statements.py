@@ -239,3 +239,37 @@ def test_the_hot_path_pings_nothing_and_outlives_a_dead_connection(
     assert prepared is not None and prepared.state == PREPARE_COMMIT
     assert repo.by_producers([pid])[pid].state == PREPARE_COMMIT
     assert pings == []
+
+
+def test_add_offsets_is_one_statement_and_keeps_a_groups_pending_offsets(
+    db_engine: Engine,
+) -> None:
+    """AddOffsetsToTxn (a consume-transform-produce loop's, every transaction) starts the
+    transaction or joins the one under way in one statement; a group added again keeps the
+    offsets TxnOffsetCommit left with it, and the transaction's partitions stay; an ending
+    transaction or a fenced epoch still get Kafka's errors."""
+    repo, ids = TxnRepo(db_engine), itertools.count(170)
+    pid, epoch = _init(repo, "eos", ids)
+    with _statements(db_engine) as started:
+        repo.add_offsets("eos", pid, epoch, "g")  # the transaction's first call
+    row = repo.get("eos")
+    assert row is not None and (row.state, row.partitions) == ("Ongoing", ())
+    assert row.started_at is not None
+    repo.add_partitions("eos", pid, epoch, [("e", 0)])
+    repo.txn_offsets("eos", pid, epoch, "g", ("m", 2), [("in", 0, 41, None)])
+    with _statements(db_engine) as joined:
+        repo.add_offsets("eos", pid, epoch, "g")  # again: its offsets stay
+        repo.add_offsets("eos", pid, epoch, "h")
+    assert len(started) == 1 and len(joined) == 2, (started, joined)
+    assert all(single for _, single in started + joined), (started, joined)
+    row = repo.get("eos")
+    assert row is not None and row.partitions == (("e", 0),) and row.started_at is not None
+    assert row.offsets["g"] == {"member": "m", "generation": 2, "entries": [["in", 0, 41, None]]}
+    assert row.offsets["h"] == {"member": "", "generation": -1, "entries": []}
+    with pytest.raises(TxnError) as fenced:
+        repo.add_offsets("eos", pid, epoch - 1, "g")
+    assert fenced.value.kafka_name == "PRODUCER_FENCED"
+    repo.end("eos", pid, epoch, True)
+    with pytest.raises(TxnError) as ending:
+        repo.add_offsets("eos", pid, epoch, "g")
+    assert ending.value.kafka_name == "CONCURRENT_TRANSACTIONS"
