@@ -5,12 +5,12 @@ Every state change locks its row (SELECT ... FOR UPDATE), so any broker may act 
 coordinator of any transactional id: a broker that dies mid-commit leaves the row in
 PrepareCommit, and whichever broker looks next (the client's retry, or the sweeper every
 broker runs) writes the markers again and completes it. Errors carry Kafka's error name.
-The steps every transaction takes (its first AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
-the completion) are first tried as one conditional UPDATE committed on its own (the row
-lock it takes is the same): a round trip instead of five (the pool's ping, BEGIN, SELECT
-... FOR UPDATE, UPDATE, COMMIT); only when its condition fails does the locked path run,
-to answer retries and errors.
-Those statements run on connections not pinged first (metadata/txn_engine.py).
+The steps every transaction takes (its first AddPartitionsToTxn, AddOffsetsToTxn,
+TxnOffsetCommit (txn_offsets.py), EndTxn, the completion) are first tried as one
+conditional UPDATE committed on its own (the row lock it takes is the same): a round trip
+instead of five (the pool's ping, BEGIN, SELECT ... FOR UPDATE, UPDATE, COMMIT); only when
+its condition fails does the locked path run, to answer retries and errors. Those
+statements run on connections not pinged first (metadata/txn_engine.py).
 
 Read API for the admin APIs (ListTransactions / DescribeTransactions): `TxnRepo.list()`
 and `TxnRepo.get(transactional_id)`.
@@ -42,6 +42,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection, Engine
 
 from metadata.txn_engine import autocommitted
+from metadata.txn_offsets import keep_offsets
 from metadata.txn_spans import Span as Span  # re-exported: the store's callers name it here
 from metadata.txn_spans import TxnSpans
 from metadata.txn_tables import META
@@ -350,7 +351,11 @@ class TxnRepo(TxnSpans):
         member: tuple[str, int],
         entries: Iterable[tuple[str, int, int, str | None]],
     ) -> None:
-        """TxnOffsetCommit: the offsets are kept with the transaction, applied at commit."""
+        """TxnOffsetCommit: the offsets are kept with the transaction, applied at commit. In
+        one statement (txn_offsets.py); the locked path only for what it refuses."""
+        entries = list(entries)
+        if keep_offsets(self.hot, (tid, pid, epoch), group, member, entries):
+            return
         with self.engine.begin() as conn:
             row = _matching(self._lock(conn, tid), tid, pid, epoch)
             if row.state != ONGOING or group not in row.offsets:

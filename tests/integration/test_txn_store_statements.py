@@ -273,3 +273,35 @@ def test_add_offsets_is_one_statement_and_keeps_a_groups_pending_offsets(
     with pytest.raises(TxnError) as ending:
         repo.add_offsets("eos", pid, epoch, "g")
     assert ending.value.kafka_name == "CONCURRENT_TRANSACTIONS"
+
+
+def test_txn_offset_commit_is_one_statement_and_merges_by_partition(db_engine: Engine) -> None:
+    """TxnOffsetCommit keeps its offsets with the group in one statement: a partition named
+    again gets its new offset, the others stay, member and generation are the last
+    request's; without AddOffsetsToTxn, or fenced, Kafka's errors as before."""
+    repo, ids = TxnRepo(db_engine), itertools.count(190)
+    pid, epoch = _init(repo, "toc", ids)
+    repo.add_offsets("toc", pid, epoch, "g")
+    repo.add_offsets("toc", pid, epoch, "other")
+    with _statements(db_engine) as seen:
+        repo.txn_offsets("toc", pid, epoch, "g", ("m", 1), [("a", 0, 5, None), ("a", 1, 7, "x")])
+        repo.txn_offsets("toc", pid, epoch, "g", ("m", 2), [("a", 1, 9, "y"), ("b", 0, 3, None)])
+    assert len(seen) == 2 and all(single for _, single in seen), seen
+    row = repo.get("toc")
+    assert row is not None
+    pending = row.offsets["g"]
+    assert (pending["member"], pending["generation"]) == ("m", 2)
+    assert sorted(map(tuple, pending["entries"])) == [
+        ("a", 0, 5, None),
+        ("a", 1, 9, "y"),
+        ("b", 0, 3, None),
+    ]
+    assert row.offsets["other"] == {"member": "", "generation": -1, "entries": []}
+    with pytest.raises(TxnError) as unadded:
+        repo.txn_offsets("toc", pid, epoch, "never", ("m", 2), [("a", 0, 1, None)])
+    assert unadded.value.kafka_name == "INVALID_TXN_STATE"
+    with pytest.raises(TxnError) as fenced:
+        repo.txn_offsets("toc", pid, epoch + 1, "g", ("m", 2), [("a", 0, 1, None)])
+    assert fenced.value.kafka_name == "PRODUCER_FENCED"
+    prepared = repo.end("toc", pid, epoch, True)
+    assert prepared is not None and len(prepared.offsets["g"]["entries"]) == 3
