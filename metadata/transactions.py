@@ -5,10 +5,12 @@ Every state change locks its row (SELECT ... FOR UPDATE), so any broker may act 
 coordinator of any transactional id: a broker that dies mid-commit leaves the row in
 PrepareCommit, and whichever broker looks next (the client's retry, or the sweeper every
 broker runs) writes the markers again and completes it. Errors carry Kafka's error name.
-The steps every transaction takes (its first AddPartitionsToTxn, EndTxn, the completion)
-are first tried as one conditional UPDATE committed on its own (the row lock it takes is
-the same): a round trip instead of five (BEGIN, SELECT ... FOR UPDATE, UPDATE, COMMIT);
-only when its condition fails does the locked path run, to answer retries and errors.
+The steps every transaction takes (its first AddPartitionsToTxn, AddOffsetsToTxn,
+TxnOffsetCommit (txn_offsets.py), EndTxn, the completion) are first tried as one
+conditional UPDATE committed on its own (the row lock it takes is the same): a round trip
+instead of five (the pool's ping, BEGIN, SELECT ... FOR UPDATE, UPDATE, COMMIT); only when
+its condition fails does the locked path run, to answer retries and errors. Those
+statements run on connections not pinged first (metadata/txn_engine.py).
 
 Read API for the admin APIs (ListTransactions / DescribeTransactions): `TxnRepo.list()`
 and `TxnRepo.get(transactional_id)`.
@@ -29,16 +31,20 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
+    case,
     func,
     insert,
+    literal,
     select,
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection, Engine
 
+from metadata.txn_engine import autocommitted
+from metadata.txn_offsets import keep_offsets
 from metadata.txn_spans import Span as Span  # re-exported: the store's callers name it here
-from metadata.txn_spans import TxnSpans, single_statement
+from metadata.txn_spans import TxnSpans
 from metadata.txn_tables import META
 
 EMPTY, ONGOING = "Empty", "Ongoing"
@@ -160,10 +166,8 @@ class TxnRepo(TxnSpans):
     def by_producers(self, pids: Iterable[int]) -> dict[int, TxnRow]:
         """The rows of these producer ids (one query for all): a leader checks the
         transactional batches of a produce request's partitions at once."""
-        with single_statement(self.engine) as conn:
-            rows = conn.execute(
-                select(kafka_transactions).where(kafka_transactions.c.producer_id.in_(set(pids)))
-            ).all()
+        query = select(kafka_transactions).where(kafka_transactions.c.producer_id.in_(set(pids)))
+        rows = autocommitted(self.hot, lambda conn: conn.execute(query).all())
         return {row.producer_id: row for row in map(_row, rows)}
 
     # -- the coordinator's state changes --------------------------------------------------------
@@ -183,18 +187,18 @@ class TxnRepo(TxnSpans):
         """The row of (tid, pid, epoch) set to `values` in one statement if it is in one of
         `states`, or None (nothing changed: the caller takes the locked path)."""
         t = kafka_transactions.c
-        with single_statement(self.engine) as conn:
-            r = conn.execute(
-                update(kafka_transactions)
-                .where(
-                    t.transactional_id == tid,
-                    t.producer_id == pid,
-                    t.producer_epoch == epoch,
-                    t.state.in_(list(states)),
-                )
-                .values(updated_at=_now(), **values)
-                .returning(*kafka_transactions.c)
-            ).one_or_none()
+        statement = (
+            update(kafka_transactions)
+            .where(
+                t.transactional_id == tid,
+                t.producer_id == pid,
+                t.producer_epoch == epoch,
+                t.state.in_(list(states)),
+            )
+            .values(updated_at=_now(), **values)
+            .returning(*kafka_transactions.c)
+        )
+        r = autocommitted(self.hot, lambda conn: conn.execute(statement).one_or_none())
         return None if r is None else _row(r)
 
     @staticmethod
@@ -312,6 +316,26 @@ class TxnRepo(TxnSpans):
             self._set(conn, row.transactional_id, **values)
 
     def add_offsets(self, tid: str, pid: int, epoch: int, group: str) -> None:
+        """AddOffsetsToTxn: the group joins the transaction under way (which it starts if
+        none is), its pending offsets kept if it joined already. One statement (a
+        consume-transform-produce loop sends it every transaction); the locked path only
+        for what it refuses."""
+        t = kafka_transactions.c
+        ongoing = t.state == ONGOING
+        joined = literal({group: {"member": "", "generation": -1, "entries": []}}, JSONB)
+        kept = case((ongoing, t.offsets), else_=literal({}, JSONB))
+        changed = self._advance(
+            tid,
+            pid,
+            epoch,
+            (ONGOING, *ENDED),
+            state=ONGOING,
+            started_at=case((ongoing, t.started_at), else_=literal(_now(), t.started_at.type)),
+            partitions=case((ongoing, t.partitions), else_=literal([], JSONB)),
+            offsets=joined.op("||", return_type=JSONB)(kept),  # the right side's keys win
+        )
+        if changed is not None:
+            return
         with self.engine.begin() as conn:
             row = _matching(self._lock(conn, tid), tid, pid, epoch)
             offsets = dict(row.offsets) if row.state == ONGOING else {}
@@ -327,7 +351,11 @@ class TxnRepo(TxnSpans):
         member: tuple[str, int],
         entries: Iterable[tuple[str, int, int, str | None]],
     ) -> None:
-        """TxnOffsetCommit: the offsets are kept with the transaction, applied at commit."""
+        """TxnOffsetCommit: the offsets are kept with the transaction, applied at commit. In
+        one statement (txn_offsets.py); the locked path only for what it refuses."""
+        entries = list(entries)
+        if keep_offsets(self.hot, (tid, pid, epoch), group, member, entries):
+            return
         with self.engine.begin() as conn:
             row = _matching(self._lock(conn, tid), tid, pid, epoch)
             if row.state != ONGOING or group not in row.offsets:
@@ -372,16 +400,16 @@ class TxnRepo(TxnSpans):
         """The markers are written: Complete*, and the row is ready for the next one."""
         done = COMPLETE_COMMIT if row.state == PREPARE_COMMIT else COMPLETE_ABORT
         t = kafka_transactions.c
-        with single_statement(self.engine) as conn:  # unless another broker finished it
-            conn.execute(
-                update(kafka_transactions)
-                .where(
-                    t.transactional_id == row.transactional_id,
-                    t.state == row.state,
-                    t.producer_id == row.producer_id,
-                )
-                .values(updated_at=_now(), state=done, started_at=None, partitions=[], offsets={})
+        statement = (  # unless another broker finished it
+            update(kafka_transactions)
+            .where(
+                t.transactional_id == row.transactional_id,
+                t.state == row.state,
+                t.producer_id == row.producer_id,
             )
+            .values(updated_at=_now(), state=done, started_at=None, partitions=[], offsets={})
+        )
+        autocommitted(self.hot, lambda conn: conn.execute(statement))
 
     def abort_if_expired(self, tid: str) -> TxnRow | None:
         """The sweeper's abort of a transaction past its timeout: PrepareAbort with the

@@ -27,6 +27,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection, Engine
 
+from metadata.txn_engine import autocommitted, unpinged
 from metadata.txn_tables import META
 
 kafka_txn_spans = Table(
@@ -81,13 +82,6 @@ class Closed(NamedTuple):
     producer_id: int
     commit: bool
     marker_offset: int
-
-
-def single_statement(engine: Engine) -> Connection:
-    """A connection whose statements commit each on its own (autocommit): one round trip for
-    a write that is one statement, where a transaction adds BEGIN and COMMIT (and a read's
-    ROLLBACK) on the transaction path's every call."""
-    return engine.connect().execution_options(isolation_level="AUTOCOMMIT")
 
 
 # One statement whatever the number of spans (arrays, not a VALUES list per count): its
@@ -194,6 +188,12 @@ class TxnSpans:
 
     engine: Engine
 
+    @property
+    def hot(self) -> Engine:
+        """The engine of the statements every transaction takes: committed each on its own,
+        on connections not pinged first (metadata/txn_engine.py)."""
+        return unpinged(self.engine)
+
     def add_span(self, topic: str, partition: int, pid: int, first: int, last: int) -> None:
         self.add_spans(topic, partition, [Span(first, last, pid, "ongoing")])
 
@@ -225,8 +225,7 @@ class TxnSpans:
             for c in closed
         ]
         if all(c.commit for c in closed):  # commits' markers (and new spans): one statement
-            with single_statement(self.engine) as conn:
-                _put_spans(conn, rows, closed, completed)
+            autocommitted(self.hot, lambda conn: _put_spans(conn, rows, closed, completed))
             return
         with self.engine.begin() as conn:
             _close(conn, closed, commit=True)

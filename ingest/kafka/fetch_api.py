@@ -39,7 +39,7 @@ from ingest.kafka.record_batch import encode_batch, encode_control
 from ingest.service.fetch_rules import ResponseBudget, merged
 from ingest.service.partitions import Partition, log_start
 from ingest.service.reads import Reads
-from ingest.service.txn_log import TxnView
+from ingest.service.txn_partition import TxnView
 from logformat.errors import ErrorCode, TierlogError
 from logformat.txn_rows import marker_rows
 

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from cluster.search_run import PartitionSearch, search_partition
 from ingest import metrics
-from ingest.service.txn_log import TxnView, txn_log
+from ingest.service.txn_log import txn_log
+from ingest.service.txn_partition import TxnView
 from ingest.tiered import tiered_fetch
 from ingest.tiered.tiered_search import LocalHot
 from logformat.errors import ErrorCode, TierlogError

@@ -1,6 +1,7 @@
 """Transactions on a partition's leader: the KIP-890 check of a transactional produce, the
 spans it records, the commit/abort markers (control records) and what each isolation level
-may read (the last stable offset; aborted records and markers left out).
+may read (the last stable offset; aborted records and markers left out), over each
+partition's state in memory (txn_partition.py).
 
 A partition's spans live in Postgres (metadata/transactions.py) and, on its leader, in
 memory: they are loaded once per leader epoch (spans past the new leader's start offset
@@ -17,17 +18,17 @@ import struct
 import time
 import weakref
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from cluster.read_contract import FetchResult
 from ingest.replication.group_commit import AppendResult
 from ingest.replication.partition import Partition, Role
 from ingest.service.txn_batch import Batched
+from ingest.service.txn_partition import PartitionTxns, TxnView
 from logformat.frame import encode_frame
 from logformat.schema import RECORD_SCHEMA, TIMESTAMP
-from logformat.txn_rows import MARKER_HEADER, in_spans, marker_rows
+from logformat.txn_rows import MARKER_HEADER
 from metadata.db_errors import POSTGRES_DOWN
 from metadata.transactions import ONGOING, Span, TxnError, TxnRepo, TxnRow
 from metadata.txn_spans import Closed, Completed, NewSpans
@@ -74,59 +75,6 @@ def _control_record(commit: bool) -> pa.RecordBatch:
         ],
         schema=RECORD_SCHEMA,
     )
-
-
-class TxnView(NamedTuple):
-    """What one read may see of a partition: records below `stable` only, none in `hidden`."""
-
-    stable: int  # the last stable offset (read_committed) or the high watermark
-    hidden: tuple[tuple[int, int], ...]  # [first, last] ranges left out
-    transactional: bool = False  # the partition has seen transactions: look for markers
-
-    def apply(self, got: FetchResult, offset: int) -> FetchResult:
-        batch, next_offset = got.batch, min(got.next_offset, max(self.stable, offset))
-        plain = not self.hidden and not self.transactional
-        if batch.num_rows == 0 or (plain and next_offset == got.next_offset):
-            return got._replace(next_offset=next_offset)
-        offsets = batch.column(0).to_numpy()
-        keep = offsets < next_offset
-        if self.transactional:
-            keep &= ~marker_rows(batch)
-        if self.hidden:
-            keep &= ~in_spans(offsets, self.hidden)
-        if bool(keep.all()):
-            return got._replace(next_offset=next_offset)
-        # The frames' checksums (hot reads) cover rows no longer there: the reader gets none.
-        kept = batch.filter(pa.array(keep))
-        return got._replace(batch=kept, next_offset=next_offset, frames=())
-
-
-class PartitionTxns:
-    def __init__(self, leader_epoch: int, spans: list[Span]) -> None:
-        self.leader_epoch = leader_epoch
-        self.spans = spans
-        self.lock = asyncio.Lock()
-        # (producer id, epoch) found in a transaction under way with this partition added:
-        # it stays so until its marker is written here (every way a transaction ends, a
-        # fencing InitProducerId and a timeout included, writes one to each of its
-        # partitions), so its next batches skip Postgres.
-        self.verified: set[tuple[int, int]] = set()
-        self.pending: set[asyncio.Future[list[AppendResult]]] = set()  # spans being recorded
-        # The log end offset when each of those was queued: its records lie at or past it,
-        # and none may be read as stable before its span is known here.
-        self.floors: dict[asyncio.Future[list[AppendResult]], int] = {}
-
-    def stable(self, high_watermark: int) -> int:
-        ongoing = [s.first_offset for s in self.spans if s.kind == "ongoing"]
-        return min([high_watermark, *ongoing, *self.floors.values()])
-
-    def view(self, high_watermark: int, committed: bool) -> TxnView:
-        kinds = ("aborted", "marker") if committed else ("marker",)
-        hidden = tuple(
-            sorted((s.first_offset, s.last_offset) for s in self.spans if s.kind in kinds)
-        )
-        stable = self.stable(high_watermark) if committed else high_watermark
-        return TxnView(stable, hidden, bool(self.spans))
 
 
 class TxnLog:
@@ -280,7 +228,7 @@ class TxnLog:
         try:
             await self._span_changes(NewSpans(state.topic, state.partition, spans))
         finally:  # written, so known here even if Postgres failed: its marker records them
-            txns.spans.extend(spans)
+            txns.add_ongoing(spans)
         return results
 
     def ending(self, pid: int, parts: Iterable[tuple[str, int]]) -> None:
@@ -361,11 +309,7 @@ class TxnLog:
             at = results[0].base_offset
             # An abort records its spans as aborted in the same call: one whose own write
             # failed (Postgres away) is known to a later leader all the same.
-            ended = tuple(
-                s._replace(kind="aborted")
-                for s in txns.spans
-                if s.producer_id == pid and s.kind == "ongoing" and not commit
-            )
+            ended = () if commit else txns.aborting(pid)
             changes = (
                 self._span_changes.submit(Closed(state.topic, state.partition, pid, commit, at)),
                 self._span_changes.submit(NewSpans(state.topic, state.partition, ended)),
@@ -373,15 +317,7 @@ class TxnLog:
             if queued is not None and not queued.done():
                 queued.set_result(changes)
             await asyncio.gather(*changes)
-            kept = []
-            for s in txns.spans:
-                if s.producer_id == pid and s.kind == "ongoing":
-                    if not commit:
-                        kept.append(s._replace(kind="aborted"))
-                else:
-                    kept.append(s)
-            kept.append(Span(at, at, pid, "marker"))
-            txns.spans = kept
+            txns.close(pid, commit, Span(at, at, pid, "marker"))
             txns.verified = {v for v in txns.verified if v[0] != pid}
             return at
 

@@ -3,7 +3,7 @@ decides, whichever broker a client's coordinator is or was."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -17,6 +17,7 @@ from ingest.service.txn_log import txn_log
 from logformat.frame import encode_frame
 from logformat.schema import RECORD_SCHEMA, TIMESTAMP
 from metadata.transactions import TxnError
+from metadata.txn_engine import unpinged
 from tests.harness.cluster import InProcessCluster
 from tests.harness.node import Node
 from tests.integration.cluster import wait_for
@@ -108,6 +109,19 @@ def _batch(node: Node, topic: str, pid: int, epoch: int, partition: int = 0) -> 
 
 
 @contextmanager
+def _watching(engine: Engine, record: Callable[..., None]) -> Iterator[None]:
+    """`record` sees every statement of the engine and of its sibling the transaction
+    path's statements go on (metadata/txn_engine.py)."""
+    for target in (engine, unpinged(engine)):
+        event.listen(target, "before_cursor_execute", record)
+    try:
+        yield
+    finally:
+        for target in (engine, unpinged(engine)):
+            event.remove(target, "before_cursor_execute", record)
+
+
+@contextmanager
 def _producer_checks(engine: Engine) -> Iterator[list[str]]:
     """The statements reading producers' transactions (a leader's KIP-890 check)."""
     seen: list[str] = []
@@ -116,11 +130,8 @@ def _producer_checks(engine: Engine) -> Iterator[list[str]]:
         if statement.lstrip().upper().startswith("SELECT") and "kafka_transactions" in statement:
             seen.append(statement)
 
-    event.listen(engine, "before_cursor_execute", record)
-    try:
+    with _watching(engine, record):
         yield seen
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
 
 
 def _known_to_leader(node: Node, topic: str, partition: int = 0) -> None:
@@ -245,8 +256,5 @@ def _row_updates(engine: Engine) -> Iterator[list[tuple[str, Any]]]:
         if statement.lstrip().upper().startswith("UPDATE KAFKA_TRANSACTIONS"):
             seen.append((statement, params))
 
-    event.listen(engine, "before_cursor_execute", record)
-    try:
+    with _watching(engine, record):
         yield seen
-    finally:
-        event.remove(engine, "before_cursor_execute", record)

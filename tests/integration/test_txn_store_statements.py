@@ -8,10 +8,11 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 from sqlalchemy import event, text, update
 from sqlalchemy.engine import Engine
 
@@ -24,6 +25,7 @@ from metadata.transactions import (
     TxnRepo,
     kafka_transactions,
 )
+from metadata.txn_engine import APPLICATION_NAME, unpinged
 from metadata.txn_spans import Closed, Completed, NewSpans
 
 
@@ -35,18 +37,27 @@ def _init(repo: TxnRepo, tid: str, ids: Iterator[int]) -> tuple[int, int]:
 
 @contextmanager
 def _statements(engine: Engine) -> Iterator[list[tuple[str, bool]]]:
-    """(verb, autocommit) of every statement the engine sends in the block: an autocommitted
-    one is a single round trip (psycopg sends no BEGIN and no COMMIT for it)."""
+    """(verb, one round trip) of every statement sent in the block on the engine or its
+    unpinged sibling (metadata/txn_engine.py): one autocommitted on a connection handed out
+    without a pre-ping is a single round trip (psycopg sends no BEGIN and no COMMIT for it,
+    and the pool no ping before it)."""
     seen: list[tuple[str, bool]] = []
 
-    def record(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
-        seen.append((statement.split(None, 1)[0].upper(), bool(cursor.connection.autocommit)))
+    def recorder(single: bool) -> Callable[..., None]:
+        def record(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+            autocommit = bool(cursor.connection.autocommit)
+            seen.append((statement.split(None, 1)[0].upper(), single and autocommit))
 
-    event.listen(engine, "before_cursor_execute", record)
+        return record
+
+    watched = [(engine, recorder(False)), (unpinged(engine), recorder(True))]
+    for target, record in watched:
+        event.listen(target, "before_cursor_execute", record)
     try:
         yield seen
     finally:
-        event.remove(engine, "before_cursor_execute", record)
+        for target, record in watched:
+            event.remove(target, "before_cursor_execute", record)
 
 
 def test_each_step_every_transaction_takes_is_one_statement(db_engine: Engine) -> None:
@@ -188,3 +199,109 @@ def test_markers_spans_and_the_completion_are_one_statement(db_engine: Engine) -
     repo.write_spans([], [], [done])  # the same completion again, late
     row = repo.get("one")
     assert row is not None and (row.state, row.partitions) == ("Ongoing", (("o", 1),))
+
+
+def _terminate_backends(engine: Engine, application_name: str) -> int:
+    """Postgres ends this database's connections of `application_name` (as a restart ends
+    them all); returned once they are gone: how many there were."""
+    mine = "datname = current_database() AND application_name = :app"
+    # Autocommit: pg_stat_activity is read afresh by each statement, not once per transaction.
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        pids = conn.execute(
+            text(f"SELECT pid FROM pg_stat_activity WHERE {mine}"), {"app": application_name}
+        ).scalars()
+        ended = [int(pid) for pid in pids]
+        for pid in ended:
+            conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+        deadline = time.monotonic() + 30
+        while conn.execute(
+            text("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(:pids)"), {"pids": ended}
+        ).scalar():
+            assert time.monotonic() < deadline, "Postgres never ended the backends"
+            time.sleep(0.01)
+    return len(ended)
+
+
+def test_the_hot_path_pings_nothing_and_outlives_a_dead_connection(
+    db_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The steps every transaction takes run on connections handed out without a pre-ping
+    (it was a round trip before each); one found dead (its backend ended, as by a Postgres
+    restart) is replaced and the statement runs again on a new connection: the caller
+    never hears of it."""
+    repo, ids = TxnRepo(db_engine), itertools.count(150)
+    pid, epoch = _init(repo, "dead", ids)
+    pings: list[object] = []
+    monkeypatch.setattr(unpinged(db_engine).dialect, "do_ping", pings.append)
+    repo.add_partitions("dead", pid, epoch, [("d", 0)])  # leaves its connection pooled
+    assert _terminate_backends(db_engine, APPLICATION_NAME) >= 1
+    prepared = repo.end("dead", pid, epoch, True)  # its pooled connection is dead
+    assert prepared is not None and prepared.state == PREPARE_COMMIT
+    assert repo.by_producers([pid])[pid].state == PREPARE_COMMIT
+    assert pings == []
+
+
+def test_add_offsets_is_one_statement_and_keeps_a_groups_pending_offsets(
+    db_engine: Engine,
+) -> None:
+    """AddOffsetsToTxn (a consume-transform-produce loop's, every transaction) starts the
+    transaction or joins the one under way in one statement; a group added again keeps the
+    offsets TxnOffsetCommit left with it, and the transaction's partitions stay; an ending
+    transaction or a fenced epoch still get Kafka's errors."""
+    repo, ids = TxnRepo(db_engine), itertools.count(170)
+    pid, epoch = _init(repo, "eos", ids)
+    with _statements(db_engine) as started:
+        repo.add_offsets("eos", pid, epoch, "g")  # the transaction's first call
+    row = repo.get("eos")
+    assert row is not None and (row.state, row.partitions) == ("Ongoing", ())
+    assert row.started_at is not None
+    repo.add_partitions("eos", pid, epoch, [("e", 0)])
+    repo.txn_offsets("eos", pid, epoch, "g", ("m", 2), [("in", 0, 41, None)])
+    with _statements(db_engine) as joined:
+        repo.add_offsets("eos", pid, epoch, "g")  # again: its offsets stay
+        repo.add_offsets("eos", pid, epoch, "h")
+    assert len(started) == 1 and len(joined) == 2, (started, joined)
+    assert all(single for _, single in started + joined), (started, joined)
+    row = repo.get("eos")
+    assert row is not None and row.partitions == (("e", 0),) and row.started_at is not None
+    assert row.offsets["g"] == {"member": "m", "generation": 2, "entries": [["in", 0, 41, None]]}
+    assert row.offsets["h"] == {"member": "", "generation": -1, "entries": []}
+    with pytest.raises(TxnError) as fenced:
+        repo.add_offsets("eos", pid, epoch - 1, "g")
+    assert fenced.value.kafka_name == "PRODUCER_FENCED"
+    repo.end("eos", pid, epoch, True)
+    with pytest.raises(TxnError) as ending:
+        repo.add_offsets("eos", pid, epoch, "g")
+    assert ending.value.kafka_name == "CONCURRENT_TRANSACTIONS"
+
+
+def test_txn_offset_commit_is_one_statement_and_merges_by_partition(db_engine: Engine) -> None:
+    """TxnOffsetCommit keeps its offsets with the group in one statement: a partition named
+    again gets its new offset, the others stay, member and generation are the last
+    request's; without AddOffsetsToTxn, or fenced, Kafka's errors as before."""
+    repo, ids = TxnRepo(db_engine), itertools.count(190)
+    pid, epoch = _init(repo, "toc", ids)
+    repo.add_offsets("toc", pid, epoch, "g")
+    repo.add_offsets("toc", pid, epoch, "other")
+    with _statements(db_engine) as seen:
+        repo.txn_offsets("toc", pid, epoch, "g", ("m", 1), [("a", 0, 5, None), ("a", 1, 7, "x")])
+        repo.txn_offsets("toc", pid, epoch, "g", ("m", 2), [("a", 1, 9, "y"), ("b", 0, 3, None)])
+    assert len(seen) == 2 and all(single for _, single in seen), seen
+    row = repo.get("toc")
+    assert row is not None
+    pending = row.offsets["g"]
+    assert (pending["member"], pending["generation"]) == ("m", 2)
+    assert sorted(map(tuple, pending["entries"])) == [
+        ("a", 0, 5, None),
+        ("a", 1, 9, "y"),
+        ("b", 0, 3, None),
+    ]
+    assert row.offsets["other"] == {"member": "", "generation": -1, "entries": []}
+    with pytest.raises(TxnError) as unadded:
+        repo.txn_offsets("toc", pid, epoch, "never", ("m", 2), [("a", 0, 1, None)])
+    assert unadded.value.kafka_name == "INVALID_TXN_STATE"
+    with pytest.raises(TxnError) as fenced:
+        repo.txn_offsets("toc", pid, epoch + 1, "g", ("m", 2), [("a", 0, 1, None)])
+    assert fenced.value.kafka_name == "PRODUCER_FENCED"
+    prepared = repo.end("toc", pid, epoch, True)
+    assert prepared is not None and len(prepared.offsets["g"]["entries"]) == 3

@@ -10,7 +10,8 @@ import pyarrow as pa
 
 from cluster.read_contract import FetchResult
 from ingest.replication.group_commit import AppendResult
-from ingest.service.txn_log import PartitionTxns, TxnView, control_batch
+from ingest.service.txn_log import control_batch
+from ingest.service.txn_partition import PartitionTxns, TxnView
 from logformat.schema import CONSUMER_SCHEMA
 from metadata.transactions import Span
 
@@ -76,3 +77,41 @@ def test_a_batch_whose_span_is_being_recorded_holds_back_read_committed() -> Non
         assert txns.view(10, committed=True).stable == 10
     finally:
         loop.close()
+
+
+def test_a_read_hides_the_ranges_it_reaches_among_many() -> None:
+    """A partition with a marker per transaction (and an aborted one among them): a read of
+    a window in the middle leaves out exactly the markers and aborted records in it."""
+    spans = [Span(i, i, 7, "marker") for i in range(10, 1000, 10)]
+    spans.append(Span(501, 505, 8, "aborted"))
+    txns = PartitionTxns(1, spans)
+    view = txns.view(1000, committed=True)
+    assert view.reaching(495, 512) == ((500, 500), (501, 505), (510, 510))
+    assert view.reaching(0, 9) == () and view.reaching(990, 2000) == ((990, 990),)
+    got = _read([b"v%d" % i for i in range(520)])  # offsets 0..519
+    window = got._replace(batch=got.batch.slice(495, 18))  # offsets 495..512
+    kept = view.apply(window, 495)
+    assert _values(kept) == [b"v%d" % i for i in (495, 496, 497, 498, 499, 506, 507, 508, 509)] + [
+        b"v511",
+        b"v512",
+    ]
+
+
+def test_a_marker_closes_its_producers_spans_only() -> None:
+    """Two producers' transactions under way: one's commit makes its records data and its
+    marker hidden; the other's still hold the last stable offset back, then its abort
+    hides its records."""
+    txns = PartitionTxns(1, [Span(0, 3, 7, "ongoing"), Span(4, 5, 8, "ongoing")])
+    txns.add_ongoing([Span(6, 7, 7, "ongoing")])
+    assert txns.view(10, committed=True).stable == 0
+    assert txns.aborting(8) == (Span(4, 5, 8, "aborted"),)
+    txns.close(7, True, Span(8, 8, 7, "marker"))
+    view = txns.view(10, committed=True)
+    assert (view.stable, view.hidden) == (4, ((8, 8),))
+    txns.close(8, False, Span(9, 9, 8, "marker"))
+    view = txns.view(10, committed=True)
+    assert (view.stable, view.hidden) == (10, ((4, 5), (8, 8), (9, 9)))
+    assert txns.view(10, committed=False).hidden == ((8, 8), (9, 9))
+    assert sorted(txns.spans) == sorted(
+        [Span(4, 5, 8, "aborted"), Span(8, 8, 7, "marker"), Span(9, 9, 8, "marker")]
+    )
