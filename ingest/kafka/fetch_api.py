@@ -74,12 +74,11 @@ def _encoded(
     marker: pa.RecordBatch | None = None,
 ) -> bytes:
     if marker is None:
-        return leader_epochs.stamp(
-            encode_batch(got.batch, fetch_offset, got.next_offset, append_time), epoch
-        )
+        return encode_batch(got.batch, fetch_offset, got.next_offset, append_time, epoch)
     at = marker.column(0)[0].as_py()
-    data = encode_batch(got.batch, fetch_offset, at, append_time)
-    return leader_epochs.stamp(data, epoch) + leader_epochs.stamp(encode_control(marker), epoch)
+    return encode_batch(got.batch, fetch_offset, at, append_time, epoch) + encode_control(
+        marker, epoch
+    )
 
 
 def _last_marker(read: FetchResult, answered: FetchResult) -> pa.RecordBatch | None:

@@ -9,7 +9,6 @@ latest is unknown, and one older than the oldest ends where the oldest begins.
 
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
 
 import pyarrow as pa
@@ -100,16 +99,3 @@ def within_epoch(got: FetchResult, end: int | None) -> FetchResult:
         return got
     keep = pc.sum(pc.less(got.batch.column(0), pa.scalar(end, pa.int64()))).as_py() or 0
     return got._replace(batch=got.batch.slice(0, keep), next_offset=end)
-
-
-_EPOCH_AT = 12  # partitionLeaderEpoch: after baseOffset and batchLength, outside the CRC
-
-
-def stamp(batch: bytes, epoch: int) -> bytes:
-    """A RecordBatch v2 with its partition leader epoch set, as Kafka's leader stamps it
-    (the field is outside the CRC so a broker can)."""
-    if epoch < 0 or len(batch) < _EPOCH_AT + 4:
-        return batch
-    out = bytearray(batch)
-    struct.pack_into(">i", out, _EPOCH_AT, epoch)
-    return bytes(out)

@@ -14,7 +14,6 @@ from ingest.kafka.leader_epochs import (
     EpochEnd,
     end_offset_for,
     epoch_of,
-    stamp,
     within_epoch,
 )
 from ingest.kafka.record_batch import encode_batch
@@ -66,10 +65,10 @@ def test_a_read_stops_where_the_next_epoch_starts() -> None:
     assert within_epoch(whole, 10) is whole and within_epoch(whole, None) is whole
 
 
-def test_stamping_the_epoch_keeps_the_crc_valid() -> None:
-    batch = encode_batch(_result([0, 1], 2).batch, 0, 2)
-    stamped = stamp(batch, 7)
-    assert struct.unpack_from(">i", stamped, 12) == (7,) and stamped[16:] == batch[16:]
+def test_the_leader_epoch_is_written_outside_the_crc() -> None:
+    plain = encode_batch(_result([0, 1], 2).batch, 0, 2)
+    stamped = encode_batch(_result([0, 1], 2).batch, 0, 2, leader_epoch=7)
+    assert struct.unpack_from(">i", plain, 12) == (-1,)  # NO_PARTITION_LEADER_EPOCH
+    assert struct.unpack_from(">i", stamped, 12) == (7,) and stamped[16:] == plain[16:]
     (crc,) = struct.unpack_from(">I", stamped, 17)
     assert google_crc32c.value(stamped[21:]) == crc  # CRC covers attributes onwards
-    assert stamp(batch, -1) == batch
