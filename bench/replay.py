@@ -44,7 +44,14 @@ import pyarrow as pa
 
 from bench.load import LoadResult, run_load
 from bench.replay_check import PassCheck, ProducedDigests, ReplayMismatch
-from bench.replay_probes import cache_counters, cache_rates, metric, raw_limit
+from bench.replay_probes import (
+    CpuMeter,
+    CpuSplit,
+    cache_counters,
+    cache_rates,
+    metric,
+    raw_limit,
+)
 from bench.servers import start_pg_and_s3
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
@@ -274,7 +281,10 @@ def replay_table(run: Run, files: list[tuple[str, int]]) -> None:
         f"{cold_bytes / 1e6:.1f} MB; S3 = SeaweedFS on loopback; {os.cpu_count()} cores "
         f"shared by every process; caches {args.cache_mb} MiB"
     )
-    raw_s, raw_b, raw_n = min(raw_limit(files, args.concurrency, 16 * MiB) for _ in range(2))
+    with CpuMeter(run.s3_pid, None) as raw_cpu:
+        raws = [raw_limit(files, args.concurrency, 16 * MiB) for _ in range(2)]
+    raw_s, raw_b, raw_n = min(raws)
+    cpu: list[tuple[str, CpuSplit, int]] = [("raw GETs (both runs)", raw_cpu.split, 2 * raw_b)]
     raw_mb = raw_b / raw_s / 1e6
     raw_name = f"raw: {args.concurrency} concurrent 16 MiB GETs"
     print(
@@ -282,7 +292,11 @@ def replay_table(run: Run, files: list[tuple[str, int]]) -> None:
         f" {'range hit':>9} {'rg hit':>7} {'pf used':>7}"
     )
     print(f"{raw_name:<34} {'-':>11} {raw_mb:>8.1f} {raw_n / (raw_b / 1e9):>8.0f} {'-':>7}")
-    for name, target in (("replay via fetch node", node.http), ("replay via broker", broker.http)):
+    servers = (
+        ("replay via fetch node", node.http, node.proc.pid if node.proc else None),
+        ("replay via broker", broker.http, broker.proc.pid if broker.proc else None),
+    )
+    for name, target, pid in servers:
         gets0 = metric(target, "tierlog_cold_get_requests_total")
         bytes0 = metric(target, "tierlog_cold_read_bytes_total")
         consumer = Replay(name, str(target.base_url), cold_end, run.produced)
@@ -290,7 +304,9 @@ def replay_table(run: Run, files: list[tuple[str, int]]) -> None:
         consumer.once()
         consumer.value_bytes = 0
         caches0 = cache_counters(target)
-        secs, got, _ = consumer.once()  # caches < data: every byte comes from S3 again
+        with CpuMeter(run.s3_pid, pid) as meter:
+            secs, got, _ = consumer.once()  # caches < data: every byte comes from S3 again
+        cpu.append((name, meter.split, cold_bytes))
         hits = cache_rates(caches0, cache_counters(target))
         _count(consumer)
         gets = metric(target, "tierlog_cold_get_requests_total") - gets0
@@ -305,6 +321,25 @@ def replay_table(run: Run, files: list[tuple[str, int]]) -> None:
         "of the cold files per second; GETs/GB: per GB read from S3, both passes; range hit, "
         "rg hit: range-cache and decoded-row-group lookups answered from memory, pf used: "
         "prefetched bytes later read, all over the timed pass)"
+    )
+    cpu_table(cpu)
+
+
+def cpu_table(rows: list[tuple[str, CpuSplit, int]]) -> None:
+    """Where the CPU goes, per GB of Parquet read: 2 shared cores bound every case, so a
+    case that needs more CPU per GB than the raw GETs is slower by about that factor."""
+    head = f"{'S3':>6} {'server':>7} {'reader':>7} {'total':>6} {'cores':>6}"
+    print(f"\n{'CPU s per GB read':<34} {head}")
+    for name, split, nbytes in rows:
+        s3, server, reader, total = split.per_gb(nbytes)
+        print(
+            f"{name:<34} {s3:>6.2f} {server:>7.2f} {reader:>7.2f} {total:>6.2f} "
+            f"{split.total / split.wall:>6.2f}"
+        )
+    print(
+        "(S3: the SeaweedFS process; server: the node answering the replay; reader: this "
+        "process, which GETs the raw ranges or reads and checks the replay; cores: CPU seconds "
+        "of the three per second of wall time)"
     )
 
 

@@ -8,6 +8,8 @@ import asyncio
 import os
 import re
 import time
+from pathlib import Path
+from typing import NamedTuple
 
 import httpx
 
@@ -69,3 +71,54 @@ def raw_limit(files: list[tuple[str, int]], concurrency: int, chunk: int) -> tup
             return time.perf_counter() - started, total, len(ranges)
 
     return asyncio.run(run())
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (Linux /proc; 0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuSplit(NamedTuple):
+    """CPU seconds each process spent over one measured stretch, and its wall time."""
+
+    s3: float
+    server: float  # the node serving the replay (0 for the raw GETs)
+    reader: float  # this process: the replaying consumer, or the raw GETs
+    wall: float
+
+    def per_gb(self, nbytes: int) -> tuple[float, float, float, float]:
+        gb = nbytes / 1e9
+        return self.s3 / gb, self.server / gb, self.reader / gb, self.total / gb
+
+    @property
+    def total(self) -> float:
+        return self.s3 + self.server + self.reader
+
+
+class CpuMeter:
+    """Measures a CpuSplit: `with CpuMeter(s3_pid, server_pid) as m: ...; m.split`."""
+
+    def __init__(self, s3_pid: int, server_pid: int | None) -> None:
+        self.pids = (s3_pid, server_pid)
+        self.split = CpuSplit(0.0, 0.0, 0.0, 0.0)
+
+    def _now(self) -> tuple[float, float, float, float]:
+        s3, server = self.pids
+        return (
+            process_cpu_s(s3) if s3 else 0.0,
+            process_cpu_s(server) if server else 0.0,
+            process_cpu_s(os.getpid()),
+            time.perf_counter(),
+        )
+
+    def __enter__(self) -> CpuMeter:
+        self._start = self._now()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        end = self._now()
+        self.split = CpuSplit(*(b - a for a, b in zip(self._start, end, strict=True)))

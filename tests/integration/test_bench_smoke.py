@@ -60,6 +60,7 @@ EXPECTED = {
         "tierlog replay benchmark: 20,000 records",
         "case                                 records/s     MB/s  GETs/GB  vs raw",
         "replay via fetch node",
+        "CPU s per GB read                      S3  server  reader  total  cores",
         "during a full-speed replay via broker (others niced)",
     ],
     "search": [
