@@ -1,0 +1,110 @@
+"""httpx's client API over aiohttp's connection handling, for node-to-node traffic.
+
+Nodes call each other through `httpx.AsyncClient` (auth flows, timeouts, the in-process
+harness's links), but httpx's own HTTP/1.1 stack (httpcore, h11, anyio) costs ~0.5 ms of CPU
+per 100 KB request and response on this project's machine, against ~0.2 ms through aiohttp,
+whose parser is C: a follower spent 70% of its GIL time in it (docs/benchmarks.md). This
+transport hands each request to an aiohttp session and the response back to httpx.
+
+aiohttp's errors become the httpx errors httpx itself raises for the same event, because
+callers tell them apart: a refused connection is `ConnectError`; a reset one `ReadError`; a
+peer that closed it mid-answer `RemoteProtocolError` (ingest/replication/death_signal.py reads
+these three as "the peer is gone"); a timeout is a timeout, never one of those.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+
+import aiohttp
+import httpx
+
+CHUNK = 1 << 20  # a streamed body's pieces: whatever has arrived, up to this
+_FRAMING = ("content-length", "transfer-encoding")  # aiohttp frames the body it is given
+
+
+def _mapped(exc: Exception, request: httpx.Request) -> httpx.TransportError:
+    """The httpx error httpx raises for what `exc` says happened."""
+    message = str(exc) or type(exc).__name__
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return httpx.ConnectTimeout(message, request=request)
+    if isinstance(exc, TimeoutError):  # a read timed out (SocketTimeoutError and the rest)
+        return httpx.ReadTimeout(message, request=request)
+    if isinstance(exc, aiohttp.ClientConnectorError):  # refused, unreachable, DNS, TLS
+        return httpx.ConnectError(message, request=request)
+    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
+        return httpx.RemoteProtocolError(message, request=request)
+    if isinstance(exc, aiohttp.ClientOSError | ConnectionError):  # reset while talking
+        return httpx.ReadError(message, request=request)
+    if isinstance(exc, aiohttp.ClientResponseError):  # not an HTTP answer
+        return httpx.RemoteProtocolError(message, request=request)
+    return httpx.TransportError(message, request=request)
+
+
+@contextmanager
+def _httpx_errors(request: httpx.Request) -> Iterator[None]:
+    try:
+        yield
+    except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
+        raise _mapped(exc, request) from exc
+
+
+class _Body(httpx.AsyncByteStream):
+    def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request) -> None:
+        self._response, self._request = response, request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with _httpx_errors(self._request):
+            async for chunk in self._response.content.iter_chunked(CHUNK):
+                yield chunk
+
+    async def aclose(self) -> None:
+        self._response.release()
+
+
+class AiohttpTransport(httpx.AsyncBaseTransport):
+    """One aiohttp session (made on first use, inside the running loop) per client."""
+
+    def __init__(self, verify: ssl.SSLContext | bool = True, max_connections: int = 100) -> None:
+        self._ssl: ssl.SSLContext | bool = verify
+        self._max = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    def _open(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=self._max, ssl=self._ssl)
+            # No proxies from the environment: nodes reach each other directly.
+            self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        return self._session
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        timeout = request.extensions.get("timeout", {})
+        body = await request.aread()
+        with _httpx_errors(request):
+            response = await self._open().request(
+                request.method,
+                str(request.url),
+                headers=[kv for kv in request.headers.multi_items() if kv[0] not in _FRAMING],
+                data=body or None,
+                allow_redirects=False,
+                timeout=aiohttp.ClientTimeout(
+                    total=None,
+                    connect=timeout.get("pool"),
+                    sock_connect=timeout.get("connect"),
+                    sock_read=timeout.get("read"),
+                ),
+            )
+        return httpx.Response(
+            response.status,
+            headers=list(response.raw_headers),
+            stream=_Body(response, request),
+            request=request,
+            extensions={"http_version": b"HTTP/1.1"},
+        )
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
