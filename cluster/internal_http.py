@@ -19,7 +19,7 @@ from urllib.parse import quote
 import httpx
 from starlette.requests import Request
 
-from cluster.aiohttp_transport import AiohttpTransport
+from http_transport import AiohttpTransport
 
 CLUSTER_TOKEN_HEADER = "x-tierlog-cluster-token"
 FORWARDED_HEADER = "x-tierlog-forwarded"  # a request one node passed on to another

@@ -23,6 +23,15 @@ import httpx
 
 CHUNK = 1 << 20  # a streamed body's pieces: whatever has arrived, up to this
 _FRAMING = ("content-length", "transfer-encoding")  # aiohttp frames the body it is given
+KEEPALIVE_S = 5.0
+
+
+def _context(verify: str | bool) -> ssl.SSLContext | bool:
+    if verify is False:
+        return False
+    if isinstance(verify, str):
+        return ssl.create_default_context(cafile=verify)
+    return httpx.create_ssl_context()  # certifi's bundle, or SSL_CERT_FILE / SSL_CERT_DIR
 
 
 def _mapped(exc: Exception, request: httpx.Request) -> httpx.TransportError:
@@ -65,18 +74,32 @@ class _Body(httpx.AsyncByteStream):
 
 
 class AiohttpTransport(httpx.AsyncBaseTransport):
-    """One aiohttp session (made on first use, inside the running loop) per client."""
+    """One aiohttp session (made on first use, inside the running loop) per client.
 
-    def __init__(self, verify: ssl.SSLContext | bool = True, max_connections: int = 100) -> None:
-        self._ssl: ssl.SSLContext | bool = verify
-        self._max = max_connections
+    `verify` as httpx takes it (True, False, a context or a CA bundle's path), and the TLS
+    context httpx would build from it (certifi's bundle, SSL_CERT_FILE / SSL_CERT_DIR).
+    `trust_env`: proxies from HTTP(S)_PROXY / NO_PROXY, as httpx's default; nodes pass False,
+    as they reach each other directly. Idle connections are kept 5 s, as httpx keeps them
+    (a node closes its idle ones after --idle-timeout-ms, 5 s by default)."""
+
+    def __init__(
+        self,
+        verify: ssl.SSLContext | str | bool = True,
+        max_connections: int = 100,
+        trust_env: bool = False,
+    ) -> None:
+        self._ssl = verify if isinstance(verify, ssl.SSLContext) else _context(verify)
+        self._max, self._trust_env = max_connections, trust_env
         self._session: aiohttp.ClientSession | None = None
 
     def _open(self) -> aiohttp.ClientSession:
         if self._session is None:
-            connector = aiohttp.TCPConnector(limit=self._max, ssl=self._ssl)
-            # No proxies from the environment: nodes reach each other directly.
-            self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+            connector = aiohttp.TCPConnector(
+                limit=self._max, ssl=self._ssl, keepalive_timeout=KEEPALIVE_S
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector, auto_decompress=False, trust_env=self._trust_env
+            )
         return self._session
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
