@@ -45,6 +45,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from bench import spark_passthrough
+from bench.cpu_meter import CpuMeter
 from coldstore.delta_table import DeltaTopicTable
 from coldstore.layout import data_file_key, table_uri
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
@@ -105,15 +106,22 @@ def build_archive(
     return total
 
 
-def timed(action: Callable[[], Any], repeat: int) -> float:
-    """Best wall time of `repeat` runs (after one warm-up run: Python workers, JIT, caches)."""
+def timed(
+    name: str, action: Callable[[], Any], repeat: int, meter: CpuMeter
+) -> tuple[float, dict[str, float]]:
+    """Best wall time of `repeat` runs (after one warm-up run: Python workers, JIT, caches),
+    and the CPU seconds each role used in that run."""
     action()
-    best = float("inf")
+    best, cpu = float("inf"), {}
+    print(f"timing {name} ...", flush=True)  # a profiler may attach now (docs/benchmarks.md)
     for _ in range(repeat):
+        before = meter.sample()
         started = time.perf_counter()
         action()
-        best = min(best, time.perf_counter() - started)
-    return best
+        secs = time.perf_counter() - started
+        if secs < best:
+            best, cpu = secs, meter.since(before)
+    return best, cpu
 
 
 PROJECTION = ("key", "timestamp")
@@ -138,16 +146,21 @@ TIERLOG, PASSTHROUGH, NATIVE = (
     "native Parquet (local)",
 )
 CASES = ("full scan (all columns)", "full scan (aggregate)", "projection (key, timestamp)")
+ROLES = ("JVM", "Python workers", "S3 server")
 GOALS = {CASES[0]: 50, CASES[1]: 50, CASES[2]: 40}  # % of native rows/s (issue 32)
 
 
-def print_table(timings: list[tuple[str, int, float]]) -> None:
+Timing = tuple[str, int, float, dict[str, float]]  # query, rows, seconds, CPU s by role
+
+
+def print_table(timings: list[Timing]) -> None:
     """The timings, then per case the ratios of rows/s it has all three readers for."""
-    print("| query | rows | seconds | rows/s |")
-    print("| --- | ---: | ---: | ---: |")
-    for name, count, secs in timings:
-        print(f"| {name} | {count:,} | {secs:.2f} | {count / secs:,.0f} |")
-    rate = {name: count / secs for name, count, secs in timings}
+    print(f"| query | rows | seconds | rows/s | CPU s: {' / '.join(ROLES)} |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for name, count, secs, cpu in timings:
+        used = " / ".join(f"{cpu[r]:.1f}" if r in cpu else "?" for r in ROLES)
+        print(f"| {name} | {count:,} | {secs:.2f} | {count / secs:,.0f} | {used} |")
+    rate = {name: count / secs for name, count, secs, _ in timings}
     print()
     for case in CASES:
         t, p, n = (rate.get(f"{case}, {r}") for r in (TIERLOG, PASSTHROUGH, NATIVE))
@@ -263,8 +276,13 @@ def main() -> None:
             (f"1% window, {TIERLOG}", want, lambda: materialize(tierlog().where(ts_window))),
             (f"1% window, {NATIVE}", want, lambda: materialize(native.where(ts_window))),
         ]
+        jvm = spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
+        assert s3.proc is not None
+        meter = CpuMeter(
+            {ROLES[0]: (jvm, "own"), ROLES[1]: (jvm, "children"), ROLES[2]: (s3.proc.pid, "tree")}
+        )
         timings = [
-            (name, count, timed(action, args.repeat))
+            (name, count, *timed(name, action, args.repeat, meter))
             for name, count, action in queries
             if args.only is None or args.only in name
         ]
