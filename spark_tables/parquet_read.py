@@ -196,16 +196,19 @@ def read_file(
                 pf = pq.ParquetFile(src.read_rest(), metadata=metadata)
             else:
                 pf = pq.ParquetFile(src, metadata=metadata, pre_buffer=True)
+            stats = row_group_stats(pf.metadata)
             if row_groups is None:
-                row_groups = select_row_groups(row_group_stats(pf.metadata), bounds, byte_range)
+                row_groups = select_row_groups(stats, bounds, byte_range)
             result.row_groups = list(row_groups)
             wanted = parquet_columns(columns, bounds, pf.schema_arrow.names)
             for i in row_groups:
                 # One thread: Spark runs a task per core, so pyarrow's pool would only add
                 # hand-offs between this task's threads and the other tasks' (~20% of decode).
                 table = pf.read_row_group(i, columns=wanted, use_threads=False)
+                rg = stats[i]  # every row wanted by its statistics: no per-row comparisons
+                whole = bounds.covers(rg.min_offset, rg.max_offset, rg.min_ts, rg.max_ts)
                 for batch in table.to_batches():
-                    batch = filter_rows(batch, bounds)
+                    batch = conform(batch) if whole else filter_rows(batch, bounds)
                     if batch.num_rows:
                         result.rows += batch.num_rows
                         yield batch
@@ -231,20 +234,26 @@ def parquet_columns(
     return [name for name in CONSUMER_SCHEMA.names if name in need] + typed
 
 
+def conform(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The batch (CONSUMER_SCHEMA's columns, or some of them, and typed value columns) with
+    its record columns cast to CONSUMER_SCHEMA's types."""
+    if batch.schema == CONSUMER_SCHEMA:
+        return batch
+    own = set(CONSUMER_SCHEMA.names)  # the typed columns keep their file's types
+    schema = pa.schema(
+        [
+            CONSUMER_SCHEMA.field(n) if n in own else f
+            for n, f in zip(batch.schema.names, batch.schema, strict=True)
+        ]
+    )
+    return batch if batch.schema == schema else batch.cast(schema)
+
+
 def filter_rows(batch: pa.RecordBatch, bounds: Bounds) -> pa.RecordBatch:
     """The rows within the offset and timestamp bounds. The batch holds CONSUMER_SCHEMA's
     columns, or some of them (offset always, timestamp when the bounds filter on time); its
     columns are cast to CONSUMER_SCHEMA's types."""
-    if batch.schema != CONSUMER_SCHEMA:
-        own = set(CONSUMER_SCHEMA.names)  # the typed columns keep their file's types
-        schema = pa.schema(
-            [
-                CONSUMER_SCHEMA.field(n) if n in own else f
-                for n, f in zip(batch.schema.names, batch.schema, strict=True)
-            ]
-        )
-        if batch.schema != schema:
-            batch = batch.cast(schema)
+    batch = conform(batch)
     masks = []
     offsets = batch.column("offset")
     if bounds.offset_lo > 0:
