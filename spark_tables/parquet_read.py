@@ -26,6 +26,9 @@ from spark_tables.bounds import Bounds
 from spark_tables.cold_files import ColdFileInfo
 
 WHOLE_FILE_MAX = 32 << 20  # files read whole by one task are fetched with one GET up to this
+# ... and so are files read whole with a projection, up to this: below it the footer GET and a
+# GET per row group of the wanted chunks cost more than the bytes they would leave out.
+PROJECTED_WHOLE_MAX = 4 << 20
 _fs_lock = threading.Lock()
 _filesystems: dict[ObjectStoreConfig, pafs.S3FileSystem] = {}
 
@@ -185,11 +188,11 @@ def read_file(
     """Batches of the file's rows within `bounds`, in offset order: CONSUMER_SCHEMA, or with
     `columns` only those of its columns (and what the bounds need: offset, timestamp)."""
     result = result if result is not None else ReadResult()
-    # A whole file in one GET, unless a projection leaves column chunks out: then the footer
-    # and only the chunks wanted (pyarrow's pre-buffering coalesces adjacent ones).
-    whole = (
-        columns is None and row_groups is None and byte_range is None and f.size <= WHOLE_FILE_MAX
-    )
+    # A whole file in one GET, unless a projection leaves column chunks of a bigger file
+    # out: then the footer and only the chunks wanted (pyarrow's pre-buffering coalesces
+    # adjacent ones).
+    limit = WHOLE_FILE_MAX if columns is None else PROJECTED_WHOLE_MAX
+    whole = row_groups is None and byte_range is None and f.size <= limit
     with open_file(store, f) as src:
         try:
             if whole:  # every row group is wanted: one GET, not footer + row groups
