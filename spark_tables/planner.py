@@ -16,9 +16,9 @@ cold only), the cold file list, and the filter bounds. Output: Spark input parti
 The pieces become Spark tasks (`tasks`): consecutive cold slices are packed into one
 `ColdGroup` up to a share of the scan's cold bytes (total / minPartitions, at most
 maxPartitionBytes), as Spark's own file sources pack small files. Each task of a Python data
-source has a fixed cost (a round trip through a Python worker, ~35 ms on a small machine), so
-a scan of many small files as one task each spends most of its time there
-(docs/benchmarks.md, "Spark").
+source has a fixed cost (a round trip through a Python worker: tens of ms on a small
+machine), so a scan of many small files as one task each spends a large share of its time
+there (docs/benchmarks.md, "Spark").
 
 Files whose Delta stats / partition value fall outside the bounds are never opened. The
 plan counts what it lists and what it will read; the reader reports it (`reportDir`).
