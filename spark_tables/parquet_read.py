@@ -203,15 +203,21 @@ def read_file(
             if row_groups is None:
                 row_groups = select_row_groups(stats, bounds, byte_range)
             result.row_groups = list(row_groups)
-            wanted = parquet_columns(columns, bounds, pf.schema_arrow.names)
+            # row groups whose statistics put every row inside the bounds: no per-row
+            # comparisons, and with all of them so, no offset or timestamp column to decode
+            # for them unless it is wanted
+            inside = {
+                i: bounds.covers(r.min_offset, r.max_offset, r.min_ts, r.max_ts)
+                for i, r in ((i, stats[i]) for i in row_groups)
+            }
+            filtering = not all(inside.values())
+            wanted = parquet_columns(columns, bounds, pf.schema_arrow.names, filtering=filtering)
             for i in row_groups:
                 # One thread: Spark runs a task per core, so pyarrow's pool would only add
                 # hand-offs between this task's threads and the other tasks' (~20% of decode).
                 table = pf.read_row_group(i, columns=wanted, use_threads=False)
-                rg = stats[i]  # every row wanted by its statistics: no per-row comparisons
-                whole = bounds.covers(rg.min_offset, rg.max_offset, rg.min_ts, rg.max_ts)
                 for batch in table.to_batches():
-                    batch = conform(batch) if whole else filter_rows(batch, bounds)
+                    batch = conform(batch) if inside[i] else filter_rows(batch, bounds)
                     if batch.num_rows:
                         result.rows += batch.num_rows
                         yield batch
@@ -220,19 +226,27 @@ def read_file(
 
 
 def parquet_columns(
-    columns: Sequence[str] | None, bounds: Bounds, in_file: Sequence[str] = ()
+    columns: Sequence[str] | None,
+    bounds: Bounds,
+    in_file: Sequence[str] = (),
+    *,
+    filtering: bool = True,
 ) -> list[str] | None:
     """The Parquet columns to decode for the source's `columns` (None: all of them): those
-    of the record's own, plus offset (always: offset bounds and order) and timestamp when the
-    bounds filter on time, in CONSUMER_SCHEMA's order; then the typed value columns
-    (docs/lake-tables.md) that are wanted and in the file (`in_file`: its columns)."""
+    of the record's own, plus, when rows are `filtering`, offset (offset bounds) and
+    timestamp when the bounds filter on time, in CONSUMER_SCHEMA's order (offset too when no
+    other record column is wanted: a batch keeps its row count through a column); then the
+    typed value columns (docs/lake-tables.md) that are wanted and in the file (`in_file`:
+    its columns)."""
     typed = [n for n in TYPED_COLUMNS if n in in_file and (columns is None or n in columns)]
     if columns is None:
         return (
             None if set(in_file) <= set(CONSUMER_SCHEMA.names) else [*CONSUMER_SCHEMA.names, *typed]
         )
-    need = set(columns) | {"offset"}
-    if bounds.ts_lo is not None or bounds.ts_hi is not None:
+    need = set(columns) & set(CONSUMER_SCHEMA.names)
+    if filtering or not need:
+        need.add("offset")
+    if filtering and (bounds.ts_lo is not None or bounds.ts_hi is not None):
         need.add("timestamp")
     return [name for name in CONSUMER_SCHEMA.names if name in need] + typed
 
