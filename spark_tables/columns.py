@@ -136,6 +136,15 @@ class OutputConverter:
     def __init__(self, schema: StructType, topic: str) -> None:
         self.topic = topic
         self.target = to_arrow_schema(schema, timezone="UTC")
+        self._constants: dict[tuple[str, int], pa.Array] = {}
+
+    def _constant(self, name: str, partition: int, value: pa.Scalar, n: int) -> pa.Array:
+        """`value` n times: a slice of one array built per column and partition, not a new
+        array per batch."""
+        arr = self._constants.get((name, partition))
+        if arr is None or len(arr) < n:
+            arr = self._constants[(name, partition)] = pa.repeat(value, n)
+        return arr.slice(0, n)
 
     def convert(self, batch: pa.RecordBatch, partition: int) -> pa.RecordBatch:
         """`batch` holds (at least) the record columns the target has, by name."""
@@ -144,9 +153,10 @@ class OutputConverter:
 
     def _column(self, f: pa.Field, batch: pa.RecordBatch, partition: int) -> pa.Array:
         if f.name == "topic":
-            return pa.repeat(pa.scalar(self.topic, pa.string()), batch.num_rows)
+            return self._constant("topic", 0, pa.scalar(self.topic, pa.string()), batch.num_rows)
         if f.name == "partition":
-            return pa.repeat(pa.scalar(partition, pa.int32()), batch.num_rows)
+            value = pa.scalar(partition, pa.int32())
+            return self._constant("partition", partition, value, batch.num_rows)
         if f.name in TYPED_COLUMNS:
             return fit(batch, f.name, f.type)
         col = batch.column(f.name)

@@ -29,13 +29,17 @@ from spark_tables.parquet_read import (
     read_file,
     row_group_stats,
 )
-from spark_tables.planner import ColdSlice, HotRange
+from spark_tables.planner import ColdGroup, ColdSlice, HotRange
 from spark_tables.typed import TYPED, HotTyped
 
 
 def read_piece(
     opts: SourceOptions, piece: Any, converter: OutputConverter
 ) -> Iterator[pa.RecordBatch]:
+    if isinstance(piece, ColdGroup):  # small files packed into one task, read in order
+        for s in piece.slices:
+            yield from read_piece(opts, s, converter)
+        return
     if isinstance(piece, ColdSlice):
         batches = _read_slice(opts, piece)
     elif isinstance(piece, HotRange):

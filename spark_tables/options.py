@@ -29,6 +29,11 @@
   says so here; the default, every column, is what a plain .load() gives.
 - maxPartitionBytes = 128 MiB: larger files are split into several Spark partitions, each a
   run of whole row groups (sized from the footer's row-group statistics).
+- minPartitions (default: the planning machine's CPU count): a batch scan's cold files are
+  packed several to a Spark task, in order, up to about 1/minPartitions of the scan's bytes
+  each (and maxPartitionBytes), as Spark's file sources pack small files: each task of a
+  Python data source has a fixed cost. Set it to the cluster's cores for a scan of many
+  small files there.
 - maxRecordsPerTrigger: streaming, a cap on the records of one micro-batch.
 - reportDir: diagnostics; the reader appends its plan and each task's reads there.
 
@@ -39,6 +44,7 @@ resolved values inside the plan, so they need no configuration of their own.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -76,6 +82,7 @@ class SourceOptions:
     value_schema: str | None = None
     json_sample_size: int = 1000
     max_partition_bytes: int = 128 * MiB
+    min_partitions: int = 1
     max_records_per_trigger: int | None = None
     report_dir: str | None = None
     columns: tuple[str, ...] | None = None  # None: every column of COLUMNS
@@ -132,6 +139,7 @@ def parse_options(options: Mapping[str, str], env: Mapping[str, str]) -> SourceO
         value_schema=value_schema,
         json_sample_size=_int(opts, "jsonSampleSize", 1000, lo=1) or 1000,
         max_partition_bytes=_int(opts, "maxPartitionBytes", 128 * MiB, lo=1) or 128 * MiB,
+        min_partitions=_int(opts, "minPartitions", None, lo=1) or os.cpu_count() or 1,
         max_records_per_trigger=_int(opts, "maxRecordsPerTrigger", None, lo=1),
         report_dir=opts.get("reportdir") or None,
         columns=_columns(opts.get("columns")),

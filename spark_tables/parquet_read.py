@@ -26,6 +26,9 @@ from spark_tables.bounds import Bounds
 from spark_tables.cold_files import ColdFileInfo
 
 WHOLE_FILE_MAX = 32 << 20  # files read whole by one task are fetched with one GET up to this
+# ... and so are files read whole with a projection, up to this: below it the footer GET and a
+# GET per row group of the wanted chunks cost more than the bytes they would leave out.
+PROJECTED_WHOLE_MAX = 4 << 20
 _fs_lock = threading.Lock()
 _filesystems: dict[ObjectStoreConfig, pafs.S3FileSystem] = {}
 
@@ -82,6 +85,13 @@ class _CountingFile(io.RawIOBase):
         data = self.raw.read(None if n is None or n < 0 else n)
         self.bytes_read += len(data)
         return bytes(data)
+
+    def read_rest(self) -> pa.Buffer:
+        """The rest of the file, as pyarrow's buffer (no copy into a bytes object). Not
+        `read_buffer`: pyarrow calls a method of that name on file objects, with a size."""
+        data = self.raw.read_buffer()
+        self.bytes_read += data.size
+        return data
 
     def readinto(self, buf: bytearray | memoryview) -> int:  # type: ignore[override]
         data = self.read(len(buf))
@@ -178,25 +188,36 @@ def read_file(
     """Batches of the file's rows within `bounds`, in offset order: CONSUMER_SCHEMA, or with
     `columns` only those of its columns (and what the bounds need: offset, timestamp)."""
     result = result if result is not None else ReadResult()
-    # A whole file in one GET, unless a projection leaves column chunks out: then the footer
-    # and only the chunks wanted (pyarrow's pre-buffering coalesces adjacent ones).
-    whole = (
-        columns is None and row_groups is None and byte_range is None and f.size <= WHOLE_FILE_MAX
-    )
+    # A whole file in one GET, unless a projection leaves column chunks of a bigger file
+    # out: then the footer and only the chunks wanted (pyarrow's pre-buffering coalesces
+    # adjacent ones).
+    limit = WHOLE_FILE_MAX if columns is None else PROJECTED_WHOLE_MAX
+    whole = row_groups is None and byte_range is None and f.size <= limit
     with open_file(store, f) as src:
         try:
             if whole:  # every row group is wanted: one GET, not footer + row groups
-                pf = pq.ParquetFile(pa.py_buffer(src.read()), metadata=metadata)
+                pf = pq.ParquetFile(src.read_rest(), metadata=metadata)
             else:
                 pf = pq.ParquetFile(src, metadata=metadata, pre_buffer=True)
+            stats = row_group_stats(pf.metadata)
             if row_groups is None:
-                row_groups = select_row_groups(row_group_stats(pf.metadata), bounds, byte_range)
+                row_groups = select_row_groups(stats, bounds, byte_range)
             result.row_groups = list(row_groups)
-            wanted = parquet_columns(columns, bounds, pf.schema_arrow.names)
+            # row groups whose statistics put every row inside the bounds: no per-row
+            # comparisons, and with all of them so, no offset or timestamp column to decode
+            # for them unless it is wanted
+            inside = {
+                i: bounds.covers(r.min_offset, r.max_offset, r.min_ts, r.max_ts)
+                for i, r in ((i, stats[i]) for i in row_groups)
+            }
+            filtering = not all(inside.values())
+            wanted = parquet_columns(columns, bounds, pf.schema_arrow.names, filtering=filtering)
             for i in row_groups:
-                table = pf.read_row_group(i, columns=wanted)
+                # One thread: Spark runs a task per core, so pyarrow's pool would only add
+                # hand-offs between this task's threads and the other tasks' (~20% of decode).
+                table = pf.read_row_group(i, columns=wanted, use_threads=False)
                 for batch in table.to_batches():
-                    batch = filter_rows(batch, bounds)
+                    batch = conform(batch) if inside[i] else filter_rows(batch, bounds)
                     if batch.num_rows:
                         result.rows += batch.num_rows
                         yield batch
@@ -205,37 +226,51 @@ def read_file(
 
 
 def parquet_columns(
-    columns: Sequence[str] | None, bounds: Bounds, in_file: Sequence[str] = ()
+    columns: Sequence[str] | None,
+    bounds: Bounds,
+    in_file: Sequence[str] = (),
+    *,
+    filtering: bool = True,
 ) -> list[str] | None:
     """The Parquet columns to decode for the source's `columns` (None: all of them): those
-    of the record's own, plus offset (always: offset bounds and order) and timestamp when the
-    bounds filter on time, in CONSUMER_SCHEMA's order; then the typed value columns
-    (docs/lake-tables.md) that are wanted and in the file (`in_file`: its columns)."""
+    of the record's own, plus, when rows are `filtering`, offset (offset bounds) and
+    timestamp when the bounds filter on time, in CONSUMER_SCHEMA's order (offset too when no
+    other record column is wanted: a batch keeps its row count through a column); then the
+    typed value columns (docs/lake-tables.md) that are wanted and in the file (`in_file`:
+    its columns)."""
     typed = [n for n in TYPED_COLUMNS if n in in_file and (columns is None or n in columns)]
     if columns is None:
         return (
             None if set(in_file) <= set(CONSUMER_SCHEMA.names) else [*CONSUMER_SCHEMA.names, *typed]
         )
-    need = set(columns) | {"offset"}
-    if bounds.ts_lo is not None or bounds.ts_hi is not None:
+    need = set(columns) & set(CONSUMER_SCHEMA.names)
+    if filtering or not need:
+        need.add("offset")
+    if filtering and (bounds.ts_lo is not None or bounds.ts_hi is not None):
         need.add("timestamp")
     return [name for name in CONSUMER_SCHEMA.names if name in need] + typed
+
+
+def conform(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The batch (CONSUMER_SCHEMA's columns, or some of them, and typed value columns) with
+    its record columns cast to CONSUMER_SCHEMA's types."""
+    if batch.schema == CONSUMER_SCHEMA:
+        return batch
+    own = set(CONSUMER_SCHEMA.names)  # the typed columns keep their file's types
+    schema = pa.schema(
+        [
+            CONSUMER_SCHEMA.field(n) if n in own else f
+            for n, f in zip(batch.schema.names, batch.schema, strict=True)
+        ]
+    )
+    return batch if batch.schema == schema else batch.cast(schema)
 
 
 def filter_rows(batch: pa.RecordBatch, bounds: Bounds) -> pa.RecordBatch:
     """The rows within the offset and timestamp bounds. The batch holds CONSUMER_SCHEMA's
     columns, or some of them (offset always, timestamp when the bounds filter on time); its
     columns are cast to CONSUMER_SCHEMA's types."""
-    if batch.schema != CONSUMER_SCHEMA:
-        own = set(CONSUMER_SCHEMA.names)  # the typed columns keep their file's types
-        schema = pa.schema(
-            [
-                CONSUMER_SCHEMA.field(n) if n in own else f
-                for n, f in zip(batch.schema.names, batch.schema, strict=True)
-            ]
-        )
-        if batch.schema != schema:
-            batch = batch.cast(schema)
+    batch = conform(batch)
     masks = []
     offsets = batch.column("offset")
     if bounds.offset_lo > 0:

@@ -13,6 +13,13 @@ cold only), the cold file list, and the filter bounds. Output: Spark input parti
   the executor does not fetch it again.
 - `HotRange`: [start, end) of one partition from the brokers, in chunks.
 
+The pieces become Spark tasks (`tasks`): consecutive cold slices are packed into one
+`ColdGroup` up to a share of the scan's cold bytes (total / minPartitions, at most
+maxPartitionBytes), as Spark's own file sources pack small files. Each task of a Python data
+source has a fixed cost (a round trip through a Python worker: tens of ms on a small
+machine), so a scan of many small files as one task each spends a large share of its time
+there (docs/benchmarks.md, "Spark").
+
 Files whose Delta stats / partition value fall outside the bounds are never opened. The
 plan counts what it lists and what it will read; the reader reports it (`reportDir`).
 """
@@ -59,6 +66,13 @@ class HotRange(InputPartition):
     bounds: Bounds = field(default_factory=Bounds)  # row filter (timestamps)
 
 
+@dataclass
+class ColdGroup(InputPartition):
+    """Consecutive cold slices read one after the other in one Spark task."""
+
+    slices: tuple[ColdSlice, ...]
+
+
 Piece = ColdSlice | HotRange
 
 
@@ -77,6 +91,37 @@ class ScanPlan:
     @property
     def hot(self) -> list[HotRange]:
         return [p for p in self.pieces if isinstance(p, HotRange)]
+
+    def tasks(self, min_partitions: int, limit: int) -> list[Piece | ColdGroup]:
+        """The pieces as Spark input partitions, in order: runs of consecutive cold slices
+        packed to about total cold bytes / `min_partitions` each (never over `limit` bytes,
+        unless one slice is); a hot range is a task of its own."""
+        cold_bytes = sum(s.planned_bytes for s in self.cold)
+        share = min(limit, max(1, -(-cold_bytes // max(1, min_partitions))))
+        out: list[Piece | ColdGroup] = []
+        run: list[ColdSlice] = []
+        run_bytes = 0
+
+        def close() -> None:
+            if run:
+                out.append(run[0] if len(run) == 1 else ColdGroup(tuple(run)))
+                run.clear()
+
+        for piece in self.pieces:
+            if isinstance(piece, HotRange):
+                close()
+                out.append(piece)
+                continue
+            size = piece.planned_bytes
+            # a slice joins the run while its midpoint is within the share: balanced runs
+            if run and (run_bytes + size // 2 > share or run_bytes + size > limit):
+                close()
+            if not run:
+                run_bytes = 0
+            run.append(piece)
+            run_bytes += size
+        close()
+        return out
 
     def files_planned(self) -> list[str]:
         return sorted({s.file.key for s in self.cold})
@@ -97,7 +142,7 @@ class ScanPlan:
             "footer_bytes": self.footer_bytes,
             "row_groups": row_groups,
             "hot": [[h.partition, h.start, h.end] for h in self.hot],
-            "input_partitions": len(self.pieces),
+            "pieces": len(self.pieces),
         }
 
 

@@ -86,8 +86,10 @@ class TierlogBatchReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         plan = batch_plan(self.opts, self.bounds)
-        report.write(self.opts.report_dir, {**plan.report(), "topic": self.opts.topic})
-        return list(plan.pieces)
+        tasks = plan.tasks(self.opts.min_partitions, self.opts.max_partition_bytes)
+        entry = {**plan.report(), "input_partitions": len(tasks), "topic": self.opts.topic}
+        report.write(self.opts.report_dir, entry)
+        return list(tasks)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_piece(self.opts, partition, OutputConverter(self.schema, self.opts.topic))

@@ -125,6 +125,7 @@ BACKGROUND = ("replication", "pipeline", "rolling_restart")  # run by the Lane, 
 SPARK_EXPECTED = [
     "| query | rows | seconds | rows/s |",
     "| full scan (all columns), tierlog (S3) | 4,000 |",
+    "| full scan (all columns), pass-through (local Arrow) | 4,000 |",
     "1% window bytes read:",
 ]
 

@@ -181,6 +181,22 @@ def test_a_full_scan_returns_every_record_byte_exact_once(
     assert sorted((r["key"], r["bytes_read"]) for r in reads) == sorted(sizes.items())
 
 
+def test_small_files_packed_into_few_tasks_read_each_file_once_in_order(
+    spark: SparkSession, archive: Archive, tmp_path: Path
+) -> None:
+    """minPartitions=1: all 12 files in one task (rows in partition, offset order); as many
+    tasks as files: one each. Both read the same records, each file once."""
+    every = sorted(f.object_key for fs in archive.files.values() for f in fs)
+    for min_partitions, tasks in (("1", 1), ("100", PARTITIONS * SEGMENTS)):
+        rows, plan, reads = scan(spark, archive, tmp_path, minPartitions=min_partitions)
+        assert rows == archive.want()
+        assert plan["input_partitions"] == tasks and plan["pieces"] == len(every)
+        assert sorted(r["key"] for r in reads) == every
+    one_task = spark.read.format("tierlog").options(**archive.options(minPartitions="1"))
+    in_order = rows_of(one_task.load(TOPIC))
+    assert in_order == archive.want()  # not sorted here: the task's own order
+
+
 def test_a_partition_filter_reads_only_that_partitions_files(
     spark: SparkSession, archive: Archive, tmp_path: Path
 ) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from coldstore.object_store import ObjectStoreConfig
@@ -31,6 +33,8 @@ def test_defaults_come_from_the_environment() -> None:
     assert (o.plan_from, o.include_hot, o.partitions) == ("delta", False, None)
     assert (o.starting_offsets, o.ending_offsets) == ("earliest", "latest")
     assert (o.key_format, o.value_format) == ("binary", "binary")
+    assert o.min_partitions == (os.cpu_count() or 1)  # as many tasks as cores to pack into
+    assert parse_options({"path": "orders", "minPartitions": "64"}, ENV).min_partitions == 64
 
 
 def test_options_win_over_the_environment_case_insensitively() -> None:
@@ -89,6 +93,7 @@ def test_offsets_take_kafkas_json_forms() -> None:
         ({"topic": "t", "valueSchema": "a INT"}, "valueFormat=json"),
         ({"topic": "t", "planFrom": "manifest"}, "needs databaseUrl"),
         ({"topic": "t", "maxPartitionBytes": "0"}, ">= 1"),
+        ({"topic": "t", "minPartitions": "0"}, "minPartitions must be >= 1"),
         ({"topic": "t", "startingTimestamp": "soon"}, "integer"),
     ],
 )

@@ -6,7 +6,7 @@ from spark_tables.bounds import Bounds
 from spark_tables.cold_files import ColdFileInfo, cold_end
 from spark_tables.options import parse_options
 from spark_tables.parquet_read import RowGroupStats
-from spark_tables.planner import ColdSlice, HotRange, plan_pieces, row_group_runs
+from spark_tables.planner import ColdGroup, ColdSlice, HotRange, plan_pieces, row_group_runs
 from spark_tables.scan import resolve
 from spark_tables.stream import cap
 
@@ -63,6 +63,43 @@ def test_the_hot_tier_takes_over_at_its_start_in_chunks() -> None:
         "ColdSlice",
         "HotRange",
     ]
+
+
+def _keys(task: object) -> list[str]:
+    if isinstance(task, ColdGroup):
+        return [s.file.key for s in task.slices]
+    assert isinstance(task, ColdSlice)
+    return [task.file.key]
+
+
+def test_small_files_are_packed_in_order_into_min_partitions_tasks() -> None:
+    files = {p: [f(p, lo, lo + 99) for lo in range(0, 600, 100)] for p in (0, 1)}
+    plan = plan_pieces(OPTS, files, {0: (0, None), 1: (0, None)}, {}, Bounds())
+    every = [s.file.key for s in plan.cold]
+    assert len(every) == 12
+    tasks = plan.tasks(2, 128 << 20)
+    assert [len(_keys(t)) for t in tasks] == [6, 6]  # balanced by bytes
+    assert [k for t in tasks for k in _keys(t)] == every  # each once, in (partition, offset)
+    assert [len(_keys(t)) for t in plan.tasks(5, 128 << 20)] == [2] * 6  # at least 5
+    # as many tasks as slices wanted, or slices as big as the cap: one slice per task
+    assert plan.tasks(12, 128 << 20) == plan.pieces
+    assert plan.tasks(1, 1000) == plan.pieces
+    assert [len(_keys(t)) for t in plan.tasks(1, 3500)] == [3, 3, 3, 3]  # never over the cap
+
+
+def test_hot_ranges_are_tasks_of_their_own_between_packed_cold_runs() -> None:
+    opts = OPTS.with_(hot_chunk_records=40)
+    plan = plan_pieces(opts, FILES, {0: (0, 300), 1: (0, 60)}, {0: 200, 1: 50}, Bounds())
+    tasks = plan.tasks(1, 128 << 20)
+    assert [type(t).__name__ for t in tasks] == [
+        "ColdGroup",  # k/0/0 and k/0/100
+        "HotRange",
+        "HotRange",
+        "HotRange",
+        "ColdSlice",  # k/1/0: a hot range lies between it and partition 0's files
+        "HotRange",
+    ]
+    assert _keys(tasks[0]) == ["k/0/0", "k/0/100"]
 
 
 def test_cold_end_and_offset_resolution() -> None:
