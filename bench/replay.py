@@ -45,8 +45,8 @@ import pyarrow as pa
 from bench.load import LoadResult, run_load
 from bench.replay_check import PassCheck, ProducedDigests, ReplayMismatch
 from bench.replay_probes import (
-    CpuMeter,
     CpuSplit,
+    ReplayCpu,
     cache_counters,
     cache_rates,
     metric,
@@ -281,7 +281,7 @@ def replay_table(run: Run, files: list[tuple[str, int]]) -> None:
         f"{cold_bytes / 1e6:.1f} MB; S3 = SeaweedFS on loopback; {os.cpu_count()} cores "
         f"shared by every process; caches {args.cache_mb} MiB"
     )
-    with CpuMeter(run.s3_pid, None) as raw_cpu:
+    with ReplayCpu(run.s3_pid, None) as raw_cpu:
         raws = [raw_limit(files, args.concurrency, 16 * MiB) for _ in range(2)]
     raw_s, raw_b, raw_n = min(raws)
     cpu: list[tuple[str, CpuSplit, int]] = [("raw GETs (both runs)", raw_cpu.split, 2 * raw_b)]
@@ -304,7 +304,7 @@ def replay_table(run: Run, files: list[tuple[str, int]]) -> None:
         consumer.once()
         consumer.value_bytes = 0
         caches0 = cache_counters(target)
-        with CpuMeter(run.s3_pid, pid) as meter:
+        with ReplayCpu(run.s3_pid, pid) as meter:
             secs, got, _ = consumer.once()  # caches < data: every byte comes from S3 again
         cpu.append((name, meter.split, cold_bytes))
         hits = cache_rates(caches0, cache_counters(target))

@@ -8,11 +8,11 @@ import asyncio
 import os
 import re
 import time
-from pathlib import Path
 from typing import NamedTuple
 
 import httpx
 
+from bench.cpu_meter import CpuMeter
 from coldstore.object_store import AsyncObjectStore, ObjectStoreConfig
 
 
@@ -73,15 +73,6 @@ def raw_limit(files: list[tuple[str, int]], concurrency: int, chunk: int) -> tup
     return asyncio.run(run())
 
 
-def process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds a process has used so far (Linux /proc; 0 once it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class CpuSplit(NamedTuple):
     """CPU seconds each process spent over one measured stretch, and its wall time."""
 
@@ -99,26 +90,23 @@ class CpuSplit(NamedTuple):
         return self.s3 + self.server + self.reader
 
 
-class CpuMeter:
-    """Measures a CpuSplit: `with CpuMeter(s3_pid, server_pid) as m: ...; m.split`."""
+class ReplayCpu:
+    """Measures a CpuSplit: `with ReplayCpu(s3_pid, server_pid) as m: ...; m.split`."""
 
     def __init__(self, s3_pid: int, server_pid: int | None) -> None:
-        self.pids = (s3_pid, server_pid)
+        roles = {"s3": (s3_pid, "own"), "reader": (os.getpid(), "own")}
+        if server_pid:
+            roles["server"] = (server_pid, "own")
+        self.meter = CpuMeter(roles)
         self.split = CpuSplit(0.0, 0.0, 0.0, 0.0)
 
-    def _now(self) -> tuple[float, float, float, float]:
-        s3, server = self.pids
-        return (
-            process_cpu_s(s3) if s3 else 0.0,
-            process_cpu_s(server) if server else 0.0,
-            process_cpu_s(os.getpid()),
-            time.perf_counter(),
-        )
-
-    def __enter__(self) -> CpuMeter:
-        self._start = self._now()
+    def __enter__(self) -> ReplayCpu:
+        self._before, self._started = self.meter.sample(), time.perf_counter()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        end = self._now()
-        self.split = CpuSplit(*(b - a for a, b in zip(self._start, end, strict=True)))
+        spent = self.meter.since(self._before)
+        wall = time.perf_counter() - self._started
+        self.split = CpuSplit(
+            spent.get("s3", 0.0), spent.get("server", 0.0), spent.get("reader", 0.0), wall
+        )
