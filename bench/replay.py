@@ -44,14 +44,8 @@ import pyarrow as pa
 
 from bench.load import LoadResult, run_load
 from bench.replay_check import PassCheck, ProducedDigests, ReplayMismatch
-from bench.replay_probes import (
-    CpuSplit,
-    ReplayCpu,
-    cache_counters,
-    cache_rates,
-    metric,
-    raw_limit,
-)
+from bench.replay_cpu import CpuSplit, ReplayCpu, cpu_table
+from bench.replay_probes import cache_counters, cache_rates, metric, raw_limit
 from bench.servers import start_pg_and_s3
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
@@ -323,24 +317,6 @@ def replay_table(run: Run, files: list[tuple[str, int]]) -> None:
         "prefetched bytes later read, all over the timed pass)"
     )
     cpu_table(cpu)
-
-
-def cpu_table(rows: list[tuple[str, CpuSplit, int]]) -> None:
-    """Where the CPU goes, per GB of Parquet read: 2 shared cores bound every case, so a
-    case that needs more CPU per GB than the raw GETs is slower by about that factor."""
-    head = f"{'S3':>6} {'server':>7} {'reader':>7} {'total':>6} {'cores':>6}"
-    print(f"\n{'CPU s per GB read':<34} {head}")
-    for name, split, nbytes in rows:
-        s3, server, reader, total = split.per_gb(nbytes)
-        print(
-            f"{name:<34} {s3:>6.2f} {server:>7.2f} {reader:>7.2f} {total:>6.2f} "
-            f"{split.total / split.wall:>6.2f}"
-        )
-    print(
-        "(S3: the SeaweedFS process; server: the node answering the replay; reader: this "
-        "process, which GETs the raw ranges or reads and checks the replay; cores: CPU seconds "
-        "of the three per second of wall time)"
-    )
 
 
 def _pct(x: float) -> str:

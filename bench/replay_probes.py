@@ -8,11 +8,9 @@ import asyncio
 import os
 import re
 import time
-from typing import NamedTuple
 
 import httpx
 
-from bench.cpu_meter import CpuMeter
 from coldstore.object_store import AsyncObjectStore, ObjectStoreConfig
 
 
@@ -71,42 +69,3 @@ def raw_limit(files: list[tuple[str, int]], concurrency: int, chunk: int) -> tup
             return time.perf_counter() - started, total, len(ranges)
 
     return asyncio.run(run())
-
-
-class CpuSplit(NamedTuple):
-    """CPU seconds each process spent over one measured stretch, and its wall time."""
-
-    s3: float
-    server: float  # the node serving the replay (0 for the raw GETs)
-    reader: float  # this process: the replaying consumer, or the raw GETs
-    wall: float
-
-    def per_gb(self, nbytes: int) -> tuple[float, float, float, float]:
-        gb = nbytes / 1e9
-        return self.s3 / gb, self.server / gb, self.reader / gb, self.total / gb
-
-    @property
-    def total(self) -> float:
-        return self.s3 + self.server + self.reader
-
-
-class ReplayCpu:
-    """Measures a CpuSplit: `with ReplayCpu(s3_pid, server_pid) as m: ...; m.split`."""
-
-    def __init__(self, s3_pid: int, server_pid: int | None) -> None:
-        roles = {"s3": (s3_pid, "own"), "reader": (os.getpid(), "own")}
-        if server_pid:
-            roles["server"] = (server_pid, "own")
-        self.meter = CpuMeter(roles)
-        self.split = CpuSplit(0.0, 0.0, 0.0, 0.0)
-
-    def __enter__(self) -> ReplayCpu:
-        self._before, self._started = self.meter.sample(), time.perf_counter()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        spent = self.meter.since(self._before)
-        wall = time.perf_counter() - self._started
-        self.split = CpuSplit(
-            spent.get("s3", 0.0), spent.get("server", 0.0), spent.get("reader", 0.0), wall
-        )

@@ -1,10 +1,12 @@
-"""httpx's client API over aiohttp's connection handling, for node-to-node traffic.
+"""httpx's client API over aiohttp's connection handling: nodes' calls to each other and the
+Python client's requests.
 
-Nodes call each other through `httpx.AsyncClient` (auth flows, timeouts, the in-process
-harness's links), but httpx's own HTTP/1.1 stack (httpcore, h11, anyio) costs ~0.5 ms of CPU
-per 100 KB request and response on this project's machine, against ~0.2 ms through aiohttp,
-whose parser is C: a follower spent 70% of its GIL time in it (docs/benchmarks.md). This
-transport hands each request to an aiohttp session and the response back to httpx.
+Both speak through `httpx.AsyncClient` (auth flows, timeouts, the in-process harness's links,
+the client tests' ASGI transports), but httpx's own HTTP/1.1 stack (httpcore, h11, anyio)
+costs ~0.5 ms of CPU per 100 KB request and response on this project's machine, against
+~0.25 ms through aiohttp, whose parser is C: a follower spent 70% of its GIL time in it
+(docs/benchmarks.md). This transport hands each request to an aiohttp session and the
+response back to httpx.
 
 aiohttp's errors become the httpx errors httpx itself raises for the same event, because
 callers tell them apart: a refused connection is `ConnectError`; a reset one `ReadError`; a
