@@ -46,7 +46,9 @@ def heartbeat(coordinator: GroupCoordinator, group: str, hb: ConsumerHeartbeat) 
     if hb.member_epoch in (LEAVE, STATIC_LEAVE):
         coordinator.leave(group, hb.member_id)
         return ConsumerAssigned(hb.member_id, LEAVE, 0, ())
-    owned = frozenset(hb.owned or ())
+    # Kafka's null owned partitions mean "unchanged", not "none": reading it as none would
+    # grant a partition to its next owner while the member still consumes it.
+    owned = None if hb.owned is None else frozenset(hb.owned)
     topics = None if hb.topics is None else tuple(sorted(set(hb.topics)))
     if hb.member_epoch == 0:
         if hb.member_id and coordinator.repo.read(group) is not None:

@@ -200,7 +200,7 @@ class GroupCoordinator:
                 return d.finish(), _unknown_member(member_id)
             if req.member_epoch == 0:
                 # KIP-848 rejoin: the member lost its state and holds only what it reports.
-                owned = reconcile.credible_owned(req.owned, member)
+                owned = reconcile.credible_owned(req.owned or (), member)
                 member = member._replace(assigned={}, owned=owned)
             elif req.member_epoch not in (member.member_epoch, member.member_epoch - 1):
                 # The previous epoch is accepted: the answer that moved it may have been lost.
@@ -210,7 +210,7 @@ class GroupCoordinator:
                     f"{req.member_epoch}: give up its partitions and rejoin (member_epoch 0)",
                 )
                 return d.finish(), error
-            else:
+            elif req.owned is not None:  # None (Kafka's null): it still holds what it said
                 member = member._replace(owned=reconcile.credible_owned(req.owned, member))
             resubscribed = req.topics is not None and req.topics != member.topics
             if req.topics is not None:

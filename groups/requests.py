@@ -32,7 +32,7 @@ class JoinRequest(NamedTuple):
 
 class HeartbeatRequest(NamedTuple):
     member_epoch: int  # 0: the member lost its state and rejoins under its id (KIP-848)
-    owned: frozenset[TopicNamePartition]
+    owned: frozenset[TopicNamePartition] | None  # None: unchanged since the last heartbeat
     topics: tuple[str, ...] | None  # a new subscription, or None to keep it
 
 

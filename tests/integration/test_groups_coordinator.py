@@ -117,6 +117,27 @@ def test_first_member_gets_everything_and_second_waits_for_the_handover(
     assert snap is not None and snap.group.state == "stable" and snap.group.group_epoch == 2
 
 
+def test_owned_left_out_of_a_heartbeat_means_unchanged_not_released(
+    coord: GroupCoordinator,
+) -> None:
+    """Kafka's heartbeat sends null owned partitions when they did not change: the member still
+    consumes what it last reported, so its partitions must not go to the next owner yet."""
+    everything = frozenset(TopicNamePartition("t", p) for p in range(6))
+    a = coord.join(G, JoinRequest(("t",), None, 30_000))
+    b = coord.join(G, JoinRequest(("t",), None, 30_000))
+    told = coord.heartbeat(G, a.member_id, HeartbeatRequest(a.member_epoch, everything, None))
+    assert len(to_set(told.assignment)) == 3  # a is to give up three, and has not yet
+    coord.heartbeat(G, a.member_id, HeartbeatRequest(told.member_epoch, None, None))
+    waiting = coord.heartbeat(G, b.member_id, HeartbeatRequest(b.member_epoch, frozenset(), None))
+    assert waiting.assignment == {}
+    kept = frozenset(to_set(told.assignment))
+    coord.heartbeat(G, a.member_id, HeartbeatRequest(told.member_epoch, kept, None))
+    given = coord.heartbeat(
+        G, b.member_id, HeartbeatRequest(waiting.member_epoch, frozenset(), None)
+    )
+    assert to_set(given.assignment) == everything - kept
+
+
 @pytest.mark.parametrize("assignor", ["range", "roundrobin", "sticky", "cooperative-sticky"])
 def test_random_membership_changes_never_give_a_partition_twice(
     coord: GroupCoordinator, assignor: str
