@@ -228,11 +228,13 @@ class InProcessCluster:
     def _active_links(self) -> list[tuple[int, int]]:
         """(follower, leader) pairs whose fetcher runs and whose link is up."""
         out = []
+        gone = self.links.crashed  # a crashed broker answers no fetch: nothing to wait for
         for node in self.brokers.values():
-            if not node.running or node.b.replicas is None:
+            if not node.running or node.b.replicas is None or node.broker_id in gone:
                 continue
             for leader, fetcher in node.b.replicas.fetchers.items():
                 up = self.brokers[leader].running and not self.links.is_cut(node.broker_id, leader)
+                up = up and leader not in gone
                 if up and fetcher.partitions:
                     out.append((node.broker_id, leader))
         return out
