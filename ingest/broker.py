@@ -239,7 +239,12 @@ class Broker:
         # Bounded: on 3.11 a cancel racing a completed wait can be swallowed; the loops also
         # watch _stopping, so they end on their next turn either way.
         if self._tasks:
-            await asyncio.wait(self._tasks, timeout=5)
+            _, pending = await asyncio.wait(self._tasks, timeout=5)
+            if pending:
+                log.warning(
+                    "duties still running at shutdown",
+                    extra={"tasks": sorted(t.get_name() for t in pending)},
+                )
         if self.replicas is not None:
             await self.replicas.close()
         if self._logs is not None:
