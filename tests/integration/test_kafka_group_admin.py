@@ -69,7 +69,10 @@ def _consumed_and_committed(bootstrap: str, group: str, topic: str) -> Any:
     deadline = time.monotonic() + 30
     while got < 6:
         assert time.monotonic() < deadline, got
-        got += sum(len(r) for r in consumer.poll(timeout_ms=200).values())
+        # A long poll: kafka-python 3.0.12 never finishes a rejoin whose SyncGroup answer
+        # arrives after a poll() returned on its timeout (no heartbeat, no OffsetFetch
+        # after it: seen under load); poll() returns as soon as records arrive.
+        got += sum(len(r) for r in consumer.poll(timeout_ms=5000).values())
     consumer.commit()
     return consumer
 
