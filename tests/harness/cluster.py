@@ -25,6 +25,7 @@ from typing import Any
 from sqlalchemy import func, update
 
 from cluster.clock import ManualClock
+from metadata.brokers import BrokerRepo
 from metadata.db import make_engine
 from metadata.schema import brokers
 from tests.harness.cut_leases import CutLeases
@@ -180,7 +181,13 @@ class InProcessCluster:
 
     def _all_alive(self) -> bool:
         listed = self.any().http.get("/brokers").json()["brokers"]
-        return len(listed) == len(self.brokers) and all(b["alive"] for b in listed)
+        if len(listed) != len(self.brokers) or not all(b["alive"] for b in listed):
+            return False
+        # And each running broker holds its named Postgres session again: the death signal's
+        # proof that its process lives. After a Postgres cut it comes back a little after the
+        # lease; a test that then closes a broker's port would see it declared dead.
+        repo = BrokerRepo(self._engine)
+        return all(repo.has_session(i) for i, node in self.brokers.items() if node.running)
 
     @contextlib.contextmanager
     def failing_storage(self, node: Node, topic: str, p: int = 0) -> Iterator[Path]:
