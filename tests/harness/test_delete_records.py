@@ -103,6 +103,12 @@ def test_log_start_moves_on_every_replica_and_survives_failover(
         timeout=30,
     )
     survivor = c.brokers[new]
+    # The survivor's own answer once it has taken the leadership the others already see.
+    wait_for(
+        "the new leader's log start",
+        lambda: c.partition("dr", via=survivor)["log_start_offset"] is not None,
+        timeout=30,
+    )
     assert c.partition("dr", via=survivor)["log_start_offset"] == 5
     r = survivor.http.get("/topics/dr/partitions/0/records", params={"offset": 4})
     assert r.status_code == 416, r.text  # below the log start: gone
