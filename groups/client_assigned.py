@@ -92,6 +92,9 @@ def join(d: _Draft, group: str, req: JoinGroup) -> str | Outcome:
     old = d.members.get(req.member_id) if req.member_id else None
     if req.member_id and old is None:
         return _unknown_member(req.member_id)
+    if old is not None and _rejoins_unchanged(d, old, req):
+        d.put(d.renew(old._replace(session_timeout_ms=req.session_timeout_ms)))
+        return old.member_id  # await_join answers with the current generation
     if old is None:
         if len(d.members) >= MAX_MEMBERS:
             return TierlogError(
@@ -108,6 +111,20 @@ def join(d: _Draft, group: str, req: JoinGroup) -> str | Outcome:
     )
     d.put(d.renew(member))
     return member.member_id
+
+
+def _rejoins_unchanged(d: _Draft, member: ConsumerGroupMember, req: JoinGroup) -> bool:
+    """Kafka's rule for a member of the current generation joining again with the same
+    protocols (a client that missed its JoinGroup answer, or gave up waiting and asks again):
+    while the leader assigns, any such member, and in a stable group a follower, gets the
+    current generation back with no new round. A leader's join in a stable group is how it
+    asks for one (its topics' partitions changed), and changed protocols always open one."""
+    r = _round(d)
+    if member.kafka is None or member.kafka.protocols != req.protocols:
+        return False
+    if _joined(member) != r.generation or member.member_id not in r.members:
+        return False
+    return r.phase == SYNCING or (r.phase == STABLE and member.member_id != r.leader)
 
 
 def _close_joining(d: _Draft, r: KafkaRound) -> KafkaRound:

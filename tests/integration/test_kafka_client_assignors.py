@@ -102,7 +102,11 @@ class Member:
 
     def _run(self) -> None:
         while not self.stop.is_set():
-            self.consumer.poll(timeout_ms=100)
+            # Not 100 ms: kafka-python 3.0.12 drops a join whose answer comes after poll()
+            # returned on its timeout and joins again (the broker answers a follower's repeat
+            # with its generation, as Kafka does, but a leader's opens a new round); a member
+            # then closes up to a second after it is told to.
+            self.consumer.poll(timeout_ms=1000)
 
     def close(self) -> None:
         self.stop.set()

@@ -120,3 +120,75 @@ def test_partitions_of_the_assignment_are_what_a_member_owns() -> None:
     g.decide(rounds.sync, a, 1, [MemberAssignment(a, b"A", mine)])
     member = g.members[a]
     assert member.assigned == member.owned == member.target == {"t": [0, 1]}  # type: ignore[attr-defined]
+
+
+def _rejoin(g: Group, member_id: str, meta: bytes = b"m") -> str:
+    req = JoinGroup(member_id, ("t",), frozenset(), ("range",), 6000, (("range", meta),), 10_000)
+    got = g.decide(rounds.join, req)
+    assert isinstance(got, str), got
+    return got
+
+
+def _stable_pair(g: Group) -> tuple[str, str]:
+    """a leads, b follows; both in generation 2 with their assignments."""
+    a = _rejoin(g, "")
+    g.decide(rounds.await_join, a)
+    g.decide(rounds.sync, a, 1, [MemberAssignment(a, b"A", ())])
+    b = _rejoin(g, "")
+    _rejoin(g, a)
+    assert isinstance(g.decide(rounds.await_join, a), Joined)
+    assert isinstance(g.decide(rounds.await_join, b), Joined)
+    given = [MemberAssignment(a, b"A2", ()), MemberAssignment(b, b"B2", ())]
+    assert g.decide(rounds.sync, a, 2, given) == b"A2"
+    assert g.decide(rounds.sync, b, 2, []) == b"B2"
+    return a, b
+
+
+def test_a_follower_joining_again_unchanged_gets_the_generation_without_a_round() -> None:
+    """Kafka's answer to a follower of a stable group that sends JoinGroup again with the same
+    metadata (a client that gave up waiting for its answer and asked again: kafka-python does
+    on a poll() timeout): the current generation, no rebalance for the others."""
+    g = Group()
+    a, b = _stable_pair(g)
+    _rejoin(g, b)
+    again = g.decide(rounds.await_join, b)
+    assert isinstance(again, Joined) and (again.generation, again.leader) == (2, a)
+    assert again.members == ()
+    assert g.decide(rounds.heartbeat, a, 2) is None  # the leader is not asked to rejoin
+    assert g.decide(rounds.sync, b, 2, []) == b"B2"  # its assignment stands
+
+
+def test_a_leader_joining_again_or_changed_metadata_opens_a_round() -> None:
+    g = Group()
+    a, b = _stable_pair(g)
+    _rejoin(g, a)  # the leader asks for a rebalance (its topics' partitions changed)
+    refused = g.decide(rounds.heartbeat, b, 2)
+    assert isinstance(refused, ClassicGroupError)
+    assert refused.kafka_name == "REBALANCE_IN_PROGRESS"
+    g2 = Group()
+    a, b = _stable_pair(g2)
+    _rejoin(g2, b, meta=b"other topics")  # a follower whose subscription changed
+    refused = g2.decide(rounds.heartbeat, a, 2)
+    assert isinstance(refused, ClassicGroupError)
+    assert refused.kafka_name == "REBALANCE_IN_PROGRESS"
+
+
+def test_joining_again_while_the_leader_assigns_answers_the_same_round() -> None:
+    g = Group()
+    a = _rejoin(g, "")
+    g.decide(rounds.await_join, a)
+    g.decide(rounds.sync, a, 1, [MemberAssignment(a, b"A", ())])
+    b = _rejoin(g, "")
+    _rejoin(g, a)
+    g.decide(rounds.await_join, a)
+    assert isinstance(g.decide(rounds.await_join, b), Joined)  # generation 2, syncing
+    for member in (a, b):  # each asks again before the leader's SyncGroup
+        _rejoin(g, member)
+    leader = g.decide(rounds.await_join, a)
+    assert isinstance(leader, Joined) and leader.generation == 2
+    assert dict(leader.members).keys() == {a, b}  # the leader gets the metadata again
+    follower = g.decide(rounds.await_join, b)
+    assert isinstance(follower, Joined) and follower.generation == 2
+    given = [MemberAssignment(a, b"A2", ()), MemberAssignment(b, b"B2", ())]
+    assert g.decide(rounds.sync, a, 2, given) == b"A2"
+    assert g.decide(rounds.sync, b, 2, []) == b"B2"
