@@ -50,6 +50,7 @@ from tiering.wakeups import Wakeups
 
 log = logging.getLogger(__name__)
 DEFAULT_LEASE_MS = 120_000
+RETRY_S = 1.0  # the first wait after an outage; doubled each time, to Backoff's cap (5 s)
 
 
 class TieringWorker:
@@ -104,8 +105,11 @@ class TieringWorker:
         """Turns until `stop_event`: each tiers what is claimable; an idle worker then sleeps
         until woken (tiering/wakeups.py), `poll_ms` being only the safety net."""
         log.info("tiering worker started", extra={"worker": self.worker_id})
-        # Postgres or S3 away: back off until they are back; a bug: its traceback, counted.
-        policy = FailurePolicy("tiering", poll_ms / 1000, context={"worker": self.worker_id})
+        # Postgres or S3 away: back off from RETRY_S until they are back, deaf to wakeups
+        # meanwhile (each would be a failing turn); a bug: its traceback, counted. Not from
+        # poll_ms: that is the idle safety net (30 s), and a backoff never waits less than
+        # its period, so one failed turn left the worker deaf for the whole of it.
+        policy = FailurePolicy("tiering", RETRY_S, context={"worker": self.worker_id})
         wakeups = Wakeups(self.engine)
         wakeups.start()
         try:
@@ -114,11 +118,11 @@ class TieringWorker:
                 n, due = self._turn(policy)
                 if health is not None:
                     health.beat()
-                if n < self.max_segments_per_run:  # drained (or failed): wait
-                    wait = policy.next_delay()
-                    if due is not None and not policy.outages:
-                        wait = min(wait, max(0.0, due))
-                    wakeups.wait(wait, stop_event, notified=not policy.outages)
+                if policy.outages:
+                    wakeups.wait(policy.next_delay(), stop_event, notified=False)
+                elif n < self.max_segments_per_run:  # drained (or a bug): sleep until woken
+                    wait = poll_ms / 1000 if due is None else min(poll_ms / 1000, max(0.0, due))
+                    wakeups.wait(wait, stop_event)
         finally:
             wakeups.stop()
         log.info("tiering worker stopped", extra={"worker": self.worker_id})

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from botocore.exceptions import EndpointConnectionError
 from deltalake.exceptions import TableNotFoundError
 from sqlalchemy import text
 
@@ -111,3 +112,27 @@ def test_a_release_and_its_retry_at_wake_the_worker(
         "claimed at its retry_at",
         lambda: env.registry.segments(tp)[-1].attempts >= 1,
     )
+
+
+def test_a_turn_failing_on_an_outage_is_retried_within_seconds(
+    env: Env, running: tuple[TieringWorker, list[int]]
+) -> None:
+    """S3 or Postgres away for one turn: the worker backs off from a second, not from its
+    idle safety net (10 minutes here), and the segment registered meanwhile is tiered."""
+    worker, turns = running
+    env.topic("outage", 1)
+    wait_until("the first turn", lambda: len(turns) >= 1)
+    run_once = worker.run_once
+    failed: list[int] = []
+
+    def once_unreachable() -> int:
+        if not failed:
+            failed.append(1)
+            raise EndpointConnectionError(endpoint_url="http://s3.invalid")
+        return run_once()
+
+    worker.run_once = once_unreachable  # type: ignore[method-assign]
+    env.add_segment("outage", 0, 0, [rec(i) for i in range(10)])  # wakes it: the turn fails
+    wait_until("the failed turn", lambda: bool(failed))
+    wait_until("tiered after the outage", lambda: tiered(env, "outage") == 10)
+    env.assert_exact("outage")
