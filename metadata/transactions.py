@@ -20,19 +20,12 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple
+from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import (
-    BigInteger,
-    Column,
-    DateTime,
-    Integer,
-    Table,
-    Text,
     and_,
     case,
-    func,
     insert,
     literal,
     select,
@@ -43,99 +36,27 @@ from sqlalchemy.engine import Connection, Engine
 
 from metadata.txn_engine import autocommitted
 from metadata.txn_offsets import keep_offsets
+from metadata.txn_rows import (
+    COMPLETE_ABORT,
+    COMPLETE_COMMIT,
+    EMPTY,
+    ENDED,
+    MAX_EPOCH,
+    ONGOING,
+    PREPARE_ABORT,
+    PREPARE_COMMIT,
+    PREPARING,
+    Initialized,
+    TxnError,
+    TxnRow,
+    expired,
+    kafka_transactions,
+    matching,
+    now_utc,
+    row_of,
+)
 from metadata.txn_spans import Span as Span  # re-exported: the store's callers name it here
 from metadata.txn_spans import TxnSpans
-from metadata.txn_tables import META
-
-EMPTY, ONGOING = "Empty", "Ongoing"
-PREPARE_COMMIT, PREPARE_ABORT = "PrepareCommit", "PrepareAbort"
-COMPLETE_COMMIT, COMPLETE_ABORT = "CompleteCommit", "CompleteAbort"
-PREPARING = (PREPARE_COMMIT, PREPARE_ABORT)
-ENDED = (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT)  # no transaction under way
-MAX_EPOCH = 32767
-
-kafka_transactions = Table(
-    "kafka_transactions",
-    META,
-    Column("transactional_id", Text, primary_key=True),
-    Column("producer_id", BigInteger, nullable=False),
-    Column("producer_epoch", Integer, nullable=False),
-    Column("state", Text, nullable=False),
-    Column("timeout_ms", Integer, nullable=False),
-    Column("started_at", DateTime(timezone=True)),
-    Column("partitions", JSONB, nullable=False),
-    Column("offsets", JSONB, nullable=False),
-    Column("updated_at", DateTime(timezone=True), server_default=func.now()),
-)
-
-
-class TxnError(Exception):
-    """A refused transaction call: `kafka_name` is Kafka's error name for it."""
-
-    def __init__(self, kafka_name: str, message: str) -> None:
-        super().__init__(message)
-        self.kafka_name, self.message = kafka_name, message
-
-
-class TxnRow(NamedTuple):
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    state: str
-    timeout_ms: int
-    started_at: datetime | None
-    partitions: tuple[tuple[str, int], ...]
-    # group -> {"member": str, "generation": int, "entries": [[topic, partition, offset, meta]]}
-    offsets: dict[str, Any]
-    updated_at: datetime
-
-
-class Initialized(NamedTuple):
-    producer_id: int
-    producer_epoch: int
-
-
-def _row(r: Any) -> TxnRow:
-    return TxnRow(
-        r.transactional_id,
-        int(r.producer_id),
-        int(r.producer_epoch),
-        r.state,
-        int(r.timeout_ms),
-        r.started_at,
-        tuple((str(t), int(p)) for t, p in r.partitions),
-        dict(r.offsets),
-        r.updated_at,
-    )
-
-
-def _expired(row: TxnRow, now: datetime) -> bool:
-    started = row.started_at
-    return started is not None and started + timedelta(milliseconds=row.timeout_ms) <= now
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _matching(row: TxnRow | None, tid: str, pid: int, epoch: int) -> TxnRow:
-    """The row of a client call naming (pid, epoch); Kafka's errors when they are not its."""
-    if row is None or row.producer_id != pid:
-        raise TxnError(
-            "INVALID_PRODUCER_ID_MAPPING",
-            f"transactional id {tid!r} has no producer {pid}: call InitProducerId first",
-        )
-    if row.producer_epoch != epoch:
-        raise TxnError(
-            "PRODUCER_FENCED",
-            f"producer {pid} epoch {epoch} of {tid!r} is fenced by epoch {row.producer_epoch} "
-            "(another producer with this transactional id, or the transaction timed out)",
-        )
-    if row.state in PREPARING:
-        raise TxnError(
-            "CONCURRENT_TRANSACTIONS", f"the transaction of {tid!r} is completing: retry"
-        )
-    return row
 
 
 class TxnRepo(TxnSpans):
@@ -151,14 +72,14 @@ class TxnRepo(TxnSpans):
             r = conn.execute(
                 select(kafka_transactions).where(kafka_transactions.c.transactional_id == tid)
             ).one_or_none()
-        return None if r is None else _row(r)
+        return None if r is None else row_of(r)
 
     def list(self) -> builtins.list[TxnRow]:
         with self.engine.connect() as conn:
             rows = conn.execute(
                 select(kafka_transactions).order_by(kafka_transactions.c.transactional_id)
             ).all()
-        return [_row(r) for r in rows]
+        return [row_of(r) for r in rows]
 
     def by_producer(self, pid: int) -> TxnRow | None:
         return self.by_producers([pid]).get(pid)
@@ -168,7 +89,7 @@ class TxnRepo(TxnSpans):
         transactional batches of a produce request's partitions at once."""
         query = select(kafka_transactions).where(kafka_transactions.c.producer_id.in_(set(pids)))
         rows = autocommitted(self.hot, lambda conn: conn.execute(query).all())
-        return {row.producer_id: row for row in map(_row, rows)}
+        return {row.producer_id: row for row in map(row_of, rows)}
 
     # -- the coordinator's state changes --------------------------------------------------------
 
@@ -179,7 +100,7 @@ class TxnRepo(TxnSpans):
             .where(kafka_transactions.c.transactional_id == tid)
             .with_for_update()
         ).one_or_none()
-        return None if r is None else _row(r)
+        return None if r is None else row_of(r)
 
     def _advance(
         self, tid: str, pid: int, epoch: int, states: Iterable[str], **values: Any
@@ -195,18 +116,18 @@ class TxnRepo(TxnSpans):
                 t.producer_epoch == epoch,
                 t.state.in_(list(states)),
             )
-            .values(updated_at=_now(), **values)
+            .values(updated_at=now_utc(), **values)
             .returning(*kafka_transactions.c)
         )
         r = autocommitted(self.hot, lambda conn: conn.execute(statement).one_or_none())
-        return None if r is None else _row(r)
+        return None if r is None else row_of(r)
 
     @staticmethod
     def _set(conn: Connection, tid: str, **values: Any) -> None:
         conn.execute(
             update(kafka_transactions)
             .where(kafka_transactions.c.transactional_id == tid)
-            .values(updated_at=_now(), **values)
+            .values(updated_at=now_utc(), **values)
         )
 
     def init(self, tid: str, timeout_ms: int, allocate: Callable[[], int]) -> Initialized | TxnRow:
@@ -292,14 +213,21 @@ class TxnRepo(TxnSpans):
         """The transaction's first call starts it (one statement), or None: not ended."""
         first = [list(tp) for tp in parts]
         return self._advance(
-            tid, pid, epoch, ENDED, state=ONGOING, started_at=_now(), partitions=first, offsets={}
+            tid,
+            pid,
+            epoch,
+            ENDED,
+            state=ONGOING,
+            started_at=now_utc(),
+            partitions=first,
+            offsets={},
         )
 
     def _add_locked(
         self, tid: str, pid: int, epoch: int, parts: builtins.list[tuple[str, int]]
     ) -> tuple[tuple[str, int], ...]:
         with self.engine.begin() as conn:
-            row = _matching(self._lock(conn, tid), tid, pid, epoch)
+            row = matching(self._lock(conn, tid), tid, pid, epoch)
             known = list(row.partitions) if row.state == ONGOING else []
             for tp in parts:
                 if tp not in known:
@@ -311,7 +239,7 @@ class TxnRepo(TxnSpans):
         if row.state != ONGOING:  # the first partition or group starts the transaction
             values.setdefault("partitions", [])
             values.setdefault("offsets", {})
-            self._set(conn, row.transactional_id, state=ONGOING, started_at=_now(), **values)
+            self._set(conn, row.transactional_id, state=ONGOING, started_at=now_utc(), **values)
         else:
             self._set(conn, row.transactional_id, **values)
 
@@ -330,14 +258,14 @@ class TxnRepo(TxnSpans):
             epoch,
             (ONGOING, *ENDED),
             state=ONGOING,
-            started_at=case((ongoing, t.started_at), else_=literal(_now(), t.started_at.type)),
+            started_at=case((ongoing, t.started_at), else_=literal(now_utc(), t.started_at.type)),
             partitions=case((ongoing, t.partitions), else_=literal([], JSONB)),
             offsets=joined.op("||", return_type=JSONB)(kept),  # the right side's keys win
         )
         if changed is not None:
             return
         with self.engine.begin() as conn:
-            row = _matching(self._lock(conn, tid), tid, pid, epoch)
+            row = matching(self._lock(conn, tid), tid, pid, epoch)
             offsets = dict(row.offsets) if row.state == ONGOING else {}
             offsets.setdefault(group, {"member": "", "generation": -1, "entries": []})
             self._begin(conn, row, offsets=offsets)
@@ -357,7 +285,7 @@ class TxnRepo(TxnSpans):
         if keep_offsets(self.hot, (tid, pid, epoch), group, member, entries):
             return
         with self.engine.begin() as conn:
-            row = _matching(self._lock(conn, tid), tid, pid, epoch)
+            row = matching(self._lock(conn, tid), tid, pid, epoch)
             if row.state != ONGOING or group not in row.offsets:
                 raise TxnError(
                     "INVALID_TXN_STATE",
@@ -386,7 +314,7 @@ class TxnRepo(TxnSpans):
                 return row  # a retry while it completes: complete it (again)
             if same and row is not None and row.state == done:
                 return None  # a retry once it completed
-            row = _matching(row, tid, pid, epoch)
+            row = matching(row, tid, pid, epoch)
             if row.state != ONGOING:
                 raise TxnError(
                     "INVALID_TXN_STATE",
@@ -407,7 +335,7 @@ class TxnRepo(TxnSpans):
                 t.state == row.state,
                 t.producer_id == row.producer_id,
             )
-            .values(updated_at=_now(), state=done, started_at=None, partitions=[], offsets={})
+            .values(updated_at=now_utc(), state=done, started_at=None, partitions=[], offsets={})
         )
         autocommitted(self.hot, lambda conn: conn.execute(statement))
 
@@ -418,7 +346,7 @@ class TxnRepo(TxnSpans):
             row = self._lock(conn, tid)
             if row is None or row.state != ONGOING or row.started_at is None:
                 return None
-            if row.started_at + timedelta(milliseconds=row.timeout_ms) > _now():
+            if row.started_at + timedelta(milliseconds=row.timeout_ms) > now_utc():
                 return None
             self._set(conn, tid, state=PREPARE_ABORT, producer_epoch=row.producer_epoch + 1)
             return row._replace(state=PREPARE_ABORT, producer_epoch=row.producer_epoch + 1)
@@ -427,7 +355,7 @@ class TxnRepo(TxnSpans):
         """Transactions past their timeout, and ones left preparing longer than
         `stuck_after` (their coordinator died while writing markers)."""
         t = kafka_transactions.c
-        now = _now()
+        now = now_utc()
         with self.engine.connect() as conn:
             rows = conn.execute(
                 select(kafka_transactions).where(
@@ -435,4 +363,4 @@ class TxnRepo(TxnSpans):
                     | (t.state.in_(PREPARING) & (t.updated_at < now - stuck_after))
                 )
             ).all()
-        return [r for r in map(_row, rows) if r.state in PREPARING or _expired(r, now)]
+        return [r for r in map(row_of, rows) if r.state in PREPARING or expired(r, now)]

@@ -95,7 +95,7 @@ def render() -> str:
         "As Kafka defines them (KIP-98, with KIP-890's server-side check). The coordinator's",
         "state (Kafka's TransactionMetadata: producer id and epoch, state, timeout, start,",
         "partitions, the groups' pending offsets) is a row per transactional id in Postgres",
-        "(`metadata/transactions.py`), changed under a row lock, so every broker can serve",
+        "(`metadata/txn_rows.py`), changed under a row lock, so every broker can serve",
         "every id. FindCoordinator (key type 1) names one broker per id, the same whoever is",
         "asked, as Kafka does: the live broker ranked first for it by rendezvous hashing",
         "(`ingest/service/txn_placement.py`). librdkafka asks again every second or so; were",

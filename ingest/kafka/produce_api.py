@@ -41,7 +41,7 @@ from ingest.service.produce import Queued
 # LogAppendTime), shared with HTTP produce rather than restated here.
 from ingest.service.record_rules import checked_records
 from logformat.errors import TierlogError
-from metadata.transactions import TxnError
+from metadata.txn_rows import TxnError
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -35,7 +35,7 @@ from ingest.kafka.context import KafkaContext
 from ingest.kafka.group_apis import groups_of
 from ingest.kafka.protocol import build, kafka_error, nested
 from logformat.errors import TierlogError
-from metadata.transactions import TxnError
+from metadata.txn_rows import TxnError
 
 OffsetEntry = tuple[str, int, int, str | None]  # topic, partition, offset, metadata
 

@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 from ingest.service.txn_log import txn_log
 from logformat.errors import ErrorCode, TierlogError
-from metadata.transactions import (
+from metadata.transactions import TxnRepo
+from metadata.txn_rows import (
     COMPLETE_ABORT,
     COMPLETE_COMMIT,
     PREPARE_COMMIT,
     Initialized,
     TxnError,
-    TxnRepo,
     TxnRow,
 )
 from metadata.txn_spans import Completed

@@ -30,7 +30,8 @@ from logformat.frame import encode_frame
 from logformat.schema import RECORD_SCHEMA, TIMESTAMP
 from logformat.txn_rows import MARKER_HEADER
 from metadata.db_errors import POSTGRES_DOWN
-from metadata.transactions import ONGOING, Span, TxnError, TxnRepo, TxnRow
+from metadata.transactions import Span, TxnRepo
+from metadata.txn_rows import ONGOING, TxnError, TxnRow
 from metadata.txn_spans import Closed, Completed, NewSpans
 
 if TYPE_CHECKING:

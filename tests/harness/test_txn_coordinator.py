@@ -16,8 +16,8 @@ from ingest.service.txn_coordinator import TxnCoordinator, coordinator
 from ingest.service.txn_log import txn_log
 from logformat.frame import encode_frame
 from logformat.schema import RECORD_SCHEMA, TIMESTAMP
-from metadata.transactions import TxnError
 from metadata.txn_engine import unpinged
+from metadata.txn_rows import TxnError
 from tests.harness.cluster import InProcessCluster
 from tests.harness.node import Node
 from tests.integration.cluster import wait_for

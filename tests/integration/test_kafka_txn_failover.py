@@ -18,7 +18,8 @@ from confluent_kafka import KafkaException, Producer
 from kio.serial.errors import BufferUnderflow
 
 from metadata.db import make_engine
-from metadata.transactions import COMPLETE_COMMIT, PREPARE_COMMIT, TxnRepo
+from metadata.transactions import TxnRepo
+from metadata.txn_rows import COMPLETE_COMMIT, PREPARE_COMMIT
 from tests.integration import kafka_txn_wire as wire
 from tests.integration import txn_apps
 from tests.integration.cluster import Cluster, wait_for

@@ -10,15 +10,14 @@ from datetime import timedelta
 import pytest
 from sqlalchemy.engine import Engine
 
-from metadata.transactions import (
+from metadata.transactions import Span, TxnRepo
+from metadata.txn_rows import (
     COMPLETE_COMMIT,
     ONGOING,
     PREPARE_ABORT,
     PREPARE_COMMIT,
     Initialized,
-    Span,
     TxnError,
-    TxnRepo,
 )
 from metadata.txn_spans import Closed, NewSpans
 

@@ -16,16 +16,15 @@ import pytest
 from sqlalchemy import event, text, update
 from sqlalchemy.engine import Engine
 
-from metadata.transactions import (
+from metadata.transactions import Span, TxnRepo
+from metadata.txn_engine import APPLICATION_NAME, unpinged
+from metadata.txn_rows import (
     COMPLETE_COMMIT,
     PREPARE_COMMIT,
     Initialized,
-    Span,
     TxnError,
-    TxnRepo,
     kafka_transactions,
 )
-from metadata.txn_engine import APPLICATION_NAME, unpinged
 from metadata.txn_spans import Closed, Completed, NewSpans
 
 
