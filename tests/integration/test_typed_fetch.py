@@ -18,8 +18,8 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from logformat.schema import CONSUMER_SCHEMA
 from tests.integration.fetch_nodes import FetchNodeProcess, s3_env
 from tests.integration.s3 import MotoServer, moto_s3_fixture  # noqa: F401
-from tests.integration.test_typed_lake import AVRO_VERSIONS, EXPECTED, PRODUCED, Env, _ctx
-from tests.integration.test_typed_lake import env as env  # the module fixture
+from tests.integration.typed_lake_env import Env, env_fixture  # noqa: F401 (fixture)
+from tests.integration.typed_lake_values import AVRO_VERSIONS, EXPECTED, PRODUCED, value_ctx
 
 ARROW = {"accept": "application/vnd.apache.arrow.stream"}
 TOPIC = "typed-fetch"
@@ -50,7 +50,7 @@ def stack(
     then the same values again, hot."""
     env.topic(TOPIC)
     values: list[bytes | None] = [
-        AvroSerializer(env.registry, schema)(record, _ctx(TOPIC))
+        AvroSerializer(env.registry, schema)(record, value_ctx(TOPIC))
         for schema, record in zip(AVRO_VERSIONS, PRODUCED, strict=True)
     ]
     values.insert(2, b"\x00\x00\x00")  # poisoned: magic byte, truncated id

@@ -10,146 +10,38 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pyarrow as pa
 import pytest
-from confluent_kafka import Producer
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
-from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
-from confluent_kafka.serialization import MessageField, SerializationContext
 from deltalake import DeltaTable
 from prometheus_client import REGISTRY
 from pyspark.sql import SparkSession
 
 from coldstore.layout import table_uri
-from coldstore.object_store import ObjectStoreConfig
 from compaction.jobs import Settings
 from compaction.worker import CompactionWorker
-from metadata.db import make_engine
-from schemaformat.kinds import kinds
 from spark_tables import store_options
-from tests.integration.brokers import BrokerProcess
-from tests.integration.fetch_nodes import s3_env
-from tests.integration.ports import free_port
 from tests.integration.s3 import MotoServer, moto_s3_fixture, new_bucket  # noqa: F401
+from tests.integration.typed_lake_env import Env, env_fixture  # noqa: F401 (fixture)
+from tests.integration.typed_lake_values import (
+    AVRO_VERSIONS,
+    EXPECTED,
+    FORMATS,
+    JSON_V1,
+    JSON_VERSIONS,
+    PRODUCED,
+    PROTO_VERSIONS,
+    avro_schema,
+    proto_value,
+    value_ctx,
+)
 from tiering.worker import TieringWorker
-
-
-class Env:
-    def __init__(self, broker: BrokerProcess, kafka: str, s3: ObjectStoreConfig) -> None:
-        self.broker, self.kafka, self.s3 = broker, kafka, s3
-        self.registry = SchemaRegistryClient({"url": f"{broker.url}/schema-registry"})
-        self.engine = make_engine(broker.database_url, pool_size=2)
-        self.worker = TieringWorker(self.engine, s3, "typed-lake-worker")
-        self.avro_offsets: list[int] = []
-        self.typed_offsets: dict[str, list[int]] = {}  # JSON Schema's and Protobuf's topics
-        self.spark_rows: dict[int, Any] = {}  # the batch read's (typed, error) by offset
-
-    def topic(self, name: str, mode: str = "value_schema_id_prefix", **configs: Any) -> None:
-        self.broker.create_topic(name, segment_bytes=1024, lake_mode=mode, **configs)
-
-    def produce(
-        self, topic: str, values: list[bytes | None], keys: list[bytes] | None = None
-    ) -> list[int]:
-        """Each value in its own produce and flush (frames, hence segments, stay small);
-        returns their offsets. Keys are k0, k1, ... unless given."""
-        p = Producer({"bootstrap.servers": self.kafka, "linger.ms": 0})
-        errors: list[Any] = []
-        offsets: list[int] = []
-        for i, value in enumerate(values):
-            key = keys[i] if keys else b"k%d" % i
-            p.produce(topic, key=key, value=value, on_delivery=_report(errors, offsets))
-            assert p.flush(30) == 0
-        assert errors == []
-        return offsets
-
-    def tier(self, topic: str, offsets: list[int]) -> list[dict[str, Any]]:
-        """Tier until the table holds the records at `offsets` (tombstones roll the last
-        segment); their rows, in that order."""
-        uri, options = table_uri(self.s3, topic), self.s3.storage_options()
-        for _ in range(200):
-            self.worker.run_once()
-            try:
-                table = DeltaTable(uri, storage_options=options).to_pyarrow_table()
-            except Exception:  # not created yet
-                table = None
-            rows = {} if table is None else {r["offset"]: r for r in table.to_pylist()}
-            if all(o in rows for o in offsets):
-                return [rows[o] for o in offsets]
-            self.produce(topic, [None])
-        raise AssertionError(f"{topic}: {offsets} were not tiered")
-
-    def schema(self, topic: str) -> pa.Schema:
-        uri, options = table_uri(self.s3, topic), self.s3.storage_options()
-        return pa.schema(DeltaTable(uri, storage_options=options).schema().to_arrow())
-
-
-def _report(errors: list[Any], offsets: list[int]) -> Callable[[Any, Any], None]:
-    def report(error: Any, message: Any) -> None:
-        if error:
-            errors.append(error)
-        else:
-            offsets.append(message.offset())
-
-    return report
-
-
-@pytest.fixture(scope="module")
-def env(
-    db_factory: Callable[..., str], tmp_path_factory: pytest.TempPathFactory, moto_s3: MotoServer
-) -> Iterator[Env]:
-    root = tmp_path_factory.mktemp("typed-lake")
-    port = free_port()
-    args = ["--kafka-listen", f"127.0.0.1:{port}", "--topic-default", "segment.ms=1000"]
-    bucket = new_bucket(moto_s3)  # the broker's too: it serves GET /topics/{topic}/lake
-    broker = BrokerProcess(db_factory(), root / "data", 1, args, env=s3_env(bucket))
-    broker.start()
-    e = Env(broker, f"127.0.0.1:{port}", bucket)
-    try:
-        yield e
-    finally:
-        e.worker.close()
-        e.engine.dispose()
-        broker.stop()
-
-
-def _ctx(topic: str) -> SerializationContext:
-    return SerializationContext(topic, MessageField.VALUE)
-
-
-AVRO_SHIP = {
-    "name": "ship",
-    "type": [
-        "null",
-        {"type": "record", "name": "Ship", "fields": [{"name": "city", "type": "string"}]},
-    ],
-    "default": None,
-}
-AVRO_NOTE = {"name": "note", "type": ["null", "string"], "default": None}
-
-
-def _avro(id_type: str, *extra: dict[str, Any]) -> str:
-    fields = [{"name": "id", "type": id_type}, {"name": "item", "type": "string"}, *extra]
-    return json.dumps({"type": "record", "name": "Order", "namespace": "shop", "fields": fields})
-
-
-AVRO_VERSIONS = [_avro("int"), _avro("int", AVRO_NOTE), _avro("long", AVRO_NOTE, AVRO_SHIP)]
-PRODUCED = [
-    {"id": 1, "item": "a"},
-    {"id": 2, "item": "b", "note": "n2"},
-    {"id": 2**40, "item": "c", "note": None, "ship": {"city": "Oslo"}},
-]
-EXPECTED = [
-    {"id": 1, "item": "a", "note": None, "ship": None},
-    {"id": 2, "item": "b", "note": "n2", "ship": None},
-    {"id": 2**40, "item": "c", "note": None, "ship": {"city": "Oslo"}},
-]
 
 
 def test_avro_through_three_versions_with_a_poisoned_record(env: Env) -> None:
@@ -157,7 +49,7 @@ def test_avro_through_three_versions_with_a_poisoned_record(env: Env) -> None:
     env.topic(topic)
     values: list[bytes | None] = []
     for schema, record in zip(AVRO_VERSIONS, PRODUCED, strict=True):
-        values.append(AvroSerializer(env.registry, schema)(record, _ctx(topic)))
+        values.append(AvroSerializer(env.registry, schema)(record, value_ctx(topic)))
     values.insert(2, b"\x00\x00\x00")  # poisoned: magic byte, truncated id, mid-batch
     rows = env.tier(topic, env.produce(topic, values))
     assert [r["value"] for r in rows] == values  # the bytes stay: replay is byte-exact
@@ -181,7 +73,7 @@ def test_the_tierlog_spark_source_reads_typed_columns_cold_and_hot(
     topic = "typed-spark"
     env.topic(topic)
     cold = [
-        AvroSerializer(env.registry, schema)(record, _ctx(topic))
+        AvroSerializer(env.registry, schema)(record, value_ctx(topic))
         for schema, record in zip(AVRO_VERSIONS, PRODUCED, strict=True)
     ]
     cold_offsets = env.produce(topic, cold)
@@ -301,9 +193,9 @@ def test_key_compaction_keeps_the_typed_columns(env: Env) -> None:
     env.topic(topic, cleanup_policy="compact", min_compaction_lag_ms=0)
     v1, v2 = (AvroSerializer(env.registry, s) for s in AVRO_VERSIONS[:2])
     values: list[bytes | None] = [
-        v1({"id": 1, "item": "a"}, _ctx(topic)),
-        v1({"id": 2, "item": "b"}, _ctx(topic)),
-        v2({"id": 3, "item": "c", "note": "n3"}, _ctx(topic)),  # a newer schema, same key
+        v1({"id": 1, "item": "a"}, value_ctx(topic)),
+        v1({"id": 2, "item": "b"}, value_ctx(topic)),
+        v2({"id": 3, "item": "c", "note": "n3"}, value_ctx(topic)),  # a newer schema, same key
         b"\x00\x00\x00",  # poisoned, the latest of its key
     ]
     keys = [b"a", b"b", b"a", b"b"]  # not k0: the tiering helper's tombstones use k0
@@ -333,7 +225,9 @@ def test_a_type_change_under_none_is_refused_for_the_table_and_counted(env: Env)
     topic = "typed-none"
     env.topic(topic)
     env.registry.set_compatibility(f"{topic}-value", "NONE")
-    first = AvroSerializer(env.registry, _avro("long"))({"id": 5, "item": "x"}, _ctx(topic))
+    first = AvroSerializer(env.registry, avro_schema("long"))(
+        {"id": 5, "item": "x"}, value_ctx(topic)
+    )
     env.tier(topic, env.produce(topic, [first]))  # the table's id column is now a long
     changed = json.dumps(
         {
@@ -343,85 +237,13 @@ def test_a_type_change_under_none_is_refused_for_the_table_and_counted(env: Env)
             "fields": [{"name": "id", "type": "string"}, {"name": "item", "type": "string"}],
         }
     )
-    second = AvroSerializer(env.registry, changed)({"id": "six", "item": "y"}, _ctx(topic))
+    second = AvroSerializer(env.registry, changed)({"id": "six", "item": "y"}, value_ctx(topic))
     rows = env.tier(topic, env.produce(topic, [first, second]))
     assert rows[0]["value_typed"] == {"id": 5, "item": "x"} and rows[1]["value_typed"] is None
     assert "id is string in this schema but int64 in the table" in rows[1]["value_error"]
     assert rows[1]["value"] == second
     assert _untyped(topic, "type_conflict") == 1
     assert env.schema(topic).field("value_typed").type.field("id").type == pa.int64()
-
-
-JSON_V1 = {"type": "object", "properties": {"id": {"type": "integer"}, "item": {"type": "string"}}}
-JSON_VERSIONS = [
-    JSON_V1,
-    {**JSON_V1, "properties": {**JSON_V1["properties"], "note": {"type": "string"}}},
-    {
-        **JSON_V1,
-        "properties": {
-            **JSON_V1["properties"],
-            "note": {"type": "string"},
-            "ship": {"type": "object", "properties": {"city": {"type": "string"}}},
-        },
-    },
-]
-
-
-def _json_values(env: Env, topic: str) -> list[bytes | None]:
-    env.registry.set_compatibility(f"{topic}-value", "NONE")  # open content models
-    produced = [
-        {"id": 1, "item": "a"},
-        {"id": 2, "item": "b", "note": "n2"},
-        {"id": 2**40, "item": "c", "ship": {"city": "Oslo"}},
-    ]
-    return [
-        JSONSerializer(json.dumps(schema), env.registry)(record, _ctx(topic))
-        for schema, record in zip(JSON_VERSIONS, produced, strict=True)
-    ]
-
-
-PROTO_VERSIONS = [
-    'syntax = "proto3"; package shop; message Order { int32 id = 1; string item = 2; }',
-    'syntax = "proto3"; package shop;'
-    " message Order { int32 id = 1; string item = 2; string note = 3; }",
-    'syntax = "proto3"; package shop;'
-    " message Order { int64 id = 1; string item = 2; string note = 3; Ship ship = 4; }"
-    " message Ship { string city = 1; }",
-]
-# proto3 strings without presence hold "" when unset: that is what was produced
-PROTO_EXPECTED = [*EXPECTED[:2], {**EXPECTED[2], "note": ""}]
-
-
-def _proto_values(env: Env, topic: str) -> list[bytes | None]:
-    values: list[bytes | None] = []
-    for text, record in zip(PROTO_VERSIONS, PRODUCED, strict=True):
-        values.append(_proto(env, topic, text, record))
-    return values
-
-
-def _proto(env: Env, topic: str, text: str, record: dict[str, Any]) -> bytes:
-    cls = getattr(kinds()["PROTOBUF"].parse(text, {}), "message_class")([0])  # noqa: B009
-    message = cls(**{k: v for k, v in record.items() if k in ("id", "item")})
-    if record.get("note"):
-        message.note = record["note"]
-    if record.get("ship"):
-        message.ship.city = record["ship"]["city"]
-    serialize = ProtobufSerializer(cls, env.registry, {"use.deprecated.format": False})
-    return bytes(serialize(message, _ctx(topic)))
-
-
-# Per format: its topic, its three versions' values, the typed values expected, and a
-# poisoned value (v1's schema id, then a body v1 does not describe) with its error.
-FORMATS = {
-    "json": ("typed-json", _json_values, EXPECTED, lambda v1: v1[:5] + b"{oops", "not JSON"),
-    "protobuf": (
-        "typed-proto",
-        _proto_values,
-        PROTO_EXPECTED,
-        lambda v1: v1[:6] + b"\x0a\xff",  # the index [0], then a field longer than the body
-        "does not decode",
-    ),
-}
 
 
 @pytest.mark.parametrize("kind", list(FORMATS))
@@ -478,15 +300,15 @@ def test_a_type_change_under_none_in_json_schema_and_protobuf(env: Env, kind: st
     if kind == "json":
         as_string = {**JSON_V1, "properties": {**JSON_V1["properties"], "id": {"type": "string"}}}
         first = JSONSerializer(json.dumps(JSON_V1), env.registry)(
-            {"id": 5, "item": "x"}, _ctx(topic)
+            {"id": 5, "item": "x"}, value_ctx(topic)
         )
         second = JSONSerializer(json.dumps(as_string), env.registry)(
-            {"id": "six", "item": "y"}, _ctx(topic)
+            {"id": "six", "item": "y"}, value_ctx(topic)
         )
     else:
         text = PROTO_VERSIONS[0].replace("int32 id", "string id")
-        first = _proto(env, topic, PROTO_VERSIONS[0], {"id": 5, "item": "x"})
-        second = _proto(env, topic, text, {"id": "six", "item": "y"})
+        first = proto_value(env, topic, PROTO_VERSIONS[0], {"id": 5, "item": "x"})
+        second = proto_value(env, topic, text, {"id": "six", "item": "y"})
     env.tier(topic, env.produce(topic, [first]))  # the table's id column is now a long
     rows = env.tier(topic, env.produce(topic, [first, second]))
     assert rows[0]["value_typed"] == {"id": 5, "item": "x"} and rows[1]["value_typed"] is None
