@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _fork() -> bool:
-    """Under pytest (its tests and the benchmarks' smoke runs it starts), unless told not to;
-    a benchmark run by hand starts its servers as a user would."""
+    """Under pytest, unless told not to; a benchmark (run by hand, or as a smoke run by
+    test_bench_smoke.py, which says not to) starts its servers as a user would."""
     given = os.environ.get("TIERLOG_TEST_FORK")
     return given != "0" if given is not None else "PYTEST_CURRENT_TEST" in os.environ
 
