@@ -135,11 +135,6 @@ def _start(bench: str, out: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             [sys.executable, "-m", f"bench.{bench}", "--smoke"],
             cwd=ROOT,
-            # Servers started as a user starts them, not forked (tests/integration/zygote.py):
-            # a benchmark measures real `python -m tierlog` processes, and one smoke run of
-            # bench.replay with forked servers waited 240 s for the broker's hot start to
-            # reach the cold end, a hang not seen before or since (cause not found).
-            env={**os.environ, "TIERLOG_TEST_FORK": "0"},
             stdout=sink,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own group, for the last resort below
