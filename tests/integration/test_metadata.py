@@ -20,7 +20,7 @@ from sqlalchemy.engine import Engine, make_url
 from ingest.kafka.cluster_apis import _listed
 from logformat.errors import ErrorCode, TierlogError
 from metadata.brokers import BrokerRepo
-from metadata.db import NOTIFY_CHANNEL, make_engine, migrate, schema_revision
+from metadata.db import NOTIFY_CHANNEL, SCHEMA_HEAD, make_engine, migrate, schema_revision
 from metadata.topics import MAX_PARTITIONS, TopicRepo
 from tests.integration.schema_head import HEAD
 
@@ -93,6 +93,31 @@ def test_migrate_from_several_processes_at_once(empty_db: str) -> None:
             assert conn.execute(text("SELECT count(*) FROM metadata_version")).scalar() == 1
     finally:
         engine.dispose()
+
+
+def test_schema_head_is_alembic_s_newest_revision() -> None:
+    assert SCHEMA_HEAD == HEAD, "a migration was added: set metadata.db.SCHEMA_HEAD to it"
+
+
+def test_a_schema_at_head_is_migrated_without_loading_alembic(db_engine: Engine) -> None:
+    # Every broker and worker start migrates; at head that must not cost Alembic's import
+    # and a parse of every migration script.
+    code = (
+        "import sys; from metadata.db import make_engine, migrate; "
+        "e = make_engine(sys.argv[1]); migrate(e); e.dispose(); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))"
+    )
+    url = db_engine.url.render_as_string(hide_password=False)
+    out = subprocess.run(
+        [sys.executable, "-c", code, url],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
 
 
 def test_migrate_refuses_an_unknown_newer_schema(db_engine: Engine) -> None:
