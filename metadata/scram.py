@@ -14,7 +14,6 @@ import hashlib
 import hmac
 from typing import NamedTuple
 
-from scramp import ScramMechanism
 from sqlalchemy import (
     Column,
     DateTime,
@@ -76,6 +75,10 @@ class ScramRepo:
             raise ValueError("not an active API key")
         if not verify_secret(parsed.secret, stored.salt, stored.hash):
             raise ValueError("not an active API key")
+        # scramp (with asn1crypto: ~25 ms of CPU to import) only where credentials are made,
+        # not in every broker and CLI process that imports this module.
+        from scramp import ScramMechanism
+
         rows = []
         for name in mechanisms:
             salt, stored_key, server_key, n = ScramMechanism(name).make_auth_info(

@@ -17,16 +17,21 @@ from types import ModuleType
 # The test suite starts hundreds of server and CLI processes from a dev install; this makes
 # each import what a production one does. In-process users (the tests themselves) are untouched.
 _DEV_ONLY = frozenset({"hypothesis", "pandas", "trio"})
+# Modules every install has that no command uses: httpx imports its own command line client
+# (rich's console, pygments, click: ~35 ms of CPU) whenever those are installed, and falls
+# back to a stub when the import fails.
+_UNUSED = frozenset({"httpx._main"})
 
 
 class _NotInstalled(MetaPathFinder):
-    """Finds _DEV_ONLY's packages as absent. (A None in sys.modules is not enough: Cython's
-    `import pandas`, pyarrow's, takes a None found there for the module.)"""
+    """Finds _DEV_ONLY's packages and _UNUSED's modules as absent. (A None in sys.modules is
+    not enough: Cython's `import pandas`, pyarrow's, takes a None found there for the
+    module.)"""
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
-        if fullname.partition(".")[0] in _DEV_ONLY:
+        if fullname.partition(".")[0] in _DEV_ONLY or fullname in _UNUSED:
             raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
         return None
 

@@ -48,6 +48,7 @@ def run_server(
             host=host,
             port=port,
             http=guarded_protocol(limits),
+            ws="none",  # no WebSocket route anywhere; an upgrade is answered as plain HTTP
             log_config=None,
             access_log=False,
             lifespan="on",

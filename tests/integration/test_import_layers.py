@@ -59,15 +59,36 @@ def test_stateless_roles_load_nothing_of_the_broker(role: str) -> None:
 
 # What a broker imports to start (tierlog/cli/node_roles.py, tierlog/cli/extensions.py), and
 # what each of those imports only where it is used: the Kafka listener's codecs when a Kafka
-# listen flag is set, Alembic when a process migrates, boto3 when an S3 store is made.
-BROKER_MODULES = ("tierlog.cli.main", "ingest.server", "tierlog.cli.extensions", "fetch.lake")
-LOADED_WHERE_USED = ("kio", "ingest.kafka", "alembic", "boto3")
+# listen flag is set, Alembic when a process migrates, boto3 when an S3 store is made, a
+# schema type's library when a schema of that type is parsed (schemaformat/kinds.py), scramp
+# when SCRAM credentials are made or checked.
+BROKER_MODULES = (
+    "tierlog.cli.main",
+    "ingest.server",
+    "tierlog.cli.extensions",
+    "fetch.lake",
+    "registry.mount",  # imported, and its kinds() called, as the broker starts
+    "cluster.schema_lookup",
+)
+LOADED_WHERE_USED = (
+    "kio",
+    "ingest.kafka",
+    "alembic",
+    "boto3",
+    "jsonschema",
+    "google.protobuf",
+    "grpc_tools",
+    "avro",
+    "scramp",
+)
 
 
-def test_a_brokers_modules_load_kafka_alembic_and_boto3_only_where_used() -> None:
+def test_a_brokers_modules_load_only_what_their_start_uses() -> None:
     probe = (
         "import importlib, json, sys\n"
         f"for m in {BROKER_MODULES!r}: importlib.import_module(m)\n"
+        "from schemaformat.kinds import kinds\n"
+        "assert set(kinds()) == {'AVRO', 'JSON', 'PROTOBUF'}\n"
         f"print(json.dumps(sorted(m for m in sys.modules if m.startswith({LOADED_WHERE_USED!r}))))"
     )
     out = subprocess.run(
@@ -79,7 +100,8 @@ def test_a_brokers_modules_load_kafka_alembic_and_boto3_only_where_used() -> Non
 
 def test_python_m_tierlog_imports_no_dev_only_package() -> None:
     """`python -m tierlog` (every server and CLI process) imports what a production install
-    has: pyarrow's first pa.array() of a Python object no longer brings pandas in."""
+    has: pyarrow's first pa.array() of a Python object no longer brings pandas in; nor what
+    it does not use: httpx's own command line client (with pygments)."""
     probe = (
         "import json, runpy, sys\n"
         "sys.argv = ['tierlog', '--version']\n"
@@ -89,7 +111,8 @@ def test_python_m_tierlog_imports_no_dev_only_package() -> None:
         "    pass\n"
         "import pyarrow as pa\n"
         "pa.array(range(3))\n"
-        "print(json.dumps(sorted(m for m in ('pandas', 'trio', 'hypothesis') if m in sys.modules)))"
+        "unused = ('pandas', 'trio', 'hypothesis', 'httpx._main', 'pygments')\n"
+        "print(json.dumps(sorted(m for m in unused if m in sys.modules)))"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
