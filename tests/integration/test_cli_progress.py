@@ -84,6 +84,7 @@ def test_an_interrupted_produce_says_what_was_acknowledged(
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
+            preexec_fn=_ctrl_c_as_from_a_terminal,
         )
         assert proc.stdin is not None
         try:
@@ -103,6 +104,14 @@ def test_an_interrupted_produce_says_what_was_acknowledged(
             proc.kill()
     assert proc.returncode == code
     assert err.decode().startswith(f"interrupted: 3 record(s) acknowledged by {topic} ("), err
+
+
+def _ctrl_c_as_from_a_terminal() -> None:
+    """In the child before exec: SIGINT at its default, as a shell's foreground job has it.
+    A process inherits an ignored SIGINT (a non-interactive shell ignores it in its background
+    jobs: `./scripts/test &`), and Python, as any Unix program, then leaves it ignored; the
+    produce command would never see the Ctrl-C this test sends."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _reads_stdin(pid: int) -> bool:
