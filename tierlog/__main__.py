@@ -1,51 +1,6 @@
-"""`python -m tierlog`: the command line (tierlog/cli/main.py), in a process of its own."""
+"""`python -m tierlog`: the command line (tierlog/cli/main.py), in a process of its own, started
+as tierlog/startup.py says."""
 
-import gc
-import sys
-from collections.abc import Sequence
-from importlib.abc import MetaPathFinder
-from importlib.machinery import ModuleSpec
-from types import ModuleType
+from tierlog.startup import run
 
-# Packages a dev install has and the server image has not, which libraries import on their own
-# whenever they are installed, for nothing any command uses:
-# - hypothesis: kio imports it to register test strategies for its types, and Hypothesis then
-#   loads its plugins (trio, pytest): about a third of a broker's start-up;
-# - pandas (the spark extra's): pyarrow imports it on the first pa.array() of a Python object,
-#   to ask whether that object is a pandas one: ~0.3 s of CPU with dateutil and pytz;
-# - trio (selenium's): httpcore imports it to support trio's event loop.
-# The test suite starts hundreds of server and CLI processes from a dev install; this makes
-# each import what a production one does. In-process users (the tests themselves) are untouched.
-_DEV_ONLY = frozenset({"hypothesis", "pandas", "trio"})
-# Modules every install has that no command uses: httpx imports its own command line client
-# (rich's console, pygments, click: ~35 ms of CPU) whenever those are installed, and falls
-# back to a stub when the import fails.
-_UNUSED = frozenset({"httpx._main"})
-
-
-class _NotInstalled(MetaPathFinder):
-    """Finds _DEV_ONLY's packages and _UNUSED's modules as absent. (A None in sys.modules is
-    not enough: Cython's `import pandas`, pyarrow's, takes a None found there for the
-    module.)"""
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> ModuleSpec | None:
-        if fullname.partition(".")[0] in _DEV_ONLY or fullname in _UNUSED:
-            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
-        return None
-
-
-sys.meta_path.insert(0, _NotInstalled())
-
-# The command line's imports (pyarrow, SQLAlchemy, httpx, the client: most of a process's
-# start-up) make long-lived module objects only, yet each full collection on the way scans all
-# of them again: ~10% of that CPU. They are imported with the collector off, then frozen
-# (left out of later collections, as ingest/server.py does after a broker's start-up).
-gc.disable()
-from tierlog.cli.main import main  # noqa: E402  (after the finder: main imports kio, pyarrow)
-
-gc.freeze()
-gc.enable()
-
-raise SystemExit(main())
+raise SystemExit(run())

@@ -98,15 +98,26 @@ def test_a_brokers_modules_load_only_what_their_start_uses() -> None:
     assert json.loads(out.stdout) == [], f"a broker's modules load {out.stdout}"
 
 
-def test_python_m_tierlog_imports_no_dev_only_package() -> None:
-    """`python -m tierlog` (every server and CLI process) imports what a production install
-    has: pyarrow's first pa.array() of a Python object no longer brings pandas in; nor what
-    it does not use: httpx's own command line client (with pygments)."""
+# How each way of starting `tierlog` enters the command line: `python -m tierlog` (servers and
+# tests), and the `tierlog` command pip installs (console_scripts: what users type).
+STARTS = {
+    "python -m tierlog": "runpy.run_module('tierlog', run_name='__main__')",
+    "the tierlog command": (
+        "importlib.metadata.entry_points(group='console_scripts', name='tierlog')[0].load()()"
+    ),
+}
+
+
+@pytest.mark.parametrize("start", STARTS)
+def test_a_tierlog_process_imports_no_dev_only_package(start: str) -> None:
+    """Every server and CLI process imports what a production install has: pyarrow's first
+    pa.array() of a Python object no longer brings pandas in; nor what it does not use:
+    httpx's own command line client (with pygments)."""
     probe = (
-        "import json, runpy, sys\n"
+        "import importlib.metadata, json, runpy, sys\n"
         "sys.argv = ['tierlog', '--version']\n"
         "try:\n"
-        "    runpy.run_module('tierlog', run_name='__main__')\n"
+        f"    {STARTS[start]}\n"
         "except SystemExit:\n"
         "    pass\n"
         "import pyarrow as pa\n"
@@ -118,6 +129,7 @@ def test_python_m_tierlog_imports_no_dev_only_package() -> None:
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("tierlog "), out.stdout  # --version: the command line ran
     assert json.loads(out.stdout.splitlines()[-1]) == [], out.stdout
 
 
