@@ -121,6 +121,12 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             else:
                 self._unsupported_upgrade_warning()
 
+    def _unsupported_upgrade_warning(self) -> None:
+        # No route serves WebSockets (uvicorn runs with ws="none"), nor any other upgrade: the
+        # request gets its plain HTTP answer. uvicorn's own warning, twice per request, would
+        # tell operators to install a WebSocket library, and any client could fill the log.
+        self.logger.debug("upgrade request answered as plain HTTP")
+
     def _count_head(self, data: bytes) -> None:
         """Add the part of `data` that belongs to the head (up to the blank line)."""
         joined = self._head_tail + data

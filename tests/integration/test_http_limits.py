@@ -8,6 +8,7 @@ loopback) so that the per-address cap does not also apply to the test's normal c
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -202,3 +203,23 @@ def test_health_checks_answer_when_connections_exceed_the_cap(broker_factory: Fa
             assert (await http.get("/topics")).status_code == 200
 
     asyncio.run(flood())
+
+
+def test_upgrade_requests_get_plain_http_and_no_warning(broker_factory: Factory) -> None:
+    """No route serves WebSockets (or h2c): a request asking to upgrade gets its plain HTTP
+    answer and leaves no warning in the log, which any client could otherwise fill."""
+    broker = broker_factory()
+    asks = {
+        "websocket": b"Upgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        b"Sec-WebSocket-Version: 13\r\n",
+        "h2c": b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n",
+    }
+    for ask in asks.values():
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as s:
+            s.sendall(
+                b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\n" + ask + b"\r\n"
+            )
+            assert s.recv(4096).startswith(b"HTTP/1.1 200 "), ask
+    with httpx.Client(base_url=broker.url, timeout=10) as http:
+        assert http.get("/healthz").status_code == 200
+    assert "upgrade" not in broker.log_tail(100).lower()
