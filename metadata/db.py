@@ -26,7 +26,7 @@ __all__ = [
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # The newest migration's revision (tests/integration/test_metadata.py keeps it equal to
 # Alembic's head): a process finding the schema there starts without loading Alembic and
-# every migration script, ~0.2 s of CPU per broker or worker start.
+# every migration script, ~0.08 s of CPU per broker or worker start (measured: 0.985 -> 0.91).
 SCHEMA_HEAD = "0016_log_starts"
 # Any fixed 64-bit key; it only has to be the same in every process that migrates.
 _MIGRATE_LOCK_KEY = 0x7469_6572_6C6F_6701  # "tierlog" + 1
