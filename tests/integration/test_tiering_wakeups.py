@@ -17,6 +17,7 @@ from sqlalchemy import text
 from metadata.types import TopicIdPartition
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
 from tests.integration.tiering_env import Env, env_fixture, rec  # noqa: F401 (fixture)
+from tiering.wakeups import Wakeups
 from tiering.worker import TieringWorker
 
 NEVER_MS = 600_000  # the safety net never fires within a test
@@ -38,15 +39,47 @@ def tiered(env: Env, topic: str) -> int:
         return 0
 
 
+class Turns(list[float]):
+    """When each turn (run_once call) began, and whether the worker is idle: asleep in
+    `Wakeups.wait` with nothing notified since its turn began."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.idle = threading.Event()
+
+    def since(self, t: float) -> int:
+        return sum(1 for began in self if began > t)
+
+    def wake_after(self, what: str, change: Callable[[], None]) -> None:
+        """`change` made while the worker sleeps must start a turn. From an idle worker
+        only: a notification that lands while a turn is still running is absorbed by the
+        next turn, which then starts before the change and would not count."""
+        wait_until("the worker idle", self.idle.is_set)
+        change()
+        committed = time.monotonic()
+        wait_until(what, lambda: self.since(committed) >= 1)
+
+
 @pytest.fixture
-def running(env: Env) -> Iterator[tuple[TieringWorker, list[int]]]:
-    """A worker in its loop; the list counts its turns (run_once calls)."""
+def running(env: Env, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[TieringWorker, Turns]]:
+    """A worker in its loop and its turns."""
+    turns = Turns()
+
+    class ObservedWakeups(Wakeups):
+        def wait(self, timeout_s: float, stop: threading.Event, *, notified: bool = True) -> None:
+            if notified and not self._event.is_set():
+                turns.idle.set()
+            try:
+                super().wait(timeout_s, stop, notified=notified)
+            finally:
+                turns.idle.clear()
+
+    monkeypatch.setattr("tiering.worker.Wakeups", ObservedWakeups)
     worker = env.worker("idle")
-    turns: list[int] = []
     run_once = worker.run_once
 
     def counted() -> int:
-        turns.append(1)
+        turns.append(time.monotonic())
         return run_once()
 
     worker.run_once = counted  # type: ignore[method-assign]
@@ -61,7 +94,7 @@ def running(env: Env) -> Iterator[tuple[TieringWorker, list[int]]]:
 
 
 def test_a_segment_registered_while_idle_is_tiered_without_a_poll(
-    env: Env, running: tuple[TieringWorker, list[int]]
+    env: Env, running: tuple[TieringWorker, Turns]
 ) -> None:
     _, turns = running
     env.topic("woken", 1)
@@ -74,7 +107,7 @@ def test_a_segment_registered_while_idle_is_tiered_without_a_poll(
 
 
 def test_a_release_and_its_retry_at_wake_the_worker(
-    env: Env, running: tuple[TieringWorker, list[int]]
+    env: Env, running: tuple[TieringWorker, Turns]
 ) -> None:
     """A segment that is not claimable yet (backing off) wakes the worker when it is
     released (NOTIFY) and again when its retry_at comes (a deadline read from Postgres)."""
@@ -84,27 +117,31 @@ def test_a_release_and_its_retry_at_wake_the_worker(
     env.add_segment("later", 0, 0, [rec(i) for i in range(10)])
     wait_until("tiered", lambda: tiered(env, "later") == 10)
     tp = TopicIdPartition(tid, 0)
-    with env.engine.begin() as conn:  # a second segment, claimed by a worker that then fails
-        conn.execute(
-            text(
-                "INSERT INTO hot_segments (topic_id, partition, base_offset, end_offset,"
-                " size_bytes, state, claimed_by, claim_expires_at)"
-                " VALUES (:t, 0, 10, 20, 1, 'tiering', 'gone', now() + interval '1 hour')"
-            ),
-            {"t": tp.topic_id},
-        )
-    wait_until("woken by the insert", lambda: len(turns) >= 3)
-    before = len(turns)
-    with env.engine.begin() as conn:  # released with a backoff of 2 s
-        conn.execute(
-            text(
-                "UPDATE hot_segments SET state = 'sealed', claimed_by = NULL,"
-                " claim_expires_at = NULL, retry_at = now() + interval '2 seconds'"
-                " WHERE topic_id = :t AND base_offset = 10"
-            ),
-            {"t": tp.topic_id},
-        )
-    wait_until("woken by the release", lambda: len(turns) > before)
+
+    def insert() -> None:  # a second segment, claimed by a worker that then fails
+        with env.engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO hot_segments (topic_id, partition, base_offset, end_offset,"
+                    " size_bytes, state, claimed_by, claim_expires_at)"
+                    " VALUES (:t, 0, 10, 20, 1, 'tiering', 'gone', now() + interval '1 hour')"
+                ),
+                {"t": tp.topic_id},
+            )
+
+    def release() -> None:  # released with a backoff of 2 s
+        with env.engine.begin() as conn:
+            conn.execute(
+                text(
+                    "UPDATE hot_segments SET state = 'sealed', claimed_by = NULL,"
+                    " claim_expires_at = NULL, retry_at = now() + interval '2 seconds'"
+                    " WHERE topic_id = :t AND base_offset = 10"
+                ),
+                {"t": tp.topic_id},
+            )
+
+    turns.wake_after("woken by the insert", insert)
+    turns.wake_after("woken by the release", release)
     assert worker.registry.next_due_s() is not None  # not claimable yet: a deadline ahead
     # At retry_at the worker claims it (no replica serves it: the claim fails, is released
     # again with a longer backoff, and the worker keeps waking for it).
@@ -115,7 +152,7 @@ def test_a_release_and_its_retry_at_wake_the_worker(
 
 
 def test_a_turn_failing_on_an_outage_is_retried_within_seconds(
-    env: Env, running: tuple[TieringWorker, list[int]]
+    env: Env, running: tuple[TieringWorker, Turns]
 ) -> None:
     """S3 or Postgres away for one turn: the worker backs off from a second, not from its
     idle safety net (10 minutes here), and the segment registered meanwhile is tiered."""
