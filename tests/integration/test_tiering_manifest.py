@@ -30,7 +30,8 @@ def topic_id(db_engine: Engine) -> str:
 
 @pytest.fixture
 def reg(db_engine: Engine) -> SegmentRegistry:
-    return SegmentRegistry(db_engine, backoff_ms=200, max_backoff_ms=1000)
+    # Backoffs a loaded machine cannot sleep through between two statements (200 ms did).
+    return SegmentRegistry(db_engine, backoff_ms=2000, max_backoff_ms=10_000)
 
 
 def spec(key: str, records: int = 10) -> FileSpec:
@@ -183,8 +184,11 @@ def test_release_records_error_and_backs_off(reg: SegmentRegistry, topic_id: str
     (seg,) = reg.segments(TopicIdPartition(topic_id, 2))
     assert (seg.state, seg.attempts, seg.last_error) == ("sealed", 1, "boom: replica unreachable")
     assert reg.claim("w", LEASE) == []  # backing off
-    time.sleep(0.3)
-    (again,) = reg.claim("w", LEASE)
+    deadline = time.monotonic() + 30
+    while not (claims := reg.claim("w", LEASE)):  # claimable again once the backoff is over
+        assert time.monotonic() < deadline, "still backing off after 30 s"
+        time.sleep(0.1)
+    (again,) = claims
     assert again.attempt == 2
 
 
