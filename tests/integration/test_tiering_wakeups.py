@@ -53,11 +53,12 @@ class Turns(list[float]):
     def wake_after(self, what: str, change: Callable[[], None]) -> None:
         """`change` made while the worker sleeps must start a turn. From an idle worker
         only: a notification that lands while a turn is still running is absorbed by the
-        next turn, which then starts before the change and would not count."""
+        next turn, which then starts before the change and would not count. Counted from
+        before the change: the NOTIFY can start the turn before the commit call returns."""
         wait_until("the worker idle", self.idle.is_set)
+        begun = time.monotonic()
         change()
-        committed = time.monotonic()
-        wait_until(what, lambda: self.since(committed) >= 1)
+        wait_until(what, lambda: self.since(begun) >= 1)
 
 
 @pytest.fixture
