@@ -118,9 +118,14 @@ class Broker:
             clock=self.clock,
         )
         self.controller = Controller(
-            self.engine, config.broker_id, config.lease_ms, metrics=self.metrics
+            self.engine,
+            config.broker_id,
+            config.lease_ms,
+            metrics=self.metrics,
+            monotonic=self.clock.monotonic,
         )
         self.controller_lease = ControllerLease(self.engine)
+        self._controller_seen_version = -1  # the metadata version of the last periodic tick
         # A leader's dropped connections, re-checked at once: failover inside the lease.
         self.death_signal = DeathSignal(
             config.broker_id,
@@ -203,7 +208,7 @@ class Broker:
         self.death_signal.start()
         self._tasks += [
             self._every(
-                cfg.controller_tick_ms, self._controller_tick, "controller", backs_off=False
+                cfg.controller_tick_ms, self._controller_tick_if_due, "controller", backs_off=False
             ),
             self._every(max(100, cfg.replica_lag_ms // 4), self._shrink_isr, "isr-shrink"),
             self._every(1000, self._roll, "segment-roll"),
@@ -292,6 +297,15 @@ class Broker:
     async def _controller_tick(self) -> None:
         if self.lease_ok() and not self.lease.left:
             await asyncio.to_thread(self.controller.tick)
+
+    async def _controller_tick_if_due(self) -> None:
+        """The periodic tick (Controller.due): a broker that is not the controller tries
+        for the lease when the holder's may have lapsed or the metadata version moved (a
+        release, a new holder, a broker gone), not five times a second."""
+        version = self.cache.version
+        if self.controller.due() or version != self._controller_seen_version:
+            self._controller_seen_version = version
+            await self._controller_tick()
 
     # -- duties -----------------------------------------------------------------------------
 

@@ -113,6 +113,36 @@ class ControllerLease:
         with self.engine.begin() as conn:
             return conn.execute(stmt).rowcount == 1
 
+    def lapses_in_s(self) -> float:
+        """Seconds until the current lease may lapse: its own expiry or its holder's broker
+        lease, whichever ends first (0 when it is free or void now). Both only move forward
+        while the holder lives, so no one can acquire the lease sooner; only a release or a
+        new holder can change it the other way, and both move the metadata version."""
+        holder_expiry = (
+            select(brokers.c.lease_expires_at)
+            .where(brokers.c.id == controller.c.holder)
+            .correlate(controller)
+            .scalar_subquery()
+        )
+        ends = func.least(controller.c.expires_at, holder_expiry)
+        stmt = select(
+            case(
+                (
+                    and_(
+                        controller.c.holder.is_not(None),
+                        controller.c.expires_at.is_not(None),
+                        holder_expiry.is_not(None),
+                    ),
+                    ends,
+                ),
+                else_=None,
+            )
+            - func.now()
+        ).where(controller.c.id == 1)
+        with self.engine.connect() as conn:
+            left = conn.execute(stmt).scalar()
+        return 0.0 if left is None else max(0.0, left.total_seconds())
+
     def holder(self) -> tuple[int | None, int]:
         """(current holder, or None if the lease is free, expired or its holder is dead;
         the latest epoch)."""

@@ -1,8 +1,10 @@
 """The controller: leader election and ISR upkeep, run by whichever broker holds the lease.
 
 Every broker calls ``Controller.tick()`` from a worker thread every ``controller_tick_ms``
-(200 ms by default; the broker may also call it on a metadata NOTIFY). A tick first acquires
-or renews the controller lease (``metadata.controller_lease``); only the holder goes on to:
+(200 ms by default) while it is the controller, and otherwise once the holder's lease may
+have lapsed (``due``) or the metadata version moved (a release, a new holder), and when a
+peer's connections drop (ingest/replication/death_signal.py). A tick first acquires or
+renews the controller lease (``metadata.controller_lease``); only the holder goes on to:
 
 1. read the brokers (liveness by the database clock, plus each broker's incarnation) and one
    consistent snapshot of topics and partitions;
@@ -34,6 +36,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Engine
@@ -95,8 +99,11 @@ class Controller:
         *,
         metrics: ReplicationMetrics,
         logger: logging.Logger = log,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.broker_id = broker_id
+        self._monotonic = monotonic
+        self._retry_at = 0.0  # while another broker holds the lease: when it may lapse
         self.metrics = metrics
         self.lease_ms = lease_ms
         self.log = logger
@@ -119,6 +126,14 @@ class Controller:
         self._scan_key: tuple[int, frozenset[int]] | None = None
         self._offline: set[TopicIdPartition] = set()  # offline partitions already reported
 
+    def due(self) -> bool:
+        """Whether a periodic tick has anything to do: always for the controller; for the
+        others, once the holder's lease may have lapsed, or a third of a lease on (a tick
+        before that could only fail to acquire it: one statement per broker five times a
+        second, a quarter of an idle broker's CPU). A release or a new holder moves the
+        metadata version: the broker ticks at once on that too."""
+        return self._epoch is not None or self._monotonic() >= self._retry_at
+
     @property
     def epoch(self) -> int | None:
         """The controller epoch while this broker is the controller, else None."""
@@ -131,6 +146,10 @@ class Controller:
         with self._lock:
             epoch = self.lease.try_acquire(self.broker_id, self.lease_ms)
             if epoch is None:
+                # Capped: a lease can also end early (a broker proven dead, a test's pinned
+                # lease let go), and a third of a lease late is the most that may cost.
+                wait = min(self.lease.lapses_in_s(), self.lease_ms / 3000)
+                self._retry_at = self._monotonic() + wait
                 if self._epoch is not None:
                     self.log.info(
                         "controller lease lost",

@@ -119,3 +119,21 @@ def test_a_dead_brokers_lease_ends_and_so_does_its_controller_lease(
     assert lease.holder()[0] is None  # a dead holder's controller lease is void
     assert lease.try_acquire(2, 60_000) is not None
     assert brokers.end_lease(1, again.incarnation) is False  # already ended: nothing to do
+
+
+def test_lapses_in_is_when_the_lease_may_lapse_and_zero_when_free(
+    db_engine: Engine, brokers: BrokerRepo
+) -> None:
+    """What a broker that is not the controller waits for before it tries again: the
+    lease's own expiry or its holder's broker lease, whichever ends first."""
+    lease = ControllerLease(db_engine)
+    assert lease.lapses_in_s() == 0.0  # never held
+    assert lease.try_acquire(1, 30_000) == 1
+    assert 25.0 < lease.lapses_in_s() <= 30.0  # the controller lease ends first
+    brokers.register(1, "http://127.0.0.1:9001", 5_000)  # a shorter broker lease
+    assert 0.0 < lease.lapses_in_s() <= 5.0  # the holder's broker lease ends first
+    assert lease.release(1)
+    assert lease.lapses_in_s() == 0.0
+    assert lease.try_acquire(2, 30_000) == 2
+    brokers.deregister(2)
+    assert lease.lapses_in_s() == 0.0  # a dead holder holds nothing
