@@ -43,6 +43,7 @@ class ManifestViews:
         self._views: dict[TopicIdPartition, tuple[ManifestView, float]] = {}
         self._lock = threading.Lock()
         self._changed: set[TopicIdPartition] = set()
+        self._generation = 0  # moved by changed_all: a read begun before it is stale
         self.reads = 0  # partitions read from Postgres, in all (tests, logs)
 
     def changed(self, payload: str) -> None:
@@ -58,6 +59,7 @@ class ManifestViews:
         """Anything may have changed (the listener reconnected): every view is stale."""
         with self._lock:
             self._views.clear()
+            self._generation += 1
 
     def read(self, keys: Iterable[TopicIdPartition]) -> dict[TopicIdPartition, ManifestView]:
         """The views of `keys`; a partition whose view could not be read (Postgres away) is
@@ -65,6 +67,7 @@ class ManifestViews:
         keys = list(keys)
         with self._lock:  # taken before reading: a change notified meanwhile reads again
             changed, self._changed = self._changed, set()
+            generation = self._generation
             for tp in [k for k in self._views if k not in keys]:
                 del self._views[tp]  # no longer hosted
         now = self._monotonic()
@@ -87,6 +90,10 @@ class ManifestViews:
                 break
             self.reads += 1
             with self._lock:
-                self._views[tp] = (view, now)
+                # Not kept if the listener reconnected meanwhile: what it missed while away
+                # may be newer than this read, and its catch-up cleared the views before
+                # this one would land (kept, it would stand until max_age_s).
+                if generation == self._generation:
+                    self._views[tp] = (view, now)
             out[tp] = view
         return out

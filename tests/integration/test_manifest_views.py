@@ -78,3 +78,33 @@ def test_views_are_read_again_only_for_the_partition_a_notify_names(
 
     ColdManifest(db_engine).start_delete([file_id])  # retention removed it: log start moves
     wait_until("p0's removal seen", lambda: views.read([p0])[p0] == ManifestView(None, 10))
+
+
+def test_a_view_read_across_a_reconnect_is_not_kept(db_engine: Engine) -> None:
+    """The listener's catch-up (changed_all, on every reconnect) lands while a read is
+    under way: what that read got may predate a change notified while the listener was
+    away, so it answers this pass but is read again on the next one."""
+    BrokerRepo(db_engine).register(1, "http://127.0.0.1:1", 600_000)
+    topic_id = TopicRepo(db_engine).create("reconnected", 1, 1).id
+    p0 = TopicIdPartition(topic_id, 0)
+    manifest = ColdManifest(db_engine)
+
+    class ReconnectMidRead:
+        """The manifest as the views see it; the listener reconnects during the read."""
+
+        def tiered_end_offset(self, tp: TopicIdPartition) -> int | None:
+            end = manifest.tiered_end_offset(tp)
+            views.changed_all()  # the catch-up, after this read's answer was taken
+            return end
+
+        def log_start_offset(self, tp: TopicIdPartition) -> int | None:
+            return manifest.log_start_offset(tp)
+
+        def deleted_before(self, tp: TopicIdPartition) -> int | None:
+            return manifest.deleted_before(tp)
+
+    views = ManifestViews(ReconnectMidRead(), time.monotonic, max_age_s=3600)
+    assert views.read([p0]) == {p0: ManifestView(None, None)}
+    tier(db_engine, p0, 0, 10)  # notified while the listener was away: never heard
+    assert views.read([p0]) == {p0: ManifestView(10, 0)}  # read again, not the old view
+    assert views.reads == 2
