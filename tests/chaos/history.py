@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 
 UNKNOWN_OFFSET = -1  # acknowledged without an offset (librdkafka's implicit acks)
+CLIENT_LINES = 400  # the Kafka client's idempotence lines kept for a report
 
 
 class Kind(Enum):
@@ -102,6 +104,9 @@ class History:
     unordered: set[str] = field(default_factory=set)  # producers without per-key order
     errors: list[str] = field(default_factory=list)  # a client saw what must never happen
     faults: list[str] = field(default_factory=list)  # the nemesis's steps, in order
+    # The Kafka client's own account of its idempotence (librdkafka's "eos" debug lines:
+    # producer ids, epoch bumps, drains), the last of them: what a duplicate is traced by.
+    client_lines: deque[str] = field(default_factory=lambda: deque(maxlen=CLIENT_LINES))
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def producer(self, name: str, kind: Kind) -> None:
@@ -139,3 +144,7 @@ class History:
     def fault(self, message: str) -> None:
         with self._lock:
             self.faults.append(message)
+
+    def client_line(self, line: str) -> None:
+        with self._lock:
+            self.client_lines.append(line)

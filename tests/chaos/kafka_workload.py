@@ -16,8 +16,12 @@ its records time out (fixed: ingest/replication/partition.py); and a broker regi
 after its lease lapsed lost its Kafka address from the registry, so the other brokers'
 Metadata answers sent clients to its HTTP port (seed 3255133382, fixed: ingest/broker.py).
 
+librdkafka's idempotence decisions (its "eos" debug lines: producer ids, epoch bumps, drains,
+sequence errors) are kept in the History, and a run with violations reports the last of them,
+so a duplicate can be traced to what the client did.
+
 TIERLOG_CHAOS_KAFKA_PRODUCER: idempotent (the default), plain (one request in flight) or off;
-TIERLOG_CHAOS_KAFKA_DEBUG=1 logs librdkafka's idempotence decisions to stderr. A plain
+TIERLOG_CHAOS_KAFKA_DEBUG=1 also prints all of librdkafka's log to stderr as it comes. A plain
 producer is held to at-least-once but not to per-key order: librdkafka bounds requests in
 flight per connection, not per partition (its issue 1969), so after a leader change a retried
 batch can land after a later one sent to the new leader over another connection (seen as
@@ -27,8 +31,11 @@ offset: recorded so, and checked as "in its partition, exactly once"."""
 
 from __future__ import annotations
 
+import logging
 import os
 import random
+import re
+import sys
 import threading
 import time
 import traceback
@@ -46,6 +53,36 @@ FLUSH_S = MESSAGE_TIMEOUT_MS / 1000 + 15  # at the end: every record delivered o
 PRODUCER = os.environ.get("TIERLOG_CHAOS_KAFKA_PRODUCER") or "idempotent"  # see the docstring
 IDEMPOTENT = PRODUCER == "idempotent"
 IN_FLIGHT = 50  # records awaiting delivery before the producer waits
+
+
+# librdkafka's eos lines about idempotence; its connection noise (brokers killed and cut off
+# are expected) is left out.
+_IDEMPOTENCE = re.compile(r"idemp|epoch|drain|pid|seq|bump|persist|out_of_order", re.I)
+
+
+class _IdempotenceLines(logging.Handler):
+    """librdkafka's log (the client's `logger`) into the History, idempotence lines only."""
+
+    def __init__(self, history: History, name: str) -> None:
+        super().__init__()
+        self.history, self.name = history, name
+        self.echo = bool(os.environ.get("TIERLOG_CHAOS_KAFKA_DEBUG"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        line = f"{time.strftime('%H:%M:%S')} {self.name}: {text}"
+        if self.echo:  # everything librdkafka says, as before the History kept any of it
+            print(line, file=sys.stderr, flush=True)
+        if _IDEMPOTENCE.search(text) and not text.startswith("REBOOTSTRAP"):
+            self.history.client_line(line)
+
+
+def _client_logger(history: History, name: str) -> logging.Logger:
+    logger = logging.getLogger(f"tests.chaos.librdkafka.{name}")
+    logger.propagate = False  # not pytest's captured log: the History keeps what matters
+    logger.setLevel(logging.DEBUG)
+    logger.handlers = [_IdempotenceLines(history, name)]
+    return logger
 
 
 class KafkaChaosProducer(threading.Thread):
@@ -94,8 +131,9 @@ class KafkaChaosProducer(threading.Thread):
                 "request.timeout.ms": REQUEST_TIMEOUT_MS,
                 "retry.backoff.ms": 100,
                 "error_cb": self._client_error,
-                # librdkafka's idempotence decisions (epoch bumps, sequence errors) on stderr
-                **({"debug": "eos"} if os.environ.get("TIERLOG_CHAOS_KAFKA_DEBUG") else {}),
+                # librdkafka's idempotence decisions (epoch bumps, sequence errors), kept
+                "debug": "eos",
+                "logger": _client_logger(self.history, self.name),
             }
         )
         n = 0
