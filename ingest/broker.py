@@ -301,7 +301,7 @@ class Broker:
     async def _controller_tick_if_due(self) -> None:
         """The periodic tick (Controller.due): a broker that is not the controller tries
         for the lease when the holder's may have lapsed or the metadata version moved (a
-        release, a new holder, a broker gone), not five times a second."""
+        release, a new holder), not five times a second."""
         version = self.cache.version
         if self.controller.due() or version != self._controller_seen_version:
             self._controller_seen_version = version
