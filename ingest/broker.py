@@ -118,14 +118,9 @@ class Broker:
             clock=self.clock,
         )
         self.controller = Controller(
-            self.engine,
-            config.broker_id,
-            config.lease_ms,
-            metrics=self.metrics,
-            monotonic=self.clock.monotonic,
+            self.engine, config.broker_id, config.lease_ms, metrics=self.metrics, clock=self.clock
         )
         self.controller_lease = ControllerLease(self.engine)
-        self._controller_seen_version = -1  # the metadata version of the last periodic tick
         # A leader's dropped connections, re-checked at once: failover inside the lease.
         self.death_signal = DeathSignal(
             config.broker_id,
@@ -299,12 +294,7 @@ class Broker:
             await asyncio.to_thread(self.controller.tick)
 
     async def _controller_tick_if_due(self) -> None:
-        """The periodic tick (Controller.due): a broker that is not the controller tries
-        for the lease when the holder's may have lapsed or the metadata version moved (a
-        release, a new holder), not five times a second."""
-        version = self.cache.version
-        if self.controller.due() or version != self._controller_seen_version:
-            self._controller_seen_version = version
+        if self.controller.due(self.cache.version):  # not the controller: seldom
             await self._controller_tick()
 
     # -- duties -----------------------------------------------------------------------------

@@ -36,12 +36,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Engine
 
+from cluster.clock import SYSTEM_CLOCK, Clock
 from ingest.metrics import ReplicationMetrics
 from metadata.brokers import BrokerRepo
 from metadata.configs import SPECS
@@ -99,11 +98,12 @@ class Controller:
         *,
         metrics: ReplicationMetrics,
         logger: logging.Logger = log,
-        monotonic: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.broker_id = broker_id
-        self._monotonic = monotonic
+        self._monotonic = clock.monotonic
         self._retry_at = 0.0  # while another broker holds the lease: when it may lapse
+        self._seen_version = -1  # the metadata version the last `due` was asked with
         self.metrics = metrics
         self.lease_ms = lease_ms
         self.log = logger
@@ -126,13 +126,18 @@ class Controller:
         self._scan_key: tuple[int, frozenset[int]] | None = None
         self._offline: set[TopicIdPartition] = set()  # offline partitions already reported
 
-    def due(self) -> bool:
+    def due(self, metadata_version: int) -> bool:
         """Whether a periodic tick has anything to do: always for the controller; for the
         others, once the holder's lease may have lapsed, or a third of a lease on (a tick
         before that could only fail to acquire it: one statement per broker five times a
-        second, a quarter of an idle broker's CPU). A release or a new holder moves the
-        metadata version: the broker ticks at once on that too."""
-        return self._epoch is not None or self._monotonic() >= self._retry_at
+        second, a quarter of an idle broker's CPU), and once for each metadata version not
+        seen before (a release or a new holder moves it)."""
+        seen, self._seen_version = self._seen_version, metadata_version
+        return (
+            self._epoch is not None
+            or metadata_version != seen
+            or self._monotonic() >= self._retry_at
+        )
 
     @property
     def epoch(self) -> int | None:

@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
+from cluster.clock import ManualClock
 from ingest.metrics import ReplicationMetrics
 from ingest.replication.controller import Controller, ControllerActions
 from metadata.brokers import BrokerRepo
@@ -97,35 +98,34 @@ def test_a_broker_that_is_not_the_controller_is_due_when_the_lease_may_lapse(
     cluster: ControllerWorld,
 ) -> None:
     """Controller.due: the broker's periodic tick skips the lease attempts that could only
-    fail (the holder's lease still runs), and tries again when it may have lapsed."""
-    now = [100.0]
+    fail (the holder's lease still runs), and tries again when it may have lapsed or the
+    metadata version moved."""
+    clock = ManualClock()
     one = cluster.controller(1)
     two = Controller(
-        cluster.engine,
-        2,
-        LONG,
-        metrics=ReplicationMetrics(CollectorRegistry()),
-        monotonic=lambda: now[0],
+        cluster.engine, 2, LONG, metrics=ReplicationMetrics(CollectorRegistry()), clock=clock
     )
-    assert two.due()  # nothing known yet
+    assert two.due(7)  # nothing known yet
     assert ticked(one).epoch == 1
-    assert one.due()  # the controller always is
+    assert one.due(7)  # the controller always is
     assert two.tick().active is False
-    assert not two.due()  # broker 1's leases run for a minute: it waits a third of one
-    now[0] += LONG / 3000 - 1
-    assert not two.due()
-    now[0] += 1
-    assert two.due()
+    assert not two.due(7)  # broker 1's leases run for a minute: it waits a third of one
+    clock.advance(LONG / 3000 - 1)
+    assert not two.due(7)
+    assert two.due(8)  # a version not seen before: once
+    assert not two.due(8)
+    clock.advance(1)
+    assert two.due(8)
     assert two.tick().active is False
     cluster.brokers.register(1, "http://127.0.0.1:9001", 5_000)  # its broker lease: 5 s
     assert two.tick().active is False
-    now[0] += 4.5
-    assert not two.due()
-    now[0] += 0.5
-    assert two.due()  # when broker 1's lease may have lapsed
+    clock.advance(4.5)
+    assert not two.due(8)
+    clock.advance(0.5)
+    assert two.due(8)  # when broker 1's lease may have lapsed
     one.resign()  # a release moves the metadata version: the broker ticks on that
     assert two.tick().epoch == 2
-    assert two.due()
+    assert two.due(9)
 
 
 def test_election_picks_the_first_live_isr_member_in_replica_order(
