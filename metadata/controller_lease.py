@@ -116,8 +116,9 @@ class ControllerLease:
     def lapses_in_s(self) -> float:
         """Seconds until the current lease may lapse: its own expiry or its holder's broker
         lease, whichever ends first (0 when it is free or void now). Both only move forward
-        while the holder lives, so no one can acquire the lease sooner; only a release or a
-        new holder can change it the other way, and both move the metadata version."""
+        while the holder lives; what ends the lease sooner is a release or a new holder (both
+        move the metadata version) or the holder's broker proven dead (its death signal
+        ticks the controller at once)."""
         holder_expiry = (
             select(brokers.c.lease_expires_at)
             .where(brokers.c.id == controller.c.holder)

@@ -148,3 +148,12 @@ class History:
     def client_line(self, line: str) -> None:
         with self._lock:
             self.client_lines.append(line)
+
+    def client_tail(self, lines: int = 60) -> str:
+        """The last `lines` of them, as a failed run's report shows them ("" if none)."""
+        with self._lock:
+            kept = list(self.client_lines)[-lines:]
+        if not kept:
+            return ""
+        head = "\n--- the Kafka producer's idempotence (librdkafka eos), last lines:\n"
+        return head + "\n".join(kept)

@@ -63,16 +63,6 @@ class Outcome:
         return "\n".join(lines)
 
 
-def _client_tail(history: History, lines: int = 60) -> str:
-    """The Kafka producer's last idempotence lines (tests/chaos/kafka_workload.py)."""
-    kept = list(history.client_lines)[-lines:]
-    if not kept:
-        return ""
-    return "\n--- the Kafka producer's idempotence (librdkafka eos), last lines:\n" + "\n".join(
-        kept
-    )
-
-
 @dataclass(frozen=True)
 class Plan:
     """What the nemesis does: `steps` steps over `faults`, each two faults at once with
@@ -114,7 +104,7 @@ def run_plan(root: Path, seed: int, plan: Plan) -> Outcome:
         if len(history.acks) < 200:
             outcome.violations.append(f"too little traffic to mean anything: {outcome.stats}")
         if outcome.violations:
-            outcome.logs = world.log_tails() + _client_tail(history)
+            outcome.logs = world.log_tails() + history.client_tail()
     return outcome
 
 

@@ -9,7 +9,6 @@ from confluent_kafka import Producer
 
 from tests.chaos.history import CLIENT_LINES, History
 from tests.chaos.kafka_workload import _client_logger
-from tests.chaos.runner import _client_tail
 from tests.integration.ports import free_port
 
 
@@ -30,7 +29,7 @@ def test_librdkafka_s_idempotence_lines_are_kept_and_reported() -> None:
         assert time.monotonic() < deadline, list(history.client_lines)
         producer.poll(0.1)
     assert not any("REBOOTSTRAP" in line for line in history.client_lines)  # noise left out
-    tail = _client_tail(history)
+    tail = history.client_tail()
     assert "idempotence (librdkafka eos)" in tail and "RequestPID" in tail
     producer.purge()
     producer.flush(0)
@@ -42,4 +41,4 @@ def test_only_the_last_lines_are_kept() -> None:
         history.client_line(f"line {i}")
     assert len(history.client_lines) == CLIENT_LINES
     assert history.client_lines[0] == "line 10"
-    assert _client_tail(History()) == ""  # nothing kept: nothing added to a report
+    assert History().client_tail() == ""  # nothing kept: nothing added to a report
