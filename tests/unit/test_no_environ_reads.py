@@ -1,6 +1,7 @@
 """No library or server module reads the environment: only the composition root (tierlog/cli,
-tierlog/devstack) hands it to the roles' settings tables (cluster/settings_table.py), and
-libraries take the typed config objects built from them."""
+tierlog/devstack, and tierlog/startup.py where every process starts) hands it to the roles'
+settings tables (cluster/settings_table.py), and libraries take the typed config objects built
+from them."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ PACKAGES = (
     "schemaformat",
     "tierlog",
 )
-COMPOSITION_ROOT = ("tierlog/cli/", "tierlog/devstack/")
+COMPOSITION_ROOT = ("tierlog/cli/", "tierlog/devstack/", "tierlog/startup.py")
 # Entry points a user's own program or Spark calls, with no composition root of ours above
 # them: they read the environment the way boto3 reads AWS_*.
 ENTRY_POINTS = {
