@@ -29,6 +29,7 @@ from ingest.tiered.manifest_views import ManifestView, ManifestViews
 from ingest.tiered.retention_plan import (
     RetentionPlan,
     advance_to,
+    follow_log_start,
     plan_local_retention,
     plan_untiered_retention,
 )
@@ -95,11 +96,11 @@ class LocalRetention:
         end, start, deleted = view
         if end is None and start is not None:
             end = start  # everything below the log start was tiered (then expired)
-        new_start = max(start or 0, deleted or 0)
-        if new_start > state.log.log_start_offset:
-            # Records below a DeleteRecords start may not be tiered yet: their segments go
-            # only once they are (the tiering worker copies whole segments, in order).
-            out.append((state, advance_to(new_start, deletable_below=min(new_start, end or 0))))
+        follow = follow_log_start(
+            state.log.segments(), state.log.log_start_offset, end, max(start or 0, deleted or 0)
+        )
+        if follow is not None:
+            out.append((state, follow))
         self._gauges.untiered(state, end, now_ms)
         if state.role is Role.LEADER:
             tiered_to = end if end is not None else state.log.log_start_offset

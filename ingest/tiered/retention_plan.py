@@ -58,6 +58,24 @@ def plan_local_retention(
     return RetentionPlan(delete_before, n, nbytes, blocked_n, blocked)
 
 
+def follow_log_start(
+    segments: Sequence[SegmentInfo], log_start: int, tiered_end: int | None, cross_tier_start: int
+) -> RetentionPlan | None:
+    """The replica follows the partition's cross-tier log start (what cold retention left, or
+    a DeleteRecords start): its log start rises to it and the segments wholly below it go,
+    those the cold tier holds only (records below a DeleteRecords start may not be tiered yet;
+    the tiering worker copies whole segments, in order). Also when this replica's log start got
+    there first: a follower takes the leader's log start from its fetch responses (the files
+    stay), and its segments below it must go all the same (Kafka's
+    deleteLogStartOffsetBreachedSegments). None: nothing to do."""
+    start = max(cross_tier_start, log_start)
+    deletable_below = min(start, tiered_end or 0)
+    below = len(segments) > 1 and segments[0].next_offset <= deletable_below
+    if start > log_start or below:
+        return advance_to(start, deletable_below=deletable_below)
+    return None
+
+
 def plan_untiered_retention(state: Partition, cfg: TopicConfig, now_ms: int) -> RetentionPlan:
     """Whole-log retention of a topic without a cold tier: retention.ms / retention.bytes
     on the hot log, never at or above the high watermark (Kafka's upper bound)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ingest.log.local_log import SegmentInfo
-from ingest.tiered.retention_plan import advance_to, plan_local_retention
+from ingest.tiered.retention_plan import advance_to, follow_log_start, plan_local_retention
 
 NOW = 1_000_000
 
@@ -47,3 +47,30 @@ def test_the_active_segment_is_never_deleted() -> None:
 def test_advancing_the_log_start_is_its_own_plan() -> None:
     plan = advance_to(42)
     assert plan.advance_start and plan.delete_before == 42 and plan.segments == 0
+
+
+def test_a_replica_follows_the_cross_tier_log_start() -> None:
+    plan = follow_log_start(_segments(10, 20, 30), 0, 30, 20)
+    assert plan is not None and plan.advance_start
+    assert (plan.log_start, plan.delete_before) == (20, 20)
+
+
+def test_segments_below_a_log_start_already_raised_still_go() -> None:
+    """A follower's log start rose to the leader's (fetch responses carry it; the files stay)
+    before its own pass read the cold manifest: the segments wholly below it go all the same.
+    (Before, nothing moved the start, so nothing was deleted: they stayed for a week.)"""
+    plan = follow_log_start(_segments(10, 20, 30), 20, 30, 20)
+    assert plan is not None and (plan.log_start, plan.delete_before) == (20, 20)
+
+
+def test_only_what_the_cold_tier_holds_goes() -> None:
+    """A DeleteRecords start above the tiered end: the start moves, the untiered stay."""
+    plan = follow_log_start(_segments(10, 20, 30), 0, 10, 25)
+    assert plan is not None and (plan.log_start, plan.delete_before) == (25, 10)
+    assert follow_log_start(_segments(10, 20, 30), 25, 5, 25) is None  # nothing deletable
+    assert follow_log_start(_segments(10, 20, 30), 25, None, 25) is None  # nothing tiered
+
+
+def test_nothing_to_follow() -> None:
+    assert follow_log_start(_segments(10, 20, 30), 0, 30, 0) is None
+    assert follow_log_start(_segments(30), 30, 30, 30) is None  # only the active segment
