@@ -40,15 +40,22 @@ class _NotInstalled(MetaPathFinder):
         return None
 
 
-def run() -> int:
-    """The command line, from a process's first import on: the finder above goes first."""
+def prepare() -> None:
+    """What a tierlog process does before it imports the command line: run() below, and the
+    test suite's pre-imported parent of server processes (tests/integration/zygote_server.py),
+    so both import what a production process does, the same way."""
     if not any(isinstance(f, _NotInstalled) for f in sys.meta_path):
         sys.meta_path.insert(0, _NotInstalled())
     # numpy's OpenBLAS (pyarrow imports numpy) starts a BLAS thread per extra core at import,
     # which spins before it sleeps: ~0.1 CPU-s of every process's start (0.93 -> 0.83 for a
     # broker, 0.48 -> 0.40 for `tierlog --help`) for linear algebra no command does. Read at
-    # OpenBLAS's load, so set before the imports below; one the caller set is kept.
+    # OpenBLAS's load, so set before the imports; one the caller set is kept.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+def run() -> int:
+    """The command line, from a process's first import on: prepare() goes first."""
+    prepare()
     # The command line's imports (pyarrow, SQLAlchemy, httpx, the client: most of a process's
     # start-up) make long-lived module objects only, yet each full collection on the way scans
     # all of them again: ~10% of that CPU. They are imported with the collector off, then

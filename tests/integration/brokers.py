@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import httpx
 
 from tests.integration.ports import free_port
+from tests.integration.zygote import ForkedProcess, start_tierlog
 from tierlog.devstack.parent_watch import child_env
 
 # Readiness is polled, so a long deadline costs nothing when a start-up is quick; on the
@@ -49,7 +49,7 @@ class BrokerProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.extra_args = [*(extra_args or []), *(() if secure else ("--insecure",))]
         self.log_path = data_dir.parent / f"broker-{broker_id}.log"
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | ForkedProcess | None = None
         self.paused = False
         self.http = httpx.Client(base_url=self.url, timeout=30, limits=TEST_CLIENT_LIMITS)
 
@@ -57,9 +57,6 @@ class BrokerProcess:
         # The broker goes if this test process dies (a killed pytest leaves no brokers behind).
         env = child_env(dict(os.environ, **self.env, TIERLOG_DATABASE_URL=self.database_url))
         argv = [
-            sys.executable,
-            "-m",
-            "tierlog",
             "broker",
             "--broker-id",
             str(self.broker_id),
@@ -69,8 +66,7 @@ class BrokerProcess:
             str(self.data_dir),
             *self.extra_args,
         ]
-        with open(self.log_path, "ab") as logf:
-            self.proc = subprocess.Popen(argv, env=env, stdout=logf, stderr=subprocess.STDOUT)
+        self.proc = start_tierlog(argv, env, self.log_path)
         if wait:
             self.wait_ready()
         return self

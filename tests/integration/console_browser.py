@@ -20,7 +20,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -40,6 +39,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from tests.integration.brokers import BrokerProcess
 from tests.integration.ports import free_port
 from tests.integration.secured import ADMIN, Secured, secure_broker
+from tests.integration.zygote import ForkedProcess, start_tierlog
 from tierlog.devstack.parent_watch import child_env
 
 CHROMIUM = "/usr/bin/chromium"
@@ -55,7 +55,7 @@ class ConsoleProcess:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.argv = [
-            sys.executable, "-m", "tierlog", "console",
+            "console",
             "--broker", broker_url,
             "--listen", f"127.0.0.1:{self.port}",
             "--sample-interval", "1",
@@ -63,16 +63,10 @@ class ConsoleProcess:
         # The sampler's key goes by the environment, not argv (which `ps` shows).
         self.env = {"TIERLOG_API_KEY": sampler_key} if sampler_key else {}
         self.log_path = log_path
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | ForkedProcess | None = None
 
     def start(self, timeout: float = 30) -> ConsoleProcess:
-        with open(self.log_path, "ab") as logf:
-            self.proc = subprocess.Popen(
-                self.argv,
-                env=child_env({**os.environ, **self.env}),
-                stdout=logf,
-                stderr=subprocess.STDOUT,
-            )
+        self.proc = start_tierlog(self.argv, child_env({**os.environ, **self.env}), self.log_path)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import httpx
 from coldstore.object_store import ObjectStoreConfig
 from tests.integration.brokers import READY_TIMEOUT_S, TEST_CLIENT_LIMITS
 from tests.integration.ports import free_port
+from tests.integration.zygote import ForkedProcess, start_tierlog
 from tierlog.devstack.parent_watch import child_env
 
 
@@ -43,7 +43,7 @@ class FetchNodeProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         self.env = {**os.environ, **env, "TIERLOG_DATABASE_URL": database_url}
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | ForkedProcess | None = None
         self.http = httpx.Client(base_url=self.url, timeout=60, limits=TEST_CLIENT_LIMITS)
 
     def start(self) -> FetchNodeProcess:
@@ -52,14 +52,8 @@ class FetchNodeProcess:
 
     def launch(self) -> None:
         """Start the process without waiting: a test can start other processes meanwhile."""
-        argv = [
-            *(sys.executable, "-m", "tierlog", "fetch", "--listen", f"127.0.0.1:{self.port}"),
-            *self.extra_args,
-        ]
-        with open(self.log_path, "ab") as logf:
-            self.proc = subprocess.Popen(
-                argv, env=child_env(self.env), stdout=logf, stderr=subprocess.STDOUT
-            )
+        argv = ["fetch", "--listen", f"127.0.0.1:{self.port}", *self.extra_args]
+        self.proc = start_tierlog(argv, child_env(self.env), self.log_path)
 
     def wait_ready(self) -> FetchNodeProcess:
         assert self.proc is not None, "launch() first"

@@ -135,6 +135,9 @@ def _start(bench: str, out: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             [sys.executable, "-m", f"bench.{bench}", "--smoke"],
             cwd=ROOT,
+            # Servers started as a user starts them, not forked (tests/integration/zygote.py):
+            # a benchmark measures real `python -m tierlog` processes, start-ups included.
+            env={**os.environ, "TIERLOG_TEST_FORK": "0"},
             stdout=sink,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own group, for the last resort below
