@@ -92,10 +92,14 @@ def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
+ROUND_TRIP_PAUSE_S = 0.05
+
+
 class NormalClient:
-    """A SASL client producing and fetching one record at a time from its own partition 0
-    of `topic` in a thread, and a watch that the broker keeps the controller lease and stays
-    alive; `stop()` returns what went wrong (nothing, when the attack did no harm)."""
+    """A SASL client producing and fetching one record at a time (one every
+    ROUND_TRIP_PAUSE_S) from its own partition 0 of `topic` in a thread, and a watch that the
+    broker keeps the controller lease and stays alive; `stop()` returns what went wrong
+    (nothing, when the attack did no harm)."""
 
     def __init__(self, bootstrap: str, topic: str, key: str, url: str, admin_key: str) -> None:
         conf = {"bootstrap.servers": bootstrap, **sasl_conf(key)}
@@ -145,8 +149,10 @@ class NormalClient:
         self.errors.append(f"fetch {i}: record not read back in 30 s")
 
     def _run(self) -> None:
+        # Paced: ~20 round trips a second are mid-flight through every attack; back to back
+        # (~300 a second) they cost the broker most of a core.
         i = 1
-        while not self._stop.is_set():
+        while not self._stop.wait(ROUND_TRIP_PAUSE_S):
             try:
                 self._round_trip(i)
             except Exception as exc:  # a test that failed first stopped the broker under us
