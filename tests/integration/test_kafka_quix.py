@@ -135,7 +135,11 @@ def _app_with_input(
 
 def _assert_counted_exactly_once(c: Cluster, counts: str, sent: Counter[str], app: App) -> None:
     """Every key's counts are exactly 1..n, n the words sent for it: none lost or doubled."""
-    wait_for("every count", lambda: _reached(c.bootstrap(), counts, sent, app), timeout=240)
+    # Each check reads the whole output topic with a new consumer: once a second through the
+    # ~10 s until the killed application's transaction times out, not back to back.
+    wait_for(
+        "every count", lambda: _reached(c.bootstrap(), counts, sent, app), timeout=240, every=1.0
+    )
     got = _counts(c.bootstrap(), counts)
     assert {k: got[k] for k in sent} == {k: list(range(1, n + 1)) for k, n in sent.items()}
 
