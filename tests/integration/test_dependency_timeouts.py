@@ -18,13 +18,15 @@ import shutil
 import signal
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from kio.schema.errors import ErrorCode as KafkaError
-from sqlalchemy.engine import Engine
+from sqlalchemy import text
+from sqlalchemy.engine import Engine, make_url
 
 from coldstore.object_store import ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
@@ -54,9 +56,10 @@ def _postgres_pids(pgdata: Path) -> list[int]:
     return [postmaster, *map(int, children)]
 
 
-@pytest.fixture
-def private_pg() -> Iterator[tuple[str, Path]]:
-    """A Postgres of this test's own (URL, pgdata): the shared one is never frozen."""
+@pytest.fixture(scope="module")
+def _private_server() -> Iterator[tuple[str, Path]]:
+    """A Postgres of this module's own (its migrated database's URL, pgdata): the shared one
+    is never frozen. A test freezes it whole, and thaws it before it ends."""
     # Not tmp_path: as root, the postgres user cannot traverse /tmp/pytest-of-root (mode 700).
     base = Path(tempfile.mkdtemp(prefix="tierlog-frozen-pg-"))
     base.chmod(0o755)
@@ -66,10 +69,30 @@ def private_pg() -> Iterator[tuple[str, Path]]:
             try:
                 migrate(engine)
             finally:
-                engine.dispose()
+                engine.dispose()  # a template has no connections while it is copied
             yield pg.url, pg.pgdata
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def private_pg(_private_server: tuple[str, Path]) -> Iterator[tuple[str, Path]]:
+    """A database of this test's own (a copy of the migrated one) on the module's private
+    Postgres, and that server's pgdata: (URL, pgdata). One server start for the module."""
+    url, pgdata = _private_server
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = make_engine(
+        make_url(url).set(database="postgres").render_as_string(hide_password=False),
+        isolation_level="AUTOCOMMIT",
+    )
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{make_url(url).database}"'))
+        yield make_url(url).set(database=name).render_as_string(hide_password=False), pgdata
+        with admin.connect() as conn:  # FORCE: a broker killed by a failure may hold some
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
 
 
 def test_hot_reads_do_not_wait_on_a_frozen_postgres(
