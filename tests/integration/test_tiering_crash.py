@@ -40,6 +40,8 @@ LEASE_MS = 1000
 
 CRASHING_WORKER = """
 import os, signal, sys
+from tierlog.startup import prepare
+prepare()  # as a `tierlog tiering` process: not the dev install's extras
 from sqlalchemy import event
 from metadata.db import make_engine
 from coldstore.delta_table import DeltaTopicTable
