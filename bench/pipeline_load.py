@@ -4,10 +4,12 @@ every acknowledged record's partition and offset (as runs) with the time of its 
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import random
+import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 from bench.events import make_records
@@ -123,6 +125,22 @@ def client(
     out.put(ClientResult(len(sent), records, raw_bytes, errors, latencies, acked))
 
 
+@contextlib.contextmanager
+def _main_left_out() -> Iterator[None]:
+    """Processes spawned meanwhile do not import the parent's __main__ first: `client` is all
+    they run, and bench.pipeline's imports (Delta, the brokers' harness, ...) cost each one
+    ~1 CPU-s more than this module's. Spawn names __main__ to its children by its module
+    spec, else by its file: both hidden while the processes start."""
+    main = sys.modules["__main__"]
+    saved = {k: main.__dict__.pop(k) for k in ("__spec__", "__file__") if k in main.__dict__}
+    main.__spec__ = None
+    try:
+        yield
+    finally:
+        del main.__spec__
+        main.__dict__.update(saved)
+
+
 def run_clients(
     url: str, topic: str, rate: float, seconds: float, clients: int, value_bytes: int, seed: int
 ) -> Load:
@@ -137,8 +155,9 @@ def run_clients(
         )
         for i in range(clients)
     ]
-    for p in procs:
-        p.start()
+    with _main_left_out():
+        for p in procs:
+            p.start()
     results: list[ClientResult] = [queue.get() for _ in procs]
     for p in procs:
         p.join()
