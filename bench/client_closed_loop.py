@@ -1,7 +1,7 @@
 """The closed loop many applications run: send 1,000 records, wait for all of them, repeat.
 
     .venv/bin/python -m bench.client_closed_loop [--processes 4] [--seconds 10]
-    .venv/bin/python -m bench.client_closed_loop --smoke     # 2 processes, 1 s (the tests)
+    .venv/bin/python -m bench.client_closed_loop --smoke     # 2 processes, 0.5 s (the tests)
 
 Starts its own Postgres and one broker (and, when Debian's `redis-server` and redis-py are
 installed, a Redis server: the baseline). --processes processes each run, for --seconds:
@@ -134,10 +134,10 @@ def main() -> None:
     )
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--smoke", action="store_true", help="2 processes, 1 s")
+    parser.add_argument("--smoke", action="store_true", help="2 processes, 0.5 s")
     args = parser.parse_args()
     if args.smoke:
-        args.processes, args.seconds = 2, 1.0
+        args.processes, args.seconds = 2, 0.5
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp_name:
         tmp = Path(tmp_name)
         os.chmod(tmp, 0o755)

@@ -1,7 +1,7 @@
 """Produce throughput of one broker (acks=1): Arrow and JSON paths against a bare baseline.
 
     .venv/bin/python -m bench.produce [--seconds 8] [--clients 4] [--batch 1000]
-    .venv/bin/python -m bench.produce --smoke     # 0.5 s per case, 1 client (the test suite)
+    .venv/bin/python -m bench.produce --smoke     # 0.25 s per case, 1 client (the test suite)
 
 Starts its own Postgres, one broker and the baseline server on loopback, then prints
 records/s, MB/s and p50/p99 request latency for each, and the Arrow/baseline ratio. Checks
@@ -86,10 +86,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--batch", type=int, default=1000)
-    parser.add_argument("--smoke", action="store_true", help="1 client, 0.5 s per case")
+    parser.add_argument("--smoke", action="store_true", help="1 client, 0.25 s per case")
     args = parser.parse_args()
     if args.smoke:
-        args.seconds, args.clients = 0.5, 1
+        args.seconds, args.clients = 0.25, 1
     vals = values(args.batch)
     bodies = {"arrow": arrow_body(vals), "json": json_body(vals)}
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp:

@@ -225,7 +225,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="20,000 records, 1 MiB segments")
     args = parser.parse_args()
     if args.smoke:
-        args.records, args.segment_mb, args.seconds = 20_000, 1, 1
+        args.records, args.segment_mb, args.seconds = 20_000, 1, 0.5
         args.concurrency, args.cache_mb = 2, 2
     produced = ProducedDigests()
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp_name:

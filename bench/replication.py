@@ -1,7 +1,7 @@
 """Replication cost and failover time.
 
     .venv/bin/python -m bench.replication [--seconds 6] [--clients 4] [--trials 5]
-    .venv/bin/python -m bench.replication --smoke    # 0.5 s per case, 1 trial (the test suite)
+    .venv/bin/python -m bench.replication --smoke    # 0.25 s per case, 1 trial (the test suite)
 
 Starts its own Postgres. Measures, in one run: single-broker acks=1 produce throughput (the
 baseline), then a 3-broker cluster with RF=3 and min.insync.replicas=2 at acks=1 and
@@ -137,10 +137,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=6)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--trials", type=int, default=5)
-    parser.add_argument("--smoke", action="store_true", help="1 client, 0.5 s per case, 1 trial")
+    parser.add_argument("--smoke", action="store_true", help="1 client, 0.25 s per case, 1 trial")
     args = parser.parse_args()
     if args.smoke:
-        args.seconds, args.clients, args.trials = 0.5, 1, 1
+        args.seconds, args.clients, args.trials = 0.25, 1, 1
     body = arrow_body(values(1000))
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp:
         os.chmod(tmp, 0o755)

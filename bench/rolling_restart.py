@@ -103,12 +103,12 @@ def main() -> int:
         "--pause-ms", type=float, default=10, help="each HTTP producer's pause between batches"
     )
     parser.add_argument(
-        "--smoke", action="store_true", help="3 partitions, 3 s before, a lighter load"
+        "--smoke", action="store_true", help="3 partitions, 2 s before, a lighter load"
     )
     parser.add_argument("--keep", action="store_true", help="keep the logs and data dirs")
     args = parser.parse_args()
     if args.smoke:
-        args.before, args.partitions, args.kafka_rate, args.pause_ms = 3.0, 3, 20, 50
+        args.before, args.partitions, args.kafka_rate, args.pause_ms = 2.0, 3, 10, 100
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp:
         if args.keep:
             tmp = tempfile.mkdtemp(prefix="tierlog-rolling-")

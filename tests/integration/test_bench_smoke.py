@@ -76,7 +76,7 @@ EXPECTED = {
         "replay checked: every offset from 0 once",
     ],
     "client_closed_loop": [
-        "tierlog closed-loop benchmark: 2 processes x 1 s, rounds of 1000 records",
+        "tierlog closed-loop benchmark: 2 processes x 0.5 s, rounds of 1000 records",
         "case                                          records/s  round p50 ms   p99 ms  vs Redis",
         "tierlog Producer.send() x1000, then wait",
         "checked: the broker's log (and the Redis stream) holds exactly the records acknowledged",
