@@ -3,7 +3,7 @@ against the baseline of rewriting the whole topic.
 
     .venv/bin/python -m bench.erase [--files 100] [--records 50000]   # ~400 MB in S3
     .venv/bin/python -m bench.erase --records 130000   # >= 1 GB in S3 (Parquet compresses)
-    .venv/bin/python -m bench.erase --smoke   # 8 files of 500 records (the test suite)
+    .venv/bin/python -m bench.erase --smoke   # 4 files of 500 records (the test suite)
 
 Starts its own Postgres and moto's S3 server (in memory, loopback). Tiers the topic through
 the tiering protocol (tests/integration/test_compaction_support.py: Parquet files with bloom
@@ -80,10 +80,10 @@ def main() -> None:
     )
     parser.add_argument("--files", type=int, default=100)
     parser.add_argument("--records", type=int, default=50_000)
-    parser.add_argument("--smoke", action="store_true", help="8 files of 500 records")
+    parser.add_argument("--smoke", action="store_true", help="4 files of 500 records")
     args = parser.parse_args()
     if args.smoke:
-        args.files, args.records = 8, 500
+        args.files, args.records = 4, 500
     with_key = set(range(0, args.files, 20)) or {0}  # 5% of the files (at least one)
     rows: list[tuple[str, ...]] = []
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp, MotoServer() as moto:

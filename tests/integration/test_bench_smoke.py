@@ -87,7 +87,7 @@ EXPECTED = {
         "hot log cleaner",
     ],
     "erase": [
-        "tierlog erase benchmark: 8 files of 500",
+        "tierlog erase benchmark: 4 files of 500",
         "case                                seconds read rewritten MB rewritten of table",
         "baseline: rewrite the whole topic",
         "every other record kept at its offset",
