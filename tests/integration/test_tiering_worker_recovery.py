@@ -49,6 +49,8 @@ def test_a_topic_deleted_and_created_again_gets_a_table_of_its_own(env: Env) -> 
 
 KILLED_WORKER = """
 import os, sys
+from tierlog.startup import prepare
+prepare()  # as a `tierlog tiering` process: not the dev install's extras
 from metadata.db import make_engine
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from tiering.worker import TieringWorker
