@@ -85,7 +85,7 @@ class DevInstance:
                 stdout=f,
                 stderr=subprocess.STDOUT,
             )
-        # Generous: dev starts Postgres, S3 and a process per role one after another, and on
+        # Generous: dev starts Postgres and S3, then the brokers, then the other roles, and on
         # the shared machine under load one broker's start-up alone has taken ~50 s.
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:

@@ -13,10 +13,12 @@ replace the embedded servers. The variables the user's tools need go to data_dir
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
@@ -152,6 +154,30 @@ def _kafka_addresses(broker_urls: list[str]) -> list[str]:
     return [f"127.0.0.1:{int(u.rsplit(':', 1)[1]) + KAFKA_PORT_SHIFT}" for u in broker_urls]
 
 
+def _start_stores(
+    env: dict[str, str], data_dir: Path
+) -> tuple[LocalPostgres | None, str, LocalS3 | None, dict[str, str]]:
+    """Postgres and the S3 endpoint, side by side: each takes about a second to start, and
+    neither needs the other. Whichever fails, the other is stopped once it is up."""
+    with ThreadPoolExecutor(1, thread_name_prefix="s3-start") as pool:
+        s3_started = pool.submit(_start_s3, env, data_dir)
+        try:
+            pg, database_url = _start_postgres(env, data_dir)
+        except BaseException:
+            with contextlib.suppress(Exception):  # its own failure: ours is raised
+                s3, _ = s3_started.result()
+                if s3 is not None:
+                    s3.stop()
+            raise
+        try:
+            s3, s3_env = s3_started.result()
+        except BaseException:
+            if pg is not None:
+                pg.stop()
+            raise
+    return pg, database_url, s3, s3_env
+
+
 def run_dev(
     data_dir: Path,
     brokers: int,
@@ -187,8 +213,7 @@ def run_dev(
     signal.signal(signal.SIGTERM, supervisor.on_signal)
     env = own_environment(os.environ, env_file(data_dir))
     try:
-        pg, env["TIERLOG_DATABASE_URL"] = _start_postgres(env, data_dir)
-        s3, s3_env = _start_s3(env, data_dir)
+        pg, env["TIERLOG_DATABASE_URL"], s3, s3_env = _start_stores(env, data_dir)
         env.update(s3_env)
         broker_urls = [f"http://127.0.0.1:{p}" for p in broker_ports.values()]
         fetch_url = f"http://127.0.0.1:{fetch_port(port, brokers)}"
@@ -222,11 +247,13 @@ def run_dev(
             "fetch", log_level, "--listen", fetch_url.removeprefix("http://"), *_security_argv(auth)
         )
         fetch = Child("fetch", fetch_argv, env, fetch_port(port, brokers))
-        supervisor.start_ready([(fetch, fetch_url)])
+        # The brokers are up (the schema migrated): the rest start together, each on its own.
+        supervisor.start(fetch)
         for role in _WORKER_ROLES:
             supervisor.start(Child(role, _role_argv(role, log_level), env))
         console = _console_child(broker_urls[0], console_port(port), env, shown, log_level)
         supervisor.start_ready([(console, console_url)])
+        fetch.wait_ready(fetch_url)
         urls = DevUrls(broker_urls, _kafka_addresses(broker_urls), fetch_url, console_url)
         defaults = describe_defaults(topic_defaults) or None
         lines = banner_lines(shown, urls, _WORKER_ROLES, defaults, env_file(data_dir))
