@@ -2,7 +2,11 @@
 by test_kafka_quix.py as a child process of the `.venv-quix` interpreter (quixstreams pins
 an older confluent-kafka than the project's). Not imported by the suite.
 
-    python quix_count_app.py BOOTSTRAP INPUT OUTPUT GROUP STATE_DIR [DEBUG]
+    python quix_count_app.py BOOTSTRAP INPUT OUTPUT GROUP STATE_DIR TIMEOUT_MS [DEBUG]
+
+TIMEOUT_MS is both the producer's transaction timeout and the consumer's session timeout:
+what a kill -9 of the application leaves behind (its open transaction, its group member)
+lasts that long.
 
 DEBUG (to diagnose a run, e.g. "eos,protocol,broker,cgrp") is librdkafka's `debug` for the
 application's consumer and producer, logged at quixstreams' DEBUG level.
@@ -19,8 +23,8 @@ from typing import Any
 def main() -> None:
     from quixstreams import Application, State
 
-    bootstrap, source, sink, group, state_dir = sys.argv[1:6]
-    debug = {"debug": sys.argv[6]} if len(sys.argv) > 6 else {}  # librdkafka's, to diagnose
+    bootstrap, source, sink, group, state_dir, timeout_ms = sys.argv[1:7]
+    debug = {"debug": sys.argv[7]} if len(sys.argv) > 7 else {}  # librdkafka's, to diagnose
     app = Application(
         broker_address=bootstrap,
         consumer_group=group,
@@ -30,14 +34,14 @@ def main() -> None:
         auto_create_topics=True,
         commit_interval=0.5,
         # Its transactional.id is random per start (quixstreams' default), so the transaction
-        # a kill -9 leaves open ends only by timing out, as in Kafka: 10 s rather than 60 s
-        # keeps the test's wait short without changing what it shows.
-        producer_extra_config={"transaction.timeout.ms": 10_000, **debug},
+        # a kill -9 leaves open ends only by timing out, as in Kafka: seconds rather than 60 s
+        # keep the test's wait short without changing what it shows.
+        producer_extra_config={"transaction.timeout.ms": int(timeout_ms), **debug},
         # A restarted application's consumer joins a group whose killed member stays in it
-        # until its session times out: 10 s rather than librdkafka's 45 s, as long as the
+        # until its session times out: seconds rather than librdkafka's 45 s, as long as the
         # transaction's timeout above, so the wait after a kill -9 is that one timeout.
         consumer_extra_config={
-            "session.timeout.ms": 10_000,
+            "session.timeout.ms": int(timeout_ms),
             "heartbeat.interval.ms": 1000,
             **debug,
         },
