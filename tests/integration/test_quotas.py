@@ -15,6 +15,7 @@ import httpx
 
 from logformat.errors import TierlogError
 from tests.integration.brokers import BrokerProcess
+from tests.integration.cluster import wait_for
 from tests.integration.secured import Secured, secure_broker
 from tierlog.cli.quotas_cmd import add_quotas
 from tierlog.client import Producer
@@ -38,10 +39,19 @@ def _quotas(db: str, *args: str, expect: int = 0) -> str:
     return out.getvalue()
 
 
-def _warm(broker: BrokerProcess, topic: str) -> None:
-    """A first quota-checked request starts the broker's quota load; let it land."""
-    broker.http.get(f"/topics/{topic}/partitions/0/records", params={"offset": 0})
-    time.sleep(0.5)
+def _quotas_loaded(http: httpx.Client) -> bool:
+    """The broker's cached quota table holds an entity (its load landed): /metrics says."""
+    for line in http.get("/metrics").text.splitlines():
+        if line.startswith("tierlog_quota_entities "):
+            return float(line.split()[1]) > 0
+    return False
+
+
+def _warm(http: httpx.Client, topic: str) -> None:
+    """A first quota-checked request starts the broker's quota load; wait until it landed
+    (until then every principal is unlimited)."""
+    http.get(f"/topics/{topic}/partitions/0/records", params={"offset": 0})
+    wait_for("the quota table loaded", lambda: _quotas_loaded(http), timeout=30)
 
 
 def _value(size: int, i: int) -> str:
@@ -55,7 +65,7 @@ def test_producer_over_its_byte_rate_is_throttled_to_the_quota(
     _quotas(fresh_db, "set", "--default", "--producer-byte-rate", str(quota))
     broker = broker_factory()
     broker.create_topic("rated")
-    _warm(broker, "rated")
+    _warm(broker.http, "rated")
     accepted = throttled = 0
     with httpx.Client(base_url=broker.url, timeout=30) as http:
         start = time.monotonic()
@@ -89,7 +99,7 @@ def test_python_client_honours_429_without_duplicates(
     _quotas(fresh_db, "set", "--default", "--producer-byte-rate", "100000")
     broker = broker_factory()
     broker.create_topic("client-rated")
-    _warm(broker, "client-rated")
+    _warm(broker.http, "client-rated")
     n = 60
     with Producer(broker.url, linger_ms=0, batch_size=4096) as producer:
         futures = [
@@ -141,7 +151,7 @@ def test_429_follows_the_principal_with_retry_after_and_a_kafka_error(
         alice, bob = sec.client(broker.url, "alice"), sec.client(broker.url, "bob")
         cluster = sec.client(broker.url, None, {"x-tierlog-cluster-token": sec.cluster_secret()})
         alice.get("/topics/q/partitions/0/records", params={"offset": 0})  # starts the load
-        time.sleep(0.5)
+        wait_for("the quota table loaded", lambda: _quotas_loaded(admin), timeout=30)
         big = {"records": [{"value": "x" * 10_000}]}
         assert alice.post("/topics/q/records", json=big).status_code == 200
         _throttled_doc(alice.post("/topics/q/records", json=big))
