@@ -29,6 +29,11 @@ from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import Cluster, wait_for
 
 HOUR_MS = 3600 * 1000
+# Registration and local retention run every 250 ms (1 s by default): the waits for them,
+# and the waits proving they leave something alone, take a quarter as long.
+DUTY_MS = 250
+DUTY = ["--tiering-duty-ms", str(DUTY_MS)]
+TICKS_S = 4 * DUTY_MS / 1000  # four passes of each
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +53,7 @@ def engine(cluster_db: str) -> Iterator[Engine]:
 def cluster(cluster_db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """One three-broker cluster for the module's tests, each on its own topic (a cluster
     start takes seconds); the last test kills a leader."""
-    c = Cluster(cluster_db, tmp_path_factory.mktemp("cluster"), 3).start()
+    c = Cluster(cluster_db, tmp_path_factory.mktemp("cluster"), 3, DUTY).start()
     yield c
     c.stop()
 
@@ -207,7 +212,7 @@ def test_leader_registers_sealed_segments_and_any_replica_serves_them(
 
 def test_registration_stops_at_the_high_watermark(fresh_db: str, tmp_path: Path) -> None:
     # Long leases and lag limits: paused followers stay in the ISR and hold the HW back.
-    slow = ["--lease-ms", "60000", "--replica-lag-ms", "60000"]
+    slow = ["--lease-ms", "60000", "--replica-lag-ms", "60000", *DUTY]
     c = Cluster(fresh_db, tmp_path, 2, slow).start()
     engine = make_engine(fresh_db)
     try:
@@ -227,7 +232,7 @@ def test_registration_stops_at_the_high_watermark(fresh_db: str, tmp_path: Path)
             assert leo > hw
             sealed_above = [b for b in _files(leader, "hw") if b > hw]
             assert sealed_above  # segments beyond the HW exist on the leader's disk
-            time.sleep(3)  # several registration ticks
+            time.sleep(TICKS_S)  # several registration passes
             segs = _registered(engine, topic_id)
             assert all(s.end_offset <= hw for s in segs), (segs, hw)
         finally:
@@ -321,7 +326,12 @@ def test_local_retention_by_bytes_keeps_untiered(cluster: Cluster, engine: Engin
     files = _files(leader, "lb")
     bases = sorted(files)
     wait_for("registered", lambda: len(_registered(engine, topic_id)) == len(bases) - 1)
-    time.sleep(2)
+    for b in cluster.brokers.values():  # a retention pass found the bytes over the bound
+        wait_for(
+            "blocked gauge",
+            partial(_metric_if, b, "tierlog_local_retention_blocked_bytes", 1e12, topic="lb"),
+        )
+    time.sleep(TICKS_S)  # and more passes
     assert sorted(_files(leader, "lb")) == bases  # over the bound, but nothing is tiered
     _tier(engine, topic_id, 2)
     for b in cluster.brokers.values():
@@ -345,7 +355,7 @@ def test_remote_storage_disabled_topic_is_never_registered(
 ) -> None:
     topic_id = _create(cluster, "off", segment_bytes=1024, remote_storage_enable="false")
     _produce_frames(cluster, "off", 4)
-    time.sleep(2.5)
+    time.sleep(TICKS_S)  # several registration passes
     assert _registered(engine, topic_id) == []
     p = cluster.partition("off")
     assert p["tiering_lag"] == 0 and p["cold"] is None
