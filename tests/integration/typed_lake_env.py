@@ -4,6 +4,7 @@ tests produce with confluent-kafka, tier and read the topic's Delta table back."
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,6 +22,9 @@ from tests.integration.fetch_nodes import s3_env
 from tests.integration.ports import free_port
 from tests.integration.s3 import MotoServer, new_bucket
 from tiering.worker import TieringWorker
+
+TIER_POLL_S = 0.2  # between tiering passes; the broker's segment.ms is 1 s
+TIER_TIMEOUT_S = 60
 
 
 class Env:
@@ -52,20 +56,25 @@ class Env:
         return offsets
 
     def tier(self, topic: str, offsets: list[int]) -> list[dict[str, Any]]:
-        """Tier until the table holds the records at `offsets` (tombstones roll the last
-        segment); their rows, in that order."""
+        """Tier until the table holds the records at `offsets` (a tombstone rolls the last
+        segment once it is segment.ms old); their rows, in that order. Each pass reads only
+        the table's offsets, and waits a little: segment.ms passes in a few."""
         uri, options = table_uri(self.s3, topic), self.s3.storage_options()
-        for _ in range(200):
+        deadline = time.monotonic() + TIER_TIMEOUT_S
+        while time.monotonic() < deadline:
             self.worker.run_once()
             try:
-                table = DeltaTable(uri, storage_options=options).to_pyarrow_table()
+                table = DeltaTable(uri, storage_options=options)
             except Exception:  # not created yet
                 table = None
-            rows = {} if table is None else {r["offset"]: r for r in table.to_pylist()}
-            if all(o in rows for o in offsets):
-                return [rows[o] for o in offsets]
+            if table is not None:
+                tiered = set(table.to_pyarrow_table(columns=["offset"]).column(0).to_pylist())
+                if tiered.issuperset(offsets):
+                    rows = {r["offset"]: r for r in table.to_pyarrow_table().to_pylist()}
+                    return [rows[o] for o in offsets]
             self.produce(topic, [None])
-        raise AssertionError(f"{topic}: {offsets} were not tiered")
+            time.sleep(TIER_POLL_S)
+        raise AssertionError(f"{topic}: {offsets} were not tiered in {TIER_TIMEOUT_S} s")
 
     def schema(self, topic: str) -> pa.Schema:
         uri, options = table_uri(self.s3, topic), self.s3.storage_options()
