@@ -40,6 +40,7 @@ from ingest.cleaner.log_cleaner import segment_frames
 from logformat.frame import decode_records
 from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
+from metadata.erasures import READER_FILE_LIST_TTL_S
 from metadata.types import TopicIdPartition
 from spark_tables import store_options
 from tests.integration.cluster import Cluster, wait_for
@@ -52,6 +53,8 @@ from tierlog.devstack.parent_watch import child_env
 ALICE = "alice"
 PAUSED = "erasure paused before its Delta commit"
 COLD_BATCHES, HOT_BATCHES = 6, 6
+# a stale file list's whole life (well beyond COLD_SETTLE_MS, when the request is done)
+PLAIN_GRACE_MS = int(READER_FILE_LIST_TTL_S * 1000)
 
 
 class Stack:
@@ -171,13 +174,24 @@ def _disk_keys(data_dir: Path, topic: str) -> list[bytes | None]:
     return keys
 
 
+def _objects(s: Stack, topic: str) -> set[str]:
+    """The topic's data objects in the bucket (listed, not read)."""
+    return {
+        k for k, _ in s.store.list(f"{s.bucket.key('topics', topic)}/") if k.endswith(".parquet")
+    }
+
+
+def _object_keys(s: Stack, topic: str) -> dict[str, list[bytes | None]]:
+    """Every data object's record keys, read from the bucket."""
+    out: dict[str, list[bytes | None]] = {}
+    for key in sorted(_objects(s, topic)):
+        table = pq.read_table(pa.BufferReader(s.store.get(key)), columns=["key"])
+        out[key] = table.column("key").to_pylist()
+    return out
+
+
 def _bucket_keys(s: Stack, topic: str) -> list[bytes | None]:
-    keys: list[bytes | None] = []
-    for key, _ in s.store.list(f"{s.bucket.key('topics', topic)}/"):
-        if key.endswith(".parquet"):
-            table = pq.read_table(pa.BufferReader(s.store.get(key)), columns=["key"])
-            keys.extend(table.column("key").to_pylist())
-    return keys
+    return [k for keys in _object_keys(s, topic).values() for k in keys]
 
 
 def _spark_view(spark: SparkSession, s: Stack, topic: str) -> list[tuple[int, str]]:
@@ -228,8 +242,7 @@ def _no_orphans(s: Stack, topic: str, tid: str) -> None:
 
     def swept() -> bool:
         s.compaction.run_once()
-        objects = {k for k, _ in s.store.list(f"{root}/") if k.endswith(".parquet")}
-        return objects == in_table
+        return _objects(s, topic) == in_table
 
     wait_for("only the table's files in the bucket", swept, timeout=60, every=0.5)
 
@@ -253,9 +266,11 @@ def _wait_done(s: Stack, topic: str, eid: str) -> dict[str, Any]:
 )
 def test_erased_everywhere(spark: SparkSession, stack: Stack, kill: str) -> None:
     s, topic = stack, f"pii-{kill or 'plain'}"
-    # plain: the replaced objects outlive `done` by far, so a fetch node that kept its list
-    # of them would still read her rows; the others: short, the sweep is checked sooner
-    tid = _fill(s, topic, grace_ms=15_000 if not kill else 1000)
+    # plain: the replaced objects outlive `done` (COLD_SETTLE_MS after the rewrite) by far:
+    # for as long as a fetch node that kept its list of them (READER_FILE_LIST_TTL_S, read
+    # before the rewrite) would still read her rows; the others: short, the sweep is checked
+    # sooner
+    tid = _fill(s, topic, grace_ms=PLAIN_GRACE_MS if not kill else 1000)
     assert ALICE.encode() in _bucket_keys(s, topic)
     before = s.cluster.leader(topic).fetch_all(topic)
     want = _view([r for r in before if r["key"] != ALICE])
@@ -292,11 +307,16 @@ def test_erased_everywhere(spark: SparkSession, stack: Stack, kill: str) -> None
     for b in s.cluster.brokers.values():
         assert ALICE.encode() not in _disk_keys(b.data_dir, topic)
 
+    # the objects holding her key now are the replaced ones: polled by listing, then every
+    # object left is read once
+    held = {k for k, keys in _object_keys(s, topic).items() if ALICE.encode() in keys}
+
     def swept() -> bool:
         s.compaction.run_once()
-        return ALICE.encode() not in _bucket_keys(s, topic)
+        return not held & _objects(s, topic)
 
     wait_for("replaced objects deleted after the grace period", swept, timeout=90, every=0.5)
+    assert ALICE.encode() not in _bucket_keys(s, topic)
     _no_orphans(s, topic, tid)
     # (e) the audit record
     assert done["requested_by"] and done["requested_at"] and done["finished_at"]
