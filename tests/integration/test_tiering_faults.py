@@ -32,7 +32,7 @@ from tiering.worker import TieringWorker
 
 PARTITIONS = 4
 SEGMENTS = 4  # per partition
-READ_TIMEOUT_S = 1.0  # the clients' read timeout; stalls last longer
+READ_TIMEOUT_S = 1.0  # both S3 clients' request timeout; stalls last longer
 DEADLINE_S = 180  # a bound for a hang (a batch that fails retries all its segments; 77 s seen
 # with three test workers on two cores)
 
@@ -64,7 +64,15 @@ def _value(i: int) -> bytes:
     return (f'{{"order": {i}, "item": "sku-{i % 97:03d}", "note": "' + "x" * 900 + '"}').encode()
 
 
-class _FewRetries(ObjectStoreConfig):
+class _Shortened(ObjectStoreConfig):
+    """deltalake's S3 client (object_store) times a request out as boto3 does here: with its
+    default (30 s) a stall lasted stall_s, the proxy closing the connection."""
+
+    def storage_options(self) -> dict[str, str]:
+        return {**super().storage_options(), "timeout": f"{READ_TIMEOUT_S:g}s"}
+
+
+class _FewRetries(_Shortened):
     """deltalake's S3 client (object_store) gives up after one retry, as boto3 does here."""
 
     def storage_options(self) -> dict[str, str]:
@@ -141,7 +149,7 @@ def _tier_all(env: Env, tid: str, config: ObjectStoreConfig, proxy: FaultyS3Prox
 
 
 def _faulty(config: ObjectStoreConfig, proxy: FaultyS3Proxy) -> ObjectStoreConfig:
-    return config._replace(
+    return _Shortened(*config)._replace(
         endpoint_url=proxy.endpoint,
         read_timeout_s=READ_TIMEOUT_S,
         connect_timeout_s=READ_TIMEOUT_S,
