@@ -44,6 +44,7 @@ class ColdEnv:
         self.store = ObjectStore(config)
         self.ids: dict[str, str] = {}
         self.written: dict[tuple[str, int], list[Rec]] = {}
+        self._tables: dict[str, DeltaTopicTable] = {}
 
     def topic(self, name: str, partitions: int = 1, **configs: str) -> str:
         info = TopicRepo(self.engine).create(name, partitions, 2, configs)
@@ -85,13 +86,21 @@ class ColdEnv:
         assert isinstance(pf.output, bytes)
         self.store.put(key, pf.output)
         self.manifest.mark_copied(fid)
-        table = DeltaTopicTable(
-            table_uri(self.config, topic), self.config.storage_options(), topic=topic
-        )
-        table.ensure_created()
-        version = table.commit_file(partition, pf, key)
+        version = self._table(topic).commit_file(partition, pf, key)
         self.registry.mark_tiered(claim, spec, version)
         log.extend(recs)
+
+    def _table(self, topic: str) -> DeltaTopicTable:
+        """Kept per topic id, as the tiering worker keeps it: a commit brings it up to date
+        with what compaction committed meanwhile, never reading the whole log again."""
+        tid = self.ids[topic]
+        table = self._tables.get(tid)
+        if table is None:
+            uri = table_uri(self.config, topic)
+            table = DeltaTopicTable(uri, self.config.storage_options(), topic=topic)
+            table.ensure_created()
+            self._tables[tid] = table
+        return table
 
     def worker(self, **settings: Any) -> CompactionWorker:
         base = {"min_grace_ms": 0, "target_file_bytes": 1 << 20, "merge_min_files": 1000}
