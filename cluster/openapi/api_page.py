@@ -33,10 +33,11 @@ _TAIL = """
 Errors are JSON `{"error_code": "UNKNOWN_TOPIC_OR_PARTITION", "message": "..."}` with Kafka's
 error names and the matching HTTP status (400, 404, 409, 413, 415, 416, 429, 503); the
 document names that body `Error` (`components/schemas`). With auth on, every call but
-`/healthz`, `/readyz`, `/openapi.json` and `/docs` may answer 401 (no valid key) or 403 (the
-ACLs refuse it); `/metrics` wants DESCRIBE on the cluster. See
-[access-control.md](access-control.md), and [limits.md](limits.md) for every limit and its
-knob.
+`/healthz`, `/readyz`, `/openapi.json` and `/docs` may answer 401 (no valid key), 403 (the
+ACLs refuse it) or 429 (too many failed logins from the client's address or key id: its next
+turn is further off than `--failed-auth-max-wait-ms`); `/metrics` wants DESCRIBE on the
+cluster. See [access-control.md](access-control.md), and [limits.md](limits.md) for every
+limit and its knob.
 """
 
 

@@ -243,14 +243,20 @@ OPENAPI["components"] = {
 OPENAPI["security"] = [{"apiKey": []}]
 _OPEN_PATHS = ("/healthz", "/readyz", "/openapi.json")  # auth.OPEN_PATHS
 _WRITES = ("post", "put", "patch", "delete")
+# Operations whose only 429 is the failed-login throttle's: with auth off they never answer it.
+_THROTTLE_ONLY: set[tuple[str, str]] = set()
 for _path, _item in OPENAPI["paths"].items():
     for _method, _op in _item.items():
         if _method == "parameters":
             continue
         if _path in _OPEN_PATHS:
             _op["security"] = []
-        else:  # no key or a bad one (401); a key whose principal the ACLs refuse (403)
-            _op["responses"].update(error_responses(401, 403))
+        else:
+            # No key or a bad one (401); a key whose principal the ACLs refuse (403); a source
+            # with too many failed logins whose turn is too far off (429: cluster/auth_throttle.py).
+            if "429" not in _op["responses"]:
+                _THROTTLE_ONLY.add((_path, _method))
+            _op["responses"].update(error_responses(401, 403, 429))
         # Every write may be refused as cross-site (403), and any body of an undocumented
         # media type with 415 (cluster/http/cross_site.py).
         if _method in _WRITES:
@@ -265,7 +271,10 @@ def for_auth(doc: dict[str, Any], auth_enabled: bool) -> dict[str, Any]:
     if auth_enabled:
         return doc
     paths = {
-        path: {k: op if k == "parameters" else _without_auth(k, op) for k, op in item.items()}
+        path: {
+            k: op if k == "parameters" else _without_auth(k, op, (path, k) in _THROTTLE_ONLY)
+            for k, op in item.items()
+        }
         for path, item in doc["paths"].items()
     }
     open_doc = {k: v for k, v in doc.items() if k != "security"}
@@ -273,8 +282,10 @@ def for_auth(doc: dict[str, Any], auth_enabled: bool) -> dict[str, Any]:
     return {**open_doc, "paths": paths, "components": components}
 
 
-def _without_auth(method: str, op: dict[str, Any]) -> dict[str, Any]:
-    # Without ACLs only a cross-site write is refused (403); nothing answers 401.
-    gone = ("401",) if method in _WRITES else ("401", "403")
+def _without_auth(method: str, op: dict[str, Any], throttle_only: bool) -> dict[str, Any]:
+    # Without ACLs only a cross-site write is refused (403); nothing answers 401, nor 429 for
+    # failed logins.
+    gone: tuple[str, ...] = ("401",) if method in _WRITES else ("401", "403")
+    gone += ("429",) if throttle_only else ()
     responses = {code: r for code, r in op["responses"].items() if code not in gone}
     return {**{k: v for k, v in op.items() if k != "security"}, "responses": responses}

@@ -21,6 +21,8 @@ _WHY = {
     403: "TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED: the ACLs refuse the key's principal; "
     "or a write refused as cross-site",
     415: "UNSUPPORTED_MEDIA_TYPE: a body of a media type the operation does not take",
+    429: "THROTTLING_QUOTA_EXCEEDED (with Retry-After): a quota or request limit, or, with "
+    "auth on, too many failed logins from this address or key id",
 }
 
 

@@ -116,16 +116,18 @@ def secured_nodes(
     url = db_factory()
     sec = Secured(url)
     root = Path(tmp_path_factory.mktemp("fuzz-negative-auth"))
-    # The fuzzer's wrong keys are failed logins: on the broker they are free, since its turns
-    # (cluster/auth_throttle.py) made this file wait ~20 s; the fetch node keeps the default,
-    # so throttled answers (429) are still fuzzed there. Throttling itself is tested in
-    # tests/unit/cluster/test_auth_throttle.py and test_kafka_conn_limits.py.
+    # The fuzzer's wrong keys are failed logins: on the broker they are free, since waiting for
+    # their turns (cluster/auth_throttle.py) took this file ~20 s; the fetch node refuses one
+    # whose turn has not come at once (429, not a wait), so throttled answers are still fuzzed
+    # there. Throttling itself is tested in tests/unit/cluster/test_auth_throttle.py and
+    # test_kafka_conn_limits.py.
     free = ["--failed-auth-free", "1000"]
     for broker in started(secure_broker(url, root / "data", extra=free)):
         admin = sec.client(broker.url, "admin")
         for name in ("events", "a"):
             assert admin.post("/topics", json={"name": name, "partitions": 2}).status_code == 201
-        node = FetchNodeProcess(url, root / "fetch.log", {}, secure=True).start()
+        refuse = ["--failed-auth-max-wait-ms", "0"]
+        node = FetchNodeProcess(url, root / "fetch.log", {}, refuse, secure=True).start()
         try:
             yield broker, node, sec
         finally:
