@@ -95,7 +95,14 @@ class ObjectStoreConfig(NamedTuple):
         `aws_conditional_put=etag` uses S3's If-None-Match (AWS, MinIO, moto, SeaweedFS support
         it), so no DynamoDB lock and no unsafe rename.
         """
-        opts = {"AWS_REGION": self.region, "aws_conditional_put": "etag"}
+        # The connect phase's timeout, as boto3's (client_kwargs' config). object_store has no
+        # per-read timeout like boto3's read_timeout, only a whole-request one, which would
+        # cut long uploads short: that stays object_store's (30 s).
+        opts = {
+            "AWS_REGION": self.region,
+            "aws_conditional_put": "etag",
+            "connect_timeout": f"{self.connect_timeout_s:g}s",
+        }
         if self.endpoint_url:
             opts["AWS_ENDPOINT_URL"] = self.endpoint_url
             opts["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "false"

@@ -14,7 +14,11 @@ def test_from_env_defaults():
     assert (c.bucket, c.prefix, c.endpoint_url, c.region) == ("tierlog", "", None, "us-east-1")
     assert c.access_key_id is None
     opts = c.storage_options()
-    assert opts == {"AWS_REGION": "us-east-1", "aws_conditional_put": "etag"}
+    assert opts == {
+        "AWS_REGION": "us-east-1",
+        "aws_conditional_put": "etag",
+        "connect_timeout": "5s",  # boto3's connect timeout, for deltalake's client too
+    }
     assert "s3" not in c.botocore_options()  # AWS itself: virtual-hosted style
 
 
@@ -35,6 +39,7 @@ def test_from_env_custom_endpoint():
     assert c.storage_options() == {
         "AWS_REGION": "eu-west-1",
         "aws_conditional_put": "etag",
+        "connect_timeout": "5s",
         "AWS_ENDPOINT_URL": "http://127.0.0.1:9000",
         "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false",
         "AWS_ALLOW_HTTP": "true",
@@ -103,3 +108,9 @@ def test_missing_objects(mocked_store):
     with pytest.raises(KeyError):
         store.get("nope")
     assert store.get_range("k", 5, 5) == b""
+
+
+def test_deltalake_s_client_takes_the_connect_timeout() -> None:
+    opts = ObjectStoreConfig(connect_timeout_s=0.5).storage_options()
+    assert opts["connect_timeout"] == "0.5s"  # a duration object_store parses
+    assert "timeout" not in opts  # a whole-request bound would cut long uploads short
