@@ -16,6 +16,7 @@ import pytest
 
 from tests.integration.ports import free_port
 from tests.integration.zygote import ForkedProcess, _the_zygote
+from tests.integration.zygote_server import ExitCodes
 from tierlog.devstack.parent_watch import child_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,3 +95,25 @@ def test_the_parent_is_its_only_thread_after_its_imports() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_a_reused_pid_does_not_inherit_the_exit_code_of_its_earlier_owner(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fetch node forked with the pid of a server reaped earlier in the run read as exited
+    at once (an empty log): the kernel had reused the pid, the zygote still held its code."""
+    waits = iter([(4242, 3 << 8)])  # pid 4242 exited 3
+
+    def waitpid(pid: int, options: int) -> tuple[int, int]:
+        assert (pid, options) == (-1, os.WNOHANG)
+        try:
+            return next(waits)
+        except StopIteration:
+            raise ChildProcessError from None
+
+    monkeypatch.setattr(os, "waitpid", waitpid)
+    exits = ExitCodes()
+    exits.reap()
+    assert exits.of(4242) == 3
+    exits.forked(4242)  # a new child has that pid now
+    assert exits.of(4242) is None

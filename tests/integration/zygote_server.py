@@ -87,23 +87,37 @@ def _preload() -> None:
     gc.enable()
 
 
-def _reap(done: dict[int, int]) -> None:
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        done[pid] = os.waitstatus_to_exitcode(status)
+class ExitCodes:
+    """The exit codes of the children reaped so far, by pid. The kernel reuses pids (32768
+    of them here, and a suite run starts thousands of processes): a new child's pid may be
+    that of one reaped before, whose code must not be taken for the new child's."""
+
+    def __init__(self) -> None:
+        self._codes: dict[int, int] = {}
+
+    def forked(self, pid: int) -> None:
+        self._codes.pop(pid, None)
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self._codes[pid] = os.waitstatus_to_exitcode(status)
+
+    def of(self, pid: int) -> int | None:
+        return self._codes.get(pid)
 
 
 def serve(sock: socket.socket) -> None:
-    done: dict[int, int] = {}
+    exits = ExitCodes()
     lines = sock.makefile("rb")
     for line in lines:
         request = json.loads(line)
-        _reap(done)
+        exits.reap()
         if request["op"] == "spawn":
             if threads := other_threads():
                 sys.exit(f"not forking: this process has other threads: {threads}")
@@ -114,9 +128,10 @@ def serve(sock: socket.socket) -> None:
                 lines.close()
                 sock.close()
                 raise _Child(request)
+            exits.forked(pid)
             reply: dict[str, Any] = {"pid": pid}
         else:
-            reply = {"returncode": done.get(request["pid"])}
+            reply = {"returncode": exits.of(request["pid"])}
         sock.sendall(json.dumps(reply).encode() + b"\n")
 
 
