@@ -306,8 +306,14 @@ def test_read_committed_position_passes_aborted_records_and_markers(txn_broker: 
     )
     try:
         c.assign([Assigned(topic, 0, 0)])
-        _, high = c.get_watermark_offsets(Assigned(topic, 0), timeout=10)
-        assert high == 3  # two records and the abort marker
+
+        def last_stable() -> int | None:
+            # EndTxn is answered once the abort is decided (as Kafka answers it); the marker
+            # is written after, and until then read_committed's end (the LSO) stays at 0.
+            _, high = c.get_watermark_offsets(Assigned(topic, 0), timeout=10)
+            return int(high) if high == 3 else None  # two records and the abort marker
+
+        high = wait_for("the abort marker written", last_stable, timeout=30)
 
         def at_end() -> bool | None:
             assert c.poll(0.2) is None  # nothing to read
