@@ -80,8 +80,9 @@ class Broker:
         self.cache = MetadataCache(self.topics, self.brokers)
         # Every refresh (NOTIFY, interval, on demand) reconciles the hosted replicas.
         self.metadata = MetadataFollower(
-            self.cache, config.database_url, config.metadata_refresh_ms, on_refresh=self.reconcile
+            self.cache, config.database_url, config.metadata_refresh_ms, on_refresh=self._refreshed
         )
+        self._version_ticked = -1  # the metadata version the controller duty was woken for
         self.replicas: ReplicaManager | None = None
         # Tiering, the broker's share (Kafka's RemoteLogManager tasks): one duty each.
         manifest = ColdManifest(self.engine)
@@ -152,7 +153,8 @@ class Broker:
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._resigning: asyncio.Future[None] | None = None  # controlled shutdown's hand-over
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._controller_duty: Duty | None = None  # woken at once by a new metadata version
         self._logs: LogManager | None = None
         self._stopping = False
         # SIGTERM received: the server stops serving follower fetches before stop() runs, and
@@ -201,10 +203,11 @@ class Broker:
         self.metadata.start()
         self._cold_files.start()
         self.death_signal.start()
+        self._controller_duty = self._duty(
+            cfg.controller_tick_ms, self._controller_tick_if_due, "controller", backs_off=False
+        )
         self._tasks += [
-            self._every(
-                cfg.controller_tick_ms, self._controller_tick_if_due, "controller", backs_off=False
-            ),
+            self._controller_duty.start(),
             self._every(max(100, cfg.replica_lag_ms // 4), self._shrink_isr, "isr-shrink"),
             self._every(1000, self._roll, "segment-roll"),
             self._every(5000, self._checkpoint, "hw-checkpoint"),
@@ -270,11 +273,16 @@ class Broker:
         *,
         backs_off: bool = True,
     ) -> asyncio.Task[None]:
+        return self._duty(interval_ms, duty, name, backs_off=backs_off).start()
+
+    def _duty(
+        self, interval_ms: int, duty: Callable[[], Awaitable[None]], name: str, *, backs_off: bool
+    ) -> Duty:
         """A broker-wide duty (cluster/duty.py): an outage backs it off (not the lease's
         heartbeat or the controller: they must act as soon as Postgres is back), a bug is
         logged with its traceback and counted."""
         period_s = interval_ms / 1000
-        every = Duty(
+        return Duty(
             name,
             duty,
             period_s,
@@ -282,7 +290,6 @@ class Broker:
             backoff=Backoff() if backs_off else Backoff(max_s=period_s),
             stopped=lambda: self._stopping,
         )
-        return every.start()
 
     # -- membership and lease ---------------------------------------------------------------
 
@@ -296,6 +303,18 @@ class Broker:
     async def _controller_tick_if_due(self) -> None:
         if self.controller.due(self.cache.version):  # not the controller: seldom
             await self._controller_tick()
+
+    def _refreshed(self) -> None:
+        """After each metadata refresh: reconcile; and a version not seen before (a lease
+        released, a partition changed) wakes the controller duty now, so its periodic look
+        can be slow (each look is three statements)."""
+        self.reconcile()
+        version = self.cache.version
+        if version != self._version_ticked and self._controller_duty and not self._stopping:
+            self._version_ticked = version
+            turn = self._controller_duty.run_once()
+            woken = asyncio.get_running_loop().create_task(turn, name="controller-woken")
+            self._tasks = [t for t in self._tasks if not t.done()] + [woken]  # stop() ends it
 
     # -- duties -----------------------------------------------------------------------------
 

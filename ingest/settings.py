@@ -46,7 +46,12 @@ METADATA_REFRESH_MS = Setting(
     validate=at_least(1),
 )
 CONTROLLER_TICK_MS = Setting(
-    "controller_tick_ms", int, 200, "how often the controller looks", validate=at_least(1)
+    "controller_tick_ms",
+    int,
+    500,
+    "how often the controller looks when nothing has changed (a new metadata version or a "
+    "broker found dead wakes it at once)",
+    validate=at_least(1),
 )
 REPLICA_LAG_MS = Setting(
     "replica_lag_ms",

@@ -1,9 +1,11 @@
 """The controller: leader election and ISR upkeep, run by whichever broker holds the lease.
 
 Every broker calls ``Controller.tick()`` from a worker thread every ``controller_tick_ms``
-(200 ms by default) while it is the controller, and otherwise once the holder's lease may
-have lapsed (``due``) or the metadata version moved (a release, a new holder), and when a
-peer's connections drop (ingest/replication/death_signal.py). A tick first acquires or
+(500 ms by default: a sixth of the default lease) while it is the controller, and otherwise
+once the holder's lease may have lapsed (``due``); every broker also ticks at once when the
+metadata version moves (a release, a new holder, a partition changed) and when a peer's
+connections drop (ingest/replication/death_signal.py). A broker whose lease lapses silently
+(paused, cut off) is seen at the first look after the lapse. A tick first acquires or
 renews the controller lease (``metadata.controller_lease``); only the holder goes on to:
 
 1. read the brokers (liveness by the database clock, plus each broker's incarnation) and one
