@@ -101,7 +101,8 @@ def test_a_reused_pid_does_not_inherit_the_exit_code_of_its_earlier_owner(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A fetch node forked with the pid of a server reaped earlier in the run read as exited
-    at once (an empty log): the kernel had reused the pid, the zygote still held its code."""
+    at once (an empty log): the kernel had reused the pid, the zygote still held its code.
+    Each spawn is numbered: the old one keeps its code, the new one has none yet."""
     waits = iter([(4242, 3 << 8)])  # pid 4242 exited 3
 
     def waitpid(pid: int, options: int) -> tuple[int, int]:
@@ -113,7 +114,7 @@ def test_a_reused_pid_does_not_inherit_the_exit_code_of_its_earlier_owner(
 
     monkeypatch.setattr(os, "waitpid", waitpid)
     exits = ExitCodes()
+    old = exits.forked(4242)
     exits.reap()
-    assert exits.of(4242) == 3
-    exits.forked(4242)  # a new child has that pid now
-    assert exits.of(4242) is None
+    new = exits.forked(4242)  # the kernel gave a new child the same pid
+    assert (exits.of(old), exits.of(new)) == (3, None)

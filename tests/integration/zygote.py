@@ -37,15 +37,16 @@ class ForkedProcess:
     harness uses. Signals go straight to the process; its exit status comes from the zygote
     (its parent), -N when signal N killed it, as Popen's."""
 
-    def __init__(self, zygote: Zygote, pid: int, args: list[str]) -> None:
+    def __init__(self, zygote: Zygote, pid: int, spawn: int, args: list[str]) -> None:
         self._zygote = zygote
         self.pid = pid
+        self._spawn = spawn  # the zygote's number for it: pids are reused
         self.args = args
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            self.returncode = self._zygote.returncode(self.pid)
+            self.returncode = self._zygote.returncode(self._spawn)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -109,11 +110,11 @@ class Zygote:
 
     def spawn(self, args: list[str], env: dict[str, str], log_path: Path) -> ForkedProcess:
         request = {"op": "spawn", "argv": args, "env": env, "cwd": os.getcwd()}
-        pid = self._ask({**request, "log": str(log_path)})["pid"]
-        return ForkedProcess(self, int(pid), ["tierlog", *args])
+        reply = self._ask({**request, "log": str(log_path)})
+        return ForkedProcess(self, int(reply["pid"]), int(reply["spawn"]), ["tierlog", *args])
 
-    def returncode(self, pid: int) -> int | None:
-        code = self._ask({"op": "poll", "pid": pid})["returncode"]
+    def returncode(self, spawn: int) -> int | None:
+        code = self._ask({"op": "poll", "spawn": spawn})["returncode"]
         return None if code is None else int(code)
 
 

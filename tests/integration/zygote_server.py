@@ -16,8 +16,9 @@ allocation either way); deltalake's runtime makes threads at import, so the tier
 compaction workers, which use it, import it themselves after the fork.
 
 Protocol (one JSON object per line on fd `argv[1]`, a socket): `{"op": "spawn", "argv": [...],
-"env": {...}, "cwd": "...", "log": "path"}` -> `{"pid": n}`; `{"op": "poll", "pid": n}` ->
-`{"returncode": n | null}` (Popen's: -signal if killed). Children are reaped on each request.
+"env": {...}, "cwd": "...", "log": "path"}` -> `{"pid": n, "spawn": k}`; `{"op": "poll", "spawn":
+k}` -> `{"returncode": n | null}` (Popen's: -signal if killed). Children are reaped on each
+request; a spawn is polled by its number, not its pid (pids are reused).
 """
 
 from __future__ import annotations
@@ -88,15 +89,21 @@ def _preload() -> None:
 
 
 class ExitCodes:
-    """The exit codes of the children reaped so far, by pid. The kernel reuses pids (32768
-    of them here, and a suite run starts thousands of processes): a new child's pid may be
-    that of one reaped before, whose code must not be taken for the new child's."""
+    """The exit codes of the children reaped so far, by spawn number (the zygote numbers its
+    spawns). Not by pid: the kernel reuses pids (32768 of them here, and a suite run starts
+    thousands of processes), so a new child may have the pid of one reaped before, whose
+    code must be neither the new child's nor lost to the old one's owner."""
 
     def __init__(self) -> None:
-        self._codes: dict[int, int] = {}
+        self._spawns = 0
+        self._live: dict[int, int] = {}  # pid -> spawn number, until reaped
+        self._codes: dict[int, int] = {}  # spawn number -> exit code
 
-    def forked(self, pid: int) -> None:
-        self._codes.pop(pid, None)
+    def forked(self, pid: int) -> int:
+        """Number a new child; its number answers polls."""
+        self._spawns += 1
+        self._live[pid] = self._spawns
+        return self._spawns
 
     def reap(self) -> None:
         while True:
@@ -106,10 +113,12 @@ class ExitCodes:
                 return
             if pid == 0:
                 return
-            self._codes[pid] = os.waitstatus_to_exitcode(status)
+            spawn = self._live.pop(pid, None)
+            if spawn is not None:
+                self._codes[spawn] = os.waitstatus_to_exitcode(status)
 
-    def of(self, pid: int) -> int | None:
-        return self._codes.get(pid)
+    def of(self, spawn: int) -> int | None:
+        return self._codes.get(spawn)
 
 
 def serve(sock: socket.socket) -> None:
@@ -128,10 +137,9 @@ def serve(sock: socket.socket) -> None:
                 lines.close()
                 sock.close()
                 raise _Child(request)
-            exits.forked(pid)
-            reply: dict[str, Any] = {"pid": pid}
+            reply: dict[str, Any] = {"pid": pid, "spawn": exits.forked(pid)}
         else:
-            reply = {"returncode": exits.of(request["pid"])}
+            reply = {"returncode": exits.of(request["spawn"])}
         sock.sendall(json.dumps(reply).encode() + b"\n")
 
 
