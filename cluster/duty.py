@@ -123,6 +123,7 @@ class Duty:
         self._sleep = sleep
         self._stopped = stopped
         self._task: asyncio.Task[None] | None = None
+        self._woken: asyncio.Task[bool] | None = None
         self._stopping = False
 
     async def run_once(self) -> bool:
@@ -153,12 +154,24 @@ class Duty:
         self._task = asyncio.create_task(self.run(), name=self.name)
         return self._task
 
+    def wake(self) -> None:
+        """A turn now, besides the periodic ones (an event the duty must not wait a period
+        for). Wakes while a woken turn is still under way add nothing: that turn is already
+        late enough to see what they were about."""
+        if self._done() or (self._woken is not None and not self._woken.done()):
+            return
+        self._woken = asyncio.get_running_loop().create_task(
+            self.run_once(), name=f"{self.name}-woken"
+        )
+
     async def stop(self, timeout_s: float = 5.0) -> None:
         self._stopping = True
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.wait([self._task], timeout=timeout_s)
-            self._task = None
+        tasks = [t for t in (self._task, self._woken) if t is not None]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout_s)
+        self._task = self._woken = None
 
 
 class Duties:

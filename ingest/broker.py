@@ -27,6 +27,7 @@ from ingest.log.log_manager import LogManager
 from ingest.loop_lag import watch_loop_lag
 from ingest.metrics import ReplicationMetrics
 from ingest.replication.controller import Controller
+from ingest.replication.controller_runner import ControllerRunner
 from ingest.replication.death_signal import DeathSignal
 from ingest.replication.forwarding import Forwarder
 from ingest.replication.handover import RESIGN_S, hand_over_leaderships
@@ -82,7 +83,6 @@ class Broker:
         self.metadata = MetadataFollower(
             self.cache, config.database_url, config.metadata_refresh_ms, on_refresh=self._refreshed
         )
-        self._version_ticked = -1  # the metadata version the controller duty was woken for
         self.replicas: ReplicaManager | None = None
         # Tiering, the broker's share (Kafka's RemoteLogManager tasks): one duty each.
         manifest = ColdManifest(self.engine)
@@ -122,13 +122,18 @@ class Broker:
             self.engine, config.broker_id, config.lease_ms, metrics=self.metrics, clock=self.clock
         )
         self.controller_lease = ControllerLease(self.engine)
+        self.controller_runner = ControllerRunner(
+            self.controller,
+            lambda: self.cache.version,
+            lambda: self.lease_ok() and not self.lease.left,
+        )
         # A leader's dropped connections, re-checked at once: failover inside the lease.
         self.death_signal = DeathSignal(
             config.broker_id,
             self.brokers,
             self.controller,
             config.database_url,
-            self._controller_tick,
+            self.controller_runner.tick,
             lambda: self.cluster_secret,
             link=deps.peer_link,
         )
@@ -153,8 +158,7 @@ class Broker:
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._resigning: asyncio.Future[None] | None = None  # controlled shutdown's hand-over
-        self._tasks: list[asyncio.Task[Any]] = []
-        self._controller_duty: Duty | None = None  # woken at once by a new metadata version
+        self._tasks: list[asyncio.Task[None]] = []
         self._logs: LogManager | None = None
         self._stopping = False
         # SIGTERM received: the server stops serving follower fetches before stop() runs, and
@@ -203,11 +207,10 @@ class Broker:
         self.metadata.start()
         self._cold_files.start()
         self.death_signal.start()
-        self._controller_duty = self._duty(
-            cfg.controller_tick_ms, self._controller_tick_if_due, "controller", backs_off=False
-        )
+        run = self.controller_runner
+        look = self._duty(cfg.controller_tick_ms, run.tick_if_due, "controller", backs_off=False)
         self._tasks += [
-            self._controller_duty.start(),
+            run.run(look),
             self._every(max(100, cfg.replica_lag_ms // 4), self._shrink_isr, "isr-shrink"),
             self._every(1000, self._roll, "segment-roll"),
             self._every(5000, self._checkpoint, "hw-checkpoint"),
@@ -237,6 +240,7 @@ class Broker:
         await self.metadata.stop()
         self._cold_files.stop()
         self.authorizer.stop()
+        await self.controller_runner.stop()
         for task in self._tasks:
             task.cancel()
         # Bounded: on 3.11 a cancel racing a completed wait can be swallowed; the loops also
@@ -296,25 +300,9 @@ class Broker:
     def lease_ok(self) -> bool:
         return self.lease.ok()
 
-    async def _controller_tick(self) -> None:
-        if self.lease_ok() and not self.lease.left:
-            await asyncio.to_thread(self.controller.tick)
-
-    async def _controller_tick_if_due(self) -> None:
-        if self.controller.due(self.cache.version):  # not the controller: seldom
-            await self._controller_tick()
-
     def _refreshed(self) -> None:
-        """After each metadata refresh: reconcile; and a version not seen before (a lease
-        released, a partition changed) wakes the controller duty now, so its periodic look
-        can be slow (each look is three statements)."""
         self.reconcile()
-        version = self.cache.version
-        if version != self._version_ticked and self._controller_duty and not self._stopping:
-            self._version_ticked = version
-            turn = self._controller_duty.run_once()
-            woken = asyncio.get_running_loop().create_task(turn, name="controller-woken")
-            self._tasks = [t for t in self._tasks if not t.done()] + [woken]  # stop() ends it
+        self.controller_runner.refreshed()  # a new version wakes the controller duty
 
     # -- duties -----------------------------------------------------------------------------
 

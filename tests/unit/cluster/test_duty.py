@@ -116,3 +116,39 @@ def test_cancel_stops_a_duty_and_keys_start_and_stop_with_roles() -> None:
         assert len(duties) == 0
 
     asyncio.run(asyncio.wait_for(scenario(), timeout=30))
+
+
+def test_wake_runs_a_turn_now_once_per_turn_under_way_and_stop_ends_it() -> None:
+    """A woken turn runs at once, outside the period; wakes while it runs add none; stop()
+    cancels it with the loop; after stop, wakes do nothing."""
+
+    async def scenario() -> tuple[int, int, int]:
+        release = asyncio.Event()
+        turns = 0
+
+        async def turn() -> None:
+            nonlocal turns
+            turns += 1
+            await release.wait()
+
+        duty = Duty("t-wake", turn, 3600.0)
+        duty.start()  # its first periodic turn is an hour away
+        duty.wake()
+        await asyncio.sleep(0)
+        duty.wake()  # the woken turn is still under way: nothing more
+        await asyncio.sleep(0)
+        during = turns
+        release.set()
+        await asyncio.sleep(0.01)
+        duty.wake()  # the last one ended: a new turn
+        await asyncio.sleep(0.01)
+        after = turns
+        release.clear()
+        duty.wake()
+        await asyncio.sleep(0)
+        await duty.stop(timeout_s=1)  # cancels the woken turn waiting on `release`
+        duty.wake()
+        await asyncio.sleep(0.01)
+        return during, after, turns
+
+    assert asyncio.run(scenario()) == (1, 2, 3)
