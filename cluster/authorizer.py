@@ -25,7 +25,7 @@ from typing import NamedTuple
 from sqlalchemy.engine import Engine
 
 from cluster.auth_throttle import Attempt, AuthThrottle, ThrottleSettings
-from cluster.metadata_listener import MetadataListener
+from cluster.notify_hub import NotifyHub
 from logformat.errors import ErrorCode, TierlogError
 from metadata.acl import CLUSTER_NAME, AclBinding, allowed, allowed_on_any
 from metadata.api_keys import parse_key, verify_secret
@@ -69,7 +69,9 @@ class Authorizer:
         database_url: str,
         settings: AuthSettings,
         cluster_secret: Callable[[], str],
+        notices: NotifyHub | None = None,
     ) -> None:
+        """`notices`: the node's LISTEN connection (a private one if None)."""
         self.settings = settings
         self.enabled = settings.enabled
         self._repo = SecurityRepo(engine)
@@ -82,7 +84,8 @@ class Authorizer:
         self._acls_at = float("-inf")
         self._dirty = True
         self._reload_lock = asyncio.Lock()
-        self._listener = MetadataListener(database_url, self._changed, SECURITY_CHANNEL)
+        hub = notices or NotifyHub(database_url)
+        self._listener = hub.subscribe(SECURITY_CHANNEL, self._changed)
         self.throttle = AuthThrottle(settings.throttle)
         # Key hashes (scrypt: ~0.1 s of CPU and 16 MiB each) run in threads of their own: in
         # the default executor a burst of logins would queue the broker's lease heartbeat

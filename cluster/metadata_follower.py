@@ -1,6 +1,6 @@
 """Keeps a node's metadata cache current: the one refresh loop brokers and fetch nodes share.
 
-A refresh runs when Postgres NOTIFYs a change (MetadataListener), every `interval_ms` as a
+A refresh runs when Postgres NOTIFYs a change (the node's NotifyHub), every `interval_ms` as a
 fallback (a lost notification, or broker leases that change without a version bump), and on
 demand (`refresh_now`, `wake`). A failed refresh is logged and retried on the next turn.
 `on_refresh` runs on the event loop after each refresh: the broker reconciles its replicas.
@@ -15,7 +15,8 @@ from collections.abc import Callable
 
 from cluster.duty import FailurePolicy
 from cluster.metadata_cache import MetadataCache
-from cluster.metadata_listener import MetadataListener
+from cluster.notify_hub import NotifyHub
+from metadata.db import NOTIFY_CHANNEL
 
 log = logging.getLogger("tierlog.metadata_follower")
 
@@ -30,14 +31,17 @@ class MetadataFollower:
         interval_ms: int,
         force: bool = False,
         on_refresh: Callable[[], None] = lambda: None,
+        notices: NotifyHub | None = None,
     ) -> None:
         """`force`: reload even when the metadata version did not move (a fetch node routes
-        by broker liveness, which leases change without a version bump)."""
+        by broker liveness, which leases change without a version bump). `notices`: the
+        node's LISTEN connection (a private one if None)."""
         self.cache = cache
         self._interval_s = interval_ms / 1000
         self._force, self._on_refresh = force, on_refresh
         self._wanted = asyncio.Event()
-        self._listener = MetadataListener(database_url, self._notified)
+        hub = notices or NotifyHub(database_url)
+        self._listener = hub.subscribe(NOTIFY_CHANNEL, self._notified)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopping = False

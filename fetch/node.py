@@ -19,6 +19,7 @@ from cluster.http.admission import ConcurrencyLimits
 from cluster.http.guard import HttpLimits
 from cluster.metadata_cache import MetadataCache
 from cluster.metadata_follower import MetadataFollower
+from cluster.notify_hub import NotifyHub
 from cluster.read_contract import ColdReader
 from fetch.replicas import ReplicaRouter
 from fetch.typed_answers import HotTyping
@@ -44,14 +45,23 @@ class FetchNodeConfig(NamedTuple):
 
 
 class FetchNode:
-    def __init__(self, config: FetchNodeConfig, cold: ColdReader | None) -> None:
+    def __init__(
+        self, config: FetchNodeConfig, cold: ColdReader | None, notices: NotifyHub | None = None
+    ) -> None:
+        """`notices`: the node's LISTEN connection, shared with its cold reader (None: its
+        own)."""
         self.config = config
+        self.notices = notices or NotifyHub(config.database_url)
         self.cold = cold  # None: no S3 configured, every read goes to a replica
         self.engine = make_engine(config.database_url)
         self.cache = MetadataCache(TopicRepo(self.engine), BrokerRepo(self.engine))
         # force: it routes by broker liveness, which leases change without a version bump.
         self.metadata = MetadataFollower(
-            self.cache, config.database_url, config.metadata_refresh_ms, force=True
+            self.cache,
+            config.database_url,
+            config.metadata_refresh_ms,
+            force=True,
+            notices=self.notices,
         )
         self.cluster_secret = ""
         self.router = ReplicaRouter(
@@ -59,7 +69,11 @@ class FetchNode:
         )
         self.typing = HotTyping(self.engine)  # typed columns of hot answers (?columns=)
         self.authorizer = Authorizer(
-            self.engine, config.database_url, config.auth, lambda: self.cluster_secret
+            self.engine,
+            config.database_url,
+            config.auth,
+            lambda: self.cluster_secret,
+            notices=self.notices,
         )
         self.ready = False
 

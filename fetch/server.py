@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 
 from cluster.extension import Extension, node_lifespan, routes_of
 from cluster.http.server import run_server
+from cluster.notify_hub import NotifyHub
 from cluster.read_contract import ColdReader
 from fetch.node import FetchNode, FetchNodeConfig
 from fetch.node_api import build_app
@@ -17,10 +18,11 @@ def serve(
     config: FetchNodeConfig,
     cold: ColdReader | None,
     extensions: Sequence[NodeExtensionFactory] = (),
+    notices: NotifyHub | None = None,
 ) -> None:
     """Run a fetch node until SIGINT/SIGTERM. `extensions` (from the composition root) add
     routes and background duties, as on a broker (cluster/extension.py): consumer groups."""
-    node = FetchNode(config, cold)
+    node = FetchNode(config, cold, notices)
     added = [make(node) for make in extensions]
 
     lifespan = node_lifespan(node.start, node.stop, added)

@@ -15,7 +15,7 @@ from cluster.http.inflight import SlotCounter
 from cluster.http.quota_manager import QuotaManager
 from cluster.metadata_cache import MetadataCache
 from cluster.metadata_follower import MetadataFollower
-from cluster.metadata_listener import MetadataListener
+from cluster.notify_hub import NotifyHub
 from cluster.read_contract import ColdReader
 from cluster.search_contract import ColdSearcher
 from ingest.broker_config import BrokerConfig
@@ -44,7 +44,7 @@ from ingest.tiered.tiering_gauges import TieringGauges
 from ingest.tiered.untiered_bound import UntieredBound
 from logformat.errors import ErrorCode, TierlogError
 from logformat.partitioner import StickyPartitioner
-from metadata.brokers import BrokerRepo
+from metadata.brokers import BrokerRepo, session_url
 from metadata.cold_manifest import COLD_FILES_CHANNEL, ColdManifest
 from metadata.controller_lease import ControllerLease
 from metadata.db import migrate
@@ -79,9 +79,15 @@ class Broker:
         self.topics = TopicRepo(self.engine, dict(config.topic_defaults))
         self.partition_repo = PartitionStateRepo(self.engine)
         self.cache = MetadataCache(self.topics, self.brokers)
+        # One LISTEN connection for every channel this broker follows, as its named session.
+        self.notices = deps.notices or NotifyHub(session_url(config.database_url, config.broker_id))
         # Every refresh (NOTIFY, interval, on demand) reconciles the hosted replicas.
         self.metadata = MetadataFollower(
-            self.cache, config.database_url, config.metadata_refresh_ms, on_refresh=self._refreshed
+            self.cache,
+            config.database_url,
+            config.metadata_refresh_ms,
+            on_refresh=self._refreshed,
+            notices=self.notices,
         )
         self.replicas: ReplicaManager | None = None
         # Tiering, the broker's share (Kafka's RemoteLogManager tasks): one duty each.
@@ -93,11 +99,8 @@ class Broker:
         self.untiered_bound = UntieredBound(config.max_untiered_bytes, config.tiering_duty_ms)
         # Each hosted tiered partition's manifest view, read again when a NOTIFY names it.
         self.manifest_views = ManifestViews(manifest, self.clock.monotonic)
-        self._cold_files = MetadataListener(
-            config.database_url,
-            self.manifest_views.changed_all,
-            channel=COLD_FILES_CHANNEL,
-            on_payload=self.manifest_views.changed,
+        self._cold_files = self.notices.subscribe(
+            COLD_FILES_CHANNEL, self.manifest_views.changed_all, self.manifest_views.changed
         )
         self.retention = LocalRetention(
             lambda: self.partitions,
@@ -132,7 +135,7 @@ class Broker:
             config.broker_id,
             self.brokers,
             self.controller,
-            config.database_url,
+            self.notices,
             self.controller_runner.tick,
             lambda: self.cluster_secret,
             link=deps.peer_link,
@@ -144,7 +147,11 @@ class Broker:
             lambda: self.cluster_secret, config.request_timeout_ms / 1000, link=deps.peer_link
         )
         self.authorizer = Authorizer(
-            self.engine, config.database_url, config.auth, lambda: self.cluster_secret
+            self.engine,
+            config.database_url,
+            config.auth,
+            lambda: self.cluster_secret,
+            notices=self.notices,
         )
         # Client quotas and the long-poll cap, one of each for both listeners (HTTP, Kafka).
         self.quotas = QuotaManager(QuotaRepo(self.engine).load)

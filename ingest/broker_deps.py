@@ -10,6 +10,7 @@ from sqlalchemy.engine import Engine
 
 from cluster.clock import SYSTEM_CLOCK, Clock
 from cluster.internal_http import PeerLink, internal_async_client
+from cluster.notify_hub import NotifyHub
 from ingest.broker_config import BrokerConfig
 from metadata.db import make_engine
 
@@ -22,9 +23,12 @@ class BrokerDeps:
     # that registers per-node metrics): the process default, so /metrics is as before.
     registry: CollectorRegistry = REGISTRY
     peer_link: PeerLink = internal_async_client  # to other brokers: replica fetches, forwarding
+    # The node's one LISTEN connection, as its named session (metadata.brokers.session_url);
+    # None: the broker makes it. The cold reader, built before the broker, shares it.
+    notices: NotifyHub | None = None
 
     @classmethod
-    def of_process(cls, config: BrokerConfig) -> BrokerDeps:
+    def of_process(cls, config: BrokerConfig, notices: NotifyHub | None = None) -> BrokerDeps:
         """A broker process's: the engine on its database URL, the system clock, the default
         registry, HTTP between brokers."""
-        return cls(make_engine(config.database_url))
+        return cls(make_engine(config.database_url), notices=notices)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from cluster.extension import Extension, kafka_groups_of, node_lifespan, routes_of
 from cluster.http.server import run_server
 from cluster.kafka_groups import ClassicGroups
+from cluster.notify_hub import NotifyHub
 from cluster.read_contract import ColdReader
 from ingest.api.app import build_app
 from ingest.broker import Broker
@@ -26,9 +27,11 @@ def serve(
     config: BrokerConfig,
     cold_reader: ColdReader | None = None,
     extensions: Sequence[BrokerExtension] = (),
+    notices: NotifyHub | None = None,
 ) -> None:
-    """Run one broker until SIGINT/SIGTERM."""
-    broker = Broker(config, BrokerDeps.of_process(config), cold_reader)
+    """Run one broker until SIGINT/SIGTERM. `notices`: its LISTEN connection, when the
+    cold reader shares it."""
+    broker = Broker(config, BrokerDeps.of_process(config, notices), cold_reader)
     services = Services.of(broker)  # what both front-ends call (docs/architecture.md)
     added = [make(broker) for make in extensions]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.engine import Engine, Row
+from sqlalchemy.engine import Engine, Row, make_url
 
 from logformat.errors import ErrorCode, TierlogError
 from metadata.schema import brokers
@@ -27,6 +27,12 @@ SESSION_TIMEOUT = timedelta(seconds=9)
 def session_name(broker_id: int) -> str:
     """The application_name of the Postgres session a broker holds while its process lives."""
     return f"tierlog-broker-{broker_id}"
+
+
+def session_url(database_url: str, broker_id: int) -> str:
+    """`database_url` connecting as the broker's named session (its LISTEN connection)."""
+    named = make_url(database_url).update_query_dict({"application_name": session_name(broker_id)})
+    return named.render_as_string(hide_password=False)
 
 
 _COLUMNS = (

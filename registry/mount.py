@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from starlette.routing import Mount
 
-from cluster.metadata_listener import MetadataListener
+from cluster.notify_hub import NotifyHub
 from metadata.db import make_engine
 from metadata.registry_store import REGISTRY_CHANNEL, RegistryStore
 from registry.config_routes import compatibility_routes, setting_routes
@@ -28,7 +28,8 @@ THREADS = 4
 
 
 class RegistryMount:
-    def __init__(self, database_url: str) -> None:
+    def __init__(self, database_url: str, notices: NotifyHub | None = None) -> None:
+        """`notices`: the node's LISTEN connection (a private one if None)."""
         self.engine = make_engine(database_url, pool_size=THREADS, max_overflow=0)
         self.executor = ThreadPoolExecutor(THREADS, thread_name_prefix="tierlog-registry")
         ctx = Context(Registry(RegistryStore(self.engine), kinds()), self.executor)
@@ -40,7 +41,8 @@ class RegistryMount:
             *compatibility_routes(ctx),
         ]
         self.routes = [Mount(BASE_PATH, routes=routes)]
-        self._listener = MetadataListener(database_url, self.answers.forget, REGISTRY_CHANNEL)
+        hub = notices or NotifyHub(database_url)
+        self._listener = hub.subscribe(REGISTRY_CHANNEL, self.answers.forget)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:

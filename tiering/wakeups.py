@@ -16,7 +16,7 @@ import threading
 
 from sqlalchemy.engine import Engine
 
-from cluster.metadata_listener import MetadataListener
+from cluster.notify_hub import NotifyHub
 from metadata.segment_registry import SEGMENTS_CHANNEL
 
 STOP_CHECK_S = 0.5  # how soon a stop request ends a wait (no query is sent meanwhile)
@@ -27,7 +27,7 @@ class Wakeups:
         self._event = threading.Event()
         self._event.set()  # the first turn runs at once
         url = engine.url.render_as_string(hide_password=False)
-        self._listener = MetadataListener(url, self._event.set, channel=SEGMENTS_CHANNEL)
+        self._listener = NotifyHub(url).subscribe(SEGMENTS_CHANNEL, self._event.set)
 
     def start(self) -> None:
         self._listener.start()

@@ -21,7 +21,7 @@ import pyarrow as pa
 from botocore.exceptions import BotoCoreError, ClientError
 
 from cluster import node_settings as node
-from cluster.metadata_listener import MetadataListener
+from cluster.notify_hub import NotifyHub
 from cluster.read_contract import ColdRange, ColdRead
 from cluster.search_contract import ColdSearchPlan, FileHits, SearchQuery
 from failures.classify import family
@@ -81,8 +81,15 @@ class ColdTier:
     results through futures."""
 
     def __init__(
-        self, database_url: str, store: RangeStore, config: ColdTierConfig | None = None
+        self,
+        database_url: str,
+        store: RangeStore,
+        config: ColdTierConfig | None = None,
+        notices: NotifyHub | None = None,
     ) -> None:
+        """`notices`: the node's LISTEN connection (a private one if None)."""
+        if notices is not None and notices.keepalive_s > READER_LISTEN_KEEPALIVE_S:
+            raise ValueError("the cold reader's LISTEN connection must notice a loss in time")
         self.config = config = config or ColdTierConfig()
         self._store = store = DeadlineStore(store, config.s3_timeout_s)
         self._engine = make_engine(database_url, pool_size=config.db_threads, max_overflow=0)
@@ -92,12 +99,8 @@ class ColdTier:
         )
         # An erasure's cold rewrite is announced on ERASURES_CHANNEL: cached file lists go
         # at once, and are trusted only while the listener holds (metadata/erasures.py).
-        self._listener = MetadataListener(
-            database_url,
-            self._files_changed,
-            ERASURES_CHANNEL,
-            keepalive_s=READER_LISTEN_KEEPALIVE_S,
-        )
+        hub = notices or NotifyHub(database_url, READER_LISTEN_KEEPALIVE_S)
+        self._listener = hub.subscribe(ERASURES_CHANNEL, self._files_changed)
         self.index = ColdIndex(
             ManifestQueries(self._engine),
             self._db_pool,

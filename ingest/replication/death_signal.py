@@ -29,12 +29,11 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import httpx
-from sqlalchemy.engine import make_url
 
 from cluster.internal_http import PeerLink, internal_async_client
-from cluster.metadata_listener import MetadataListener
+from cluster.notify_hub import NotifyHub
 from ingest.replication.controller import Controller
-from metadata.brokers import SUSPECT_CHANNEL, BrokerRepo, session_name
+from metadata.brokers import SUSPECT_CHANNEL, BrokerRepo
 from metadata.controller_lease import ControllerLease
 
 log = logging.getLogger("tierlog.death_signal")
@@ -55,7 +54,7 @@ class DeathSignal:
         me: int,
         brokers: BrokerRepo,
         controller: Controller,
-        database_url: str,
+        notices: NotifyHub,
         tick: Callable[[], Awaitable[None]],
         token: Callable[[], str],
         *,
@@ -65,11 +64,9 @@ class DeathSignal:
         self._lease = ControllerLease(brokers.engine)
         self._tick = tick
         self._client = link(token, PROBE_TIMEOUT)
-        # Its connection is this process's named session: has_session() looks for it.
-        named = make_url(database_url).update_query_dict({"application_name": session_name(me)})
-        self._listener = MetadataListener(
-            named.render_as_string(hide_password=False), _nothing, SUSPECT_CHANNEL, self._heard
-        )
+        # `notices` connects as this process's named session (metadata.brokers.session_url):
+        # has_session() looks for it, so this subscription is the last one a broker stops.
+        self._listener = notices.subscribe(SUSPECT_CHANNEL, _nothing, self._heard)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reported: dict[int, float] = {}
         self._checking: set[int] = set()

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from sqlalchemy.engine import Engine
 
-from cluster.metadata_listener import MetadataListener
+from cluster.notify_hub import NotifyHub
 from ingest.tiered.manifest_views import ManifestView, ManifestViews
 from metadata.brokers import BrokerRepo
 from metadata.cold_manifest import COLD_FILES_CHANNEL, ColdManifest
@@ -39,9 +39,7 @@ def views(db_engine: Engine) -> Iterator[ManifestViews]:
         views.changed_all()
         listening.set()
 
-    listener = MetadataListener(
-        url, connected, channel=COLD_FILES_CHANNEL, on_payload=views.changed
-    )
+    listener = NotifyHub(url).subscribe(COLD_FILES_CHANNEL, connected, views.changed)
     listener.start()
     assert listening.wait(DEADLINE_S)
     yield views

@@ -43,7 +43,7 @@ def registry_on_broker(broker: Broker) -> Extension:
     """The Schema Registry (Confluent's REST API) under /schema-registry on every broker."""
     from registry.mount import RegistryMount
 
-    mount = RegistryMount(broker.config.database_url)
+    mount = RegistryMount(broker.config.database_url, broker.notices)
     return Extension(mount.routes, mount.running)
 
 

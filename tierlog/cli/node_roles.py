@@ -148,7 +148,9 @@ def run_broker(args: argparse.Namespace) -> int:
     setup = _node_setup(s, str(s[broker.BROKER_ID]))
     if setup is None:
         return 2
+    from cluster.notify_hub import NotifyHub
     from ingest.server import serve
+    from metadata.brokers import session_url
 
     auth, host, port = setup
     try:
@@ -158,10 +160,13 @@ def run_broker(args: argparse.Namespace) -> int:
         return 2
     config = broker_config(s, (host, port), auth, topic_defaults)
     store = object_store(s)
+    # One LISTEN connection for the broker and its cold reader: the broker's named session.
+    notices = NotifyHub(session_url(config.database_url, config.broker_id))
     serve(
         config,
-        cold_reader=cold_tier(s, config.database_url, store),
+        cold_reader=cold_tier(s, config.database_url, store, notices),
         extensions=[groups_on_broker, lake_on_node(store), registry_on_broker],
+        notices=notices,
     )
     return 0
 
@@ -173,6 +178,7 @@ def run_fetch(args: argparse.Namespace) -> int:
     setup = _node_setup(s, s[fetch.LISTEN])
     if setup is None:
         return 2
+    from cluster.notify_hub import NotifyHub
     from fetch.node import FetchNodeConfig
     from fetch.server import serve
 
@@ -197,6 +203,7 @@ def run_fetch(args: argparse.Namespace) -> int:
         http_limits=http_limits(s),
         concurrency=concurrency_limits(s),
     )
-    cold = cold_tier(s, database_url, store)
-    serve(config, cold, [groups_on_fetch_node, lake_on_node(store)])
+    notices = NotifyHub(database_url)  # the node's one LISTEN connection, its cold reader's too
+    cold = cold_tier(s, database_url, store, notices)
+    serve(config, cold, [groups_on_fetch_node, lake_on_node(store)], notices)
     return 0

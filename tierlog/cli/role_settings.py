@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from cluster.auth_throttle import ThrottleSettings
     from cluster.http.admission import ConcurrencyLimits
     from cluster.http.guard import HttpLimits
+    from cluster.notify_hub import NotifyHub
     from cluster.read_contract import ColdReader
     from coldstore.object_store import ObjectStoreConfig
 
@@ -77,9 +78,15 @@ def s3_config(s: Settings) -> ObjectStoreConfig:
     )
 
 
-def cold_tier(s: Settings, database_url: str, store: ObjectStoreConfig | None) -> ColdReader | None:
+def cold_tier(
+    s: Settings,
+    database_url: str,
+    store: ObjectStoreConfig | None,
+    notices: NotifyHub | None = None,
+) -> ColdReader | None:
     """fetch's cold reader over the async object store, when S3 is configured: how a broker
-    serves offsets below its local log start, and how a fetch node reads S3."""
+    serves offsets below its local log start, and how a fetch node reads S3. `notices`: the
+    node's LISTEN connection."""
     if store is None:
         return None
     from coldstore.object_store import AsyncObjectStore
@@ -95,7 +102,7 @@ def cold_tier(s: Settings, database_url: str, store: ObjectStoreConfig | None) -
         s3_timeout_s=s[node.COLD_S3_TIMEOUT_MS] / 1000,
         prefetch=base.prefetch._replace(window_bytes=s[node.COLD_PREFETCH_MB] * mib),
     )
-    return ColdTier(database_url, AsyncObjectStore(store), config)
+    return ColdTier(database_url, AsyncObjectStore(store), config, notices)
 
 
 def throttle_settings(s: Settings) -> ThrottleSettings:
