@@ -111,7 +111,11 @@ class Broker:
         self.tier_status = TierStatusReader(manifest)
         self.cleaner = CleanerDuty(lambda: self.partitions, self.cache, manifest)
         self.erasures = ErasureDuty(
-            config.broker_id, lambda: self.partitions, self.cache, ErasureRepo(self.engine)
+            config.broker_id,
+            lambda: self.partitions,
+            self.cache,
+            ErasureRepo(self.engine),
+            self.clock.monotonic,
         )
         self.fetch_handler = ReplicaFetchHandler(lambda: self.partitions, self._expand_isr)
         self.preferred = PreferredLeaderMover(

@@ -32,6 +32,8 @@ from metadata.types import TopicNamePartition
 
 log = logging.getLogger("tierlog.erasure")
 
+WHOLE_COUNT_EVERY_S = 60.0  # the finished requests' gauges, when nothing moved meanwhile
+
 
 class ErasureDuty:
     def __init__(
@@ -40,6 +42,7 @@ class ErasureDuty:
         partitions: Callable[[], Mapping[TopicNamePartition, Partition]],
         cache: MetadataCache,
         repo: ErasureRepo,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.broker_id, self._partitions, self._cache, self.repo = (
             broker_id,
@@ -47,16 +50,17 @@ class ErasureDuty:
             cache,
             repo,
         )
+        self._monotonic = monotonic
+        self._counts: dict[str, int] = {}  # the gauges' last values, every state
+        self._whole_count_due = float("-inf")
 
     def run_once(self) -> int:
         """Blocking (run it in a thread). Returns the number of replica passes finished."""
-        counts = self.repo.count_by_state()
-        # Nearly always nothing is open: one statement a second, not three (each broker runs
+        counts = self._count()
+        # Nearly always nothing is open: one cheap statement a second (each broker runs
         # this every second); a request made meanwhile is seen on the next pass.
         if any(counts[s] for s in OPEN_STATES) and self.repo.fail_deleted_topics():
-            counts = self.repo.count_by_state()
-        for state, n in counts.items():
-            metrics.ERASURE_REQUESTS.labels(state).set(n)
+            counts = self._count(whole=True)
         if not any(counts[s] for s in OPEN_STATES):
             return 0
         finished = 0
@@ -67,6 +71,24 @@ class ErasureDuty:
             finished += self._erase_hosted(e)
             self._maybe_finish(e.id, e.topic)
         return finished
+
+    def _count(self, *, whole: bool = False) -> dict[str, int]:
+        """Requests by state, for the pass and the gauges. The open ones are counted every
+        pass through the partial index of open requests; counting the finished ones scans the
+        whole audit trail (~40 ms at 200,000 requests, per broker), so that runs only when the
+        open counts moved (a request ended or began), or every WHOLE_COUNT_EVERY_S."""
+        open_counts = self.repo.count_open()
+        now = self._monotonic()
+        moved = any(self._counts.get(s) != n for s, n in open_counts.items())
+        if whole or moved or now >= self._whole_count_due:
+            counts = self.repo.count_by_state()
+            self._whole_count_due = now + WHOLE_COUNT_EVERY_S
+        else:
+            counts = {**self._counts, **open_counts}
+        self._counts = counts
+        for state, n in counts.items():
+            metrics.ERASURE_REQUESTS.labels(state).set(n)
+        return counts
 
     def _erase_hosted(self, e: Erasure) -> int:
         hosted = [s for s in self._partitions().values() if s.topic_id == e.topic_id]
