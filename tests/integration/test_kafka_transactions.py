@@ -158,7 +158,13 @@ def test_spark_source_plans_to_the_last_stable_offset(txn_broker: Any) -> None:
     got = hot.read_hot(broker.url, topic, 0, 0, ends.last_stable, lambda *_: iter(()))
     assert [v for b in got for v in b.column(3).to_pylist()] == [b"c0", b"c1"]
     p.abort_transaction(30)
-    assert hot.describe(broker.url, topic)[0].last_stable == 6  # past the abort's marker
+
+    # EndTxn is answered once the abort is decided (as Kafka answers it); the coordinator
+    # writes the marker after, and until it is in the last stable offset stays at 3.
+    def past_marker() -> bool:
+        return hot.describe(broker.url, topic)[0].last_stable == 6
+
+    assert wait_for("the last stable offset past the abort's marker", past_marker, timeout=30)
 
 
 def test_tiered_transactions_delta_and_kafka_read_committed(
