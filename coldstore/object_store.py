@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -152,23 +153,41 @@ def _http_status(exc: ClientError) -> int:
     return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
 
 
+_sessions = threading.Lock()
+_session: Any = None  # boto3.session.Session, made by the first s3_client call
+
+
+def s3_client(config: ObjectStoreConfig) -> Any:
+    """A boto3 S3 client for `config`, from the process's one boto3 session. A session loads
+    botocore's service model and endpoint rules from JSON (~0.1 s of CPU) the first time it
+    makes a client, so a session per client paid that for every store; from one session a
+    client costs ~4 ms. Not boto3's default session: clients are made under a lock of our
+    own, as a session's client creation is not thread-safe (the clients are). Without keys
+    in `config`, a session of its own: a session keeps the credentials its chain found."""
+    global _session
+    # boto3 (~0.06 s of CPU to import) only where a store is made: every broker imports
+    # this module (the lake endpoint), most without S3.
+    import boto3.session
+    from botocore.config import Config
+
+    options = {"config": Config(**config.botocore_options()), **config.client_kwargs()}
+    if config.access_key_id is None:
+        return boto3.session.Session().client("s3", **options)
+    with _sessions:
+        if _session is None:
+            _session = boto3.session.Session()
+        return _session.client("s3", **options)
+
+
 class ObjectStore:
     """Synchronous S3 access (boto3). Thread-safe: boto3 clients may be shared by threads."""
 
     def __init__(self, config: ObjectStoreConfig) -> None:
-        # boto3 (~0.06 s of CPU to import) only where a store is made: every broker imports
-        # this module (the lake endpoint), most without S3.
-        import boto3.session
         from boto3.s3.transfer import TransferConfig
-        from botocore.config import Config
 
         self.config = config
         self.bucket = config.bucket
-        # A session of our own: boto3's default session is not thread-safe to create from.
-        session = boto3.session.Session()
-        self.client: Any = session.client(
-            "s3", config=Config(**config.botocore_options()), **config.client_kwargs()
-        )
+        self.client: Any = s3_client(config)
         self._transfer = TransferConfig(
             multipart_threshold=config.multipart_threshold,
             multipart_chunksize=config.multipart_chunksize,

@@ -76,12 +76,24 @@ def other_threads() -> list[str]:
     return names
 
 
+def _warm_s3_session() -> None:
+    """The process's boto3 session with botocore's S3 model loaded (coldstore.object_store:
+    ~0.1 CPU-s per server otherwise). Making a client opens no connection and starts no
+    thread, so the warm session is safe across fork."""
+    from coldstore.object_store import ObjectStoreConfig, s3_client
+
+    unused = "http://127.0.0.1:9"  # never contacted
+    keys = {"access_key_id": "-", "secret_access_key": "-"}
+    s3_client(ObjectStoreConfig("warm", endpoint_url=unused, **keys))
+
+
 def _preload() -> None:
     prepare()
     os.environ.setdefault(*JEMALLOC_CONF)
     gc.disable()  # as tierlog/__main__.py: long-lived module objects only
     for name in PRELOAD:
         __import__(name)
+    _warm_s3_session()
     bad = [m for m in NOT_FORK_SAFE if m in sys.modules]
     assert not bad, f"preloading imported {bad}, which is not safe across fork"
     gc.freeze()
