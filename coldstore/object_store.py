@@ -155,6 +155,7 @@ def _http_status(exc: ClientError) -> int:
 
 _sessions = threading.Lock()
 _session: Any = None  # boto3.session.Session, made by the first s3_client call
+_aio: Any = None  # aiobotocore's AioSession, sharing that session's loader
 
 
 def s3_client(config: ObjectStoreConfig) -> Any:
@@ -164,7 +165,6 @@ def s3_client(config: ObjectStoreConfig) -> Any:
     client costs ~4 ms. Not boto3's default session: clients are made under a lock of our
     own, as a session's client creation is not thread-safe (the clients are). Without keys
     in `config`, a session of its own: a session keeps the credentials its chain found."""
-    global _session
     # boto3 (~0.06 s of CPU to import) only where a store is made: every broker imports
     # this module (the lake endpoint), most without S3.
     import boto3.session
@@ -174,9 +174,34 @@ def s3_client(config: ObjectStoreConfig) -> Any:
     if config.access_key_id is None:
         return boto3.session.Session().client("s3", **options)
     with _sessions:
-        if _session is None:
-            _session = boto3.session.Session()
-        return _session.client("s3", **options)
+        return _shared_session().client("s3", **options)
+
+
+def _shared_session() -> Any:
+    """The process's boto3 session (call with `_sessions` held)."""
+    global _session
+    import boto3.session
+
+    if _session is None:
+        _session = boto3.session.Session()
+    return _session
+
+
+def _aio_session(config: ObjectStoreConfig) -> Any:
+    """aiobotocore's session for `config`'s client: with keys, the process's one, whose JSON
+    loader (botocore's models, cached) is the sync session's (s3_client), so neither loads
+    them twice; without keys, one of its own (as s3_client)."""
+    global _aio
+    from aiobotocore.session import AioSession, get_session
+
+    if config.access_key_id is None:
+        return get_session()
+    with _sessions:
+        if _aio is None:
+            loader = _shared_session()._session.get_component("data_loader")
+            _aio = AioSession()
+            _aio.register_component("data_loader", loader)
+        return _aio
 
 
 class ObjectStore:
@@ -350,13 +375,12 @@ class AsyncObjectStore:
     async def open(self) -> None:
         # Imported here: the sync tiering worker never needs aiohttp loaded.
         from aiobotocore.config import AioConfig
-        from aiobotocore.session import get_session
 
         if self._client is not None:
             return
         stack = contextlib.AsyncExitStack()
         self._client = await stack.enter_async_context(
-            get_session().create_client(
+            _aio_session(self.config).create_client(
                 "s3",
                 config=AioConfig(**self.config.botocore_options()),
                 **self.config.client_kwargs(),

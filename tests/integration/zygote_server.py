@@ -47,6 +47,8 @@ PRELOAD = (
     "uvicorn.protocols.websockets.auto",
     "uvicorn.lifespan.on",
     "uvicorn.loops.auto",
+    "aiobotocore.session",  # a node's cold reader (coldstore.object_store.AsyncObjectStore)
+    "aiobotocore.config",
 )
 NOT_FORK_SAFE = ("deltalake",)  # a runtime with threads, made at import
 
@@ -78,8 +80,8 @@ def other_threads() -> list[str]:
 
 def _warm_s3_session() -> None:
     """The process's boto3 session with botocore's S3 model loaded (coldstore.object_store:
-    ~0.1 CPU-s per server otherwise). Making a client opens no connection and starts no
-    thread, so the warm session is safe across fork."""
+    ~0.1 CPU-s per server otherwise; the cold reader's aiobotocore session shares its loader).
+    Making a client opens no connection and starts no thread: safe across fork."""
     from coldstore.object_store import ObjectStoreConfig, s3_client
 
     unused = "http://127.0.0.1:9"  # never contacted

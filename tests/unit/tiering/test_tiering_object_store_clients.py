@@ -1,15 +1,17 @@
 """S3 clients come from one boto3 session per process (coldstore.object_store.s3_client): the
-second store's client loads none of botocore's JSON models again; a store without keys gets a
-session of its own, so the credentials it finds are the chain's as they are now."""
+second store's client loads none of botocore's JSON models again, nor does the async store's
+(aiobotocore's session shares the loader); a store without keys gets a session of its own, so
+the credentials it finds are the chain's as they are now."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 from botocore.loaders import JSONFileLoader
 
-from coldstore.object_store import ObjectStore, ObjectStoreConfig
+from coldstore.object_store import AsyncObjectStore, ObjectStore, ObjectStoreConfig
 
 ENDPOINT = "http://127.0.0.1:9"  # never contacted: making a client sends nothing
 
@@ -20,8 +22,7 @@ def _keyed(bucket: str) -> ObjectStoreConfig:
     )
 
 
-def test_a_second_store_loads_no_model_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    ObjectStore(_keyed("first"))
+def _count_loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     loaded: list[str] = []
     load_file = JSONFileLoader.load_file
 
@@ -30,9 +31,28 @@ def test_a_second_store_loads_no_model_again(monkeypatch: pytest.MonkeyPatch) ->
         return load_file(self, file_path)
 
     monkeypatch.setattr(JSONFileLoader, "load_file", counted)
+    return loaded
+
+
+def test_a_second_store_loads_no_model_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    ObjectStore(_keyed("first"))
+    loaded = _count_loads(monkeypatch)
     second = ObjectStore(_keyed("second"))
     assert loaded == []
     assert second.client.meta.endpoint_url == ENDPOINT
+
+
+def test_the_async_store_shares_the_loaded_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    ObjectStore(_keyed("sync"))
+    loaded = _count_loads(monkeypatch)
+
+    async def opened() -> str:
+        async with AsyncObjectStore(_keyed("async")) as store:
+            return str(store.client.meta.endpoint_url)
+
+    assert asyncio.run(opened()) == ENDPOINT
+    assert asyncio.run(opened()) == ENDPOINT  # another loop, the same session
+    assert loaded == []
 
 
 def test_a_store_without_keys_finds_the_credentials_of_now(
