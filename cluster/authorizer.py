@@ -66,12 +66,11 @@ class Authorizer:
     def __init__(
         self,
         engine: Engine,
-        database_url: str,
+        notices: NotifyHub,
         settings: AuthSettings,
         cluster_secret: Callable[[], str],
-        notices: NotifyHub | None = None,
     ) -> None:
-        """`notices`: the node's LISTEN connection (a private one if None)."""
+        """`notices`: the node's LISTEN connection (security changes are NOTIFYed)."""
         self.settings = settings
         self.enabled = settings.enabled
         self._repo = SecurityRepo(engine)
@@ -84,8 +83,7 @@ class Authorizer:
         self._acls_at = float("-inf")
         self._dirty = True
         self._reload_lock = asyncio.Lock()
-        hub = notices or NotifyHub(database_url)
-        self._listener = hub.subscribe(SECURITY_CHANNEL, self._changed)
+        self._listener = notices.subscribe(SECURITY_CHANNEL, self._changed)
         self.throttle = AuthThrottle(settings.throttle)
         # Key hashes (scrypt: ~0.1 s of CPU and 16 MiB each) run in threads of their own: in
         # the default executor a burst of logins would queue the broker's lease heartbeat

@@ -27,21 +27,19 @@ class MetadataFollower:
     def __init__(
         self,
         cache: MetadataCache,
-        database_url: str,
+        notices: NotifyHub,
         interval_ms: int,
         force: bool = False,
         on_refresh: Callable[[], None] = lambda: None,
-        notices: NotifyHub | None = None,
     ) -> None:
-        """`force`: reload even when the metadata version did not move (a fetch node routes
-        by broker liveness, which leases change without a version bump). `notices`: the
-        node's LISTEN connection (a private one if None)."""
+        """`notices`: the node's LISTEN connection. `force`: reload even when the metadata
+        version did not move (a fetch node routes by broker liveness, which leases change
+        without a version bump)."""
         self.cache = cache
         self._interval_s = interval_ms / 1000
         self._force, self._on_refresh = force, on_refresh
         self._wanted = asyncio.Event()
-        hub = notices or NotifyHub(database_url)
-        self._listener = hub.subscribe(NOTIFY_CHANNEL, self._notified)
+        self._listener = notices.subscribe(NOTIFY_CHANNEL, self._notified)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopping = False

@@ -17,13 +17,13 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from coldstore.s3_sessions import aio_session, s3_client
 from failures.families import UnavailableError
 
 MiB = 1 << 20
@@ -151,57 +151,6 @@ def _error_code(exc: ClientError) -> str:
 
 def _http_status(exc: ClientError) -> int:
     return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-
-
-_sessions = threading.Lock()
-_session: Any = None  # boto3.session.Session, made by the first s3_client call
-_aio: Any = None  # aiobotocore's AioSession, sharing that session's loader
-
-
-def s3_client(config: ObjectStoreConfig) -> Any:
-    """A boto3 S3 client for `config`, from the process's one boto3 session. A session loads
-    botocore's service model and endpoint rules from JSON (~0.1 s of CPU) the first time it
-    makes a client, so a session per client paid that for every store; from one session a
-    client costs ~4 ms. Not boto3's default session: clients are made under a lock of our
-    own, as a session's client creation is not thread-safe (the clients are). Without keys
-    in `config`, a session of its own: a session keeps the credentials its chain found."""
-    # boto3 (~0.06 s of CPU to import) only where a store is made: every broker imports
-    # this module (the lake endpoint), most without S3.
-    import boto3.session
-    from botocore.config import Config
-
-    options = {"config": Config(**config.botocore_options()), **config.client_kwargs()}
-    if config.access_key_id is None:
-        return boto3.session.Session().client("s3", **options)
-    with _sessions:
-        return _shared_session().client("s3", **options)
-
-
-def _shared_session() -> Any:
-    """The process's boto3 session (call with `_sessions` held)."""
-    global _session
-    import boto3.session
-
-    if _session is None:
-        _session = boto3.session.Session()
-    return _session
-
-
-def _aio_session(config: ObjectStoreConfig) -> Any:
-    """aiobotocore's session for `config`'s client: with keys, the process's one, whose JSON
-    loader (botocore's models, cached) is the sync session's (s3_client), so neither loads
-    them twice; without keys, one of its own (as s3_client)."""
-    global _aio
-    from aiobotocore.session import AioSession, get_session
-
-    if config.access_key_id is None:
-        return get_session()
-    with _sessions:
-        if _aio is None:
-            loader = _shared_session()._session.get_component("data_loader")
-            _aio = AioSession()
-            _aio.register_component("data_loader", loader)
-        return _aio
 
 
 class ObjectStore:
@@ -380,7 +329,7 @@ class AsyncObjectStore:
             return
         stack = contextlib.AsyncExitStack()
         self._client = await stack.enter_async_context(
-            _aio_session(self.config).create_client(
+            aio_session(self.config).create_client(
                 "s3",
                 config=AioConfig(**self.config.botocore_options()),
                 **self.config.client_kwargs(),

@@ -57,11 +57,7 @@ class FetchNode:
         self.cache = MetadataCache(TopicRepo(self.engine), BrokerRepo(self.engine))
         # force: it routes by broker liveness, which leases change without a version bump.
         self.metadata = MetadataFollower(
-            self.cache,
-            config.database_url,
-            config.metadata_refresh_ms,
-            force=True,
-            notices=self.notices,
+            self.cache, self.notices, config.metadata_refresh_ms, force=True
         )
         self.cluster_secret = ""
         self.router = ReplicaRouter(
@@ -69,11 +65,7 @@ class FetchNode:
         )
         self.typing = HotTyping(self.engine)  # typed columns of hot answers (?columns=)
         self.authorizer = Authorizer(
-            self.engine,
-            config.database_url,
-            config.auth,
-            lambda: self.cluster_secret,
-            notices=self.notices,
+            self.engine, self.notices, config.auth, lambda: self.cluster_secret
         )
         self.ready = False
 

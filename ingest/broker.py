@@ -15,11 +15,10 @@ from cluster.http.inflight import SlotCounter
 from cluster.http.quota_manager import QuotaManager
 from cluster.metadata_cache import MetadataCache
 from cluster.metadata_follower import MetadataFollower
-from cluster.notify_hub import NotifyHub
 from cluster.read_contract import ColdReader
 from cluster.search_contract import ColdSearcher
 from ingest.broker_config import BrokerConfig
-from ingest.broker_deps import BrokerDeps
+from ingest.broker_deps import BrokerDeps, broker_notices
 from ingest.broker_lease import BrokerLease
 from ingest.cleaner.erasure_duty import ErasureDuty
 from ingest.cleaner.log_cleaner import CleanerDuty
@@ -44,7 +43,7 @@ from ingest.tiered.tiering_gauges import TieringGauges
 from ingest.tiered.untiered_bound import UntieredBound
 from logformat.errors import ErrorCode, TierlogError
 from logformat.partitioner import StickyPartitioner
-from metadata.brokers import BrokerRepo, session_url
+from metadata.brokers import BrokerRepo
 from metadata.cold_manifest import COLD_FILES_CHANNEL, ColdManifest
 from metadata.controller_lease import ControllerLease
 from metadata.db import migrate
@@ -80,14 +79,10 @@ class Broker:
         self.partition_repo = PartitionStateRepo(self.engine)
         self.cache = MetadataCache(self.topics, self.brokers)
         # One LISTEN connection for every channel this broker follows, as its named session.
-        self.notices = deps.notices or NotifyHub(session_url(config.database_url, config.broker_id))
+        self.notices = deps.notices or broker_notices(config)
         # Every refresh (NOTIFY, interval, on demand) reconciles the hosted replicas.
         self.metadata = MetadataFollower(
-            self.cache,
-            config.database_url,
-            config.metadata_refresh_ms,
-            on_refresh=self._refreshed,
-            notices=self.notices,
+            self.cache, self.notices, config.metadata_refresh_ms, on_refresh=self._refreshed
         )
         self.replicas: ReplicaManager | None = None
         # Tiering, the broker's share (Kafka's RemoteLogManager tasks): one duty each.
@@ -151,11 +146,7 @@ class Broker:
             lambda: self.cluster_secret, config.request_timeout_ms / 1000, link=deps.peer_link
         )
         self.authorizer = Authorizer(
-            self.engine,
-            config.database_url,
-            config.auth,
-            lambda: self.cluster_secret,
-            notices=self.notices,
+            self.engine, self.notices, config.auth, lambda: self.cluster_secret
         )
         # Client quotas and the long-poll cap, one of each for both listeners (HTTP, Kafka).
         self.quotas = QuotaManager(QuotaRepo(self.engine).load)

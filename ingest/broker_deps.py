@@ -12,7 +12,14 @@ from cluster.clock import SYSTEM_CLOCK, Clock
 from cluster.internal_http import PeerLink, internal_async_client
 from cluster.notify_hub import NotifyHub
 from ingest.broker_config import BrokerConfig
+from metadata.brokers import session_url
 from metadata.db import make_engine
+
+
+def broker_notices(config: BrokerConfig) -> NotifyHub:
+    """A broker's LISTEN connection, connecting as its named session (metadata.brokers):
+    the death signal reads that session as "this broker's process lives"."""
+    return NotifyHub(session_url(config.database_url, config.broker_id))
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 
 from cluster.authorizer import Authorizer, AuthSettings
 from cluster.http.auth import AuthMiddleware
+from cluster.notify_hub import NotifyHub
 from metadata.db import make_engine
 from registry.mount import RegistryMount
 
@@ -38,7 +39,7 @@ def api(db_factory: Any) -> Iterator[TestClient]:
     url = db_factory()
     mount = RegistryMount(url)
     engine = make_engine(url)
-    auth = Authorizer(engine, url, AuthSettings(enabled=False), lambda: "")
+    auth = Authorizer(engine, NotifyHub(url), AuthSettings(enabled=False), lambda: "")
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: object) -> AsyncIterator[None]:

@@ -79,10 +79,11 @@ def other_threads() -> list[str]:
 
 
 def _warm_s3_session() -> None:
-    """The process's boto3 session with botocore's S3 model loaded (coldstore.object_store:
+    """The process's boto3 session with botocore's S3 model loaded (coldstore.s3_sessions:
     ~0.1 CPU-s per server otherwise; the cold reader's aiobotocore session shares its loader).
     Making a client opens no connection and starts no thread: safe across fork."""
-    from coldstore.object_store import ObjectStoreConfig, s3_client
+    from coldstore.object_store import ObjectStoreConfig
+    from coldstore.s3_sessions import s3_client
 
     unused = "http://127.0.0.1:9"  # never contacted
     keys = {"access_key_id": "-", "secret_access_key": "-"}

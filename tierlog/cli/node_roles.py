@@ -148,9 +148,8 @@ def run_broker(args: argparse.Namespace) -> int:
     setup = _node_setup(s, str(s[broker.BROKER_ID]))
     if setup is None:
         return 2
-    from cluster.notify_hub import NotifyHub
+    from ingest.broker_deps import broker_notices
     from ingest.server import serve
-    from metadata.brokers import session_url
 
     auth, host, port = setup
     try:
@@ -161,7 +160,7 @@ def run_broker(args: argparse.Namespace) -> int:
     config = broker_config(s, (host, port), auth, topic_defaults)
     store = object_store(s)
     # One LISTEN connection for the broker and its cold reader: the broker's named session.
-    notices = NotifyHub(session_url(config.database_url, config.broker_id))
+    notices = broker_notices(config)
     serve(
         config,
         cold_reader=cold_tier(s, config.database_url, store, notices),

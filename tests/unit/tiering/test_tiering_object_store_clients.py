@@ -1,4 +1,4 @@
-"""S3 clients come from one boto3 session per process (coldstore.object_store.s3_client): the
+"""S3 clients come from one boto3 session per process (coldstore.s3_sessions.s3_client): the
 second store's client loads none of botocore's JSON models again, nor does the async store's
 (aiobotocore's session shares the loader); a store without keys gets a session of its own, so
 the credentials it finds are the chain's as they are now."""
