@@ -25,6 +25,7 @@ from typing import NamedTuple
 from sqlalchemy.engine import Engine
 
 from cluster.duty import FailurePolicy
+from cluster.wakeups import Wakeups
 from cluster.worker_health import Health
 from coldstore.object_store import ObjectStoreConfig
 from compaction import metrics
@@ -36,7 +37,7 @@ from compaction.target import Target
 from compaction.topic_purge import TopicPurge
 from failures.logged import log_failure
 from metadata.configs import topic_config
-from metadata.erasures import ErasureRepo
+from metadata.erasures import ERASURE_WORK_CHANNEL, ErasureRepo
 from metadata.topics import TopicRepo
 
 log = logging.getLogger("tierlog.compaction")
@@ -79,18 +80,27 @@ class CompactionWorker:
         self, poll_ms: int, stop_event: threading.Event, health: Health | None = None
     ) -> None:
         log.info("compaction worker started", extra={"worker": self.worker_id})
-        # Postgres or S3 away: back off until they are back; a bug: its traceback, counted.
+        # Postgres or S3 away: back off until they are back, deaf to wakeups meanwhile; a
+        # bug: its traceback, counted.
         policy = FailurePolicy("compaction", poll_ms / 1000, context={"worker": self.worker_id})
-        while not stop_event.is_set():
-            try:
-                self.run_once()
-                policy.succeeded()
-            except Exception as exc:  # the policy tells an outage from a bug
-                policy.failed(exc)
-                metrics.FAILURES.labels("loop").inc()
-            if health is not None:
-                health.beat()
-            stop_event.wait(policy.next_delay())
+        # A replica's finished hot erasure pass may make a cold pass due: pass at once rather
+        # than up to poll_ms later (retention and merges are due by the clock: the timer).
+        wakeups = Wakeups(self.engine, ERASURE_WORK_CHANNEL)
+        wakeups.start()
+        try:
+            while not stop_event.is_set():
+                wakeups.clear()
+                try:
+                    self.run_once()
+                    policy.succeeded()
+                except Exception as exc:  # the policy tells an outage from a bug
+                    policy.failed(exc)
+                    metrics.FAILURES.labels("loop").inc()
+                if health is not None:
+                    health.beat()
+                wakeups.wait(policy.next_delay(), stop_event, notified=not policy.outages)
+        finally:
+            wakeups.stop()
         log.info("compaction worker stopped", extra={"worker": self.worker_id})
 
     def run_once(self, now_ms: int | None = None) -> PassSummary:

@@ -217,8 +217,13 @@ class ErasureRepo:
         self._set(erasure_id, ("pending",), state="running", started_at=func.now())
 
     def record_hot(self, erasure_id: str, replica: str, result: Mapping[str, Any]) -> None:
-        """One replica's result ("partition/broker"), merged into the request's `hot`."""
-        self._merge(erasure_id, erasures.c.hot, replica, result)
+        """One replica's result ("partition/broker"), merged into the request's `hot`; the
+        compaction workers are told (ERASURE_WORK_CHANNEL) on commit: the partition's cold
+        pass may be due."""
+        note = text("SELECT pg_notify(:channel, :id)").bindparams(
+            channel=ERASURE_WORK_CHANNEL, id=erasure_id
+        )
+        self._merge(erasure_id, erasures.c.hot, replica, result, also=note)
 
     def record_cold(
         self, erasure_id: str, topic_id: str, partition: int, result: Mapping[str, Any]
@@ -346,6 +351,8 @@ def hot_done(e: Erasure, partitions: Sequence[PartitionRecord]) -> bool:
 # delivery): a reader that missed the NOTIFY has stopped trusting its lists by then. The
 # replaced objects outlive that by far (grace period >= 60 s).
 ERASURES_CHANNEL = "tierlog_erasures"  # payload: "topic_id/partition"
+# A replica recorded its hot pass: what wakes an idle compaction worker (cluster/wakeups.py).
+ERASURE_WORK_CHANNEL = "tierlog_erasure_work"  # payload: the request's id
 READER_LISTEN_KEEPALIVE_S = 1
 READER_LISTEN_DEAD_S = 3 * READER_LISTEN_KEEPALIVE_S
 COLD_SETTLE_MS = READER_LISTEN_DEAD_S * 1000 + 1_000

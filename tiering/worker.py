@@ -32,6 +32,7 @@ from sqlalchemy.engine import Engine
 
 from cluster.duty import FailurePolicy
 from cluster.schema_lookup import StoreLookup
+from cluster.wakeups import Wakeups
 from cluster.worker_health import Health
 from coldstore.delta_table import DeltaTopicTable
 from coldstore.layout import table_uri
@@ -39,14 +40,13 @@ from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
 from metadata.configs import topic_config
 from metadata.registry_store import RegistryStore
-from metadata.segment_registry import SegmentClaim, SegmentRegistry
+from metadata.segment_registry import SEGMENTS_CHANNEL, SegmentClaim, SegmentRegistry
 from metadata.topics import TopicRepo
 from metadata.transactions import TxnRepo
 from schemaformat.typed_decode import TYPED_MODES, TypedDecoder
 from tiering import metrics
 from tiering.batch import BatchSettings, tier_batch
 from tiering.segment_source import SegmentSource
-from tiering.wakeups import Wakeups
 
 log = logging.getLogger(__name__)
 DEFAULT_LEASE_MS = 120_000
@@ -103,14 +103,14 @@ class TieringWorker:
         health: Health | None = None,
     ) -> None:
         """Turns until `stop_event`: each tiers what is claimable; an idle worker then sleeps
-        until woken (tiering/wakeups.py), `poll_ms` being only the safety net."""
+        until woken (cluster/wakeups.py), `poll_ms` being only the safety net."""
         log.info("tiering worker started", extra={"worker": self.worker_id})
         # Postgres or S3 away: back off from RETRY_S until they are back, deaf to wakeups
         # meanwhile (each would be a failing turn); a bug: its traceback, counted. Not from
         # poll_ms: that is the idle safety net (30 s), and a backoff never waits less than
         # its period, so one failed turn left the worker deaf for the whole of it.
         policy = FailurePolicy("tiering", RETRY_S, context={"worker": self.worker_id})
-        wakeups = Wakeups(self.engine)
+        wakeups = Wakeups(self.engine, SEGMENTS_CHANNEL)
         wakeups.start()
         try:
             while not stop_event.is_set():

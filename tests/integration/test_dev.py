@@ -33,15 +33,10 @@ def _dev_instance() -> Iterator[DevInstance]:
     # .venv/bin/activate, examples/) resolve there.
     for name in (".venv", "examples"):
         (path / name).symlink_to(ROOT / name)
-    # The tiering worker looks for sealed segments every 200 ms (1 s by default), and the
-    # compaction worker, which erases keys from the Delta table, for jobs every 500 ms (10 s by
-    # default: the README's erasure examples waited for two of its polls; at 200 ms its passes,
-    # a few queries per partition of every topic, cost ~7 CPU-s of this module's ~50).
-    dev = DevInstance(
-        path,
-        data_dir=".tierlog",
-        env={"TIERLOG_POLL_MS": "200", "TIERLOG_COMPACTION_POLL_MS": "500"},
-    )
+    # The tiering worker looks for sealed segments every 200 ms (1 s by default). The
+    # compaction worker keeps its 10 s: a replica's finished hot erasure pass wakes it
+    # (cluster/wakeups.py), so the README's erasure examples no longer wait for its polls.
+    dev = DevInstance(path, data_dir=".tierlog", env={"TIERLOG_POLL_MS": "200"})
     try:
         yield dev
     finally:

@@ -5,6 +5,7 @@ a worker that dies between the Delta commit and the manifest swap finishes on it
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 
@@ -14,6 +15,7 @@ import pytest
 from prometheus_client import REGISTRY
 from sqlalchemy.engine import Engine
 
+from cluster.wakeups import Wakeups
 from coldstore.object_store import ObjectStoreConfig
 from compaction.manifest_ops import CompactionManifest
 from metadata.erasures import ErasureRepo, replica_name
@@ -141,3 +143,43 @@ def test_a_worker_killed_between_delta_commit_and_swap_finishes_it(
     assert ALICE not in [r["key"] for r in cold.delta_rows("pii2")]
     assert ALICE not in _bucket_keys(cold, "pii2")  # zero grace: swept in the same pass
     w.close()
+
+
+def test_an_idle_worker_passes_as_soon_as_the_last_replica_is_done(
+    cold: ColdEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's timer here never fires within the test (10 minutes): once it is idle
+    (listening, caught up, nothing notified), the cold pass can only come from the NOTIFY
+    the hot tier's last record sends (ERASURE_WORK_CHANNEL)."""
+    tid = _topic(cold, "pii3", files=2, alice_in=(1,))
+    repo = ErasureRepo(cold.engine)
+    e = repo.create(tid, "pii3", [ALICE], "User:test", {0: 40})
+    idle = threading.Event()
+
+    class ObservedWakeups(Wakeups):
+        def wait(self, timeout_s: float, stop: threading.Event, *, notified: bool = True) -> None:
+            if notified and self._listener.connected.is_set() and not self._event.is_set():
+                idle.set()  # the catch-up ran before `connected`: no pass is owed
+            super().wait(timeout_s, stop, notified=notified)
+
+    monkeypatch.setattr("compaction.worker.Wakeups", ObservedWakeups)
+    w = cold.worker()
+    stop = threading.Event()
+    loop = threading.Thread(target=w.run_forever, args=(600_000, stop), daemon=True)
+    loop.start()
+    try:
+        assert idle.wait(30), "the worker never went idle"
+        got = repo.get("pii3", e.id)
+        assert got is not None
+        assert not got.cold, got.cold  # its passes so far: the hot tier was not done
+        for r in repo.replicas(TopicIdPartition(tid, 0)):
+            repo.record_hot(e.id, replica_name(0, r), {"done": True})
+        deadline = time.monotonic() + 30
+        while not ((now := repo.get("pii3", e.id)) and now.cold.get("0", {}).get("done")):
+            assert time.monotonic() < deadline, "no cold pass after the hot tier was done"
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        loop.join(10)
+        w.close()
+    assert not loop.is_alive()

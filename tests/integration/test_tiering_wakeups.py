@@ -1,4 +1,4 @@
-"""An idle tiering worker sleeps until there is work (tiering/wakeups.py): a segment
+"""An idle tiering worker sleeps until there is work (cluster/wakeups.py): a segment
 registered, a claim released or a deadline Postgres knows (retry_at) wakes it, not a timer.
 Each worker here runs with a 10-minute safety-net poll, so a turn within the deadlines below
 can only come from a NOTIFY or a deadline the worker read from Postgres."""
@@ -14,10 +14,10 @@ from botocore.exceptions import EndpointConnectionError
 from deltalake.exceptions import TableNotFoundError
 from sqlalchemy import text
 
+from cluster.wakeups import Wakeups
 from metadata.types import TopicIdPartition
 from tests.integration.s3 import moto_s3_fixture, s3_bucket_fixture  # noqa: F401
 from tests.integration.tiering_env import Env, env_fixture, rec  # noqa: F401 (fixture)
-from tiering.wakeups import Wakeups
 from tiering.worker import TieringWorker
 
 NEVER_MS = 600_000  # the safety net never fires within a test
