@@ -194,6 +194,8 @@ _SHARED_UNITS = {
     "test_spark_source_archive.py": "spark",
     "test_spark_streaming.py": "spark",
     "test_erasure_cluster.py": "spark",  # its Spark check shares the one JVM
+    # Its own unit started a second JVM on another worker (~10 CPU-s, half its file's CPU).
+    "test_typed_lake.py": "spark",
 }
 # Files whose tests split into several units by their parameter (the rest of such a file's tests
 # make one more unit): the benchmark smoke was the suite's longest file (14 benchmarks, each
