@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine, make_url
 
-from metadata import db_errors
+from metadata import db_errors, pool_ping
 from metadata.schema import NOTIFY_CHANNEL
 
 if TYPE_CHECKING:
@@ -43,12 +43,12 @@ def make_engine(url: str, **kwargs: object) -> Engine:
             f"unsupported database URL {u.render_as_string(hide_password=True)}: "
             "tierlog needs PostgreSQL (postgresql://...)"
         )
-    # pre_ping: a pooled connection may have died with a Postgres restart (`tierlog dev`).
+    # A pooled connection may have died with a Postgres restart (`tierlog dev`): one idle for
+    # a while is pinged before use (metadata/pool_ping.py), not every one (pool_pre_ping).
     # connect_timeout: a frozen or unreachable server fails a new connection in seconds, and
     # pool_timeout bounds the wait for a pooled one (callers also put deadlines on queries:
     # a query to a frozen server cannot be interrupted from the client).
     options: dict[str, object] = {
-        "pool_pre_ping": True,
         "pool_size": 5,
         "max_overflow": 10,
         "pool_timeout": 10,
@@ -57,6 +57,8 @@ def make_engine(url: str, **kwargs: object) -> Engine:
     options.update(kwargs)
     engine = create_engine(u, **options)
     db_errors.install(engine)
+    if "pool_pre_ping" not in kwargs:  # a caller's own choice stands (metadata/txn_engine.py)
+        pool_ping.install(engine)
     return engine
 
 

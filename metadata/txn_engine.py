@@ -1,9 +1,10 @@
 """The transaction path's statements on connections checked out without a pre-ping.
 
-make_engine's pool pings every connection it hands out (a round trip before each
-statement: "pessimistic" disconnect handling, for a Postgres restarted under a running
-process). Each step every Kafka transaction takes is one statement (metadata/transactions.py),
-so the ping doubled its round trips. Here they take SQLAlchemy's "optimistic" handling
+make_engine's pool pings a connection it hands out once it has sat idle over a second (a
+round trip before the statement: "pessimistic" disconnect handling, for a Postgres restarted
+under a running process; metadata/pool_ping.py). Each step every Kafka transaction takes is
+one statement (metadata/transactions.py), and a producer pausing between transactions would
+pay that round trip on its next step. Here they take SQLAlchemy's "optimistic" handling
 instead: a sibling engine on the same database whose pool does not ping, and a statement
 that meets a dead connection (SQLAlchemy invalidates it, and with it the pool's older ones)
 runs once more on a new one. Every statement run so is safe to run twice: a conditional
