@@ -11,7 +11,6 @@ bundle, or SSL_CERT_FILE / SSL_CERT_DIR). A request that must not carry the cred
 
 from __future__ import annotations
 
-import functools
 import ssl
 from collections.abc import Callable, Generator
 from urllib.parse import quote
@@ -20,6 +19,7 @@ import httpx
 from starlette.requests import Request
 
 from http_transport import AiohttpTransport
+from http_transport.trust import bundle_trust, default_trust
 
 CLUSTER_TOKEN_HEADER = "x-tierlog-cluster-token"
 FORWARDED_HEADER = "x-tierlog-forwarded"  # a request one node passed on to another
@@ -33,14 +33,10 @@ def trust_ca(path: str | None) -> None:
     _trusted_ca[0] = path
 
 
-def internal_verify() -> ssl.SSLContext | bool:
+def internal_verify() -> ssl.SSLContext:
+    """The process's one context for it (http_transport/trust.py: not one per client)."""
     path = _trusted_ca[0]
-    return _context(path) if path else True
-
-
-@functools.lru_cache(maxsize=4)
-def _context(path: str) -> ssl.SSLContext:
-    return ssl.create_default_context(cafile=path)
+    return bundle_trust(path) if path else default_trust()
 
 
 class ClusterToken(httpx.Auth):

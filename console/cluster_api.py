@@ -10,6 +10,8 @@ from typing import Any
 import httpx
 import orjson
 
+from http_transport.trust import trust
+
 # Errors of our own, when the API gave no answer to name one.
 NETWORK_EXCEPTION = "NETWORK_EXCEPTION"
 REQUEST_TIMED_OUT = "REQUEST_TIMED_OUT"
@@ -57,7 +59,7 @@ class ClusterApi:
         self.base_url = base_url.rstrip("/")
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
-            verify=verify,
+            verify=trust(verify),
             timeout=httpx.Timeout(timeout_s),
             # Nodes close idle keep-alive connections after 5 s (--idle-timeout-ms); httpx's own
             # expiry is also 5 s, so a request could go out on a connection being closed.

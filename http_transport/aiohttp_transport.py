@@ -23,17 +23,11 @@ from contextlib import contextmanager
 import aiohttp
 import httpx
 
+from http_transport.trust import trust
+
 CHUNK = 1 << 20  # a streamed body's pieces: whatever has arrived, up to this
 _FRAMING = ("content-length", "transfer-encoding")  # aiohttp frames the body it is given
 KEEPALIVE_S = 5.0
-
-
-def _context(verify: str | bool) -> ssl.SSLContext | bool:
-    if verify is False:
-        return False
-    if isinstance(verify, str):
-        return ssl.create_default_context(cafile=verify)
-    return httpx.create_ssl_context()  # certifi's bundle, or SSL_CERT_FILE / SSL_CERT_DIR
 
 
 def _mapped(exc: Exception, request: httpx.Request) -> httpx.TransportError:
@@ -90,7 +84,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         max_connections: int = 100,
         trust_env: bool = False,
     ) -> None:
-        self._ssl = verify if isinstance(verify, ssl.SSLContext) else _context(verify)
+        self._ssl = trust(verify)  # the process's shared context (http_transport/trust.py)
         self._max, self._trust_env = max_connections, trust_env
         self._session: aiohttp.ClientSession | None = None
 

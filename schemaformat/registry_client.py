@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 import httpx
 
+from http_transport.trust import trust
 from schemaformat.base import InvalidSchema, ParsedSchema, SchemaKind
 from schemaformat.kinds import kinds
 from schemaformat.wire import Decoded, decode, unframe
@@ -47,7 +48,7 @@ class RegistryClient:
             headers["Authorization"] = f"Bearer {api_key}"
         self.base_url = base_url.rstrip("/")
         self._http = httpx.Client(
-            base_url=self.base_url, headers=headers, verify=verify, timeout=timeout_s
+            base_url=self.base_url, headers=headers, verify=trust(verify), timeout=timeout_s
         )
         self._kinds: Mapping[str, SchemaKind] = kinds()
         self._schemas: dict[int, ParsedSchema] = {}

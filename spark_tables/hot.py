@@ -49,9 +49,14 @@ class PartitionEnds(NamedTuple):
 def _client(broker_url: str, timeout_s: float, api_key: str | None) -> httpx.Client:
     import httpx  # here: only hot reads need it, and it is slow to import (its CLI extras)
 
+    from http_transport.trust import default_trust
+
     headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
     return httpx.Client(
-        base_url=broker_url, timeout=httpx.Timeout(timeout_s, connect=5.0), headers=headers
+        base_url=broker_url,
+        timeout=httpx.Timeout(timeout_s, connect=5.0),
+        headers=headers,
+        verify=default_trust(),  # one context per process, not one per call
     )
 
 

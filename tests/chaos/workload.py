@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from http_transport.trust import default_trust
 from logformat.partitioner import partition_for_key
 from tests.chaos.history import History, Kind, value_of
 from tests.integration.cluster import Cluster
@@ -77,7 +78,7 @@ class ChaosProducer(threading.Thread):
             self.history.error(f"{self.name} crashed: {exc!r}")
 
     def _run(self) -> None:
-        http = httpx.Client(timeout=12)
+        http = httpx.Client(verify=default_trust(), timeout=12)
         idempotent = self.kind is Kind.IDEMPOTENT_ALL
         acks = "1" if self.kind is Kind.PLAIN_ONE else "all"
         producer_id = self._producer_id(http) if idempotent else None
@@ -190,7 +191,7 @@ class ChaosConsumer(threading.Thread):
 
     def run(self) -> None:
         try:
-            http = httpx.Client(timeout=12)
+            http = httpx.Client(verify=default_trust(), timeout=12)
             while not self.stop.is_set():
                 if not any([self._poll(http, p) for p in range(self.partitions)]):
                     time.sleep(0.1)
@@ -232,7 +233,7 @@ class EpochWatcher(threading.Thread):
         self.cluster, self.history, self.stop = cluster, history, stop
 
     def run(self) -> None:
-        http = httpx.Client(timeout=3)
+        http = httpx.Client(verify=default_trust(), timeout=3)
         while not self.stop.wait(0.25):
             alive = self.cluster.alive()
             if not alive:

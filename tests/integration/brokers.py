@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from http_transport.trust import default_trust
 from tests.integration.ports import free_port
 from tests.integration.zygote import ForkedProcess, start_tierlog
 from tierlog.devstack.parent_watch import child_env
@@ -51,7 +52,9 @@ class BrokerProcess:
         self.log_path = data_dir.parent / f"broker-{broker_id}.log"
         self.proc: subprocess.Popen[bytes] | ForkedProcess | None = None
         self.paused = False
-        self.http = httpx.Client(base_url=self.url, timeout=30, limits=TEST_CLIENT_LIMITS)
+        self.http = httpx.Client(
+            verify=default_trust(), base_url=self.url, timeout=30, limits=TEST_CLIENT_LIMITS
+        )
 
     def start(self, wait: bool = True) -> BrokerProcess:
         # The broker goes if this test process dies (a killed pytest leaves no brokers behind).
@@ -76,7 +79,7 @@ class BrokerProcess:
         # One client for the polls, closed when they end (no connection left open, as before):
         # httpx.get made a new one per poll, ~18 ms of CPU each (its TLS context), ten polls a
         # second while a broker starts.
-        with httpx.Client(base_url=self.url, timeout=1) as probe:
+        with httpx.Client(verify=default_trust(), base_url=self.url, timeout=1) as probe:
             while time.monotonic() < deadline:
                 if self.proc is not None and self.proc.poll() is not None:
                     raise RuntimeError(

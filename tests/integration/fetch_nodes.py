@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 
 from coldstore.object_store import ObjectStoreConfig
+from http_transport.trust import default_trust
 from tests.integration.brokers import READY_TIMEOUT_S, TEST_CLIENT_LIMITS
 from tests.integration.ports import free_port
 from tests.integration.zygote import ForkedProcess, start_tierlog
@@ -44,7 +45,9 @@ class FetchNodeProcess:
         self.log_path = log_path
         self.env = {**os.environ, **env, "TIERLOG_DATABASE_URL": database_url}
         self.proc: subprocess.Popen[bytes] | ForkedProcess | None = None
-        self.http = httpx.Client(base_url=self.url, timeout=60, limits=TEST_CLIENT_LIMITS)
+        self.http = httpx.Client(
+            verify=default_trust(), base_url=self.url, timeout=60, limits=TEST_CLIENT_LIMITS
+        )
 
     def start(self) -> FetchNodeProcess:
         self.launch()
@@ -60,7 +63,7 @@ class FetchNodeProcess:
         deadline = time.monotonic() + READY_TIMEOUT_S
         # One client for the polls, closed when they end (httpx.get made one per poll: ~18 ms
         # of CPU each, its TLS context).
-        with httpx.Client(base_url=self.url, timeout=1) as probe:
+        with httpx.Client(verify=default_trust(), base_url=self.url, timeout=1) as probe:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
                     raise RuntimeError(f"fetch node exited:\n{self.log_tail()}")

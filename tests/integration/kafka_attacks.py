@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from http_transport.trust import default_trust
 from metadata.api_keys import parse_key
 from tests.integration.kafka_wire import read_frame, request
 
@@ -162,7 +163,9 @@ class NormalClient:
 
     def _watch_lease(self) -> None:
         headers = {"authorization": f"Bearer {self.admin_key}"}
-        with httpx.Client(base_url=self.url, headers=headers, timeout=10) as http:
+        with httpx.Client(
+            verify=default_trust(), base_url=self.url, headers=headers, timeout=10
+        ) as http:
             while not self._stop.wait(0.2):
                 try:
                     doc = http.get("/brokers").json()

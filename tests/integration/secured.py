@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 from sqlalchemy import text
 
+from http_transport.trust import default_trust
 from metadata.acl import AclBinding
 from metadata.db import make_engine
 from metadata.security import SecurityRepo
@@ -39,7 +40,13 @@ class Secured:
         self, url: str, user: str | None, headers: dict[str, str] | None = None, **kw: Any
     ) -> httpx.Client:
         sent = {"authorization": f"Bearer {self.key(user)}"} if user else {}
-        c = httpx.Client(base_url=url, headers={**sent, **(headers or {})}, timeout=30, **kw)
+        kw.setdefault("verify", default_trust())  # one context, not one per client
+        c = httpx.Client(
+            base_url=url,
+            headers={**sent, **(headers or {})},
+            timeout=30,
+            **kw,
+        )
         self._clients.append(c)
         return c
 

@@ -31,6 +31,7 @@ import sys
 import threading
 from typing import Any
 
+from http_transport.trust import default_trust
 from tierlog.startup import prepare
 
 PRELOAD = (
@@ -97,6 +98,7 @@ def _preload() -> None:
     for name in PRELOAD:
         __import__(name)
     _warm_s3_session()
+    default_trust()  # every child's HTTP clients share it (http_transport/trust.py)
     bad = [m for m in NOT_FORK_SAFE if m in sys.modules]
     assert not bad, f"preloading imported {bad}, which is not safe across fork"
     gc.freeze()

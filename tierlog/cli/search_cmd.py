@@ -13,6 +13,7 @@ from urllib.parse import quote
 import httpx
 import orjson
 
+from http_transport.trust import trust
 from logformat.errors import ErrorCode, TierlogError
 
 
@@ -68,7 +69,7 @@ def run_search(args: argparse.Namespace) -> int:
     timeout = httpx.Timeout(30.0, read=300.0)
     try:
         with (
-            httpx.Client(verify=args.ca_file or True, timeout=timeout) as http,
+            httpx.Client(verify=trust(args.ca_file or True), timeout=timeout) as http,
             http.stream("GET", url, params=_params(args), headers=headers) as response,
         ):
             if response.status_code != 200:
