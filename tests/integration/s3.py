@@ -25,6 +25,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -32,6 +33,7 @@ from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from tests.integration.ports import free_port
 
 _START_TIMEOUT_S = 30.0
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class MotoServer:
@@ -48,7 +50,16 @@ class MotoServer:
             self.port = free_port()
             self.endpoint = f"http://127.0.0.1:{self.port}"
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.integration.moto_runner",
+                    "-H",
+                    "127.0.0.1",
+                    "-p",
+                    str(self.port),
+                ],
+                cwd=ROOT,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 env={**os.environ, "MOTO_ALLOW_NONEXISTENT_REGION": "true"},
