@@ -36,6 +36,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
+from http_transport.trust import default_trust
 from tests.integration.brokers import BrokerProcess
 from tests.integration.ports import free_port
 from tests.integration.secured import ADMIN, Secured, secure_broker
@@ -72,7 +73,12 @@ class ConsoleProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"console exited: {self.log_path.read_text()[-3000:]}")
             try:
-                if httpx.get(f"{self.url}/static/console.css", timeout=1).status_code == 200:
+                if (
+                    httpx.get(
+                        f"{self.url}/static/console.css", timeout=1, verify=default_trust()
+                    ).status_code
+                    == 200
+                ):
                     return self
             except httpx.HTTPError:
                 pass

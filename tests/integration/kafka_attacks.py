@@ -77,7 +77,7 @@ def plain_login(s: socket.socket, user: str, password: str) -> tuple[int, str]:
 
 def gauges(url: str, headers: dict[str, str]) -> dict[str, float]:
     """The Kafka listener's connection and budget gauges, by `name{labels}`."""
-    text = httpx.get(f"{url}/metrics", headers=headers, timeout=10).text
+    text = httpx.get(f"{url}/metrics", headers=headers, timeout=10, verify=default_trust()).text
     out = {}
     for line in text.splitlines():
         if line.startswith(("tierlog_kafka_", "tierlog_auth_")):

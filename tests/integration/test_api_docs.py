@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from http_transport.trust import default_trust
 from tests.integration.brokers import BrokerProcess
 from tests.integration.fetch_nodes import FetchNodeProcess
 from tests.integration.secured import secure_broker, started
@@ -67,7 +68,9 @@ def test_docs_page_loads_only_same_origin_assets_without_a_key(
     nodes: tuple[str, str, bool], role: str
 ) -> None:
     url = nodes[0] if role == "broker" else nodes[1]
-    with httpx.Client(base_url=url, timeout=30) as anon:  # no key, even with auth on
+    with httpx.Client(
+        verify=default_trust(), base_url=url, timeout=30
+    ) as anon:  # no key, even with auth on
         urls = _page_assets(anon)
         for asset in urls:
             parts = urlsplit(asset)
@@ -89,7 +92,7 @@ def test_docs_exemption_is_only_the_docs(nodes: tuple[str, str, bool]) -> None:
     404, not a directory listing."""
     *urls, auth_on = nodes
     for url in urls:
-        with httpx.Client(base_url=url, timeout=30) as anon:
+        with httpx.Client(verify=default_trust(), base_url=url, timeout=30) as anon:
             assert anon.get("/docs/static/no-such-file.js").status_code == 404
             assert anon.get("/docs/static/").status_code == 404
             if auth_on:

@@ -18,6 +18,7 @@ import pytest
 
 from coldstore.layout import table_uri
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
+from http_transport.trust import default_trust
 from logformat.partitioner import partition_for_key
 from tests.integration.cluster import wait_for
 from tests.integration.dev_process import DevInstance, dev_root
@@ -75,7 +76,12 @@ def test_dev_tiers_records_into_a_delta_table_in_its_s3(dev: DevInstance) -> Non
             {"key": f"user-{i % 37}", "value": f"event {batch * 400 + i} " + "x" * 500}
             for i in range(400)
         ]
-        r = httpx.post(f"{base}/topics/events/records", json={"records": records}, timeout=30)
+        r = httpx.post(
+            f"{base}/topics/events/records",
+            json={"records": records},
+            timeout=30,
+            verify=default_trust(),
+        )
         assert r.status_code == 200, r.text
         for rec, o in zip(records, r.json()["offsets"], strict=True):
             produced[(o["partition"], o["offset"])] = (
@@ -86,7 +92,9 @@ def test_dev_tiers_records_into_a_delta_table_in_its_s3(dev: DevInstance) -> Non
     assert all(hw.values())
 
     def all_cold() -> bool:
-        parts = httpx.get(f"{base}/topics/events", timeout=10).json()["partitions"]
+        parts = httpx.get(f"{base}/topics/events", timeout=10, verify=default_trust()).json()[
+            "partitions"
+        ]
         return all(
             p["cold"] == {"start": 0, "end": hw[p["partition"]]} and p["tiering_lag"] == 0
             for p in parts

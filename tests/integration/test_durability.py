@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from http_transport.trust import default_trust
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import wait_for
 
@@ -47,7 +48,7 @@ def test_kill_9_during_produce_loses_no_acknowledged_record(broker: BrokerProces
     stop = threading.Event()
 
     def produce_loop(worker: int) -> None:
-        client = httpx.Client(base_url=b.url, timeout=5)
+        client = httpx.Client(verify=default_trust(), base_url=b.url, timeout=5)
         i = 0
         while not stop.is_set():
             batch = [f"w{worker}-{i}-{j}" for j in range(20)]

@@ -21,6 +21,7 @@ import httpx
 import pytest
 from confluent_kafka import Producer
 
+from http_transport.trust import default_trust
 from metadata.api_keys import parse_key
 from tests.integration.brokers import BrokerProcess
 from tests.integration.kafka_attacks import (
@@ -310,7 +311,9 @@ def test_guessing_is_throttled_and_audited(env: Env) -> None:
 
     def http_guess(_: int) -> httpx.Response:
         bad = {"authorization": "Bearer " + key[:-8] + secrets.token_hex(4)}
-        return httpx.get(f"{env.broker.url}/topics", headers=bad, timeout=30)
+        return httpx.get(
+            f"{env.broker.url}/topics", headers=bad, timeout=30, verify=default_trust()
+        )
 
     with ThreadPoolExecutor(12) as pool:
         http = list(pool.map(http_guess, range(12)))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 
+from http_transport.trust import default_trust
 from tests.integration.cluster import wait_for
 from tests.integration.ports import free_port
 
@@ -48,7 +49,12 @@ def test_a_broker_stops_when_its_parent_is_killed(fresh_db: str, tmp_path: Path)
     try:
         wait_for(
             "the broker ready",
-            lambda: httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200,
+            lambda: (
+                httpx.get(
+                    f"http://127.0.0.1:{port}/readyz", timeout=1, verify=default_trust()
+                ).status_code
+                == 200
+            ),
             timeout=60,
         )
         parent.kill()  # SIGKILL: the parent gets no chance to stop its child

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from http_transport.trust import default_trust
 from tests.integration.ports import free_port
 from tests.integration.zygote import ForkedProcess, _the_zygote
 from tests.integration.zygote_server import ExitCodes
@@ -48,7 +49,12 @@ def _serving(url: str, proc: ForkedProcess) -> None:
     while time.monotonic() < deadline:
         assert proc.poll() is None, "the console exited"
         try:
-            if httpx.get(f"{url}/static/console.css", timeout=1).status_code == 200:
+            if (
+                httpx.get(
+                    f"{url}/static/console.css", timeout=1, verify=default_trust()
+                ).status_code
+                == 200
+            ):
                 return
         except httpx.HTTPError:
             pass
