@@ -52,6 +52,7 @@ PRELOAD = (
     "aiobotocore.config",
 )
 NOT_FORK_SAFE = ("deltalake",)  # a runtime with threads, made at import
+_TRUST_ENV = ("SSL_CERT_FILE", "SSL_CERT_DIR")  # what the preloaded default TLS context read
 
 
 class _Child(Exception):
@@ -177,8 +178,11 @@ def run_child(request: dict[str, Any]) -> int:
 
     _redirect(request["log"])
     os.chdir(request["cwd"])
+    trusted = [os.environ.get(k) for k in _TRUST_ENV]
     os.environ.clear()
     os.environ.update(request["env"])
+    if [os.environ.get(k) for k in _TRUST_ENV] != trusted:
+        default_trust.cache_clear()  # this child trusts other CAs than the preloaded context
     # The child's parent is this server, which goes when the test process goes.
     if parent_watch.ENV in os.environ:
         os.environ[parent_watch.ENV] = str(os.getppid())
