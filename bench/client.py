@@ -26,9 +26,9 @@ from bench.client_cold import cold_cases
 from bench.client_consume import consume_cases
 from bench.client_produce import PARTITIONS, Row, produce_cases
 from bench.databases import new_database
+from bench.servers import bench_postgres
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import Cluster
-from tierlog.devstack.localpg import LocalPostgres
 
 
 def run_setup(
@@ -92,7 +92,7 @@ def main() -> None:
     rows: list[tuple[str, Row]] = []
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp:
         os.chmod(tmp, 0o755)
-        pg = LocalPostgres(Path(tmp) / "pg", fast=args.smoke)  # --no-sync: only the smoke
+        pg = bench_postgres(Path(tmp) / "pg", fast=args.smoke)  # --no-sync: only the smoke
         db = pg.start()
         try:
             broker = BrokerProcess(db, Path(tmp) / "single", 99).start()

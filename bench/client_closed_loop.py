@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.client_produce import PARTITIONS, log_end, records
+from bench.servers import bench_postgres
 from tests.integration.brokers import BrokerProcess
-from tierlog.devstack.localpg import LocalPostgres
 
 ROUND = 1000
 Result = tuple[int, list[float]]  # records acknowledged, seconds per round
@@ -141,7 +141,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp_name:
         tmp = Path(tmp_name)
         os.chmod(tmp, 0o755)
-        pg = LocalPostgres(tmp / "pg", fast=args.smoke)
+        pg = bench_postgres(tmp / "pg", fast=args.smoke)
         db = pg.start()
         try:
             broker = BrokerProcess(db, tmp / "broker").start()

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import httpx
 import pyarrow as pa
 
+from bench.servers import bench_postgres
 from tierlog.client import Consumer, TopicPartition
 
 ARROW = "application/vnd.apache.arrow.stream"
@@ -292,7 +293,6 @@ def produce(url: str, topic: str, records: int, partitions: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     from tests.integration.brokers import BrokerProcess
-    from tierlog.devstack.localpg import LocalPostgres
 
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -304,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     records = 20_000 if args.smoke else args.records
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp:
         os.chmod(tmp, 0o755)
-        pg = LocalPostgres(Path(tmp) / "pg")
+        pg = bench_postgres(Path(tmp) / "pg", fast=False)
         broker = BrokerProcess(pg.start(), Path(tmp) / "broker").start()
         try:
             broker.create_topic("consumed", partitions=args.partitions)

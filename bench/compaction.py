@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.databases import new_database
+from bench.servers import bench_postgres
 from coldstore.object_store import ObjectStore
 from compaction.worker import PassSummary
 from metadata.db import make_engine, migrate
 from metadata.types import TopicIdPartition
 from tests.integration.s3 import MotoServer, config_for
 from tests.integration.test_compaction_support import ColdEnv, now_ms
-from tierlog.devstack.localpg import LocalPostgres
 
 MB = 1e6
 
@@ -130,7 +130,7 @@ def main() -> None:
     rows: list[tuple[str, str, str, str]] = []
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp, MotoServer() as moto:
         os.chmod(tmp, 0o755)
-        pg = LocalPostgres(Path(tmp) / "pg", fast=True)
+        pg = bench_postgres(Path(tmp) / "pg", fast=True)
         url = pg.start()
         try:
             engine = make_engine(new_database(url, "compaction"))

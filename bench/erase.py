@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from bench.databases import new_database
+from bench.servers import bench_postgres
 from coldstore.object_store import ObjectStore
 from coldstore.parquet_writer import DEFAULT_ROW_GROUP_BYTES
 from compaction.erasure_job import ColdErasure, Rewrite
@@ -35,7 +36,6 @@ from metadata.erasures import COLD_SETTLE_MS, ErasureRepo
 from metadata.types import TopicIdPartition
 from tests.integration.s3 import MotoServer, config_for
 from tests.integration.test_compaction_support import ColdEnv, now_ms
-from tierlog.devstack.localpg import LocalPostgres
 
 MB = 1e6
 KEY = b"customer-000042"
@@ -88,7 +88,7 @@ def main() -> None:
     rows: list[tuple[str, ...]] = []
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp, MotoServer() as moto:
         os.chmod(tmp, 0o755)
-        pg = LocalPostgres(Path(tmp) / "pg", fast=True)
+        pg = bench_postgres(Path(tmp) / "pg", fast=True)
         url = pg.start()
         try:
             engine = make_engine(new_database(url, "erase"))

@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import event, insert, text
 from sqlalchemy.engine import Engine
 
+from bench.servers import bench_postgres
 from coldstore.object_store import ObjectStoreConfig
 from metadata.brokers import BrokerRepo
 from metadata.db import make_engine, migrate
@@ -31,7 +32,6 @@ from metadata.schema import hot_segments
 from metadata.topics import TopicRepo
 from tiering.settings import TIERING
 from tiering.worker import TieringWorker
-from tierlog.devstack.localpg import LocalPostgres
 
 
 class Counts:
@@ -125,7 +125,7 @@ def main() -> None:
         args.partitions, args.seconds = 10, 3.0
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp:
         os.chmod(tmp, 0o755)  # as root, Postgres runs as the postgres user
-        pg = LocalPostgres(Path(tmp) / "pg", fast=True)
+        pg = bench_postgres(Path(tmp) / "pg", fast=True)
         url = pg.start()
         try:
             seed(url, args.partitions)

@@ -59,10 +59,10 @@ from bench.client_consume import (
 )
 from bench.client_produce import CHUNK, PARTITIONS, log_end, records, send_table
 from bench.databases import new_database
+from bench.servers import bench_postgres
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import Cluster
 from tests.integration.ports import free_port
-from tierlog.devstack.localpg import LocalPostgres
 
 
 class Row(NamedTuple):
@@ -366,7 +366,7 @@ def main() -> None:
     vals, keys = records(1)
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp:
         os.chmod(tmp, 0o755)
-        pg = LocalPostgres(Path(tmp) / "pg", fast=args.smoke)  # --no-sync: only the smoke
+        pg = bench_postgres(Path(tmp) / "pg", fast=args.smoke)  # --no-sync: only the smoke
         try:
             rows = run(args, Path(tmp), pg.start())
         finally:

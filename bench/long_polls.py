@@ -22,8 +22,8 @@ from typing import NamedTuple
 import httpx
 import orjson
 
+from bench.servers import bench_postgres
 from tests.integration.brokers import BrokerProcess
-from tierlog.devstack.localpg import LocalPostgres
 
 
 class Round(NamedTuple):
@@ -100,7 +100,7 @@ def main() -> None:
     polls, rounds = (200, 1) if args.smoke else (args.polls, args.rounds)
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp:
         os.chmod(tmp, 0o755)
-        pg = LocalPostgres(Path(tmp) / "pg")
+        pg = bench_postgres(Path(tmp) / "pg", fast=False)
         db = pg.start()
         # Every poll comes from 127.0.0.1: lift the per-address cap (512) above the poll count.
         per_address = polls + 64

@@ -45,12 +45,12 @@ from bench.load import LoadResult
 from bench.pipeline_check import DeltaWatcher, LagSample, check_exactly_once, freshness, lag_of
 from bench.pipeline_load import CHUNK, Load, run_clients
 from bench.replication import create_replicated, measured_load
+from bench.servers import bench_postgres
 from coldstore.layout import table_uri
 from coldstore.object_store import ObjectStore
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import Cluster
 from tests.integration.s3 import MotoServer, config_for
-from tierlog.devstack.localpg import LocalPostgres
 
 MiB = 1 << 20
 TOPIC = "pipeline"
@@ -297,7 +297,7 @@ def main() -> None:
     body = arrow_body(*make_records(random.Random(7), CHUNK, args.value_bytes))
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp, MotoServer() as moto:
         os.chmod(tmp, 0o755)  # as root, Postgres runs as the postgres user
-        pg = LocalPostgres(Path(tmp) / "pg", fast=True)
+        pg = bench_postgres(Path(tmp) / "pg", fast=True)
         url = pg.start()
         config = config_for(moto.endpoint, "bench")
         ObjectStore(config).ensure_bucket()

@@ -24,9 +24,9 @@ import orjson
 import pyarrow as pa
 
 from bench.load import LoadResult, run_load
+from bench.servers import bench_postgres
 from tests.integration.brokers import BrokerProcess
 from tests.integration.ports import free_port
-from tierlog.devstack.localpg import LocalPostgres
 
 ARROW = "application/vnd.apache.arrow.stream"
 
@@ -94,7 +94,7 @@ def main() -> None:
     bodies = {"arrow": arrow_body(vals), "json": json_body(vals)}
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp:
         os.chmod(tmp, 0o755)
-        pg = LocalPostgres(Path(tmp) / "pg", fast=args.smoke)  # --no-sync: only the smoke
+        pg = bench_postgres(Path(tmp) / "pg", fast=args.smoke)  # --no-sync: only the smoke
         url = pg.start()
         broker = BrokerProcess(url, Path(tmp) / "broker").start()
         broker.create_topic("bench", partitions=1)

@@ -46,7 +46,7 @@ from bench.load import LoadResult, run_load
 from bench.replay_check import PassCheck, ProducedDigests, ReplayMismatch
 from bench.replay_cpu import CpuSplit, ReplayCpu, cpu_table
 from bench.replay_probes import cache_counters, cache_rates, metric, raw_limit
-from bench.servers import start_pg_and_s3
+from bench.servers import BenchPostgres, start_pg_and_s3
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
 from metadata.cold_manifest import ColdManifest
 from metadata.db import make_engine
@@ -56,7 +56,6 @@ from tests.integration.fetch_nodes import FetchNodeProcess
 from tests.integration.replay_data import arrow_body, records
 from tiering.worker import TieringWorker
 from tierlog.devstack.local_s3 import LocalS3
-from tierlog.devstack.localpg import LocalPostgres
 
 ARROW = "application/vnd.apache.arrow.stream"
 MiB = 1 << 20
@@ -148,7 +147,7 @@ def produce_p99(port: int, seconds: float) -> LoadResult:
     return run_load(port, path, body, ARROW, 100, 2, seconds)
 
 
-def setup(args: argparse.Namespace, tmp: Path) -> tuple[LocalPostgres, LocalS3, str]:
+def setup(args: argparse.Namespace, tmp: Path) -> tuple[BenchPostgres, LocalS3, str]:
     pg, url, s3, s3_env = start_pg_and_s3(tmp, fast=args.smoke)  # durability: full runs only
     os.environ.update(s3_env)
     os.environ["TIERLOG_S3_BUCKET"] = "bench"

@@ -30,9 +30,9 @@ import httpx
 from bench.databases import new_database
 from bench.load import LoadResult, run_load
 from bench.produce import ARROW, arrow_body, values
+from bench.servers import bench_postgres
 from tests.integration.brokers import BrokerProcess
 from tests.integration.cluster import Cluster, wait_for
-from tierlog.devstack.localpg import LocalPostgres
 
 
 def measured_load(
@@ -144,7 +144,7 @@ def main() -> None:
     body = arrow_body(values(1000))
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp:
         os.chmod(tmp, 0o755)
-        pg = LocalPostgres(Path(tmp) / "pg", fast=args.smoke)  # --no-sync: only the smoke
+        pg = bench_postgres(Path(tmp) / "pg", fast=args.smoke)  # --no-sync: only the smoke
         url = pg.start()
         rows: list[tuple[str, LoadResult]] = []
         try:

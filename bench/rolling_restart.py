@@ -32,8 +32,8 @@ from bench.rolling_load import (
     HttpProducer,
     KafkaProducerLoad,
 )
+from bench.servers import bench_postgres
 from tests.integration.cluster import Cluster, wait_for
-from tierlog.devstack.localpg import LocalPostgres
 
 GOAL = 3.0  # p99 during the restarts at most this many times p99 before
 PREFERRED_S = 90.0  # leaders back on their preferred replicas within this after the last one
@@ -114,7 +114,7 @@ def main() -> int:
             tmp = tempfile.mkdtemp(prefix="tierlog-rolling-")
             print(f"logs and data in {tmp}", flush=True)
         os.chmod(tmp, 0o755)
-        pg = LocalPostgres(Path(tmp) / "pg", fast=args.smoke)
+        pg = bench_postgres(Path(tmp) / "pg", fast=args.smoke)
         url = pg.start()
         try:
             return _run(Cluster(url, Path(tmp), 3, kafka=True), args)

@@ -34,9 +34,9 @@ from typing import NamedTuple
 import httpx
 from confluent_kafka import Producer
 
+from bench.servers import bench_postgres
 from tests.integration.brokers import BrokerProcess
 from tests.integration.ports import free_port
-from tierlog.devstack.localpg import LocalPostgres
 
 REGISTRY = "/schema-registry"
 V1 = {"content-type": "application/vnd.schemaregistry.v1+json"}
@@ -226,7 +226,7 @@ def main() -> None:
     args = _args()
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp:
         os.chmod(tmp, 0o755)
-        pg = LocalPostgres(Path(tmp) / "pg", fast=args.smoke)
+        pg = bench_postgres(Path(tmp) / "pg", fast=args.smoke)
         try:
             kafka = f"127.0.0.1:{free_port()}"
             broker = BrokerProcess(pg.start(), Path(tmp) / "data", 1, ["--kafka-listen", kafka])

@@ -48,6 +48,7 @@ import pyarrow.parquet as pq
 
 from bench.events import arrow_body, make_records
 from bench.load import LoadResult, run_load
+from bench.servers import bench_postgres
 from bench.tiering_report import BATCH, Lag, Sample, Throughput, check_tiered, report
 from coldstore.delta_table import DeltaTopicTable
 from coldstore.layout import table_uri
@@ -60,7 +61,6 @@ from tests.integration.brokers import BrokerProcess
 from tests.integration.s3 import MotoServer, config_for
 from tiering.batch import BatchSettings
 from tiering.worker import TieringWorker
-from tierlog.devstack.localpg import LocalPostgres
 
 ARROW = "application/vnd.apache.arrow.stream"
 MiB = 1 << 20
@@ -278,7 +278,7 @@ def main() -> None:
         args.seconds, args.rate, args.drain_s = 2, 2000, 30
     with tempfile.TemporaryDirectory(prefix="tierlog-bench-") as tmp, MotoServer() as moto:
         os.chmod(tmp, 0o755)  # as root, Postgres runs as the postgres user
-        pg = LocalPostgres(Path(tmp) / "pg", fast=True)
+        pg = bench_postgres(Path(tmp) / "pg", fast=True)
         url = pg.start()
         config = config_for(moto.endpoint, "bench")
         ObjectStore(config).ensure_bucket()

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.servers import SHARED_POSTGRES
 from tests.conftest import _SPLIT_UNITS, split_units
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,6 +122,10 @@ EXPECTED = {
         "both files hold every record; typed values equal the encoded; sums agree",
     ],
 }
+# bench/servers.py's line: the run had a database on this worker's Postgres, not a server of
+# its own (typed_lake uses no Postgres).
+SHARED_LINE = "not a private one"
+EXPECTED = {b: ls if b == "typed_lake" else [*ls, SHARED_LINE] for b, ls in EXPECTED.items()}
 BACKGROUND = ("replication", "pipeline", "rolling_restart")  # run by the Lane, in this order
 SPARK_EXPECTED = [
     "| query | rows | seconds | rows/s |",
@@ -130,14 +135,21 @@ SPARK_EXPECTED = [
 ]
 
 
-def _start(bench: str, out: Path) -> subprocess.Popen[bytes]:
+def _start(bench: str, out: Path, postgres: str) -> subprocess.Popen[bytes]:
     with out.open("wb") as sink:  # a file, not a pipe: nobody reads while it runs
         return subprocess.Popen(
             [sys.executable, "-m", f"bench.{bench}", "--smoke"],
             cwd=ROOT,
-            # Servers started as a user starts them, not forked (tests/integration/zygote.py):
-            # a benchmark measures real `python -m tierlog` processes, start-ups included.
-            env={**os.environ, "TIERLOG_TEST_FORK": "0"},
+            env={
+                **os.environ,
+                # Servers started as a user starts them, not forked (tests/integration/
+                # zygote.py): a benchmark measures real `python -m tierlog` processes,
+                # start-ups included.
+                "TIERLOG_TEST_FORK": "0",
+                # A database of its own on this worker's Postgres (bench/servers.py), not a
+                # server of its own: initdb, start and stop cost ~0.8 CPU-s a benchmark.
+                SHARED_POSTGRES: postgres,
+            },
             stdout=sink,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own group, for the last resort below
@@ -175,7 +187,8 @@ def _finished(proc: subprocess.Popen[bytes], out: Path, expected: list[str]) -> 
 class Lane:
     """Runs `benches` one after the other in a thread, beside the tests' own benchmarks."""
 
-    def __init__(self, benches: tuple[str, ...], tmp: Path) -> None:
+    def __init__(self, benches: tuple[str, ...], tmp: Path, postgres: str) -> None:
+        self.postgres = postgres
         self.runs = {b: (tmp / f"{b}.txt", threading.Event()) for b in benches}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.stopping = threading.Event()
@@ -186,7 +199,7 @@ class Lane:
         for bench, (out, done) in self.runs.items():
             try:
                 if not self.stopping.is_set():
-                    self.procs[bench] = _start(bench, out)
+                    self.procs[bench] = _start(bench, out, self.postgres)
                     _wait(self.procs[bench])
             finally:
                 done.set()  # its test fails on what is missing, never waits forever
@@ -209,12 +222,12 @@ class Lane:
 class Background:
     """The lane and spark_scan, started together by the first test that needs either."""
 
-    def __init__(self, tmp: Path) -> None:
-        self.lane = Lane(BACKGROUND, tmp / "lane")
+    def __init__(self, tmp: Path, postgres: str) -> None:
+        self.lane = Lane(BACKGROUND, tmp / "lane", postgres)
         self.spark_scan: tuple[subprocess.Popen[bytes], Path] | None = None
         if shutil.which("java") is not None:
             out = tmp / "spark-smoke.txt"
-            self.spark_scan = (_start("spark_scan", out), out)
+            self.spark_scan = (_start("spark_scan", out, postgres), out)
 
     def stop(self) -> None:
         self.lane.stop()
@@ -223,10 +236,10 @@ class Background:
 
 
 @pytest.fixture(scope="module")
-def background(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Background]:
+def background(tmp_path_factory: pytest.TempPathFactory, database_url: str) -> Iterator[Background]:
     tmp = tmp_path_factory.mktemp("background")
     (tmp / "lane").mkdir()
-    started = Background(tmp)
+    started = Background(tmp, database_url)
     yield started
     started.stop()
 
@@ -241,13 +254,15 @@ def _background_first(request: pytest.FixtureRequest) -> None:
 
 # The lane's benchmarks last: in one process, their tests wait for the lane while the others run.
 @pytest.mark.parametrize("bench", sorted(EXPECTED, key=lambda b: b in BACKGROUND))
-def test_bench_smoke(bench: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_bench_smoke(
+    bench: str, tmp_path: Path, database_url: str, request: pytest.FixtureRequest
+) -> None:
     if bench in BACKGROUND:
         lane: Lane = request.getfixturevalue("background").lane
         _finished(*lane.result(bench), EXPECTED[bench])
         return
     out = tmp_path / "out.txt"
-    _finished(_start(bench, out), out, EXPECTED[bench])
+    _finished(_start(bench, out, database_url), out, EXPECTED[bench])
 
 
 def test_spark_scan_bench_smoke(background: Background) -> None:

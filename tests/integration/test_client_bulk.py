@@ -4,6 +4,7 @@ answers are lost, and errors that fail only their own records."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from bench.servers import SHARED_POSTGRES
 from logformat.partitioner import partition_for_key
 from tests.integration.brokers import BrokerProcess
 from tests.integration.test_client_faults import LosingTransport
@@ -129,15 +131,17 @@ def test_bulk_errors_fail_only_their_own_records(broker: BrokerProcess) -> None:
     )
 
 
-def test_client_bench_smoke() -> None:
+def test_client_bench_smoke(database_url: str) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "bench.client", "--smoke"],
         cwd=ROOT,
+        env={**os.environ, SHARED_POSTGRES: database_url},  # a database, not a server
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "not a private one" in done.stdout, done.stdout  # bench/servers.py's line
     for setup in ("1 broker", "3 brokers RF=3"):
         for case in ("raw Arrow HTTP (baseline)", "send() defaults", "send_batch", "send_table"):
             assert any(line.startswith(f"{setup:<16} {case}") for line in done.stdout.splitlines())

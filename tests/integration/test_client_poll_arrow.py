@@ -4,6 +4,7 @@ members reading and committing through poll_arrow(), and the consume benchmark's
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from bench.servers import SHARED_POSTGRES
 from tests.integration.brokers import BrokerProcess
 from tierlog import Admin, Consumer, Producer
 from tierlog.client import TopicPartition
@@ -156,15 +158,17 @@ def test_group_members_read_and_commit_through_poll_arrow(broker: BrokerProcess)
     }
 
 
-def test_consume_bench_smoke() -> None:
+def test_consume_bench_smoke(database_url: str) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "bench.client_consume", "--smoke"],
         cwd=ROOT,
+        env={**os.environ, SHARED_POSTGRES: database_url},  # a database, not a server
         capture_output=True,
         text=True,
         timeout=240,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "not a private one" in done.stdout, done.stdout  # bench/servers.py's line
     out = done.stdout
     assert "baseline: raw Arrow fetch (hot)" in out, out
     assert "Consumer.poll() (hot)" in out and "Consumer.poll_arrow() (hot)" in out, out

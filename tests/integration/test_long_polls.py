@@ -6,11 +6,13 @@ mode runs here too."""
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 from bench.long_polls import _poll, wake_round
+from bench.servers import SHARED_POSTGRES
 from tests.integration.brokers import BrokerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,14 +43,16 @@ def test_one_produce_answers_every_waiting_poll(broker: BrokerProcess) -> None:
     assert broker.http.get("/readyz").status_code == 200
 
 
-def test_long_poll_bench_smoke() -> None:
+def test_long_poll_bench_smoke(database_url: str) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "bench.long_polls", "--smoke"],
         cwd=ROOT,
+        env={**os.environ, SHARED_POSTGRES: database_url},  # a database, not a server
         capture_output=True,
         text=True,
         timeout=180,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "not a private one" in done.stdout, done.stdout  # bench/servers.py's line
     assert "baseline: produce with no poll waiting" in done.stdout, done.stdout
     assert "all 200 polls answered" in done.stdout and "(200 with the record)" in done.stdout
