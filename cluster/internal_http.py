@@ -18,7 +18,7 @@ from urllib.parse import quote
 import httpx
 from starlette.requests import Request
 
-from http_transport import AiohttpTransport
+from http_transport.aiohttp_transport import AiohttpTransport
 from http_transport.trust import bundle_trust, default_trust
 
 CLUSTER_TOKEN_HEADER = "x-tierlog-cluster-token"

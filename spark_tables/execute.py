@@ -30,7 +30,7 @@ from spark_tables.parquet_read import (
     row_group_stats,
 )
 from spark_tables.planner import ColdGroup, ColdSlice, HotRange
-from spark_tables.typed import TYPED, HotTyped
+from spark_tables.typed import TYPED
 
 
 def read_piece(
@@ -45,6 +45,8 @@ def read_piece(
     elif isinstance(piece, HotRange):
         batches = _read_hot(opts, piece)
         if TYPED in converter.target.names:  # decoded as tiering decodes them
+            from spark_tables.typed_hot import HotTyped  # here: only hot typed reads need it
+
             batches = HotTyped(opts, converter.target.field(TYPED).type).add(batches)
     else:  # Spark's InputPartition(None) when the plan is empty
         return

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from cluster.internal_http import internal_async_client, internal_client, trust_ca
-from http_transport import AiohttpTransport
+from http_transport.aiohttp_transport import AiohttpTransport
 from http_transport.trust import bundle_trust, default_trust, trust
 
 

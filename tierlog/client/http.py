@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import orjson
 
-from http_transport import AiohttpTransport
+from http_transport.aiohttp_transport import AiohttpTransport
 from tierlog.client.errors import ApiError, ClientTimeoutError, NetworkError, error_from_response
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
