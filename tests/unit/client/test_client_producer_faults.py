@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 from typing import Any
 
 import httpx
@@ -161,6 +162,10 @@ def test_a_leader_has_at_most_max_in_flight_requests_shared_by_its_partitions() 
     in_flight: list[int] = [0]
     peak: list[int] = [0]
     started: list[int] = []  # the partition of each request, in the order they went out
+    # No answer before every record is queued: on a loaded machine the sender otherwise
+    # drains a partition before the test thread has queued the rest of its records, and the
+    # order of the requests would show the test's pace, not the producer's turn-taking.
+    queued = threading.Event()
 
     async def slow(request: httpx.Request) -> httpx.Response:
         if request.url.path != "/topics/t/records":
@@ -170,6 +175,8 @@ def test_a_leader_has_at_most_max_in_flight_requests_shared_by_its_partitions() 
         table = pa.ipc.open_stream(request.content).read_all()
         started.append(table.column("partition")[0].as_py())
         try:
+            while not queued.is_set():
+                await asyncio.sleep(0.005)
             await asyncio.sleep(0.01)  # answers come late: requests pile up if allowed
             return await leader.handle(request)
         finally:
@@ -179,6 +186,7 @@ def test_a_leader_has_at_most_max_in_flight_requests_shared_by_its_partitions() 
         "http://fake", transport=httpx.MockTransport(slow), batch_size=200, max_in_flight=3
     ) as producer:
         futures = [producer.send("t", b"v" * 50, partition=i % PARTITIONS) for i in range(300)]
+        queued.set()
         producer.flush(60)
     assert all(f.result(0).offset >= 0 for f in futures)
     assert peak[0] == 3  # the pipeline is kept full, never past the leader's limit
