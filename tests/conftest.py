@@ -186,7 +186,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
                     )
 
 
-# -- scheduling over xdist workers (scripts/test: -n 2 --dist loadfile --no-loadscope-reorder) --
+# -- scheduling over xdist workers (scripts/test: -n 4 --dist loadfile --no-loadscope-reorder) --
 # Each test file is one unit of work for a worker (its module fixtures share brokers and data),
 # except that files sharing a costly per-process resource form one unit: one Spark JVM.
 _SHARED_UNITS = {
