@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import httpx
 import pyarrow as pa
 
+from http_transport.trust import default_trust
 from schemaformat.base import ParsedSchema
 from schemaformat.registry_client import RegistryClient, RegistryError, subject_path
 from schemaformat.typed_decode import TYPED_MODES, TypedDecoder
@@ -57,7 +58,12 @@ class HotTyped:
         if self._decoder is False:
             url = self.opts.broker_url
             headers = {"Authorization": f"Bearer {self.opts.api_key}"} if self.opts.api_key else {}
-            answer = httpx.get(f"{url}/topics/{self.opts.topic}", headers=headers, timeout=30)
+            answer = httpx.get(
+                f"{url}/topics/{self.opts.topic}",
+                headers=headers,
+                timeout=30,
+                verify=default_trust(),  # one context a process (http_transport/trust.py)
+            )
             answer.raise_for_status()
             mode = answer.json().get("configs", {}).get("lake.mode", "key_value")
             client = RegistryClient(f"{url}/schema-registry", api_key=self.opts.api_key or "")
