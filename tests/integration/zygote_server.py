@@ -36,6 +36,7 @@ from tierlog.startup import prepare
 
 PRELOAD = (
     "tierlog.cli.main",
+    "tierlog.cli.commands",  # main() imports the client commands' parsers when it runs
     "ingest.server",
     "ingest.broker_config",
     "ingest.data_limits",
@@ -50,6 +51,12 @@ PRELOAD = (
     "uvicorn.loops.auto",
     "aiobotocore.session",  # a node's cold reader (coldstore.object_store.AsyncObjectStore)
     "aiobotocore.config",
+    # What a broker imports as it starts (ingest/server.py's extensions, uvicorn's loop), in
+    # each child otherwise: a forked broker's CPU to readiness 0.21 -> 0.12 s (9 starts each).
+    "groups.mount",
+    "registry.mount",
+    "fetch.lake",
+    "uvicorn.loops.uvloop",
 )
 NOT_FORK_SAFE = ("deltalake",)  # a runtime with threads, made at import
 _TRUST_ENV = ("SSL_CERT_FILE", "SSL_CERT_DIR")  # what the preloaded default TLS context read
