@@ -15,7 +15,20 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import NamedTuple
 
-from sqlalchemy import ColumnElement, and_, case, exists, func, not_, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    Interval,
+    and_,
+    bindparam,
+    case,
+    exists,
+    func,
+    not_,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.engine import Connection, Engine
 
 from metadata.schema import brokers, controller
@@ -32,10 +45,6 @@ def _positive_ms(lease_ms: int) -> timedelta:
     if isinstance(lease_ms, bool) or not isinstance(lease_ms, int) or lease_ms <= 0:
         raise ValueError(f"lease_ms must be a positive integer, got {lease_ms!r}")
     return timedelta(milliseconds=lease_ms)
-
-
-def _broker_live(broker_id: int) -> ColumnElement[bool]:
-    return exists().where(brokers.c.id == broker_id, brokers.c.lease_expires_at > func.now())
 
 
 def _current() -> ColumnElement[bool]:
@@ -66,6 +75,31 @@ def lease_held(conn: Connection, fence: ControllerFence) -> bool:
     return row is not None
 
 
+# The renewal (twice a second on the controller, and as often on every broker that waits to
+# take over) is built once, with its values bound per call: building it each time cost about
+# three times what executing it does (1.0-1.5 ms against 0.35-0.4 ms of CPU, measured).
+_BROKER_ID = bindparam("broker_id", type_=Integer)
+_LEASE = bindparam("lease", type_=Interval)
+_ACQUIRE = (
+    update(controller)
+    .where(
+        controller.c.id == 1,
+        or_(controller.c.holder == _BROKER_ID, not_(_current())),
+        exists().where(brokers.c.id == _BROKER_ID, brokers.c.lease_expires_at > func.now()),
+    )
+    .values(
+        holder=_BROKER_ID,
+        # Renewing a current lease of ours keeps the epoch; any other acquisition bumps it.
+        epoch=case(
+            (and_(controller.c.holder == _BROKER_ID, _current()), controller.c.epoch),
+            else_=controller.c.epoch + 1,
+        ),
+        expires_at=func.now() + _LEASE,
+    )
+    .returning(controller.c.epoch)
+)
+
+
 class ControllerLease:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -78,24 +112,9 @@ class ControllerLease:
         that had already expired is re-acquired with a new epoch: someone may have acted on
         the gap, so the caller must start a new term (re-read everything).
         """
-        lease = _positive_ms(lease_ms)
-        ours_and_current = and_(controller.c.holder == broker_id, _current())
-        stmt = (
-            update(controller)
-            .where(
-                controller.c.id == 1,
-                or_(controller.c.holder == broker_id, not_(_current())),
-                _broker_live(broker_id),
-            )
-            .values(
-                holder=broker_id,
-                epoch=case((ours_and_current, controller.c.epoch), else_=controller.c.epoch + 1),
-                expires_at=func.now() + lease,
-            )
-            .returning(controller.c.epoch)
-        )
+        values = {"broker_id": broker_id, "lease": _positive_ms(lease_ms)}
         with self.engine.begin() as conn:
-            epoch = conn.execute(stmt).scalar()
+            epoch = conn.execute(_ACQUIRE, values).scalar()
         return None if epoch is None else int(epoch)
 
     def release(self, broker_id: int) -> bool:
