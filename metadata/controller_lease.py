@@ -98,6 +98,28 @@ _ACQUIRE = (
     )
     .returning(controller.c.epoch)
 )
+# What lapses_in_s reads after each of the controller's looks: built once too.
+_HOLDER_EXPIRY = (
+    select(brokers.c.lease_expires_at)
+    .where(brokers.c.id == controller.c.holder)
+    .correlate(controller)
+    .scalar_subquery()
+)
+_ENDS = func.least(controller.c.expires_at, _HOLDER_EXPIRY)
+_LAPSES_IN = select(
+    case(
+        (
+            and_(
+                controller.c.holder.is_not(None),
+                controller.c.expires_at.is_not(None),
+                _HOLDER_EXPIRY.is_not(None),
+            ),
+            _ENDS,
+        ),
+        else_=None,
+    )
+    - func.now()
+).where(controller.c.id == 1)
 
 
 class ControllerLease:
@@ -138,29 +160,8 @@ class ControllerLease:
         while the holder lives; what ends the lease sooner is a release or a new holder (both
         move the metadata version) or the holder's broker proven dead (its death signal
         ticks the controller at once)."""
-        holder_expiry = (
-            select(brokers.c.lease_expires_at)
-            .where(brokers.c.id == controller.c.holder)
-            .correlate(controller)
-            .scalar_subquery()
-        )
-        ends = func.least(controller.c.expires_at, holder_expiry)
-        stmt = select(
-            case(
-                (
-                    and_(
-                        controller.c.holder.is_not(None),
-                        controller.c.expires_at.is_not(None),
-                        holder_expiry.is_not(None),
-                    ),
-                    ends,
-                ),
-                else_=None,
-            )
-            - func.now()
-        ).where(controller.c.id == 1)
         with self.engine.connect() as conn:
-            left = conn.execute(stmt).scalar()
+            left = conn.execute(_LAPSES_IN).scalar()
         return 0.0 if left is None else max(0.0, left.total_seconds())
 
     def holder(self) -> tuple[int | None, int]:
