@@ -44,6 +44,7 @@ def test_data_survives_restart_and_settings_apply(pg_dir: Path) -> None:
         conn.execute("INSERT INTO kept VALUES (42)")
         assert conn.execute("SHOW listen_addresses").fetchone() == ("127.0.0.1",)
         assert conn.execute("SHOW fsync").fetchone() == ("on",)
+        assert _password_kind(conn) == "SCRAM-SHA-256"  # loopback is every local user's
     assert (pg_dir / "postgres.log").stat().st_size > 0
     port = localpg.free_port()
     with LocalPostgres(pg_dir, port, fast=True) as pg:
@@ -52,6 +53,27 @@ def test_data_survives_restart_and_settings_apply(pg_dir: Path) -> None:
             assert conn.execute("SELECT x FROM kept").fetchone() == (42,)
             assert conn.execute("SHOW fsync").fetchone() == ("off",)
             assert conn.execute("SHOW synchronous_commit").fetchone() == ("on",)
+            assert _password_kind(conn) == "SCRAM-SHA-256"  # made so: fast keeps it
+
+
+def _password_kind(conn: psycopg.Connection[tuple[object, ...]]) -> str:
+    """How the superuser's password is stored, and so checked: SCRAM-SHA-256 or md5."""
+    row = conn.execute("SELECT rolpassword FROM pg_authid WHERE rolname = current_user")
+    stored = str(row.fetchone()[0])  # type: ignore[index]
+    return "md5" if stored.startswith("md5") else stored.split("$", 1)[0]
+
+
+def test_a_fast_cluster_checks_its_password_with_md5_not_scram(pg_dir: Path) -> None:
+    """Throwaway test clusters: SCRAM's PBKDF2 cost ~3 ms of CPU per new connection, and
+    the suite opens thousands; the password is still required, and a wrong one refused."""
+    with LocalPostgres(pg_dir, fast=True) as pg:
+        with psycopg.connect(dsn(pg.url)) as conn:
+            assert _password_kind(conn) == "md5"
+        assert "host  all all 127.0.0.1/32 md5" in (pg.pgdata / "pg_hba.conf").read_text()
+        assert not (pg_dir / "superuser.md5").exists()  # initdb's copy of the hash is gone
+        wrong = make_url(pg.url).set(password="wrong").render_as_string(hide_password=False)
+        with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+            psycopg.connect(dsn(wrong)).close()
 
 
 def test_a_fast_postgres_killed_keeps_every_commit_it_acknowledged(pg_dir: Path) -> None:
