@@ -169,6 +169,18 @@ def _follower_read(b: BrokerProcess, topic: str, token: str, offset: int) -> htt
     )
 
 
+def _follower_tail(b: BrokerProcess, topic: str, token: str, offset: int) -> httpx.Response:
+    """A follower read from `offset`, again while its answer stops short of the last record:
+    an in-sync follower serves up to the watermark it was last told, and its next fetch of
+    the leader (a long poll of up to 500 ms) brings the newest. The last answer, as it is."""
+    deadline = time.monotonic() + 10
+    while True:
+        r = _follower_read(b, topic, token, offset)
+        if r.status_code != 200 or r.json()["next_offset"] >= N or time.monotonic() > deadline:
+            return r
+        time.sleep(0.1)
+
+
 def _isr(engine: Engine, topic: str) -> list[int]:
     """The ISR as the tiering worker reads it (from Postgres) when it picks a replica."""
     return TopicRepo(engine).partitions(topic)[0].isr
@@ -191,7 +203,7 @@ def test_corrupt_follower_copies_are_never_served_and_are_repaired(
     bad = {b.broker_id: _flip(b, "fol") for b in followers}
     assert _read_json(fetch_node.http, "fol") == expected
     for b in followers:  # each one refuses the bad frame (or has already repaired it)
-        r = _follower_read(b, "fol", token, bad[b.broker_id])
+        r = _follower_tail(b, "fol", token, bad[b.broker_id])
         if r.status_code != 200:
             _storage_error(r)
         else:
