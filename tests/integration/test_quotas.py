@@ -100,17 +100,19 @@ def test_python_client_honours_429_without_duplicates(
     broker = broker_factory()
     broker.create_topic("client-rated")
     _warm(broker.http, "client-rated")
-    n = 60
-    with Producer(broker.url, linger_ms=0, batch_size=4096) as producer:
+    # Three seconds' worth of the quota in ~5 requests of 64 KiB: over it however slowly the
+    # machine sends (in 2.5 KB requests a slow machine's client once stayed under it).
+    n, size = 60, 5000
+    with Producer(broker.url, linger_ms=20, batch_size=65536) as producer:
         futures = [
-            producer.send("client-rated", value=_value(2500, i).encode(), partition=0)
+            producer.send("client-rated", value=_value(size, i).encode(), partition=0)
             for i in range(n)
         ]
         producer.flush(60)
         offsets = [f.result(30).offset for f in futures]
     assert sorted(offsets) == list(range(n))
     values = [rec["value"] for rec in broker.fetch_all("client-rated")]
-    assert sorted(values) == [_value(2500, i) for i in range(n)]  # each once
+    assert sorted(values) == [_value(size, i) for i in range(n)]  # each once
     metrics = broker.http.get("/metrics").text
     assert 'tierlog_quota_throttled_requests_total{kind="produce"' in metrics
 
