@@ -9,7 +9,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from sqlalchemy.engine import Engine
 
 from cluster.clock import SYSTEM_CLOCK, Clock
-from cluster.internal_http import PeerLink, internal_async_client
+from cluster.internal_http import PeerLink, internal_transport
 from cluster.notify_hub import NotifyHub
 from ingest.broker_config import BrokerConfig
 from metadata.brokers import session_url
@@ -29,7 +29,7 @@ class BrokerDeps:
     # The node's metrics registry (ingest/metrics.py ReplicationMetrics and any component
     # that registers per-node metrics): the process default, so /metrics is as before.
     registry: CollectorRegistry = REGISTRY
-    peer_link: PeerLink = internal_async_client  # to other brokers: replica fetches, forwarding
+    peer_link: PeerLink = internal_transport  # to other brokers: replica fetches, forwarding
     # The node's one LISTEN connection, as its named session (metadata.brokers.session_url);
     # None: the broker makes it. The cold reader, built before the broker, shares it.
     notices: NotifyHub | None = None

@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from cluster.internal_http import PeerLink, internal_async_client
+from cluster.internal_http import PeerLink, internal_async_client, internal_transport
 from cluster.notify_hub import NotifyHub
 from ingest.replication.controller import Controller
 from metadata.brokers import SUSPECT_CHANNEL, BrokerRepo
@@ -58,12 +58,12 @@ class DeathSignal:
         tick: Callable[[], Awaitable[None]],
         token: Callable[[], str],
         *,
-        link: PeerLink = internal_async_client,
+        link: PeerLink = internal_transport,
     ) -> None:
         self.me, self.brokers, self.controller = me, brokers, controller
         self._lease = ControllerLease(brokers.engine)
         self._tick = tick
-        self._client = link(token, PROBE_TIMEOUT)
+        self._client = internal_async_client(token, PROBE_TIMEOUT, link)
         # `notices` connects as this process's named session (metadata.brokers.session_url):
         # has_session() looks for it, so this subscription is the last one a broker stops.
         self._listener = notices.subscribe(SUSPECT_CHANNEL, _nothing, self._heard)

@@ -27,6 +27,7 @@ from cluster.internal_http import (
     PeerLink,
     forwarded_path,
     internal_async_client,
+    internal_transport,
 )
 from cluster.search_relay import leader_lines
 from ingest.replication.partition import AppendResult
@@ -65,13 +66,15 @@ class Forwarder:
         token: Callable[[], str],
         timeout_s: float,
         grace_s: float = 5.0,
-        link: PeerLink = internal_async_client,
+        link: PeerLink = internal_transport,
     ) -> None:
         """`timeout_s` is the leader's own request timeout; `grace_s` on top lets the leader
         answer with its own timeout error rather than this node giving up first. `link`: how
         it reaches the leader (HTTP; in-process brokers in tests/harness/)."""
         self._token = token
-        self._client = link(token, httpx.Timeout(timeout_s + grace_s, connect=2.0))
+        self._client = internal_async_client(
+            token, httpx.Timeout(timeout_s + grace_s, connect=2.0), link
+        )
 
     async def append(
         self,

@@ -64,6 +64,7 @@ class Partition:
         self.followers: dict[int, FollowerProgress] = {}
         self.high_watermark = self.unified.read_hw_checkpoint()
         self.isr_change_pending = False
+        self._published: tuple[int, int, int] | None = None  # (LEO, HW, log start) on /metrics
         # Offset of a corrupt frame found in this replica's log: put back in place from a
         # peer's whole copy (replication/frame_repair.py, from ReplicaManager.heal_offline).
         self.repair_from: int | None = None
@@ -364,8 +365,12 @@ class Partition:
         self._commits.fail_all(TierlogError(code, f"{self.topic}-{self.partition}: {why}"))
 
     def _publish_offsets(self) -> None:
-        leo, start = self.log.log_end_offset, self.log.log_start_offset
-        self.metrics.publish_offsets(self.topic, self.partition, leo, self.high_watermark, start)
+        # On every follower fetch a leader serves, most of them (idle, long-polled) changing
+        # nothing: three labelled gauge writes each were ~8% of serving one.
+        offsets = (self.log.log_end_offset, self.high_watermark, self.log.log_start_offset)
+        if offsets != self._published:
+            self._published = offsets
+            self.metrics.publish_offsets(self.topic, self.partition, *offsets)
 
     def checkpoint_hw(self) -> None:
         """Persist the high watermark (Kafka's replication-offset-checkpoint), atomically."""

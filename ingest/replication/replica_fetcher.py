@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 
 import httpx
 
-from cluster.internal_http import PeerLink, internal_async_client
+from cluster.internal_http import PeerLink, internal_transport, post_direct
 from failures.logged import log_failure
 from ingest.log_throttle import LogThrottle
 from ingest.replication import corruption
@@ -34,6 +34,7 @@ log = logging.getLogger("tierlog.replica_fetcher")
 
 MAX_WAIT_MS = 500
 MAX_BYTES = 8 * 1024 * 1024
+FETCH_TIMEOUT = httpx.Timeout(30.0, connect=2.0)
 STALL_BACKOFF_S = (0.1, 2.0)  # first and longest wait of a loop that makes no progress
 _THROTTLE = LogThrottle(every_s=30.0)
 
@@ -52,7 +53,7 @@ class ReplicaFetcher:
         leader_url: Callable[[], str | None],
         token: Callable[[], str],
         refresh_metadata: Callable[[], Awaitable[None]],
-        link: PeerLink = internal_async_client,
+        link: PeerLink = internal_transport,
         on_dropped: Callable[[int], None] = lambda leader_id: None,
     ) -> None:
         self.me, self.leader_id = me, leader_id
@@ -63,7 +64,7 @@ class ReplicaFetcher:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._stalled = False  # the last response changed nothing for some partition
-        self._client = link(token, httpx.Timeout(30.0, connect=2.0))
+        self._transport = link()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"fetcher-{self.leader_id}")
@@ -79,7 +80,7 @@ class ReplicaFetcher:
             await asyncio.wait([self._task], timeout=5)
             if self._task.done() and not self._task.cancelled():
                 self._task.exception()  # retrieved, so it is not reported as never awaited
-        await self._client.aclose()
+        await self._transport.aclose()
 
     def _request(self) -> tuple[list[FetchPartition], list[Partition]]:
         parts, states = [], []
@@ -90,7 +91,6 @@ class ReplicaFetcher:
                 continue  # offline until ReplicaManager.heal_offline reopens it
             if not corruption.repair(state):  # a corrupt frame found here: fetch it again
                 continue  # ... once out of the ISR: until then, not fetching drops it
-            epochs = state.log.leader_epochs()
             parts.append(
                 FetchPartition(
                     state.topic,
@@ -98,7 +98,7 @@ class ReplicaFetcher:
                     state.partition,
                     state.leader_epoch,
                     state.log.log_end_offset,
-                    epochs[-1][0] if epochs else -1,
+                    state.log.latest_epoch,  # the newest epoch entry, held in memory
                 )
             )
             states.append(state)
@@ -136,17 +136,21 @@ class ReplicaFetcher:
             await asyncio.sleep(0.1)
             return False
         try:
-            response = await self._client.post(
+            status, body = await post_direct(
+                self._transport,
                 f"{url}/internal/replicas/fetch",
-                content=encode_request(self.me, MAX_WAIT_MS, MAX_BYTES, parts),
+                encode_request(self.me, MAX_WAIT_MS, MAX_BYTES, parts),
+                self.token(),
+                FETCH_TIMEOUT,
             )
         except httpx.HTTPError as exc:
             if dropped(exc) and not self._stopping:
                 self.on_dropped(self.leader_id)
             raise LeaderUnavailable(str(exc)) from exc
-        if response.status_code != 200:
-            raise LeaderUnavailable(f"HTTP {response.status_code}: {response.text[:200]}")
-        replies = decode_response(response.content)
+        if status != 200:
+            text = body[:200].decode("utf-8", "replace")
+            raise LeaderUnavailable(f"HTTP {status}: {text}")
+        replies = decode_response(body)
         if self._apply(replies, states):
             await self.refresh_metadata()  # raises while Postgres is away: _run backs off
             await asyncio.sleep(0.05)

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 import httpx
 
 from cluster.clock import SYSTEM_CLOCK, Clock
-from cluster.internal_http import PeerLink, internal_async_client
+from cluster.internal_http import PeerLink, internal_async_client, internal_transport
 from cluster.metadata_cache import MetadataCache, TopicView
 from failures.logged import log_failure
 from ingest.log import storage_errors
@@ -66,7 +66,7 @@ class ReplicaManager:
         *,
         metrics: ReplicationMetrics,
         clock: Clock = SYSTEM_CLOCK,
-        link: PeerLink = internal_async_client,
+        link: PeerLink = internal_transport,
         on_dropped: Callable[[int], None] = lambda leader_id: None,
     ) -> None:
         self.me, self.logs, self.cache, self.repo = me, logs, cache, repo
@@ -306,7 +306,7 @@ class ReplicaManager:
         if at is None:
             return
         if self._frames is None:
-            self._frames = self._link(self._token, FRAME_TIMEOUT)
+            self._frames = internal_async_client(self._token, FRAME_TIMEOUT, self._link)
         try:
             outcome, peer = await frame_repair.repair(
                 state, at, self.cache.broker_url, self._frames

@@ -18,8 +18,6 @@ from urllib.parse import urlsplit
 import httpx
 from starlette.types import ASGIApp
 
-from cluster.internal_http import ClusterToken
-
 # The broker a task works for: its log records are attributed to it (cluster.py).
 CURRENT_BROKER: contextvars.ContextVar[int | None] = contextvars.ContextVar(
     "harness_broker", default=None
@@ -78,17 +76,9 @@ class Links:
     def is_cut(self, src: int, dst: int) -> bool:
         return (src, dst) in self._cut
 
-    def client_factory(
-        self, src: int
-    ) -> Callable[[Callable[[], str], httpx.Timeout], httpx.AsyncClient]:
+    def link_of(self, src: int) -> Callable[[], httpx.AsyncBaseTransport]:
         """Broker `src`'s link to its peers (ingest/broker_deps.py BrokerDeps.peer_link)."""
-
-        def make(token: Callable[[], str], timeout: httpx.Timeout) -> httpx.AsyncClient:
-            return httpx.AsyncClient(
-                auth=ClusterToken(token), timeout=timeout, transport=LinkTransport(self, src)
-            )
-
-        return make
+        return lambda: LinkTransport(self, src)
 
 
 class LinkTransport(httpx.AsyncBaseTransport):

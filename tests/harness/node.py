@@ -84,7 +84,7 @@ class Node:
             make_engine(self.database_url),
             clock=self._clock,
             registry=self.registry,
-            peer_link=self._links.client_factory(self.broker_id),
+            peer_link=self._links.link_of(self.broker_id),
         )
         self.broker = Broker(self.config, deps)
         self.app = build_app(Services.of(self.broker))

@@ -75,7 +75,7 @@ def test_an_answer_that_changes_nothing_stalls_the_loop_and_is_logged_once(
             fetcher._apply([(_diverging(0, 1), memoryview(b""))], [state])
             assert not fetcher._stalled and state.log.log_end_offset == 0
         finally:
-            await fetcher._client.aclose()
+            await fetcher._transport.aclose()
 
     asyncio.run(run())
 
@@ -100,8 +100,8 @@ def test_a_failed_metadata_refresh_backs_the_loop_off_and_never_ends_it(env, fra
             if len(refreshes) <= 3:  # Postgres away for the first three
                 raise OperationalError("SELECT", {}, ConnectionError("server closed"))
 
-        def link(token, timeout):  # type: ignore[no-untyped-def]
-            return httpx.AsyncClient(transport=httpx.MockTransport(leader))
+        def link() -> httpx.AsyncBaseTransport:
+            return httpx.MockTransport(leader)
 
         fetcher = ReplicaFetcher(2, 1, lambda: "http://leader", lambda: "", refresh, link)
         fetcher.partitions = {TopicNamePartition("orders", 0): state}
