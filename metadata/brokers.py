@@ -11,6 +11,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Engine, Row, make_url
 
 from logformat.errors import ErrorCode, TierlogError
+from metadata.db import single_statements
 from metadata.schema import brokers
 from metadata.types import BrokerRegistration
 
@@ -82,6 +83,7 @@ class BrokerRepo:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._polls = single_statements(engine)  # heartbeats, and the lists duties poll
 
     def register(
         self,
@@ -124,7 +126,7 @@ class BrokerRepo:
         """Extend a current lease. False if unknown or already expired: then re-register,
         because the controller may have acted on the expiry (new incarnation)."""
         values = {"broker_id": broker_id, "lease": _lease(lease_ms)}
-        with self.engine.begin() as conn:
+        with self._polls.connect() as conn:
             return conn.execute(_HEARTBEAT, values).rowcount == 1
 
     def deregister(self, broker_id: int) -> None:
@@ -175,7 +177,7 @@ class BrokerRepo:
         return None if row is None else _info(row)
 
     def list(self) -> builtins.list[BrokerRegistration]:
-        with self.engine.connect() as conn:
+        with self._polls.connect() as conn:
             return [_info(r) for r in conn.execute(_LIST)]
 
     def live_ids(self) -> builtins.list[int]:
@@ -184,5 +186,5 @@ class BrokerRepo:
             .where(brokers.c.lease_expires_at > func.now())
             .order_by(brokers.c.id)
         )
-        with self.engine.connect() as conn:
+        with self._polls.connect() as conn:
             return list(conn.execute(stmt).scalars())

@@ -31,6 +31,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection, Engine
 
+from metadata.db import single_statements
 from metadata.schema import brokers, controller
 
 
@@ -125,6 +126,7 @@ _LAPSES_IN = select(
 class ControllerLease:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._polls = single_statements(engine)  # the holder renews every heartbeat
 
     def try_acquire(self, broker_id: int, lease_ms: int) -> int | None:
         """Acquire (if free or expired) or renew (if ours) the lease for ``lease_ms``.
@@ -135,7 +137,7 @@ class ControllerLease:
         the gap, so the caller must start a new term (re-read everything).
         """
         values = {"broker_id": broker_id, "lease": _positive_ms(lease_ms)}
-        with self.engine.begin() as conn:
+        with self._polls.connect() as conn:
             epoch = conn.execute(_ACQUIRE, values).scalar()
         return None if epoch is None else int(epoch)
 
@@ -160,7 +162,7 @@ class ControllerLease:
         while the holder lives; what ends the lease sooner is a release or a new holder (both
         move the metadata version) or the holder's broker proven dead (its death signal
         ticks the controller at once)."""
-        with self.engine.connect() as conn:
+        with self._polls.connect() as conn:
             left = conn.execute(_LAPSES_IN).scalar()
         return 0.0 if left is None else max(0.0, left.total_seconds())
 
@@ -171,6 +173,6 @@ class ControllerLease:
             case((_current(), controller.c.holder), else_=None),
             controller.c.epoch,
         ).where(controller.c.id == 1)
-        with self.engine.connect() as conn:
+        with self._polls.connect() as conn:
             holder, epoch = conn.execute(stmt).one()
         return (None if holder is None else int(holder)), int(epoch)

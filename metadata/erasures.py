@@ -39,6 +39,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.engine import Connection, Engine
 
+from metadata.db import single_statements
 from metadata.schema import cluster, hot_segments, of_partition, partitions, topics
 from metadata.types import PartitionRecord, TopicIdPartition
 
@@ -127,6 +128,7 @@ def _uuid(value: str) -> str | None:
 class ErasureRepo:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._polls = single_statements(engine)  # every broker counts open requests each second
 
     def create(
         self,
@@ -195,7 +197,7 @@ class ErasureRepo:
         index of open requests, so its cost does not grow with the finished ones."""
         e = erasures.c
         query = select(e.state, func.count()).where(e.state.in_(OPEN_STATES)).group_by(e.state)
-        with self.engine.connect() as conn:
+        with self._polls.connect() as conn:
             found = {str(state): int(n) for state, n in conn.execute(query)}
         return {state: found.get(state, 0) for state in OPEN_STATES}
 

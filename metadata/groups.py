@@ -22,6 +22,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine
 
 from logformat.errors import ErrorCode, TierlogError
+from metadata.db import single_statements
 from metadata.db_errors import FOREIGN_KEY_VIOLATION, POSTGRES_DOWN, ConstraintViolation
 from metadata.group_rows import AnyRow, group_of, member_of, member_values, round_doc
 from metadata.schema import consumer_groups, group_members, group_offsets, topics
@@ -68,6 +69,7 @@ def _unavailable_on_db_errors() -> Iterator[None]:
 class GroupRepo:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._polls = single_statements(engine)  # every coordinator looks for lapsed sessions
 
     # -- the unit of work ---------------------------------------------------------------------
 
@@ -295,7 +297,7 @@ class GroupRepo:
             )
             .order_by(consumer_groups.c.name)
         )
-        with _unavailable_on_db_errors(), self.engine.connect() as conn:
+        with _unavailable_on_db_errors(), self._polls.connect() as conn:
             return list(conn.execute(stmt).scalars())
 
     def topics(self, names: Iterable[str]) -> dict[str, TopicMeta]:

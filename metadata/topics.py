@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection, Engine, Row
 
 from logformat.errors import ErrorCode, TierlogError
 from metadata.configs import check_min_insync, merge_configs, validate_configs, validate_topic_name
+from metadata.db import single_statements
 from metadata.placement import assign_replicas
 from metadata.schema import (
     brokers,
@@ -136,6 +137,7 @@ def _insert_partitions(
 class TopicRepo:
     def __init__(self, engine: Engine, defaults: Mapping[str, str] | None = None) -> None:
         self.engine = engine
+        self._polls = single_statements(engine)  # the version, read by every refresh
         # The broker's defaults for new topics (Kafka's log.segment.bytes, log.roll.ms, ...):
         # a create that does not name a config gets these, stored as the topic's own.
         self.defaults = validate_configs(defaults or {})
@@ -331,5 +333,5 @@ class TopicRepo:
 
     def version(self) -> int:
         """The metadata version: it moves on every topic, partition or membership change."""
-        with self.engine.connect() as conn:
+        with self._polls.connect() as conn:
             return int(conn.execute(select(metadata_version.c.version)).scalar_one())

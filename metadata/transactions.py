@@ -34,6 +34,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection, Engine
 
+from metadata.db import single_statements
 from metadata.txn_engine import autocommitted
 from metadata.txn_offsets import keep_offsets
 from metadata.txn_rows import (
@@ -64,6 +65,7 @@ class TxnRepo(TxnSpans):
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._polls = single_statements(engine)  # every broker looks for due transactions
 
     # -- reading (also the admin APIs' read API) ---------------------------------------------
 
@@ -356,7 +358,7 @@ class TxnRepo(TxnSpans):
         `stuck_after` (their coordinator died while writing markers)."""
         t = kafka_transactions.c
         now = now_utc()
-        with self.engine.connect() as conn:
+        with self._polls.connect() as conn:
             rows = conn.execute(
                 select(kafka_transactions).where(
                     and_(t.state == ONGOING, t.started_at.is_not(None))
