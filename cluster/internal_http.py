@@ -78,12 +78,17 @@ async def post_direct(
     answer's status and body. None of a client's layers (cookie jar, auth flow, redirects,
     default headers): a follower's replica fetch, twice a second per leader when idle, needs
     none of them, and they were half its client-side CPU (py-spy, an idle 3-broker cluster).
+    Over a real peer link not even httpx's request and response models (AiohttpTransport.post:
+    half of what was left); the harness's links take the httpx path.
     The transport's errors are a client's (httpx.TransportError and its kinds)."""
+    headers = {CLUSTER_TOKEN_HEADER: token}
+    if isinstance(transport, AiohttpTransport):  # a real peer link: straight to aiohttp
+        return await transport.post(url, content, headers, timeout)
     request = httpx.Request(
         "POST",
         url,
         content=content,
-        headers={CLUSTER_TOKEN_HEADER: token},
+        headers=headers,
         extensions={"timeout": timeout.as_dict()},
     )
     response = await transport.handle_async_request(request)

@@ -1,5 +1,7 @@
 """Node-to-node HTTP over aiohttp: answers arrive whole, and each way a peer can fail is the
-httpx error httpx raises for it, as the death signal tells a gone peer from a slow one."""
+httpx error httpx raises for it, as the death signal tells a gone peer from a slow one. Both
+ways in: an httpx client on the transport, and post_direct's (a follower's replica fetches),
+which skips httpx's request and response models."""
 
 from __future__ import annotations
 
@@ -10,7 +12,12 @@ from contextlib import asynccontextmanager
 import httpx
 import pytest
 
-from cluster.internal_http import CLUSTER_TOKEN_HEADER, internal_async_client
+from cluster.internal_http import (
+    CLUSTER_TOKEN_HEADER,
+    internal_async_client,
+    internal_transport,
+    post_direct,
+)
 from ingest.replication.death_signal import dropped
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -64,25 +71,41 @@ async def _serving(handler: Handler) -> AsyncIterator[str]:
         server.close()
 
 
-async def _post(handler: Handler | None, timeout: float = 5.0) -> httpx.Response:
-    client = internal_async_client(lambda: "secret", httpx.Timeout(timeout, connect=2.0))
+async def _send(via: str, url: str, timeout: httpx.Timeout) -> tuple[int, bytes]:
+    if via == "direct":
+        transport = internal_transport()
+        try:
+            return await post_direct(transport, url, b"ask", "secret", timeout)
+        finally:
+            await transport.aclose()
+    client = internal_async_client(lambda: "secret", timeout)
     try:
-        if handler is None:  # nothing listens: take a port and free it
-            server = await asyncio.start_server(_silent, "127.0.0.1", 0)
-            port = server.sockets[0].getsockname()[1]
-            server.close()
-            await server.wait_closed()
-            return await client.post(f"http://127.0.0.1:{port}/x", content=b"ask")
-        async with _serving(handler) as url:
-            return await client.post(f"{url}/x", content=b"ask")
+        response = await client.post(url, content=b"ask")
+        return response.status_code, response.content
     finally:
         await client.aclose()
 
 
-def test_an_answer_arrives_whole_with_the_cluster_token_sent() -> None:
-    response = asyncio.run(_post(_echo_token))
-    assert response.status_code == 200
-    assert response.content == b"secret|ask|" + BODY
+async def _post(handler: Handler | None, via: str, timeout: float = 5.0) -> tuple[int, bytes]:
+    limits = httpx.Timeout(timeout, connect=2.0)
+    if handler is None:  # nothing listens: take a port and free it
+        server = await asyncio.start_server(_silent, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        server.close()
+        await server.wait_closed()
+        return await _send(via, f"http://127.0.0.1:{port}/x", limits)
+    async with _serving(handler) as url:
+        return await _send(via, f"{url}/x", limits)
+
+
+VIA = pytest.mark.parametrize("via", ["client", "direct"])
+
+
+@VIA
+def test_an_answer_arrives_whole_with_the_cluster_token_sent(via: str) -> None:
+    status, body = asyncio.run(_post(_echo_token, via))
+    assert status == 200
+    assert body == b"secret|ask|" + BODY
 
 
 @pytest.mark.parametrize(
@@ -95,17 +118,19 @@ def test_an_answer_arrives_whole_with_the_cluster_token_sent() -> None:
     ],
     ids=["refused", "cut-mid-answer", "closed-unanswered", "reset"],
 )
+@VIA
 def test_a_gone_peer_is_a_dropped_connection(
-    handler: Handler | None, error: type | tuple[type, ...]
+    handler: Handler | None, error: type | tuple[type, ...], via: str
 ) -> None:
     with pytest.raises(httpx.HTTPError) as got:
-        asyncio.run(_post(handler))
+        asyncio.run(_post(handler, via))
     assert isinstance(got.value, error), repr(got.value)
     assert dropped(got.value)
 
 
-def test_a_silent_peer_is_a_timeout_not_a_dropped_connection() -> None:
+@VIA
+def test_a_silent_peer_is_a_timeout_not_a_dropped_connection(via: str) -> None:
     with pytest.raises(httpx.HTTPError) as got:
-        asyncio.run(_post(_silent, timeout=0.3))
+        asyncio.run(_post(_silent, via, timeout=0.3))
     assert isinstance(got.value, httpx.ReadTimeout), repr(got.value)
     assert not dropped(got.value)
