@@ -105,7 +105,8 @@ class Partition:
     async def wait_change(self, timeout_s: float) -> None:
         """Until the role, ISR or high watermark changes, or `timeout_s` passes."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), timeout_s)
+            async with asyncio.timeout(timeout_s):  # no task per wait, as wait_for makes
+                await self._changed.wait()
 
     @property
     def tp(self) -> TopicIdPartition:
@@ -349,7 +350,8 @@ class Partition:
             if remaining <= 0:
                 return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._data.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await self._data.wait()
 
     # -- housekeeping -----------------------------------------------------------------------
 

@@ -78,7 +78,8 @@ class ReplicaFetchHandler:
         )
         if idle and max_wait_ms > 0:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(waiter.wait(), min(max_wait_ms, 5000) / 1000)
+                async with asyncio.timeout(min(max_wait_ms, 5000) / 1000):  # no task made
+                    await waiter.wait()
             replies, payloads = self._serve(replica, parts, max_bytes)
         return encode_response(replies, payloads)
 

@@ -80,7 +80,8 @@ class Sender:
                     return
                 timeout = self._next_wakeup(now)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout)
+                    async with asyncio.timeout(timeout):  # no task made per turn, as wait_for's
+                        await self._wake.wait()
                 self._wake.clear()
         finally:
             self.encoder.close()
