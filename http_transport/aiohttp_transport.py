@@ -17,7 +17,7 @@ these three as "the peer is gone"); a timeout is a timeout, never one of those.
 from __future__ import annotations
 
 import ssl
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 
 import aiohttp
@@ -49,11 +49,21 @@ def _mapped(exc: Exception, request: httpx.Request) -> httpx.TransportError:
 
 
 @contextmanager
-def _httpx_errors(request: httpx.Request) -> Iterator[None]:
+def _httpx_errors(request: httpx.Request | Callable[[], httpx.Request]) -> Iterator[None]:
+    """aiohttp's errors as httpx's; `request` (the one they carry) may be made only once one
+    is raised."""
     try:
         yield
     except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
-        raise _mapped(exc, request) from exc
+        raise _mapped(exc, request if isinstance(request, httpx.Request) else request()) from exc
+
+
+def _client_timeout(
+    pool: float | None, connect: float | None, read: float | None
+) -> aiohttp.ClientTimeout:
+    """httpx's timeouts as aiohttp's: the wait for a pooled connection, the connect, each
+    read; no bound on the whole exchange (a long answer may take its time)."""
+    return aiohttp.ClientTimeout(total=None, connect=pool, sock_connect=connect, sock_read=read)
 
 
 class _Body(httpx.AsyncByteStream):
@@ -108,11 +118,8 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 headers=[kv for kv in request.headers.multi_items() if kv[0] not in _FRAMING],
                 data=body or None,
                 allow_redirects=False,
-                timeout=aiohttp.ClientTimeout(
-                    total=None,
-                    connect=timeout.get("pool"),
-                    sock_connect=timeout.get("connect"),
-                    sock_read=timeout.get("read"),
+                timeout=_client_timeout(
+                    timeout.get("pool"), timeout.get("connect"), timeout.get("read")
                 ),
             )
         return httpx.Response(
@@ -129,26 +136,18 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         """POST `content` and read the whole answer, with no httpx request or response made
         on the way (cluster/internal_http.py post_direct: a follower's replica fetches, where
         they were half of this transport's CPU). Errors as handle_async_request's."""
-        try:
+        with _httpx_errors(lambda: httpx.Request("POST", url, headers=headers)):
             response = await self._open().post(
                 url,
                 headers=headers,
                 data=content,
                 allow_redirects=False,
-                timeout=aiohttp.ClientTimeout(
-                    total=None,
-                    connect=timeout.pool,
-                    sock_connect=timeout.connect,
-                    sock_read=timeout.read,
-                ),
+                timeout=_client_timeout(timeout.pool, timeout.connect, timeout.read),
             )
             try:
                 return response.status, await response.read()
             finally:
                 response.release()
-        except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
-            # The request httpx's errors carry, made only now that one is raised.
-            raise _mapped(exc, httpx.Request("POST", url, headers=headers)) from exc
 
     async def aclose(self) -> None:
         if self._session is not None:
