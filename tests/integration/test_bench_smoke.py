@@ -135,6 +135,15 @@ SPARK_EXPECTED = [
 ]
 
 
+# Servers are started as a user starts them (`python -m tierlog`: a benchmark measures real
+# processes, start-ups included), except in the smoke runs of the benchmarks that start many:
+# there they fork from a pre-imported parent of the benchmark's own (tests/integration/
+# zygote.py; the same main(), in processes of their own), which saves each start its imports.
+# Smoke runs, each way (machine CPU-s): rolling_restart 20.1 -> 9.5, pipeline 32.6 -> 24.9,
+# replication 10.5 -> 8.9; the others start one or two servers and gained nothing.
+FORKED = ("rolling_restart", "pipeline", "replication")
+
+
 def _start(bench: str, out: Path, postgres: str) -> subprocess.Popen[bytes]:
     with out.open("wb") as sink:  # a file, not a pipe: nobody reads while it runs
         return subprocess.Popen(
@@ -142,10 +151,7 @@ def _start(bench: str, out: Path, postgres: str) -> subprocess.Popen[bytes]:
             cwd=ROOT,
             env={
                 **os.environ,
-                # Servers started as a user starts them, not forked (tests/integration/
-                # zygote.py): a benchmark measures real `python -m tierlog` processes,
-                # start-ups included.
-                "TIERLOG_TEST_FORK": "0",
+                "TIERLOG_TEST_FORK": "1" if bench in FORKED else "0",
                 # A database of its own on this worker's Postgres (bench/servers.py), not a
                 # server of its own: initdb, start and stop cost ~0.8 CPU-s a benchmark.
                 SHARED_POSTGRES: postgres,
