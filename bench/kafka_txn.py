@@ -12,9 +12,16 @@ go in, each waited for as a transaction waits before EndTxn (librdkafka sends a 
 batch per Produce request: ~250 records here, against batches of up to 1 MB unflushed),
 without the transaction; what the transaction itself costs is the difference from it.
 
+Beside them, the client's ceiling (kafka_txn_ceiling.py): the same cases against
+librdkafka's mock cluster, a broker inside the client's process that costs next to nothing.
+With transactions of 1,000 records this producer stays far below its idempotent rate even
+there (each transaction waits for AddPartitionsToTxn, its flush and EndTxn in turn), and no
+broker on the same machine can show it more: the ceiling is printed beside the goal.
+
 Checks: after each transactional round, one transaction is aborted and one more committed
 after it; read_committed then reads exactly the committed records (each once) and none of the
-aborted. Each idempotent round's topic holds exactly the records sent.
+aborted. Each idempotent round's topic holds exactly the records sent, and so does each
+of the ceiling's.
 """
 
 from __future__ import annotations
@@ -29,6 +36,9 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from bench import kafka_txn_ceiling
+from bench.kafka_txn_ceiling import MockCluster
 
 TXN_SIZE = 1000
 PARTITIONS = 4
@@ -67,6 +77,7 @@ class TxnFigures(NamedTuple):
     latency_ms: list[float]  # produce() -> seen by read_committed (one-record transactions)
     load: tuple[tuple[float, float, float], tuple[float, float, float]]  # before, after
     idle: float  # the brokers' CPU seconds per second when idle (subtracted)
+    ceiling: dict[str, list[float]]  # case -> records/s of its rounds on the mock cluster
 
     def best(self, case: str) -> Round:
         return max((r for r in self.rounds if r.case == case), key=_rate)
@@ -99,7 +110,7 @@ def _values(n: int, tag: bytes = b"c") -> list[bytes]:
     return [b'{"%s": %d, "pad": "%s"}' % (tag, i, b"x" * 64) for i in range(n)]
 
 
-def _producer(bootstrap: str, transactional: bool) -> Producer:
+def producer(bootstrap: str, transactional: bool) -> Producer:
     conf = {"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"}
     if not transactional:
         return Producer({**conf, "enable.idempotence": True})
@@ -130,7 +141,7 @@ def _transaction(p: Producer, topic: str, values: list[bytes], first: int, commi
         p.abort_transaction(60)
 
 
-def _produce(p: Producer, topic: str, values: list[bytes], case: str) -> float:
+def produce(p: Producer, topic: str, values: list[bytes], case: str) -> float:
     start = time.perf_counter()
     if case == IDEMPOTENT:
         _send(p, topic, values)
@@ -147,10 +158,10 @@ def _produce(p: Producer, topic: str, values: list[bytes], case: str) -> float:
 
 def _round(bootstrap: str, topic: str, values: list[bytes], case: str, meter: Meter) -> Round:
     txn = case == TRANSACTIONAL
-    p = _producer(bootstrap, txn)
-    _produce(p, topic, values[:100], case)  # warm: connections, metadata
+    p = producer(bootstrap, txn)
+    produce(p, topic, values[:100], case)  # warm: connections, metadata
     cpu, own = meter.broker_cpu(), _own_cpu()
-    seconds = _produce(p, topic, values, case)
+    seconds = produce(p, topic, values, case)
     r = Round(case, len(values), seconds, meter.broker_cpu() - cpu, _own_cpu() - own)
     committed = values[:100] + values
     if txn:  # aborted records between committed ones: read_committed must skip them
@@ -158,19 +169,31 @@ def _round(bootstrap: str, topic: str, values: list[bytes], case: str, meter: Me
         tail = _values(10, b"tail")
         _transaction(p, topic, tail, 0, commit=True)
         committed += tail
-    read_committed(bootstrap, topic, committed)
+    read_exactly(bootstrap, topic, committed)
     return r
 
 
-def read_committed(bootstrap: str, topic: str, expected: list[bytes]) -> None:
-    """read_committed reads exactly `expected` from the topic's partitions: each once, and
-    nothing else (no aborted record, no marker)."""
+def _ceiling_round(mock: MockCluster, topic: str, values: list[bytes], case: str) -> float:
+    """The case's round against librdkafka's mock cluster (kafka_txn_ceiling.py): records/s."""
+    kafka_txn_ceiling.create(mock, topic, PARTITIONS)
+    p = producer(mock.bootstrap, case == TRANSACTIONAL)
+    produce(p, topic, values[:100], case)
+    seconds = produce(p, topic, values, case)
+    read_exactly(mock.bootstrap, topic, values[:100] + values, "read_uncommitted")
+    return len(values) / seconds
+
+
+def read_exactly(
+    bootstrap: str, topic: str, expected: list[bytes], isolation: str = "read_committed"
+) -> None:
+    """A consumer at `isolation` reads exactly `expected` from the topic's partitions: each
+    once, and nothing else (read_committed: no aborted record, no marker)."""
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": "bench",
             "enable.auto.commit": False,
-            "isolation.level": "read_committed",
+            "isolation.level": isolation,
             "fetch.wait.max.ms": 50,
             "enable.partition.eof": True,
         }
@@ -190,13 +213,13 @@ def read_committed(bootstrap: str, topic: str, expected: list[bytes]) -> None:
             elif err is not None and err.code() == KafkaError._PARTITION_EOF:
                 eof.add(msg.partition() or 0)
             elif err is not None:
-                raise SystemExit(f"read_committed: {err}")
+                raise SystemExit(f"{isolation}: {err}")
     c.close()
     want = sorted(expected)
     if sorted(got) != want:
         extra = len(set(got) - set(want))
         raise SystemExit(
-            f"{topic}: read_committed read {len(got):,} records ({len(set(got)):,} distinct, "
+            f"{topic}: {isolation} read {len(got):,} records ({len(set(got)):,} distinct, "
             f"{extra:,} not committed), {len(want):,} were committed"
         )
 
@@ -250,20 +273,25 @@ def _latency(bootstrap: str, topic: str, rounds: int) -> list[float]:
 def run(
     bootstrap: str, create: Callable[[str], object], n: int, repeats: int, rounds: int, meter: Meter
 ) -> TxnFigures:
-    """`create(topic)` makes a 4-partition topic. `repeats` rounds of each case, interleaved."""
+    """`create(topic)` makes a 4-partition topic. `repeats` rounds of each case, interleaved,
+    each repeat's followed by the client's ceiling's rounds (kafka_txn_ceiling.py)."""
     values = _values(n)
     load = os.getloadavg()
+    mock = kafka_txn_ceiling.start()
     out = []
+    ceiling: dict[str, list[float]] = {case: [] for case in CASES}
     for i in range(repeats):
         for k, case in enumerate(CASES):
             topic = f"txn-{k}-{i}"
             create(topic)
             out.append(_round(bootstrap, topic, values, case, meter))
+        for k, case in enumerate(CASES):
+            ceiling[case].append(_ceiling_round(mock, f"ceiling-{k}-{i}", values, case))
     idle = (meter.idle + meter.idle_now()) / 2
     out = [r._replace(broker_cpu_s=max(0.0, r.broker_cpu_s - idle * r.seconds)) for r in out]
     create("txn-latency")
     latency = _latency(bootstrap, "txn-latency", rounds)
-    return TxnFigures(out, latency, (load, os.getloadavg()), idle)
+    return TxnFigures(out, latency, (load, os.getloadavg()), idle, ceiling)
 
 
 def print_figures(setup: str, f: TxnFigures) -> None:
@@ -287,6 +315,7 @@ def print_figures(setup: str, f: TxnFigures) -> None:
             f"of {case}'s {base.rate:,.0f}; median broker CPU per record "
             f"{f.cpu(TRANSACTIONAL):.1f} us against {f.cpu(case):.1f} us"
         )
+    _print_ceiling(f, txn.rate)
     print(
         f"  produce -> commit -> read_committed: p50 {statistics.median(lat):.1f} ms, "
         f"p99 {p99:.1f} ms ({len(lat)} transactions)"
@@ -294,4 +323,19 @@ def print_figures(setup: str, f: TxnFigures) -> None:
     print(
         "  read_committed read every transactional record once, none of the aborted "
         "transactions' (checked after every round)"
+    )
+
+
+def _print_ceiling(f: TxnFigures, txn_rate: float) -> None:
+    best = {case: max(rates) for case, rates in f.ceiling.items()}
+    print(
+        "  the client's ceiling (the same cases against librdkafka's mock cluster, in the "
+        "client's process: no disk, no replication, no markers), best rounds:"
+    )
+    print(
+        "    "
+        + ", ".join(f"{case} {rate:,.0f}" for case, rate in best.items())
+        + f" records/s: transactional {best[TRANSACTIONAL] / best[IDEMPOTENT]:.0%} of "
+        f"idempotent there, tierlog's transactional {txn_rate / best[TRANSACTIONAL]:.0%} "
+        "of the ceiling's"
     )

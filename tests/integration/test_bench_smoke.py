@@ -114,6 +114,7 @@ EXPECTED = {
         "the Kafka consumer read the key and value bytes HTTP reads there",
         "transactions of 1,000 records vs idempotent (one producer)",
         "read_committed read every transactional record once",
+        "the client's ceiling (the same cases against librdkafka's mock cluster",
     ],
     "typed_lake": [
         "tierlog typed lake benchmark: 5,000 Avro records",
