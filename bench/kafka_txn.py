@@ -218,9 +218,10 @@ def read_exactly(
     want = sorted(expected)
     if sorted(got) != want:
         extra = len(set(got) - set(want))
+        sent = "committed" if isolation == "read_committed" else "sent"
         raise SystemExit(
             f"{topic}: {isolation} read {len(got):,} records ({len(set(got)):,} distinct, "
-            f"{extra:,} not committed), {len(want):,} were committed"
+            f"{extra:,} not {sent}), {len(want):,} were {sent}"
         )
 
 
