@@ -155,7 +155,9 @@ JVM_TEST_OPTIONS = (
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    os.environ.setdefault("JDK_JAVA_OPTIONS", JVM_TEST_OPTIONS)
+    from tests.jvm_archive import jvm_options
+
+    os.environ.setdefault("JDK_JAVA_OPTIONS", JVM_TEST_OPTIONS + jvm_options())
     # What tierlog/startup.py sets in every tierlog process, for the other Python processes
     # the tests start (benchmarks, Spark's Python workers, scripts): none does linear algebra,
     # and numpy's OpenBLAS threads cost each ~0.1 CPU-s of spinning at import.
