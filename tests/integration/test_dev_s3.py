@@ -14,7 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
-from tierlog.devstack.local_s3 import LocalS3, LocalS3Error
+from tierlog.devstack.local_s3 import SOCKET_DIR, LocalS3, LocalS3Error
 
 
 def _store(env: dict[str, str], bucket: str = "tierlog") -> ObjectStore:
@@ -33,6 +33,15 @@ def _listening_addresses(ports: set[int]) -> dict[int, str]:
                 if fields[3] == "0A" and int(port_hex, 16) in ports:  # 0A = LISTEN
                     found[int(port_hex, 16)] = addr
     return found
+
+
+def _live(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
 
 
 def test_local_s3_put_get_survives_restart_and_binds_loopback(tmp_path: Path) -> None:
@@ -68,6 +77,12 @@ def test_local_s3_put_get_survives_restart_and_binds_loopback(tmp_path: Path) ->
         assert _store(env2).get("a/b.bin") == b"\x00hello\xff" * 1000
     finally:
         again.stop()
+    # weed leaves its local sockets in /tmp when it stops (even on Ctrl-C); stop() removes
+    # those of its ports: none is left behind, run after run (a live one is another weed's
+    # that took a port since).
+    found = [p for port in ports for p in SOCKET_DIR.glob(f"seaweedfs-*-{port}.sock")]
+    left = [p for p in found if not _live(p)]
+    assert not left, left
 
 
 def test_conditional_put_and_concurrent_delta_commits(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import sysconfig
@@ -69,6 +70,9 @@ _PORT_NAMES = (
     "admin.port",
     "admin.port.grpc",
 )
+# weed's local sockets (/tmp/seaweedfs-s3-<port>.sock and -s3-grpc-, -admin-grpc-): a fixed
+# directory, whatever TMPDIR says, and left behind when it stops, even on Ctrl-C.
+SOCKET_DIR = Path("/tmp")
 _START_ATTEMPTS = 3  # a picked port can be taken before weed binds it: pick again
 
 
@@ -108,6 +112,7 @@ class LocalS3(LocalServer):
         self.ready_timeout = ready_timeout
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
+        self._spawned_ports: list[int] = []  # the ports of the weed started last
         self._access_key = ""
         self._secret_key = ""
 
@@ -215,6 +220,7 @@ class LocalS3(LocalServer):
             for attempt in range(_START_ATTEMPTS):
                 ports = self._ports(fresh=attempt > 0)
                 self.port = ports["s3.port"]
+                self._spawned_ports = list(ports.values())
                 if self._spawn(self._argv(weed, config, ports)):
                     return self.env()
                 if self.requested_port:
@@ -293,7 +299,23 @@ class LocalS3(LocalServer):
         proc, self.proc = self.proc, None
         # SIGINT is weed's Ctrl-C: it shuts its servers down in order.
         stop_process(proc, ((signal.SIGINT, timeout), (signal.SIGKILL, 10.0)))
+        if proc is not None:
+            remove_stale_sockets(self._spawned_ports)
 
     def stop(self) -> None:
         self._terminate()
         self._unlock()
+
+
+def remove_stale_sockets(ports: list[int]) -> None:
+    """Remove the local sockets a stopped weed left for `ports`: only those nothing listens
+    on any more (another weed may have taken a port since, and its socket is its own)."""
+    for port in ports:
+        for path in SOCKET_DIR.glob(f"seaweedfs-*-{port}.sock"):
+            with socket.socket(socket.AF_UNIX) as probe:
+                try:
+                    probe.connect(str(path))
+                    continue  # a live server's
+                except OSError:
+                    pass
+            path.unlink(missing_ok=True)
