@@ -14,7 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from coldstore.object_store import ObjectStore, ObjectStoreConfig
-from tierlog.devstack.local_s3 import SOCKET_DIR, LocalS3, LocalS3Error
+from tierlog.devstack.local_s3 import SOCKET_DIR, LocalS3, LocalS3Error, socket_listened_on
 
 
 def _store(env: dict[str, str], bucket: str = "tierlog") -> ObjectStore:
@@ -33,15 +33,6 @@ def _listening_addresses(ports: set[int]) -> dict[int, str]:
                 if fields[3] == "0A" and int(port_hex, 16) in ports:  # 0A = LISTEN
                     found[int(port_hex, 16)] = addr
     return found
-
-
-def _live(path: Path) -> bool:
-    with socket.socket(socket.AF_UNIX) as probe:
-        try:
-            probe.connect(str(path))
-        except OSError:
-            return False
-    return True
 
 
 def test_local_s3_put_get_survives_restart_and_binds_loopback(tmp_path: Path) -> None:
@@ -81,7 +72,7 @@ def test_local_s3_put_get_survives_restart_and_binds_loopback(tmp_path: Path) ->
     # those of its ports: none is left behind, run after run (a live one is another weed's
     # that took a port since).
     found = [p for port in ports for p in SOCKET_DIR.glob(f"seaweedfs-*-{port}.sock")]
-    left = [p for p in found if not _live(p)]
+    left = [p for p in found if not socket_listened_on(p)]
     assert not left, left
 
 

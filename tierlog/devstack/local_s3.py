@@ -312,10 +312,15 @@ def remove_stale_sockets(ports: list[int]) -> None:
     on any more (another weed may have taken a port since, and its socket is its own)."""
     for port in ports:
         for path in SOCKET_DIR.glob(f"seaweedfs-*-{port}.sock"):
-            with socket.socket(socket.AF_UNIX) as probe:
-                try:
-                    probe.connect(str(path))
-                    continue  # a live server's
-                except OSError:
-                    pass
-            path.unlink(missing_ok=True)
+            if not socket_listened_on(path):
+                path.unlink(missing_ok=True)
+
+
+def socket_listened_on(path: Path) -> bool:
+    """Whether a server still accepts connections on the Unix socket at `path`."""
+    with socket.socket(socket.AF_UNIX) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
