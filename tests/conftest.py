@@ -252,7 +252,7 @@ _SLOWEST_FIRST = (
     "test_typed_lake.py",
     "test_openapi_fuzz_negative.py",
     "test_tiering_broker.py",
-    "test_kafka_quix.py",  # builds .venv-quix from PyPI, then ~2.5 min of cluster and app
+    "test_kafka_quix.py",  # ~2.5 min of cluster and app (scripts/test makes its venv ahead)
     "test_chaos.py",
     "test_compaction.py",
     "test_tiering_crash.py",

@@ -4,15 +4,13 @@ transactions, on three broker processes. The counts read_committed reads are exa
 key's are 1, 2, ... n, once each (no double counting).
 
 quixstreams pins an older confluent-kafka than the project's, so it runs from a venv of its
-own (`.venv-quix`, made here from PyPI on first use) as a child process
-(tests/integration/quix_count_app.py)."""
+own (tests/integration/quix_venv.py) as a child process (tests/integration/quix_count_app.py)."""
 
 from __future__ import annotations
 
 import json
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -27,28 +25,16 @@ from confluent_kafka import Producer
 from metadata.db import make_engine
 from metadata.transactions import TxnRepo
 from tests.integration import kafka_txn_wire as wire
-from tests.integration import txn_apps
+from tests.integration import quix_venv, txn_apps
 from tests.integration.cluster import Cluster, wait_for
 
-QUIX = "quixstreams==3.28.1"  # its newest; it asks confluent-kafka < 2.13
-ROOT = Path(__file__).resolve().parents[2]
 APP = Path(__file__).with_name("quix_count_app.py")
 KEYS = [f"k{i}" for i in range(6)]
 
 
-@pytest.fixture(scope="module")
-def quix_python() -> Path:
-    venv = ROOT / ".venv-quix"
-    python = venv / "bin" / "python"
-    wanted = QUIX.split("==")[1]
-    check = [str(python), "-c", f"import quixstreams as q; assert q.__version__ == {wanted!r}"]
-    if not python.exists() or subprocess.run(check, capture_output=True).returncode != 0:
-        # No pip of its own: the suite's installs into it (--python), and compiles no module
-        # ahead (the app imports a few of them): 12 s of CPU on a fresh clone, now 3.5.
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-        install = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q"]
-        subprocess.run([*install, "--no-compile", QUIX], check=True, timeout=900)
-    return python
+@pytest.fixture(scope="module", name="quix_python")
+def quix_python_fixture() -> Path:
+    return quix_venv.quix_python()
 
 
 @pytest.fixture(scope="module")
