@@ -165,14 +165,15 @@ def _chromium() -> WebDriver:
         pytest.skip("no chromium / chromedriver: scripts/test installs Debian's (root only)")
     options = webdriver.ChromeOptions()
     options.binary_location = binary
-    profile = tempfile.mkdtemp(prefix="tierlog-console-chromium-")
     for flag in (
         "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
         "--disable-dev-shm-usage", "--window-size=1400,1000",
     ):  # fmt: skip
         options.add_argument(flag)
+    profile = None  # the headless shell's is chromedriver's, which removes it at quit
     if binary == CHROMIUM:
+        profile = tempfile.mkdtemp(prefix="tierlog-console-chromium-")
         options.add_argument(f"--user-data-dir={profile}")
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     service = Service(executable_path=CHROMEDRIVER, port=free_port())
@@ -204,7 +205,8 @@ def _stack(database_url: str, root: Path, secure: bool) -> Iterator[ConsoleStack
     finally:
         if driver is not None:
             driver.quit()
-            shutil.rmtree(driver.tierlog_profile, ignore_errors=True)  # type: ignore[attr-defined]
+            if driver.tierlog_profile is not None:  # type: ignore[attr-defined]
+                shutil.rmtree(driver.tierlog_profile, ignore_errors=True)  # type: ignore[attr-defined]
         if app is not None:
             app.stop()
         broker.stop()
