@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cluster.read_contract import FetchResult, FrameCrc
+from ingest.log import storage_errors
 from ingest.log.log_read import CorruptLogError
 from ingest.replication import corruption
 from ingest.replication.partition import Partition
@@ -39,9 +40,23 @@ def out_of_range(state: Partition, offset: int, log_start: int | None = None) ->
     )
 
 
+def require_online(state: Partition) -> None:
+    """KAFKA_STORAGE_ERROR (retriable) while this broker's copy is offline after a storage
+    error, as Kafka answers every read of an offline replica: its log end froze when it
+    failed, so quoting it (416) would tell a consumer already past it to reset."""
+    failure = state.log.failure
+    if failure is not None:
+        raise TierlogError(
+            ErrorCode.KAFKA_STORAGE_ERROR,
+            f"{state.topic}-{state.partition} is offline on this broker after a storage "
+            f"error ({storage_errors.describe(failure)}); retry: another replica takes over",
+        )
+
+
 async def fetch(
     state: Partition, offset: int, max_records: int, max_bytes: int, wait_ms: int
 ) -> FetchResult:
+    require_online(state)
     log = state.log
     if offset < log.log_start_offset or offset > log.log_end_offset:
         raise out_of_range(state, offset)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from cluster.read_contract import ColdRange, ColdReader, FetchResult
 from ingest.replication.partition import Partition
-from ingest.tiered.fetch_reader import fetch, out_of_range
+from ingest.tiered.fetch_reader import fetch, out_of_range, require_online
 from logformat.errors import ErrorCode, TierlogError
 
 
@@ -70,6 +70,7 @@ async def fetch_tiered(
     wait_ms: int,
 ) -> FetchResult:
     """One fetch, from whichever tier holds `offset` (None = the log start across tiers)."""
+    require_online(state)
     if cold is None:
         start = state.log.log_start_offset
         return await fetch(

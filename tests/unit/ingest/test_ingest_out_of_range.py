@@ -88,3 +88,21 @@ def test_without_a_cold_tier_the_hot_range_is_the_log(env: LogEnv, frame: FrameF
     assert "outside orders-0's log [10, 20]" in str(caught.value)
     assert "tier" not in str(caught.value)
     assert caught.value.extra["log_start_offset"] == 10
+
+
+@pytest.mark.parametrize("cold", [None, StubColdTier(12)], ids=["hot only", "tiered"])
+@pytest.mark.parametrize("offset", [15, 20, 25], ids=["below end", "at end", "past end"])
+def test_an_offline_copy_answers_a_storage_error_not_its_frozen_end(
+    env: LogEnv, frame: FrameFactory, cold: StubColdTier | None, offset: int
+) -> None:
+    """A log taken offline by a failed write keeps the end it had: a leader that has not yet
+    learnt it was replaced must not quote that end (416) to a consumer the new leader already
+    served past it (chaos seed 1904215306), which would reset it; Kafka answers every read of
+    an offline replica KAFKA_STORAGE_ERROR, and the consumer retries elsewhere."""
+    state = _tiered_leader(env, frame)
+    state.log._went_offline(OSError(28, "No space left on device"), "append failed")
+    with pytest.raises(TierlogError) as caught:
+        asyncio.run(fetch_tiered(state, cold, offset, 10, 1 << 20, 0))
+    assert caught.value.code is ErrorCode.KAFKA_STORAGE_ERROR, caught.value
+    assert "orders-0 is offline on this broker" in caught.value.message
+    assert "disk full" in caught.value.message
