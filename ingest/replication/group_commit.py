@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from failures.families import StorageError
 from ingest import metrics
+from ingest.replication.refusals import RecentRefusals
 from ingest.unified.producer_appends import PendingAppends
 from ingest.unified.producer_types import Verdict
 from ingest.unified.unified_log import UnifiedLog
@@ -40,13 +41,17 @@ class GroupCommit:
         ensure_leader: Callable[[], None],
         leader_epoch: Callable[[], int],
         appended: Callable[[], None],
+        refusals: RecentRefusals,
     ) -> None:
         """`ensure_leader` raises unless this broker may still append; `appended` runs after
-        every successful drain (the high watermark may move, followers may be woken)."""
+        every successful drain (the high watermark may move, followers may be woken);
+        `refusals` notes a drain that failed, and answers a sequence gap that follows one
+        retriably (replication/refusals.py)."""
         self._log = log
         self._ensure_leader = ensure_leader
         self._leader_epoch = leader_epoch
         self._appended = appended
+        self._refusals = refusals
         self._pending: list[Request] = []
         self._draining = False
 
@@ -82,11 +87,11 @@ class GroupCommit:
             _fail(batch, exc)
             return
         pending = self._log.begin_appends()
-        plan, to_write = _stage(pending, batch)
+        plan, to_write = _stage(pending, batch, self._refusals)
         try:
             ranges = self._log.append_as_leader(to_write, pending, self._leader_epoch())
         except Exception as exc:  # every waiting request must get an answer
-            _fail(batch, _storage_error(exc))
+            _fail(batch, self._refusals.note(_storage_error(exc)))
             return
         metrics.GROUP_COMMIT_FRAMES.observe(len(to_write))
         for item, (_, future) in zip(plan, batch, strict=True):
@@ -99,7 +104,9 @@ class GroupCommit:
         self._appended()
 
 
-def _stage(pending: PendingAppends, batch: list[Request]) -> tuple[list[_Plan], list[bytearray]]:
+def _stage(
+    pending: PendingAppends, batch: list[Request], refusals: RecentRefusals
+) -> tuple[list[_Plan], list[bytearray]]:
     """Check and stage each request's frames; a request that fails is unstaged alone.
     Returns the plan per request and the frames to write (duplicates left out)."""
     plan: list[_Plan] = []
@@ -110,7 +117,7 @@ def _stage(pending: PendingAppends, batch: list[Request]) -> tuple[list[_Plan], 
             verdicts = [_stage_frame(pending, frame) for frame in request]
         except TierlogError as exc:  # this request only: out of order, fenced epoch…
             pending.rollback(mark)
-            plan.append(exc)
+            plan.append(refusals.explain(exc))
             continue
         plan.append((len(to_write), verdicts))
         to_write += [f for f, v in zip(request, verdicts, strict=True) if not v.duplicate]

@@ -23,6 +23,7 @@ from ingest.metrics import ReplicationMetrics
 from ingest.replication import write_answers
 from ingest.replication.group_commit import AppendResult, GroupCommit
 from ingest.replication.isr import FollowerProgress, high_watermark, lagging, may_join
+from ingest.replication.refusals import RecentRefusals
 from ingest.replication.roles import Role
 from ingest.unified.producer_state import ProducerStateManager
 from ingest.unified.unified_log import UnifiedLog
@@ -87,8 +88,15 @@ class Partition:
         # The leader epoch this broker last stopped leading in, and its high watermark then:
         # what was committed in that epoch (write_answers.py), whatever its log does next.
         self.left: tuple[int, int] = (-1, -1)
+        # When this leader last refused a write before it reached the log: a sequence gap
+        # that follows is its own doing, answered retriably (replication/refusals.py).
+        self.refusals = RecentRefusals(clock)
         self._commits = GroupCommit(
-            self.unified, self.ensure_leader, lambda: self.leader_epoch, self._after_append
+            self.unified,
+            self.ensure_leader,
+            lambda: self.leader_epoch,
+            self._after_append,
+            self.refusals,
         )
         self._changed = asyncio.Event()  # producers waiting for acks=all
         self._data = asyncio.Event()  # long-polling consumers, woken after the producers
@@ -173,8 +181,15 @@ class Partition:
     # -- leader: produce --------------------------------------------------------------------
 
     def ensure_leader(self) -> None:
+        """Raise unless this broker may append to the partition now; a refusal is noted (a
+        sequence gap right after it is this leader's doing: replication/refusals.py)."""
+        why = self._write_refusal()
+        if why is not None:
+            raise self.refusals.note(why)
+
+    def _write_refusal(self) -> TierlogError | None:
         if self._closed or self.role is not Role.LEADER:
-            raise TierlogError(
+            return TierlogError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
                 f"broker {self.me} does not lead {self.topic}-{self.partition}"
                 f" (leader: {self.leader_id})",
@@ -184,18 +199,19 @@ class Partition:
         # metadata whose leader epoch is not newer, so after NOT_LEADER_OR_FOLLOWER its
         # producer stayed parked until its messages timed out).
         if self.handing_off:
-            raise TierlogError(
+            return TierlogError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 f"leadership of {self.topic}-{self.partition} is moving to broker "
                 f"{self.replicas[0]}; retry shortly",
             )
         if not self.lease_ok():
             # A paused or partitioned leader whose lease lapsed may already be replaced.
-            raise TierlogError(
+            return TierlogError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 f"broker {self.me} cannot confirm its cluster lease; it may no longer lead "
                 f"{self.topic}-{self.partition}: retry",
             )
+        return None
 
     async def append(
         self, frames: list[bytearray], acks: int, min_insync: int, timeout_s: float
@@ -213,10 +229,12 @@ class Partition:
         in that order and may wait for completed() concurrently."""
         self.ensure_leader()
         if acks == -1 and len(self.isr) < min_insync:
-            raise TierlogError(
-                ErrorCode.NOT_ENOUGH_REPLICAS,
-                f"{self.topic}-{self.partition} has {len(self.isr)} in-sync replicas "
-                f"({self.isr}); min.insync.replicas is {min_insync}",
+            raise self.refusals.note(
+                TierlogError(
+                    ErrorCode.NOT_ENOUGH_REPLICAS,
+                    f"{self.topic}-{self.partition} has {len(self.isr)} in-sync replicas "
+                    f"({self.isr}); min.insync.replicas is {min_insync}",
+                )
             )
         return self._commits.submit(frames)
 

@@ -52,7 +52,10 @@ class Produce:
         # write=True: a leader whose lease is in doubt refuses with its own retriable code,
         # never NOT_LEADER_OR_FOLLOWER in its own epoch (librdkafka would park the partition).
         state = self._broker.require_leader(topic, partition, write=True)
-        self._broker.untiered_bound.check(state)  # client produce only: followers fetch
+        try:
+            self._broker.untiered_bound.check(state)  # client produce only: followers fetch
+        except TierlogError as exc:  # a sequence gap after it is this leader's doing
+            raise state.refusals.note(exc) from None
         return state
 
     async def check_schema_ids(self, view: TopicView, batch: pa.RecordBatch) -> None:
