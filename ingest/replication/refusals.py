@@ -1,5 +1,6 @@
 """A gap in an idempotent producer's sequences that the leader made itself is answered with a
-retriable error, not OUT_OF_ORDER_SEQUENCE_NUMBER (docs/design.md §3, "Sequence gaps").
+retriable error, not OUT_OF_ORDER_SEQUENCE_NUMBER (docs/design.md §1; docs/architecture.md,
+"Sequence gaps the leader made").
 
 A client pipelines up to five requests per partition. When the leader refuses one of them
 before it reaches the log (NOT_ENOUGH_REPLICAS while the ISR is below min.insync.replicas, its
@@ -15,9 +16,9 @@ leadership move in the middle of an acks=all wait) is then written twice: chaos 
 So for WINDOW_S after it refused a write, the leader answers a batch that is ahead of its
 producer's next sequence with the retriable NOT_ENOUGH_REPLICAS: the client retries the
 refused batch and this one, in order, under the same epoch. A gap the client made itself (it
-gave messages up) still gets OUT_OF_ORDER_SEQUENCE_NUMBER once the window has passed, and a
-producer that gave up messages bumps its epoch anyway (librdkafka and Java both do), which a
-sequence-0 batch of a new epoch never meets here.
+gave messages up) still gets OUT_OF_ORDER_SEQUENCE_NUMBER once the window has passed; such a
+producer bumps its epoch anyway (librdkafka and Java both do), and a new epoch's first batch
+has sequence 0, never a gap.
 """
 
 from __future__ import annotations
